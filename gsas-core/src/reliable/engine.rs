@@ -1,0 +1,911 @@
+//! The [`Reliable`] transport: sending, receiving, acknowledging and timers.
+//!
+//! See the [module docs](super) for the protocol and its guarantees. Internally the layer is
+//! split into the inner transport and a `Core` holding everything else, so that closures
+//! handed to the inner transport can update the core while the transport is borrowed.
+
+use crate::transport::{Capabilities, Ordering, Transport, TransportError};
+
+use super::frame::{
+    self, Frame, FrameRepr, HEADER_LEN, MAX_PACKET_LEN, PACKET_PREFIX_LEN, Packets,
+};
+use super::index::{DenseIndex, PeerIndex};
+use super::peer::{
+    CacheEntry, CacheState, EVENT_RESTARTED, EVENT_UNREACHABLE, NEVER, NO_SLOT, PeerSlot,
+};
+use super::pool::Pool;
+use super::rtt::RttEstimator;
+use super::seq::Seq;
+use super::window::{MAX_WINDOW, RxVerdict, RxWindow, TxSlot, TxState};
+use super::{Config, ConfigError, PeerEvent, Stats};
+
+/// Most frames one `recv` call takes from the inner transport without finding a packet to
+/// deliver (acks, duplicates, garbage) before it returns `Ok(None)`.
+const RECV_BUDGET: usize = 64;
+
+/// Data frames received without acking before an ack goes out at once.
+const ACK_EVERY: u32 = 4;
+
+/// What to do right after a received frame, once the inner transport is free again.
+#[derive(Clone, Copy, Debug)]
+struct Action {
+    slot: usize,
+    ack_now: bool,
+    resend: Option<Seq>,
+}
+
+impl Action {
+    const NONE: Action = Action {
+        slot: 0,
+        ack_now: false,
+        resend: None,
+    };
+}
+
+/// Everything except the inner transport.
+struct Core<'a, P, const W: usize, I> {
+    config: Config,
+    window: usize,
+    caps: Capabilities,
+    /// Payload bytes of one of our frames.
+    payload_cap: usize,
+    index: I,
+    peers: &'a mut [PeerSlot<P, W>],
+    pool: Pool<'a>,
+    /// Packets of a received frame not yet handed out: `rx_buf[start..end]` from `peer`.
+    rx_buf: &'a mut [u8],
+    rx_pending: Option<(P, usize, usize)>,
+    now: u64,
+    /// No timer expires before this time.
+    next_wake: u64,
+    open_frames: usize,
+    active_head: u32,
+    /// Event bits set over all peers.
+    pending_events: usize,
+    /// A fatal inner error met where it could not be returned; reported by `poll`/`flush`.
+    fatal: Option<TransportError>,
+    stats: Stats,
+}
+
+/// A reliable transport over `T`; see the [module docs](super).
+///
+/// `W` (1..=64) is the largest window in frames per peer and the size of the per-peer reply
+/// cache; `I` maps peers to slots of the peer table ([`DenseIndex`] for integer peers).
+pub struct Reliable<'a, T: Transport, const W: usize, I = DenseIndex> {
+    inner: T,
+    core: Core<'a, T::Peer, W, I>,
+}
+
+impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W, I> {
+    const WINDOW_FITS: () = assert!(W >= 1 && W <= MAX_WINDOW, "the window W must be in 1..=64");
+
+    /// Builds the layer with a default-constructed peer index.
+    ///
+    /// `peers` is the peer table (one slot per peer the layer may talk to); `buffers` holds
+    /// the receive buffer and the frame pool (size it with [`buffer_len`](super::buffer_len)).
+    ///
+    /// Errors: [`ConfigError`] for a zero epoch, a window outside `1..=W`, a frame size
+    /// above the inner MTU or below 43 bytes, inconsistent timers, an empty peer table, or
+    /// a buffer smaller than the receive buffer plus one frame.
+    pub fn new(
+        inner: T,
+        config: Config,
+        peers: &'a mut [PeerSlot<T::Peer, W>],
+        buffers: &'a mut [u8],
+    ) -> Result<Self, ConfigError>
+    where
+        I: Default,
+    {
+        Self::with_index(inner, config, peers, buffers, I::default())
+    }
+
+    /// Builds the layer with the given peer index; see [`Reliable::new`].
+    pub fn with_index(
+        inner: T,
+        config: Config,
+        peers: &'a mut [PeerSlot<T::Peer, W>],
+        buffers: &'a mut [u8],
+        index: I,
+    ) -> Result<Self, ConfigError> {
+        let () = Self::WINDOW_FITS;
+        if config.epoch == 0 {
+            return Err(ConfigError::ZeroEpoch);
+        }
+        let window = config.window.unwrap_or(W);
+        if window == 0 || window > W {
+            return Err(ConfigError::BadWindow { window, max: W });
+        }
+        let inner_caps = inner.capabilities();
+        let frame_size = config.max_frame.unwrap_or(inner_caps.mtu);
+        if frame_size > inner_caps.mtu {
+            return Err(ConfigError::FrameAboveMtu {
+                frame: frame_size,
+                mtu: inner_caps.mtu,
+            });
+        }
+        if frame_size < HEADER_LEN + PACKET_PREFIX_LEN + 1 {
+            return Err(ConfigError::FrameTooSmall(frame_size));
+        }
+        let timers_ok = config.ack_delay_ns > 0
+            && config.ack_delay_ns < config.min_rto_ns
+            && config.min_rto_ns <= config.initial_rto_ns
+            && config.initial_rto_ns <= config.max_rto_ns
+            && config.deadline_ns > 0;
+        if !timers_ok {
+            return Err(ConfigError::BadTimers);
+        }
+        if peers.is_empty() || peers.len() >= NO_SLOT as usize {
+            return Err(ConfigError::BadPeerTable(peers.len()));
+        }
+        let payload_cap = frame_size - HEADER_LEN;
+        let rx_len = inner_caps.mtu - HEADER_LEN;
+        let needed = rx_len + payload_cap;
+        if buffers.len() < needed {
+            return Err(ConfigError::BufferTooSmall {
+                needed,
+                got: buffers.len(),
+            });
+        }
+        let (rx_buf, pool_buf) = buffers.split_at_mut(rx_len);
+        let first = Seq(config.epoch as u32);
+        for slot in peers.iter_mut() {
+            slot.reset(first, config.initial_rto_ns);
+        }
+        let mtu = (payload_cap - PACKET_PREFIX_LEN).min(MAX_PACKET_LEN);
+        let caps = Capabilities {
+            max_inline: inner_caps.max_inline.min(mtu),
+            mtu,
+            ordering: Ordering::Unordered,
+            reliable: true,
+            rdma_put: false,
+            rdma_get: false,
+            atomic_offload: false,
+            atomics_coherent_with_cpu: inner_caps.atomics_coherent_with_cpu,
+        };
+        Ok(Reliable {
+            inner,
+            core: Core {
+                config,
+                window,
+                caps,
+                payload_cap,
+                index,
+                peers,
+                pool: Pool::new(pool_buf, payload_cap),
+                rx_buf,
+                rx_pending: None,
+                now: 0,
+                next_wake: NEVER,
+                open_frames: 0,
+                active_head: NO_SLOT,
+                pending_events: 0,
+                fatal: None,
+                stats: Stats::default(),
+            },
+        })
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> Stats {
+        self.core.stats
+    }
+
+    /// This endpoint's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.core.config.epoch
+    }
+
+    /// The last time given to `poll`.
+    pub fn now(&self) -> u64 {
+        self.core.now
+    }
+
+    /// Frame buffers in the pool, and how many are free.
+    pub fn pool_usage(&self) -> (u32, u32) {
+        (self.core.pool.capacity(), self.core.pool.available())
+    }
+
+    /// Frames in `peer`'s send window: the open frame, frames not yet acknowledged, and
+    /// acknowledged ones still behind an unacknowledged one. 0 for a peer without a slot.
+    pub fn in_flight(&self, peer: T::Peer) -> usize {
+        let c = &self.core;
+        c.index
+            .find(peer, c.peers.len())
+            .map_or(0, |s| c.peers[s].tx.len())
+    }
+
+    /// Whether `peer` has been declared unreachable.
+    pub fn is_failed(&self, peer: T::Peer) -> bool {
+        let c = &self.core;
+        c.index
+            .find(peer, c.peers.len())
+            .is_some_and(|s| c.peers[s].failed)
+    }
+
+    /// The peers currently declared unreachable (scans the peer table).
+    pub fn failed_peers(&self) -> impl Iterator<Item = T::Peer> + '_ {
+        self.core
+            .peers
+            .iter()
+            .filter(|p| p.failed)
+            .filter_map(|p| p.addr)
+    }
+
+    /// The next unreported peer event, if any. O(1) when there is none; scans the peer table
+    /// otherwise.
+    pub fn next_event(&mut self) -> Option<PeerEvent<T::Peer>> {
+        let c = &mut self.core;
+        if c.pending_events == 0 {
+            return None;
+        }
+        for p in c.peers.iter_mut().filter(|p| p.events != 0) {
+            let Some(addr) = p.addr else {
+                continue;
+            };
+            c.pending_events -= 1;
+            if p.events & EVENT_UNREACHABLE != 0 {
+                p.events &= !EVENT_UNREACHABLE;
+                return Some(PeerEvent::Unreachable(addr));
+            }
+            p.events &= !EVENT_RESTARTED;
+            return Some(PeerEvent::Restarted(addr));
+        }
+        c.pending_events = 0;
+        None
+    }
+
+    /// Lets `send` reach a peer declared unreachable again (its sequence numbers continue;
+    /// the peer skips the abandoned ones).
+    ///
+    /// Errors: [`TransportError::UnknownPeer`] if the peer has no slot.
+    pub fn reset_peer(&mut self, peer: T::Peer) -> Result<(), TransportError> {
+        let c = &mut self.core;
+        let slot = c
+            .index
+            .find(peer, c.peers.len())
+            .ok_or(TransportError::UnknownPeer)?;
+        let p = &mut c.peers[slot];
+        p.failed = false;
+        p.rtt = RttEstimator::new(c.config.initial_rto_ns);
+        Ok(())
+    }
+
+    /// The inner transport.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    /// The inner transport, mutably. Sending or receiving on it directly bypasses the layer.
+    pub fn inner_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
+    /// Sends frame `seq` to the peer in `slot` with a fresh header (first transmission or
+    /// retransmission). `Ok(false)` when the inner transport pushed back or the peer failed.
+    fn transmit(&mut self, slot: usize, seq: Seq) -> Result<bool, TransportError> {
+        let Self { inner, core } = self;
+        let Some(addr) = core.peers[slot].addr else {
+            return Ok(false);
+        };
+        let tx = *core.peers[slot].tx.slot(seq);
+        let repr = core.header(slot, Some(seq));
+        let payload = &core.pool.block(tx.block)[..tx.len as usize];
+        let sent = inner.send(addr, HEADER_LEN + payload.len(), |buf| {
+            repr.emit(&mut Frame::new_unchecked(&mut *buf));
+            buf[HEADER_LEN..].copy_from_slice(payload);
+        });
+        if core.after_send(slot, sent)? {
+            core.on_transmitted(slot, seq);
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Sends a pure ack to the peer in `slot`.
+    fn send_ack(&mut self, slot: usize) -> Result<bool, TransportError> {
+        let Self { inner, core } = self;
+        let Some(addr) = core.peers[slot].addr else {
+            return Ok(false);
+        };
+        let repr = core.header(slot, None);
+        let sent = inner.send(addr, HEADER_LEN, |buf| {
+            repr.emit(&mut Frame::new_unchecked(&mut *buf));
+        });
+        if core.after_send(slot, sent)? {
+            core.stats.acks_sent += 1;
+            core.acked_now(slot);
+            Ok(true)
+        } else {
+            // Owed still: the next poll tries again (unless the peer just failed).
+            let now = core.now;
+            let p = &mut core.peers[slot];
+            if !p.failed {
+                p.ack_due = p.ack_due.min(now);
+                core.activate(slot);
+            }
+            Ok(false)
+        }
+    }
+
+    /// Closes the open frame of `slot`, if any, and tries to transmit it.
+    fn close_and_transmit(&mut self, slot: usize) -> Result<(), TransportError> {
+        if let Some(seq) = self.core.close_open(slot) {
+            self.transmit(slot, seq)?;
+        }
+        Ok(())
+    }
+
+    /// Does what a received frame asked for once the inner transport is free.
+    fn after_frame(&mut self, action: Action) {
+        let mut result = Ok(());
+        if let Some(seq) = action.resend {
+            match self.transmit(action.slot, seq) {
+                Ok(true) => {
+                    self.core.stats.reply_cache_hits += 1;
+                    // The resent frame carried the ack.
+                    return;
+                }
+                Ok(false) => {}
+                Err(e) => result = Err(e),
+            }
+        }
+        if result.is_ok() && action.ack_now {
+            result = self.send_ack(action.slot).map(|_| ());
+        }
+        if let Err(e) = result {
+            self.core.fatal = Some(e);
+        }
+    }
+
+    /// Works through the active peers: closes and transmits open frames, and when `timers`
+    /// is set also retransmits, declares peers unreachable and sends delayed acks.
+    fn walk(&mut self, timers: bool) -> Result<(), TransportError> {
+        if timers {
+            self.core.next_wake = NEVER;
+        }
+        let mut prev = NO_SLOT;
+        let mut cur = self.core.active_head;
+        while cur != NO_SLOT {
+            let slot = cur as usize;
+            let next = self.core.peers[slot].next_active;
+            self.service(slot, timers)?;
+            let c = &mut self.core;
+            if c.peers[slot].is_idle() {
+                if prev == NO_SLOT {
+                    c.active_head = next;
+                } else {
+                    c.peers[prev as usize].next_active = next;
+                }
+                c.peers[slot].active = false;
+                c.peers[slot].next_active = NO_SLOT;
+            } else {
+                prev = cur;
+            }
+            cur = next;
+        }
+        Ok(())
+    }
+
+    fn service(&mut self, slot: usize, timers: bool) -> Result<(), TransportError> {
+        self.close_and_transmit(slot)?;
+        let (deadline, max_rto) = (self.core.config.deadline_ns, self.core.config.max_rto_ns);
+        let now = self.core.now;
+        let mut wake = NEVER;
+        let mut blocked = false;
+        let mut seq = self.core.peers[slot].tx.base;
+        while seq != self.core.peers[slot].tx.next {
+            let p = &self.core.peers[slot];
+            let tx = *p.tx.slot(seq);
+            let fail_at = tx.closed_at.saturating_add(deadline);
+            match tx.state {
+                TxState::Free | TxState::Open => {}
+                TxState::Queued | TxState::InFlight if timers && now >= fail_at => {
+                    self.core.fail_peer(slot);
+                    return Ok(());
+                }
+                TxState::Queued => {
+                    if blocked || !self.transmit(slot, seq)? {
+                        blocked = true;
+                        wake = now;
+                    }
+                    wake = wake.min(fail_at);
+                }
+                TxState::InFlight if timers => {
+                    let mut rto_at = tx
+                        .last_sent
+                        .saturating_add(p.rtt.timeout(tx.retries, max_rto));
+                    if now >= rto_at {
+                        if !blocked && self.transmit(slot, seq)? {
+                            rto_at = now.saturating_add(
+                                self.core.peers[slot]
+                                    .rtt
+                                    .timeout(tx.retries.saturating_add(1), max_rto),
+                            );
+                        } else {
+                            blocked = true;
+                            rto_at = now;
+                        }
+                    }
+                    wake = wake.min(rto_at).min(fail_at);
+                }
+                TxState::InFlight => {}
+            }
+            if self.core.peers[slot].failed {
+                return Ok(());
+            }
+            seq = seq.add(1);
+        }
+        if timers {
+            let due = self.core.peers[slot].ack_due;
+            if due <= now && !self.send_ack(slot)? {
+                wake = now;
+            }
+            wake = wake.min(self.core.peers[slot].ack_due);
+        }
+        self.core.next_wake = self.core.next_wake.min(wake);
+        Ok(())
+    }
+}
+
+impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, P, W, I> {
+    /// The header of a frame to the peer in `slot`, with our current ack for it.
+    fn header(&self, slot: usize, seq: Option<Seq>) -> FrameRepr {
+        let p = &self.peers[slot];
+        FrameRepr {
+            epoch: self.config.epoch,
+            dest_epoch: p.their_epoch,
+            seq,
+            base: p.tx.base,
+            ack: (p.their_epoch != 0).then(|| p.rx.ack()),
+        }
+    }
+
+    /// Classifies the result of an inner send: `Ok(true)` sent, `Ok(false)` not sent (busy
+    /// or the peer failed), `Err` for a failed transport.
+    fn after_send(
+        &mut self,
+        slot: usize,
+        sent: Result<(), TransportError>,
+    ) -> Result<bool, TransportError> {
+        match sent {
+            Ok(()) => Ok(true),
+            Err(TransportError::WouldBlock) => {
+                self.next_wake = self.now;
+                Ok(false)
+            }
+            Err(TransportError::Failed(code)) => {
+                // Try again at the next poll or flush, in case the transport recovers.
+                self.next_wake = self.now;
+                Err(TransportError::Failed(code))
+            }
+            Err(_) => {
+                // The inner transport cannot reach this peer at all.
+                self.fail_peer(slot);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Bookkeeping after frame `seq` of `slot` went out.
+    fn on_transmitted(&mut self, slot: usize, seq: Seq) {
+        let now = self.now;
+        let max_rto = self.config.max_rto_ns;
+        let p = &mut self.peers[slot];
+        let had_ack = p.their_epoch != 0;
+        let tx = p.tx.slot_mut(seq);
+        if tx.state == TxState::Queued {
+            tx.state = TxState::InFlight;
+            self.stats.frames_sent += 1;
+        } else {
+            tx.retries = tx.retries.saturating_add(1);
+            self.stats.retransmissions += 1;
+        }
+        tx.last_sent = now;
+        let rto_at = now.saturating_add(p.rtt.timeout(tx.retries, max_rto));
+        self.next_wake = self.next_wake.min(rto_at);
+        if had_ack {
+            self.acked_now(slot);
+        }
+        self.activate(slot);
+    }
+
+    /// The peer in `slot` just got our current ack.
+    fn acked_now(&mut self, slot: usize) {
+        let p = &mut self.peers[slot];
+        p.ack_due = NEVER;
+        p.rx_unacked = 0;
+    }
+
+    /// Puts `slot` on the active list.
+    fn activate(&mut self, slot: usize) {
+        let p = &mut self.peers[slot];
+        if !p.active {
+            p.active = true;
+            p.next_active = self.active_head;
+            self.active_head = slot as u32;
+        }
+    }
+
+    fn raise(&mut self, slot: usize, event: u8) {
+        let p = &mut self.peers[slot];
+        if p.events & event == 0 {
+            p.events |= event;
+            self.pending_events += 1;
+        }
+    }
+
+    /// Frees every frame of `slot` (sent, queued or open).
+    fn abandon_frames(&mut self, slot: usize) {
+        let p = &mut self.peers[slot];
+        let pool = &mut self.pool;
+        p.tx.abandon(|tx| pool.release(tx.block));
+        if p.open {
+            p.open = false;
+            p.open_len = 0;
+            self.open_frames -= 1;
+        }
+    }
+
+    /// Declares the peer in `slot` unreachable.
+    fn fail_peer(&mut self, slot: usize) {
+        if self.peers[slot].failed {
+            return;
+        }
+        self.abandon_frames(slot);
+        let p = &mut self.peers[slot];
+        p.failed = true;
+        p.ack_due = NEVER;
+        p.clear_cache();
+        self.stats.peers_failed += 1;
+        self.raise(slot, EVENT_UNREACHABLE);
+    }
+
+    /// The peer in `slot` restarted with `repr.epoch`: start over with it.
+    fn restart_peer(&mut self, slot: usize, repr: &FrameRepr) {
+        self.abandon_frames(slot);
+        let initial_rto = self.config.initial_rto_ns;
+        let p = &mut self.peers[slot];
+        p.their_epoch = repr.epoch;
+        p.rx = RxWindow::new(repr.base);
+        p.failed = false;
+        p.clear_cache();
+        p.rtt = RttEstimator::new(initial_rto);
+        p.ack_due = NEVER;
+        p.rx_unacked = 0;
+        self.stats.peer_resets += 1;
+        self.raise(slot, EVENT_RESTARTED);
+    }
+
+    /// Opens a new frame for `slot`.
+    fn open_frame(&mut self, slot: usize) -> Result<(), TransportError> {
+        let p = &mut self.peers[slot];
+        if p.tx.len() >= self.window {
+            self.stats.window_full += 1;
+            return Err(TransportError::WouldBlock);
+        }
+        let Some(block) = self.pool.alloc() else {
+            self.stats.pool_empty += 1;
+            return Err(TransportError::WouldBlock);
+        };
+        let entry = TxSlot {
+            state: TxState::Open,
+            block,
+            ..TxSlot::EMPTY
+        };
+        if p.tx.push(self.window, entry).is_none() {
+            // Unreachable given the check above; keep the pool consistent regardless.
+            self.pool.release(block);
+            self.stats.window_full += 1;
+            return Err(TransportError::WouldBlock);
+        }
+        p.open = true;
+        p.open_len = 0;
+        self.open_frames += 1;
+        self.activate(slot);
+        Ok(())
+    }
+
+    /// Closes the open frame of `slot`; returns its sequence number.
+    fn close_open(&mut self, slot: usize) -> Option<Seq> {
+        let now = self.now;
+        let p = &mut self.peers[slot];
+        if !p.open {
+            return None;
+        }
+        let seq = p.tx.next.sub(1);
+        let len = p.open_len as u32;
+        let tx = p.tx.slot_mut(seq);
+        tx.state = TxState::Queued;
+        tx.len = len;
+        tx.closed_at = now;
+        p.open = false;
+        p.open_len = 0;
+        self.open_frames -= 1;
+        Some(seq)
+    }
+
+    /// Hands the next buffered packet to `f`.
+    fn deliver_buffered<R, F>(&mut self, f: &mut Option<F>) -> Option<R>
+    where
+        F: FnOnce(P, &[u8]) -> R,
+    {
+        let (peer, start, end) = self.rx_pending?;
+        let mut packets = Packets::new(&self.rx_buf[start..end]);
+        let Some(packet) = packets.next() else {
+            self.rx_pending = None;
+            return None;
+        };
+        let rest = packets.rest().len();
+        self.rx_pending = (rest > 0).then_some((peer, end - rest, end));
+        let f = f.take()?;
+        self.stats.packets_delivered += 1;
+        Some(f(peer, packet))
+    }
+
+    /// Processes one frame from the inner transport; returns `f`'s result if a packet was
+    /// delivered. Follow-up sends are left in `action`.
+    fn on_frame<R, F>(
+        &mut self,
+        peer: P,
+        bytes: &[u8],
+        f: &mut Option<F>,
+        action: &mut Action,
+    ) -> Option<R>
+    where
+        F: FnOnce(P, &[u8]) -> R,
+    {
+        let Ok(frame) = Frame::new_checked(bytes) else {
+            self.stats.bad_frames += 1;
+            return None;
+        };
+        let Ok(repr) = FrameRepr::parse(&frame) else {
+            self.stats.bad_frames += 1;
+            return None;
+        };
+        if frame.payload().len() > self.rx_buf.len() {
+            self.stats.bad_frames += 1;
+            return None;
+        }
+        let Some(slot) = self.index.slot(peer, self.peers.len()) else {
+            self.stats.unknown_peers += 1;
+            return None;
+        };
+        self.stats.frames_received += 1;
+        action.slot = slot;
+        let p = &mut self.peers[slot];
+        p.addr = Some(peer);
+
+        // Sender epoch: first contact, restart, or a stale frame of an old incarnation.
+        if p.their_epoch == 0 {
+            p.their_epoch = repr.epoch;
+            p.rx = RxWindow::new(repr.base);
+        } else if repr.epoch < p.their_epoch {
+            self.stats.stale_frames += 1;
+            return None;
+        } else if repr.epoch > p.their_epoch {
+            self.restart_peer(slot, &repr);
+        }
+        // Receiver epoch: drop frames meant for an earlier incarnation of this endpoint,
+        // and tell the sender who we are now.
+        if repr.dest_epoch != 0 && repr.dest_epoch != self.config.epoch {
+            self.stats.stale_frames += 1;
+            action.ack_now = true;
+            return None;
+        }
+        if let Some(ack) = repr.ack {
+            self.process_ack(slot, ack);
+        }
+        let p = &mut self.peers[slot];
+        p.rx.advance_to(repr.base);
+        let seq = repr.seq?;
+        if f.is_none() {
+            // Cannot deliver (never happens: recv returns after a delivery); let the sender
+            // retransmit rather than record a frame nobody saw.
+            return None;
+        }
+        match p.rx.accept(seq) {
+            RxVerdict::Duplicate => {
+                self.stats.duplicates += 1;
+                action.ack_now = true;
+                action.resend = self.cached_reply(slot, seq);
+                None
+            }
+            RxVerdict::OutOfWindow => {
+                self.stats.out_of_window += 1;
+                action.ack_now = true;
+                None
+            }
+            RxVerdict::New { ack_now } => {
+                let bit = seq.0 as usize % W;
+                p.cache[bit] = CacheEntry {
+                    state: CacheState::Awaiting,
+                    theirs: seq,
+                    mine: Seq(0),
+                };
+                p.awaiting |= 1 << bit;
+                p.rx_unacked += 1;
+                if ack_now || p.rx_unacked >= ACK_EVERY {
+                    action.ack_now = true;
+                } else if p.ack_due == NEVER {
+                    p.ack_due = self.now.saturating_add(self.config.ack_delay_ns);
+                    self.next_wake = self.next_wake.min(p.ack_due);
+                    self.activate(slot);
+                }
+                let mut packets = frame.packets();
+                let first = packets.next()?;
+                let rest = packets.rest();
+                if !rest.is_empty() {
+                    self.rx_buf[..rest.len()].copy_from_slice(rest);
+                    self.rx_pending = Some((peer, 0, rest.len()));
+                }
+                self.stats.packets_delivered += 1;
+                f.take().map(|f| f(peer, first))
+            }
+        }
+    }
+
+    /// Applies an ack from the peer in `slot` to our send window.
+    fn process_ack(&mut self, slot: usize, ack: frame::AckRepr) {
+        let now = self.now;
+        let (min_rto, max_rto) = (self.config.min_rto_ns, self.config.max_rto_ns);
+        let p = &mut self.peers[slot];
+        let pool = &mut self.pool;
+        let stats = &mut self.stats;
+        let rtt = &mut p.rtt;
+        let accepted = p.tx.apply_ack(ack, |_, tx| {
+            pool.release(tx.block);
+            stats.frames_acked += 1;
+            if tx.retries == 0 {
+                rtt.sample(now.saturating_sub(tx.last_sent), min_rto, max_rto);
+            }
+        });
+        if !accepted {
+            stats.bad_acks += 1;
+        }
+    }
+
+    /// The reply frame to resend at once for a duplicate of the peer's frame `seq`, if any.
+    fn cached_reply(&self, slot: usize, seq: Seq) -> Option<Seq> {
+        let p = &self.peers[slot];
+        let entry = p.cache[seq.0 as usize % W];
+        if entry.state != CacheState::Answered || entry.theirs != seq {
+            return None;
+        }
+        let mine = entry.mine;
+        if !p.tx.contains(mine) {
+            return None;
+        }
+        let tx = p.tx.slot(mine);
+        let quiet_for = self.now.saturating_sub(tx.last_sent);
+        // See "Reply cache" in the module docs for the floor.
+        let min_quiet = p.rtt.srtt().max(self.config.min_rto_ns / 2);
+        (tx.state == TxState::InFlight && quiet_for >= min_quiet).then_some(mine)
+    }
+}
+
+impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for Reliable<'_, T, W, I> {
+    type Peer = T::Peer;
+
+    fn capabilities(&self) -> Capabilities {
+        self.core.caps
+    }
+
+    /// Appends the packet to the peer's open frame (opening one if needed). The frame goes
+    /// out when it is full, on `flush`, or on `poll`.
+    ///
+    /// Errors: `UnknownPeer` (no slot), `Unreachable` (declared unreachable), `TooLarge`
+    /// (above the MTU), `WouldBlock` (window or frame pool full), or a fatal error of the
+    /// inner transport while pushing out a full frame.
+    fn send<R, F>(&mut self, peer: T::Peer, len: usize, fill: F) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        let c = &mut self.core;
+        let slot = c
+            .index
+            .slot(peer, c.peers.len())
+            .ok_or(TransportError::UnknownPeer)?;
+        if c.peers[slot].failed {
+            return Err(TransportError::Unreachable);
+        }
+        if len > c.caps.mtu {
+            return Err(TransportError::TooLarge);
+        }
+        c.peers[slot].addr = Some(peer);
+        let need = PACKET_PREFIX_LEN + len;
+        if c.peers[slot].open && c.peers[slot].open_len + need > c.payload_cap {
+            self.close_and_transmit(slot)?;
+        }
+        let c = &mut self.core;
+        if !c.peers[slot].open {
+            c.open_frame(slot)?;
+        }
+        let p = &mut c.peers[slot];
+        let seq = p.tx.next.sub(1);
+        let block = p.tx.slot(seq).block;
+        let at = p.open_len;
+        let room = &mut c.pool.block_mut(block)[at..];
+        let Some(dst) = frame::emit_packet_prefix(room, len) else {
+            // Cannot happen: the frame has room for `need` bytes and len <= MAX_PACKET_LEN.
+            return Err(TransportError::TooLarge);
+        };
+        let result = fill(dst);
+        p.open_len += need;
+        if p.awaiting != 0 {
+            let mut bits = p.awaiting;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                p.cache[i].state = CacheState::Answered;
+                p.cache[i].mine = seq;
+                bits &= bits - 1;
+            }
+            p.awaiting = 0;
+        }
+        c.stats.packets_sent += 1;
+        if c.payload_cap - p.open_len <= PACKET_PREFIX_LEN {
+            // The packet is in the frame now and will be (re)sent; a fatal inner error
+            // must not make the caller believe otherwise, so it is reported by poll/flush.
+            if let Err(e) = self.close_and_transmit(slot) {
+                self.core.fatal = Some(e);
+            }
+        }
+        Ok(result)
+    }
+
+    /// Hands over the next packet: first the rest of the last frame, then from new frames.
+    /// Acks, duplicates and malformed frames are consumed on the way (at most 64 frames per
+    /// call before `Ok(None)`).
+    fn recv<R, F>(&mut self, f: F) -> Result<Option<R>, TransportError>
+    where
+        F: FnOnce(T::Peer, &[u8]) -> R,
+    {
+        let mut f = Some(f);
+        if let Some(result) = self.core.deliver_buffered(&mut f) {
+            return Ok(Some(result));
+        }
+        for _ in 0..RECV_BUDGET {
+            let mut action = Action::NONE;
+            let Self { inner, core } = self;
+            let got = inner.recv(|peer, bytes| core.on_frame(peer, bytes, &mut f, &mut action))?;
+            if action.ack_now || action.resend.is_some() {
+                self.after_frame(action);
+            }
+            match got {
+                None => return Ok(None),
+                Some(Some(result)) => return Ok(Some(result)),
+                Some(None) => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Closes every open frame and transmits frames still waiting for the inner transport,
+    /// then flushes the inner transport.
+    fn flush(&mut self) -> Result<(), TransportError> {
+        if let Some(e) = self.core.fatal.take() {
+            return Err(e);
+        }
+        if self.core.open_frames > 0 || self.core.now >= self.core.next_wake {
+            self.walk(false)?;
+        }
+        self.inner.flush()
+    }
+
+    /// Sets the time, polls the inner transport, and drives the timers: flushes open frames,
+    /// retransmits frames whose timeout expired, sends delayed acks, and declares peers
+    /// unreachable past the deadline (see [`Reliable::next_event`]). Cheap when no timer is
+    /// due and no frame is open.
+    fn poll(&mut self, now_ns: u64) -> Result<(), TransportError> {
+        self.core.now = self.core.now.max(now_ns);
+        self.inner.poll(now_ns)?;
+        if let Some(e) = self.core.fatal.take() {
+            return Err(e);
+        }
+        if self.core.open_frames > 0 || self.core.now >= self.core.next_wake {
+            self.walk(true)?;
+            self.inner.flush()?;
+        }
+        Ok(())
+    }
+}

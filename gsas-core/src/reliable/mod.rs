@@ -1,0 +1,303 @@
+//! Reliability layer: exactly-once packet delivery over a transport that drops, duplicates
+//! or reorders (UDP).
+//!
+//! # What it is
+//!
+//! [`Reliable<T, W>`](Reliable) wraps a [`Transport`](crate::transport::Transport) and is a
+//! `Transport` itself, with the same `Peer` type and [`Capabilities::reliable`] set. Every
+//! packet sent through it is delivered to the peer exactly once, or the peer is reported
+//! unreachable. Packets travel in *frames* (format in [`frame`]): `send` appends packets to
+//! the peer's open frame until the frame is full or [`flush`](crate::transport::Transport::flush)
+//! / [`poll`](crate::transport::Transport::poll) is called. Each data frame has a 32-bit
+//! sequence number, is kept until acknowledged and retransmitted on timeout. Acks ride on
+//! data frames going the other way and are otherwise sent on their own after `ack_delay_ns`,
+//! at once when a gap or a duplicate is seen, or after every 4 unacknowledged frames.
+//!
+//! **Order**: packets of one frame are delivered in the order sent; frames may be delivered
+//! out of order (a frame is handed over as soon as it arrives, never held for a missing
+//! predecessor). The layer therefore reports [`Ordering::Unordered`]: per-peer order is
+//! *not* guaranteed.
+//!
+//! # What it is not
+//!
+//! No fragmentation (packets above the reported MTU are refused with `TooLarge`), no
+//! congestion control beyond the fixed window, no encryption or authentication (a malicious
+//! peer can confuse its own session but not another peer's, and no input makes the layer
+//! panic), and no clock: time comes from `poll(now_ns)`; `send` and `recv` use the last time
+//! given.
+//!
+//! # Exactly once
+//!
+//! * A packet is carried by exactly one data frame, identified by (sender epoch, sequence
+//!   number). Retransmissions resend that same frame.
+//! * The receiver keeps, per peer, a cumulative ack and a 64-frame bitmap above it. A data
+//!   frame is delivered only if its number is above the cumulative ack and not in the
+//!   bitmap; it is recorded in the same step. Anything else is a duplicate: dropped, counted,
+//!   and re-acknowledged, never delivered again.
+//! * The receiver forgets a sequence number only when the cumulative ack passes it, and the
+//!   cumulative ack passes only numbers that arrived or that the sender promised never to
+//!   send again (the `base` field: every number below it was acknowledged or abandoned).
+//! * The sender has at most `W <= 64` frames outstanding, so every number it may still send
+//!   lies within 64 of the receiver's cumulative ack: the bitmap covers it and 32-bit
+//!   wraparound comparisons stay exact.
+//! * A sender keeps retransmitting a frame until it is acknowledged or `deadline_ns` passes,
+//!   when the peer is declared unreachable ([`PeerEvent::Unreachable`]; sends to it fail with
+//!   `Unreachable`). So every packet is delivered once, or its peer is reported.
+//! * Epochs: each endpoint has a non-zero 64-bit epoch, larger after every restart (e.g.
+//!   boot time in ns, or a persistent counter). Frames carry the sender's epoch and the
+//!   receiver's epoch as the sender knows it. A frame with a newer sender epoch resets the
+//!   peer's state (its frames to the old incarnation are abandoned,
+//!   [`PeerEvent::Restarted`]); a frame with an older sender epoch, or addressed to an older
+//!   epoch of the receiver, is dropped (and answered with an ack carrying the current epoch,
+//!   so the sender learns of the restart). A frame the sender sent before it had ever heard
+//!   from the receiver carries receiver epoch 0 and is accepted by any incarnation: like TCP,
+//!   this assumes such a frame does not outlive a restart in the network.
+//!
+//! Consequently a request is *executed* at most once by a service above this layer, however
+//! often the network or the requester repeats it.
+//!
+//! # Reply cache
+//!
+//! When the requester retransmits a request because the reply frame was lost, waiting for
+//! the reply's own timeout would add a second timeout to the latency. Each delivered data
+//! frame `s` from a peer is therefore remembered in a per-peer cache of `W` entries, and bound
+//! to the next frame this endpoint fills for that peer (the frame carrying the reply, when a
+//! service answers before sending anything else to that peer). When a duplicate of `s`
+//! arrives while that reply frame is still unacknowledged and was last sent at least one
+//! smoothed round-trip and at least half the minimum retransmission timeout ago, the reply
+//! frame is retransmitted at once (counted in [`Stats::reply_cache_hits`]). Correctness
+//! never depends on the cache: a wrong or evicted binding only costs a redundant frame,
+//! which the peer drops as a duplicate.
+//!
+//! The floor of `min_rto / 2` keeps the cache from feeding on itself. A requester
+//! retransmits only after a timeout of at least `min_rto`, so a duplicate caused by a lost
+//! reply always finds the reply that old. A duplicate that arrives sooner comes from a
+//! spurious timeout (the peer was descheduled); resending then would hand the peer a
+//! duplicate of the reply, which under ping-pong traffic is bound to the peer's *next*
+//! request, which it would resend in turn, and so on: on loopback, where the smoothed
+//! round-trip time is a few microseconds (or 0, when acks are processed without a fresh
+//! `poll`), one spurious timeout used to start an endless echo of duplicates that stalled
+//! the connection for seconds.
+//!
+//! # Resources
+//!
+//! Caller-provided, fixed at construction: a peer table of [`PeerSlot`]s (one per peer,
+//! O(1) lookup through a [`PeerIndex`]: [`DenseIndex`] for integer peers, [`HashIndex`]
+//! for hashable ones) and a byte buffer holding one receive buffer of the inner MTU plus a
+//! pool of frame buffers shared by all peers (see [`buffer_len`]). An open or unacknowledged
+//! frame holds one buffer. When the peer's window (`Config::window` frames) or the pool is
+//! full, `send` returns `WouldBlock`: back-pressure until acks free space.
+//!
+//! # Thread-safety
+//!
+//! A plain single-owner value (all methods take `&mut self`); `Send` when the inner
+//! transport, the peer type and the index are. Share it between threads behind a lock.
+//!
+//! # Example
+//!
+//! ```
+//! use gsas_core::reliable::{Config, PeerSlot, Reliable};
+//! use gsas_core::transport::Transport;
+//! use gsas_core::transport::loopback::{LoopbackConfig, LoopbackHub};
+//!
+//! let mut net = vec![0u8; 2 * 16 * 1100];
+//! let hub = LoopbackHub::<2>::new(LoopbackConfig::new(1024), &mut net).unwrap();
+//! let mut peers_a = [const { PeerSlot::<usize, 8>::new() }; 2];
+//! let mut peers_b = [const { PeerSlot::<usize, 8>::new() }; 2];
+//! let (mut buf_a, mut buf_b) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+//! let ep = |i| hub.endpoint(i).unwrap();
+//! let mut a = Reliable::<_, 8>::new(ep(0), Config::new(1), &mut peers_a, &mut buf_a).unwrap();
+//! let mut b = Reliable::<_, 8>::new(ep(1), Config::new(2), &mut peers_b, &mut buf_b).unwrap();
+//! a.send(1, 5, |buf| buf.copy_from_slice(b"hello")).unwrap();
+//! a.flush().unwrap();
+//! let got = b.recv(|from, data| (from, data.to_vec())).unwrap();
+//! assert_eq!(got, Some((0, b"hello".to_vec())));
+//! ```
+//!
+//! A service answers on the same layer: `poll(now)`, then for each packet from `recv` send
+//! the reply to the same peer, then `flush()`. The reply then piggybacks the ack of the
+//! request and the reply cache applies.
+
+mod engine;
+pub mod frame;
+mod index;
+mod peer;
+mod pool;
+mod rtt;
+pub mod seq;
+mod window;
+
+pub use engine::Reliable;
+pub use index::{DenseIndex, HashIndex, PeerIndex};
+pub use peer::PeerSlot;
+pub use window::MAX_WINDOW;
+
+#[cfg(doc)]
+use crate::transport::{Capabilities, Ordering};
+
+/// Settings of a [`Reliable`] layer. Times are nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Config {
+    /// This endpoint's epoch: non-zero, and larger after every restart of the endpoint.
+    pub epoch: u64,
+    /// Frames in flight per peer; `None` means `W`. At most `W`.
+    pub window: Option<usize>,
+    /// Largest frame sent; `None` means the inner MTU. The packet MTU of the layer is this
+    /// minus 42 bytes (header and one packet prefix).
+    pub max_frame: Option<usize>,
+    /// Longest time an ack is held back hoping to ride on a data frame.
+    pub ack_delay_ns: u64,
+    /// Retransmission timeout before the first round-trip sample.
+    pub initial_rto_ns: u64,
+    /// Lower bound of the retransmission timeout; must exceed `ack_delay_ns`.
+    pub min_rto_ns: u64,
+    /// Upper bound of the retransmission timeout, also after backoff.
+    pub max_rto_ns: u64,
+    /// A frame unacknowledged this long after it was closed makes its peer unreachable.
+    pub deadline_ns: u64,
+}
+
+impl Config {
+    /// Defaults for a LAN: window `W`, frames of the inner MTU, 200 us ack delay, RTO 10 ms
+    /// initially and within 1 ms ..= 500 ms, deadline 10 s.
+    pub const fn new(epoch: u64) -> Self {
+        Config {
+            epoch,
+            window: None,
+            max_frame: None,
+            ack_delay_ns: 200_000,
+            initial_rto_ns: 10_000_000,
+            min_rto_ns: 1_000_000,
+            max_rto_ns: 500_000_000,
+            deadline_ns: 10_000_000_000,
+        }
+    }
+}
+
+/// Why a [`Reliable`] layer could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConfigError {
+    /// The epoch is 0 (reserved for "unknown").
+    ZeroEpoch,
+    /// The window is 0 or above `W`.
+    BadWindow {
+        /// The configured window.
+        window: usize,
+        /// `W`, the largest window.
+        max: usize,
+    },
+    /// The frame size is above the inner MTU.
+    FrameAboveMtu {
+        /// The configured frame size.
+        frame: usize,
+        /// The inner transport's MTU.
+        mtu: usize,
+    },
+    /// The frame size leaves no room for a packet (at least 43 bytes are needed).
+    FrameTooSmall(usize),
+    /// The timers are inconsistent: `0 < ack_delay < min_rto <= initial_rto <= max_rto` and
+    /// `deadline > 0` must hold.
+    BadTimers,
+    /// The peer table is empty or too large.
+    BadPeerTable(usize),
+    /// The buffer does not hold the receive buffer and one frame.
+    BufferTooSmall {
+        /// Bytes needed at least.
+        needed: usize,
+        /// Bytes given.
+        got: usize,
+    },
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ConfigError::ZeroEpoch => f.write_str("the epoch must not be 0"),
+            ConfigError::BadWindow { window, max } => {
+                write!(f, "window {window} is not in 1..={max}")
+            }
+            ConfigError::FrameAboveMtu { frame, mtu } => {
+                write!(f, "frame size {frame} exceeds the inner MTU {mtu}")
+            }
+            ConfigError::FrameTooSmall(frame) => {
+                write!(f, "frame size {frame} leaves no room for a packet (minimum 43)")
+            }
+            ConfigError::BadTimers => f.write_str(
+                "timers must satisfy 0 < ack_delay < min_rto <= initial_rto <= max_rto and deadline > 0",
+            ),
+            ConfigError::BadPeerTable(n) => write!(f, "peer table of {n} slots (need 1..2^32-1)"),
+            ConfigError::BufferTooSmall { needed, got } => write!(
+                f,
+                "buffer of {got} bytes is too small: the receive buffer and one frame need {needed}"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ConfigError {}
+
+/// Counters of a [`Reliable`] layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Stats {
+    /// Packets accepted by `send`.
+    pub packets_sent: u64,
+    /// Packets handed to `recv` callers.
+    pub packets_delivered: u64,
+    /// Data frames transmitted for the first time.
+    pub frames_sent: u64,
+    /// Data frame retransmissions (timeouts and reply-cache hits).
+    pub retransmissions: u64,
+    /// Frames of ours acknowledged by their peer.
+    pub frames_acked: u64,
+    /// Pure ack frames sent.
+    pub acks_sent: u64,
+    /// Well-formed frames received.
+    pub frames_received: u64,
+    /// Duplicate data frames dropped (and re-acknowledged).
+    pub duplicates: u64,
+    /// Reply frames retransmitted at once because a request arrived again.
+    pub reply_cache_hits: u64,
+    /// Frames dropped as malformed or larger than the receive buffer.
+    pub bad_frames: u64,
+    /// Frames dropped for an old sender epoch or a wrong receiver epoch.
+    pub stale_frames: u64,
+    /// Frames from peers that have no slot.
+    pub unknown_peers: u64,
+    /// Data frames too far ahead of the receive window.
+    pub out_of_window: u64,
+    /// Acks ignored because they acknowledge frames never sent.
+    pub bad_acks: u64,
+    /// Peers seen with a new epoch.
+    pub peer_resets: u64,
+    /// Peers declared unreachable.
+    pub peers_failed: u64,
+    /// `send` calls refused because the peer's window was full.
+    pub window_full: u64,
+    /// `send` calls refused because the frame pool was empty.
+    pub pool_empty: u64,
+}
+
+/// Something that happened to a peer, reported once by [`Reliable::next_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PeerEvent<P> {
+    /// A frame stayed unacknowledged past the deadline: the peer's unacknowledged packets
+    /// were discarded and `send` to it fails with `Unreachable` until
+    /// [`Reliable::reset_peer`] or until it shows up with a new epoch.
+    Unreachable(P),
+    /// The peer restarted (a frame with a newer epoch arrived): packets not acknowledged by
+    /// its previous incarnation were discarded.
+    Restarted(P),
+}
+
+/// Bytes of buffer a [`Reliable`] needs to hold `frames` frames of `frame_size` bytes, with
+/// `inner_mtu` the inner transport's MTU (for the receive buffer). Give at least
+/// `peers * window` frames for full windows to every peer at once.
+pub const fn buffer_len(inner_mtu: usize, frame_size: usize, frames: usize) -> usize {
+    inner_mtu.saturating_sub(frame::HEADER_LEN)
+        + frames * frame_size.saturating_sub(frame::HEADER_LEN)
+}

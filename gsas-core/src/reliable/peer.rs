@@ -1,0 +1,126 @@
+//! The state the reliability layer keeps per peer, in caller-provided table slots.
+
+use super::rtt::RttEstimator;
+use super::seq::Seq;
+use super::window::{RxWindow, TxWindow};
+
+/// A time that never comes.
+pub(crate) const NEVER: u64 = u64::MAX;
+/// End of the intrusive active list.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+
+/// Event bit: the peer was declared unreachable.
+pub(crate) const EVENT_UNREACHABLE: u8 = 0x01;
+/// Event bit: the peer restarted (new epoch).
+pub(crate) const EVENT_RESTARTED: u8 = 0x02;
+
+/// State of a reply-cache entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CacheState {
+    Empty,
+    /// A data frame was delivered; its answer is the next frame this endpoint fills.
+    Awaiting,
+    /// The answer went into frame `mine`.
+    Answered,
+}
+
+/// One reply-cache entry: the peer's data frame `theirs` was answered by our frame `mine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheEntry {
+    pub(crate) state: CacheState,
+    pub(crate) theirs: Seq,
+    pub(crate) mine: Seq,
+}
+
+impl CacheEntry {
+    pub(crate) const EMPTY: CacheEntry = CacheEntry {
+        state: CacheState::Empty,
+        theirs: Seq(0),
+        mine: Seq(0),
+    };
+}
+
+/// One slot of the peer table a [`Reliable`](super::Reliable) works in.
+///
+/// The caller provides the table (`&mut [PeerSlot<P, W>]`, e.g. an array or a `Vec`), so the
+/// number of peers is chosen at run time without allocation in the core. Create slots with
+/// [`PeerSlot::new`]; the layer resets them when it is built. The contents are private.
+#[derive(Clone, Debug)]
+pub struct PeerSlot<P, const W: usize> {
+    /// The peer's transport address, once it was used.
+    pub(crate) addr: Option<P>,
+    /// The peer's epoch as last seen; 0 = never heard from.
+    pub(crate) their_epoch: u64,
+    pub(crate) failed: bool,
+    /// Unreported events (`EVENT_*` bits).
+    pub(crate) events: u8,
+
+    pub(crate) tx: TxWindow<W>,
+    /// Whether the newest window entry is an open frame.
+    pub(crate) open: bool,
+    /// Payload bytes in the open frame.
+    pub(crate) open_len: usize,
+    pub(crate) rtt: RttEstimator,
+
+    pub(crate) rx: RxWindow,
+    /// When a delayed ack is due; [`NEVER`] when none is owed.
+    pub(crate) ack_due: u64,
+    /// Data frames received since the last ack went out.
+    pub(crate) rx_unacked: u32,
+
+    /// Reply cache, indexed by the peer's sequence number modulo `W`.
+    pub(crate) cache: [CacheEntry; W],
+    /// Cache entries in state `Awaiting` (bit per entry; `W <= 64`).
+    pub(crate) awaiting: u64,
+
+    /// Member of the active list (has frames, an open frame or an ack owed).
+    pub(crate) active: bool,
+    pub(crate) next_active: u32,
+}
+
+impl<P: Copy, const W: usize> PeerSlot<P, W> {
+    /// An unused slot.
+    pub const fn new() -> Self {
+        PeerSlot {
+            addr: None,
+            their_epoch: 0,
+            failed: false,
+            events: 0,
+            tx: TxWindow::new(Seq(0)),
+            open: false,
+            open_len: 0,
+            rtt: RttEstimator::new(0),
+            rx: RxWindow::new(Seq(0)),
+            ack_due: NEVER,
+            rx_unacked: 0,
+            cache: [CacheEntry::EMPTY; W],
+            awaiting: 0,
+            active: false,
+            next_active: NO_SLOT,
+        }
+    }
+
+    /// Resets the slot for a layer with this first sequence number and initial timeout.
+    pub(crate) fn reset(&mut self, first: Seq, initial_rto: u64) {
+        *self = PeerSlot::new();
+        self.tx = TxWindow::new(first);
+        self.rtt = RttEstimator::new(initial_rto);
+    }
+
+    /// Nothing to do for this peer until a new event.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.tx.is_empty() && !self.open && self.ack_due == NEVER
+    }
+
+    /// Forgets the reply cache.
+    pub(crate) fn clear_cache(&mut self) {
+        self.cache = [CacheEntry::EMPTY; W];
+        self.awaiting = 0;
+    }
+}
+
+impl<P: Copy, const W: usize> Default for PeerSlot<P, W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
