@@ -104,6 +104,7 @@ impl std::error::Error for ReplyBufferTooSmall {}
 
 /// A checked memory request, ready to run.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Action<'a> {
     Read {
         seg: Segment,
@@ -156,6 +157,7 @@ impl Action<'_> {
 /// Plain data borrowing the request bytes; keep it (and the bytes) if the reply slot is not
 /// available yet and execute it later.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Pending<'a> {
     key: u64,
     epoch: u64,
@@ -191,6 +193,7 @@ impl Pending<'_> {
 
 /// What [`Service::prepare`] decided.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Prepared<'a> {
     /// Run it with [`Service::execute`]; the reply needs [`Pending::reply_len`] bytes.
     Reply(Pending<'a>),
@@ -202,6 +205,7 @@ pub enum Prepared<'a> {
 
 /// What [`Service::handle`] and [`Service::serve`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Handled<'a> {
     /// A reply of this many bytes was written (or sent).
     Replied(usize),
