@@ -21,7 +21,9 @@ use alloc::vec::Vec;
 
 use crate::board::Board;
 use crate::coord::Coord;
-use crate::keys::{DEFAULT_FORK_ALLOWED, DEFAULT_SERVICE_TIMEOUT_MS, DEFAULT_SYMMETRIC_SIZE};
+use crate::keys::{
+    DEFAULT_FORK_ALLOWED, DEFAULT_SERVICE_TIMEOUT_MS, DEFAULT_SYMMETRIC_SIZE, DEFAULT_UDP_MTU,
+};
 use crate::node::Node;
 use crate::placement::{Placement, PlacementError, place};
 use crate::validate::{ValidationError, validate};
@@ -33,6 +35,8 @@ pub struct JobDefaults {
     pub symmetric_size: u64,
     /// How long a PE waits for an atomic service to answer before failing, in ms.
     pub service_timeout_ms: u32,
+    /// UDP payload bytes per datagram, the same for every process of a job.
+    pub udp_mtu: u32,
     /// Whether daemons serve authenticated remote FORK requests (off unless configured).
     pub fork_allowed: bool,
     /// Path of the shared secret for remote FORK; required when `fork_allowed`.
@@ -40,11 +44,13 @@ pub struct JobDefaults {
 }
 
 impl Default for JobDefaults {
-    /// The key table's defaults: 64 MiB heap, 10 s service timeout, remote fork off.
+    /// The key table's defaults: 64 MiB heap, 10 s service timeout, UDP MTU 61440, remote
+    /// fork off.
     fn default() -> Self {
         Self {
             symmetric_size: DEFAULT_SYMMETRIC_SIZE,
             service_timeout_ms: DEFAULT_SERVICE_TIMEOUT_MS,
+            udp_mtu: DEFAULT_UDP_MTU,
             fork_allowed: DEFAULT_FORK_ALLOWED,
             fork_secret_file: None,
         }

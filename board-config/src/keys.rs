@@ -35,6 +35,8 @@ pub const DEFAULT_SYMMETRIC_SIZE: u64 = 64 << 20;
 pub const DEFAULT_SERVICE_TIMEOUT_MS: u32 = 10_000;
 /// Default `defaults.fork_allowed`.
 pub const DEFAULT_FORK_ALLOWED: bool = false;
+/// Default `defaults.udp_mtu` (bytes of UDP payload per datagram).
+pub const DEFAULT_UDP_MTU: u32 = 61_440;
 
 /// The part of a configuration file a key belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -331,6 +333,17 @@ pub const DEFAULTS_SERVICE_TIMEOUT_MS: KeySpec = KeySpec {
     default: DefaultValue::Int(DEFAULT_SERVICE_TIMEOUT_MS as i64),
     doc: "Deadline for an answer from an atomic service before the job fails with an error.",
 };
+/// `defaults.udp_mtu`.
+pub const DEFAULTS_UDP_MTU: KeySpec = KeySpec {
+    section: Section::Defaults,
+    name: "udp_mtu",
+    kind: ValueKind::Int {
+        min: 1024,
+        max: 65_000,
+    },
+    default: DefaultValue::Int(DEFAULT_UDP_MTU as i64),
+    doc: "UDP payload bytes per datagram of the atomic services and PEs (the same on every node; `GSAS_UDP_MTU` overrides it). 61440 suits loopback and veth; use 1472 on Ethernet without jumbo frames.",
+};
 /// `defaults.fork_allowed`.
 pub const DEFAULTS_FORK_ALLOWED: KeySpec = KeySpec {
     section: Section::Defaults,
@@ -345,7 +358,7 @@ pub const DEFAULTS_FORK_SECRET_FILE: KeySpec = KeySpec {
     name: "fork_secret_file",
     kind: ValueKind::Path,
     default: DefaultValue::Unset,
-    doc: "File holding the shared secret that authenticates remote FORK requests.",
+    doc: "File holding the cluster secret that authenticates remote FORK requests: a regular file, mode 0600 or stricter, owned by the user of the daemon (and of `oshrun`, which signs with it), at least 16 bytes.",
 };
 
 /// `nodes[].id`.
@@ -501,6 +514,7 @@ pub static KEYS: &[KeySpec] = &[
     CLUSTER_NAME,
     DEFAULTS_SYMMETRIC_SIZE,
     DEFAULTS_SERVICE_TIMEOUT_MS,
+    DEFAULTS_UDP_MTU,
     DEFAULTS_FORK_ALLOWED,
     DEFAULTS_FORK_SECRET_FILE,
     NODE_ID,

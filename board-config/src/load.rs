@@ -716,6 +716,9 @@ impl<'s> Loader<'s> {
             service_timeout_ms: self
                 .int(t, &keys::DEFAULTS_SERVICE_TIMEOUT_MS)?
                 .unwrap_or(fallback.service_timeout_ms),
+            udp_mtu: self
+                .int(t, &keys::DEFAULTS_UDP_MTU)?
+                .unwrap_or(fallback.udp_mtu),
             fork_allowed: self
                 .bool(t, &keys::DEFAULTS_FORK_ALLOWED)?
                 .unwrap_or(fallback.fork_allowed),

@@ -143,6 +143,11 @@ fn check_defaults(d: &JobDefaults) -> Check {
         &keys::DEFAULTS_SERVICE_TIMEOUT_MS,
         i64::from(d.service_timeout_ms),
     )?;
+    int_range(
+        KeyPath::key(&keys::DEFAULTS_UDP_MTU),
+        &keys::DEFAULTS_UDP_MTU,
+        i64::from(d.udp_mtu),
+    )?;
     if let Some(path) = &d.fork_secret_file {
         absolute(KeyPath::key(&keys::DEFAULTS_FORK_SECRET_FILE), path)?;
     } else if d.fork_allowed {
@@ -454,6 +459,14 @@ mod tests {
         assert_eq!(
             err_with(d, vec![udp(0, 1)], vec![]),
             "defaults.service_timeout_ms: 0 is out of range 1..=3600000"
+        );
+        let d = JobDefaults {
+            udp_mtu: 100,
+            ..JobDefaults::default()
+        };
+        assert_eq!(
+            err_with(d, vec![udp(0, 1)], vec![]),
+            "defaults.udp_mtu: 100 is out of range 1024..=65000"
         );
         assert!(Cluster::new("", JobDefaults::default(), vec![udp(0, 1)], vec![]).is_err());
     }

@@ -209,6 +209,7 @@ name = "all"
 [defaults]
 symmetric_size = 8192
 service_timeout_ms = 0x10
+udp_mtu = 1472
 fork_allowed = true
 fork_secret_file = "/etc/gsas/fork.secret"
 
@@ -243,6 +244,7 @@ nodes = [20000]
         (8192, 16, true)
     );
     assert_eq!(d.fork_secret_file.as_deref(), Some("/etc/gsas/fork.secret"));
+    assert_eq!(d.udp_mtu, 1472);
     let n = c.node(20000).unwrap();
     assert_eq!(n.name, "n");
     assert_eq!(n.coord.raw(), Coord::RAW_MAX);

@@ -1,0 +1,147 @@
+//! The error type of the node client.
+//!
+//! Every variant prints on its own: which operation, which PE and node, what the service
+//! said, which socket broke. Thread-safety: plain data, `Send + Sync`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use gsas_core::wire::ErrorCode;
+
+use crate::pmi::PmiError;
+use crate::service::ServiceError;
+use crate::shm::ShmError;
+
+/// An error of the node client.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The PMI bootstrap failed.
+    Pmi {
+        /// What was being done.
+        context: String,
+        /// The PMI error.
+        source: PmiError,
+    },
+    /// The environment or the cluster file is wrong, or the PEs disagree about the job.
+    Config(String),
+    /// The local atomic service refused or failed a control request.
+    Service(ServiceError),
+    /// Shared memory could not be set up.
+    Shm {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: ShmError,
+    },
+    /// The local atomic service closed the control connection: it stopped or died.
+    ServiceGone {
+        /// Its control socket.
+        path: PathBuf,
+    },
+    /// A node's service did not answer within the deadline.
+    Unreachable {
+        /// The node id.
+        node: u16,
+        /// Its service's address.
+        addr: SocketAddr,
+        /// The deadline.
+        waited: Duration,
+    },
+    /// The target's service refused an operation.
+    Refused {
+        /// The operation, e.g. `put of 64 bytes to PE 3, segment 0, offset 0x100`.
+        op: String,
+        /// The node that refused it.
+        node: u16,
+        /// The reason.
+        code: ErrorCode,
+    },
+    /// A wait reached its limit.
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// How long.
+        waited: Duration,
+    },
+    /// Bad arguments (PE out of range, offset outside a segment, bad atomic operand...).
+    Invalid(String),
+    /// The transport failed.
+    Transport(String),
+    /// The symmetric heap refused an allocation or free.
+    Heap(gsas_core::symheap::AllocError),
+    /// The node was finalized.
+    Finalized,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeError::Pmi { context, source } => write!(f, "{context}: {source}"),
+            NodeError::Config(m) => f.write_str(m),
+            NodeError::Service(e) => e.fmt(f),
+            NodeError::Shm { context, source } => write!(f, "{context}: {source}"),
+            NodeError::ServiceGone { path } => write!(
+                f,
+                "the local atomic service (control socket {}) closed the connection: it stopped or died",
+                path.display()
+            ),
+            NodeError::Unreachable { node, addr, waited } => write!(
+                f,
+                "node {node} ({addr}): no answer for {:.1} s",
+                waited.as_secs_f64()
+            ),
+            NodeError::Refused { op, node, code } => {
+                write!(f, "{op}: refused by node {node}: {code}")
+            }
+            NodeError::Timeout { what, waited } => write!(
+                f,
+                "timed out after {:.1} s waiting for {what}",
+                waited.as_secs_f64()
+            ),
+            NodeError::Invalid(m) => f.write_str(m),
+            NodeError::Transport(m) => write!(f, "transport failure: {m}"),
+            NodeError::Heap(e) => write!(f, "symmetric heap: {e}"),
+            NodeError::Finalized => f.write_str("the node client was finalized"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NodeError::Pmi { source, .. } => Some(source),
+            NodeError::Service(e) => Some(e),
+            NodeError::Shm { source, .. } => Some(source),
+            NodeError::Heap(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ServiceError> for NodeError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Closed { path } => NodeError::ServiceGone { path },
+            other => NodeError::Service(other),
+        }
+    }
+}
+
+impl From<gsas_core::symheap::AllocError> for NodeError {
+    fn from(e: gsas_core::symheap::AllocError) -> Self {
+        NodeError::Heap(e)
+    }
+}
+
+pub(crate) fn pmi(context: impl Into<String>) -> impl FnOnce(PmiError) -> NodeError {
+    let context = context.into();
+    move |source| NodeError::Pmi { context, source }
+}
+
+pub(crate) fn shm(context: impl Into<String>) -> impl FnOnce(ShmError) -> NodeError {
+    let context = context.into();
+    move |source| NodeError::Shm { context, source }
+}

@@ -1,0 +1,1281 @@
+//! The PMI-1 client every PE runs at start-up.
+//!
+//! What it is: one connection to the process manager (MPICH Hydra's `mpiexec.hydra`, or
+//! gsas's own launcher through [`super::Server`]), found through the environment:
+//!
+//! * `PMI_FD` (+ `PMI_RANK`, `PMI_SIZE`): an already connected descriptor;
+//! * `PMI_PORT=host:port` + `PMI_ID`: a TCP connection and the `initack` handshake, which
+//!   delivers size, rank and debug flag;
+//! * neither: a singleton (rank 0 of 1) with an in-process key-value space. A PMIx
+//!   launcher (`PMIX_VERSION`, `PMIX_RANK`, `PRTE_LAUNCHED`) is refused with a clear error
+//!   rather than silently running every process as rank 0.
+//!
+//! Values are bytes: the client hex-encodes them and splits values that do not fit in
+//! one line across `key`, `key#1`, ... (see `value.rs`), so callers never see the
+//! server's `vallen_max`. As with every PMI-1 server, a value put by one rank is
+//! guaranteed visible to the others (and, under Hydra 4.0, even to the putting rank)
+//! only after a [`Client::barrier`]. Responses are parsed by key, never by position, so
+//! both the Hydra 4.0 and the 4.1+ token orders work.
+//!
+//! What it is not: PMI-2 or PMIx; `spawn`; a blocking get (there is none in PMI-1).
+//!
+//! Every wait is bounded: a request that gets no complete response within
+//! [`ClientConfig::timeout`] ([`ClientConfig::barrier_timeout`] for barriers) fails with
+//! [`PmiError::Timeout`] naming the command and what was received.
+//!
+//! Thread-safety: `Client` is `Send` but not `Sync`; the protocol is strictly one request
+//! at a time, so the runtime keeps it behind a mutex.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::mapping::ProcessMapping;
+use super::value::{self, Plan};
+use super::wire::{LineBuf, MAX_RESPONSE_LINE, Message, excerpt, excerpt_bytes, is_token};
+use super::{PmiError, sys};
+
+/// Timeouts of the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Longest wait for the response to any request but `barrier_in` (default 10 s).
+    pub timeout: Duration,
+    /// Longest wait for `barrier_out` (default 60 s): the slowest rank may still be
+    /// starting up.
+    pub barrier_timeout: Duration,
+    /// Longest wait for the TCP connection in `PMI_PORT` mode (default 10 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            timeout: Duration::from_secs(10),
+            barrier_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How the client reached its process manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// An inherited descriptor (`PMI_FD`).
+    Fd,
+    /// TCP (`PMI_PORT`/`PMI_ID`).
+    Port,
+    /// No process manager: rank 0 of 1.
+    Singleton,
+}
+
+/// The server's size limits, from `get_maxes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Maxes {
+    /// Longest KVS name.
+    pub kvsname_max: usize,
+    /// Longest key (Hydra: 64, terminating NUL included).
+    pub keylen_max: usize,
+    /// Longest value (Hydra: 1024, NUL included; longer values are truncated to 1023).
+    pub vallen_max: usize,
+}
+
+/// Hydra's limits, used by the singleton.
+const HYDRA_MAXES: Maxes = Maxes {
+    kvsname_max: 256,
+    keylen_max: 64,
+    vallen_max: 1024,
+};
+
+/// The key under which process managers publish the rank-to-node mapping.
+pub const PROCESS_MAPPING_KEY: &str = "PMI_process_mapping";
+
+/// Set once a `Client` has taken ownership of the descriptor named by `PMI_FD`.
+static ENV_FD_CLAIMED: AtomicBool = AtomicBool::new(false);
+
+/// Variables that reveal a PMIx launcher (MPICH's `PMIU_detect_pmix_launcher`).
+const PMIX_VARS: [&str; 3] = ["PMIX_VERSION", "PMIX_RANK", "PRTE_LAUNCHED"];
+
+enum Link {
+    Remote(Conn),
+    Local(HashMap<String, String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Active,
+    Finalized,
+    Aborted,
+    /// A request timed out or got a bad response: the stream may be out of step.
+    Broken,
+}
+
+/// A PMI-1 client. See the module documentation.
+pub struct Client {
+    link: Link,
+    state: State,
+    connection: Connection,
+    rank: u32,
+    size: u32,
+    appnum: i64,
+    universe_size: Option<u32>,
+    kvsname: String,
+    maxes: Maxes,
+    debug: bool,
+    config: ClientConfig,
+}
+
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Client>();
+};
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("connection", &self.connection)
+            .field("state", &self.state)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("kvsname", &self.kvsname)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects as the environment says, with default timeouts.
+    pub fn from_env() -> Result<Client, PmiError> {
+        Self::from_env_with(ClientConfig::default())
+    }
+
+    /// Connects as the environment says, with the given timeouts.
+    pub fn from_env_with(config: ClientConfig) -> Result<Client, PmiError> {
+        Self::from_vars(config, |name| std::env::var_os(name))
+    }
+
+    /// Connects as the variables returned by `lookup` say (`PMI_FD`, `PMI_RANK`,
+    /// `PMI_SIZE`, `PMI_DEBUG`, `PMI_PORT`, `PMI_ID`, and the PMIx markers). With
+    /// `PMI_FD`, the client takes ownership of that descriptor (and makes it
+    /// close-on-exec); a process can do so only once.
+    pub fn from_vars(
+        config: ClientConfig,
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Client, PmiError> {
+        if let Some(raw) = lookup("PMI_FD") {
+            let fd: RawFd = parse_var("PMI_FD", Some(raw))?;
+            if fd <= 2 {
+                return Err(env_err(
+                    "PMI_FD",
+                    fd,
+                    "stdin, stdout and stderr cannot be PMI connections",
+                ));
+            }
+            let rank: u32 = parse_var("PMI_RANK", lookup("PMI_RANK"))?;
+            let size: u32 = parse_var("PMI_SIZE", lookup("PMI_SIZE"))?;
+            check_rank_size(rank, size)?;
+            let debug = match lookup("PMI_DEBUG") {
+                Some(v) => parse_var::<i64>("PMI_DEBUG", Some(v))? != 0,
+                None => false,
+            };
+            if ENV_FD_CLAIMED.swap(true, Ordering::AcqRel) {
+                return Err(PmiError::Invalid(
+                    "PMI_FD was already taken by another Client of this process; \
+                     create one Client and share it"
+                        .into(),
+                ));
+            }
+            if !sys::is_open(fd) {
+                ENV_FD_CLAIMED.store(false, Ordering::Release);
+                return Err(env_err(
+                    "PMI_FD",
+                    fd,
+                    "not an open file descriptor of this process",
+                ));
+            }
+            // SAFETY: the launcher created this descriptor for this process's PMI client
+            // and named it in PMI_FD; nothing else in the process owns it by contract, it
+            // is open (checked above), and ENV_FD_CLAIMED guarantees it is wrapped in an
+            // OwnedFd at most once per process.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            let mut c = Self::from_fd(owned, rank, size, config)?;
+            c.debug |= debug;
+            return Ok(c);
+        }
+        if let Some(port) = lookup("PMI_PORT") {
+            let port = port.into_string().map_err(|v| PmiError::Env {
+                var: "PMI_PORT",
+                value: v.to_string_lossy().into_owned(),
+                reason: "not valid UTF-8".into(),
+            })?;
+            let id: u32 = parse_var("PMI_ID", lookup("PMI_ID"))?;
+            return Self::connect(&port, id, config);
+        }
+        for var in PMIX_VARS {
+            if lookup(var).is_some() {
+                return Err(PmiError::PmixLauncher { var });
+            }
+        }
+        Ok(Self::singleton(config))
+    }
+
+    /// A client over an already connected descriptor whose rank and size the launcher
+    /// gave out of band; performs the `init` exchange.
+    pub fn from_fd(
+        fd: OwnedFd,
+        rank: u32,
+        size: u32,
+        config: ClientConfig,
+    ) -> Result<Client, PmiError> {
+        check_rank_size(rank, size)?;
+        let conn = Conn::new(fd)?;
+        Self::start(conn, Connection::Fd, rank, size, false, config)
+    }
+
+    /// Connects to `host:port` over TCP and identifies as `id` with the `initack`
+    /// handshake (the `PMI_PORT`/`PMI_ID` mode); performs the `init` exchange.
+    pub fn connect(host_port: &str, id: u32, config: ClientConfig) -> Result<Client, PmiError> {
+        let addrs = resolve(host_port)?;
+        let mut last = None;
+        let mut stream = None;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, config.connect_timeout) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some((a, e)),
+            }
+        }
+        let stream = match (stream, last) {
+            (Some(s), _) => s,
+            (None, Some((a, e))) => {
+                return Err(PmiError::io(
+                    format!("connecting to the process manager at PMI_PORT={host_port} ({a})"),
+                    e,
+                ));
+            }
+            (None, None) => {
+                return Err(env_err("PMI_PORT", host_port, "resolves to no address"));
+            }
+        };
+        // Small request/response lines: do not let Nagle delay them.
+        stream
+            .set_nodelay(true)
+            .map_err(|e| PmiError::io("setting TCP_NODELAY on the PMI connection", e))?;
+        let mut conn = Conn::new(OwnedFd::from(stream))?;
+        let (rank, size, debug) = initack(&mut conn, id, config.timeout)?;
+        Self::start(conn, Connection::Port, rank, size, debug, config)
+    }
+
+    /// A client without process manager: rank 0 of 1, with an in-process key-value space
+    /// that already holds `PMI_process_mapping=(vector,(0,1,1))`.
+    pub fn singleton(config: ClientConfig) -> Client {
+        let mut kvs = HashMap::new();
+        kvs.insert(
+            PROCESS_MAPPING_KEY.to_owned(),
+            "(vector,(0,1,1))".to_owned(),
+        );
+        Client {
+            link: Link::Local(kvs),
+            state: State::Active,
+            connection: Connection::Singleton,
+            rank: 0,
+            size: 1,
+            appnum: 0,
+            universe_size: Some(1),
+            kvsname: "singleton_kvs".to_owned(),
+            maxes: HYDRA_MAXES,
+            debug: false,
+            config,
+        }
+    }
+
+    /// Performs `init`, `get_maxes`, `get_appnum`, `get_my_kvsname`, `get_universe_size`.
+    fn start(
+        conn: Conn,
+        connection: Connection,
+        rank: u32,
+        size: u32,
+        debug: bool,
+        config: ClientConfig,
+    ) -> Result<Client, PmiError> {
+        let mut c = Client {
+            link: Link::Remote(conn),
+            state: State::Active,
+            connection,
+            rank,
+            size,
+            appnum: 0,
+            universe_size: None,
+            kvsname: String::new(),
+            maxes: HYDRA_MAXES,
+            debug,
+            config,
+        };
+        let init = Message::new("init")
+            .with("pmi_version", 1)
+            .with("pmi_subversion", 1);
+        let r = c.request(&init, "cmd=init", "response_to_init", config.timeout)?;
+        check_rc("cmd=init", &r)?;
+        match r.get_int("pmi_version") {
+            Ok(None | Some(1)) => {}
+            _ => {
+                return Err(protocol(
+                    "cmd=init",
+                    &r,
+                    "server does not speak PMI version 1",
+                ));
+            }
+        }
+
+        let m = c.request(
+            &Message::new("get_maxes"),
+            "cmd=get_maxes",
+            "maxes",
+            config.timeout,
+        )?;
+        check_rc("cmd=get_maxes", &m)?;
+        c.maxes = Maxes {
+            kvsname_max: required_usize("cmd=get_maxes", &m, "kvsname_max")?,
+            keylen_max: required_usize("cmd=get_maxes", &m, "keylen_max")?,
+            vallen_max: required_usize("cmd=get_maxes", &m, "vallen_max")?,
+        };
+
+        let m = c.request(
+            &Message::new("get_appnum"),
+            "cmd=get_appnum",
+            "appnum",
+            config.timeout,
+        )?;
+        check_rc("cmd=get_appnum", &m)?;
+        c.appnum = required_int("cmd=get_appnum", &m, "appnum")?;
+
+        let m = c.request(
+            &Message::new("get_my_kvsname"),
+            "cmd=get_my_kvsname",
+            "my_kvsname",
+            config.timeout,
+        )?;
+        check_rc("cmd=get_my_kvsname", &m)?;
+        match m.get("kvsname") {
+            Some(k) if !k.is_empty() && is_token(k) => c.kvsname = k.to_owned(),
+            _ => return Err(protocol("cmd=get_my_kvsname", &m, "no usable kvsname")),
+        }
+
+        let m = c.request(
+            &Message::new("get_universe_size"),
+            "cmd=get_universe_size",
+            "universe_size",
+            config.timeout,
+        )?;
+        check_rc("cmd=get_universe_size", &m)?;
+        let u = required_int("cmd=get_universe_size", &m, "size")?;
+        c.universe_size = u32::try_from(u).ok().filter(|&u| u > 0);
+        log::debug!(
+            "PMI: rank {} of {} via {:?}, kvs {}, maxes {:?}",
+            c.rank,
+            c.size,
+            c.connection,
+            c.kvsname,
+            c.maxes
+        );
+        Ok(c)
+    }
+
+    /// This process's rank, `0..size()`.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The application number (0 unless the launcher ran several executables).
+    pub fn appnum(&self) -> i64 {
+        self.appnum
+    }
+
+    /// The universe size, when the process manager knows one (Hydra answers -1: unknown).
+    pub fn universe_size(&self) -> Option<u32> {
+        self.universe_size
+    }
+
+    /// The name of this job's key-value space.
+    pub fn kvsname(&self) -> &str {
+        &self.kvsname
+    }
+
+    /// The server's size limits.
+    pub fn maxes(&self) -> Maxes {
+        self.maxes
+    }
+
+    /// Whether the launcher asked for PMI debugging (`PMI_DEBUG` or the `initack` flag).
+    pub fn debug(&self) -> bool {
+        self.debug
+    }
+
+    /// How the client reached its process manager.
+    pub fn connection(&self) -> Connection {
+        self.connection
+    }
+
+    /// The timeouts in force.
+    pub fn config(&self) -> ClientConfig {
+        self.config
+    }
+
+    /// Stores `value` under `key` for every rank to read after the next barrier.
+    ///
+    /// Keys are printable ASCII without space, `=` or `#`, do not start with `PMI_`, and
+    /// are at most `keylen_max - 6` characters (58 under Hydra). Values of any length up
+    /// to a few megabytes are split across several server keys (one request each, about
+    /// 470 bytes per request under Hydra); PMI is for bootstrap data, not bulk transfer.
+    /// Storing again under the same key replaces the value (as Hydra does).
+    pub fn kvs_put(&mut self, key: &str, value: &[u8]) -> Result<(), PmiError> {
+        self.check_active("kvs_put")?;
+        value::check_key(key, self.maxes.keylen_max)?;
+        let plan = self.plan(key)?;
+        let chunks = value::encode(key, value, plan)?;
+        // The head, which names the chunk count, goes last: whoever finds it finds all.
+        for (i, chunk) in chunks.iter().enumerate().rev() {
+            self.raw_put(&value::chunk_key(key, i), chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the value stored under `key` by [`Client::kvs_put`] of any rank; `Ok(None)`
+    /// when the key does not exist (yet: values of other ranks appear after a barrier).
+    pub fn kvs_get(&mut self, key: &str) -> Result<Option<Vec<u8>>, PmiError> {
+        self.check_active("kvs_get")?;
+        value::check_key(key, self.maxes.keylen_max)?;
+        let Some(head) = self.raw_get(key)? else {
+            return Ok(None);
+        };
+        let (count, mut bytes) = value::decode_head(key, &head)?;
+        for i in 1..count {
+            let ck = value::chunk_key(key, i);
+            let chunk = self.raw_get(&ck)?.ok_or_else(|| PmiError::Corrupt {
+                key: key.to_owned(),
+                reason: format!("chunk {ck} of {count} is missing"),
+            })?;
+            bytes.extend(value::decode_chunk(key, i, &chunk)?);
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Reads a value published by the process manager itself, verbatim (no hex
+    /// decoding), such as [`PROCESS_MAPPING_KEY`]. `Ok(None)` when absent.
+    pub fn get_raw(&mut self, key: &str) -> Result<Option<String>, PmiError> {
+        self.check_active("get_raw")?;
+        if key.is_empty() || !is_token(key) || key.len() >= self.maxes.keylen_max {
+            return Err(PmiError::InvalidKey {
+                key: key.to_owned(),
+                reason: format!(
+                    "keys are 1 to {} printable ASCII characters without space or '='",
+                    self.maxes.keylen_max.saturating_sub(1)
+                ),
+            });
+        }
+        self.raw_get(key)
+    }
+
+    /// Waits until every rank has entered the barrier (`barrier_in` / `barrier_out`),
+    /// at most [`ClientConfig::barrier_timeout`]. Makes earlier puts visible to all.
+    pub fn barrier(&mut self) -> Result<(), PmiError> {
+        self.check_active("barrier")?;
+        if matches!(self.link, Link::Local(_)) {
+            return Ok(());
+        }
+        let m = self.request(
+            &Message::new("barrier_in"),
+            "cmd=barrier_in",
+            "barrier_out",
+            self.config.barrier_timeout,
+        )?;
+        check_rc("cmd=barrier_in", &m)?;
+        Ok(())
+    }
+
+    /// The parsed `PMI_process_mapping`, or `None` when the process manager publishes
+    /// none.
+    pub fn process_mapping(&mut self) -> Result<Option<ProcessMapping>, PmiError> {
+        match self.get_raw(PROCESS_MAPPING_KEY)? {
+            None => Ok(None),
+            Some(s) => ProcessMapping::parse(&s).map(Some),
+        }
+    }
+
+    /// The node index of every rank, from `PMI_process_mapping`; `None` when the process
+    /// manager publishes no mapping.
+    pub fn node_of_rank(&mut self) -> Result<Option<Vec<u32>>, PmiError> {
+        let size = self.size;
+        self.process_mapping()?
+            .map(|m| m.node_of_rank(size))
+            .transpose()
+    }
+
+    /// Says goodbye (`finalize` / `finalize_ack`) and closes the connection. Further
+    /// calls fail with [`PmiError::Finished`].
+    pub fn finalize(&mut self) -> Result<(), PmiError> {
+        self.check_active("finalize")?;
+        if let Link::Remote(_) = self.link {
+            let m = self.request(
+                &Message::new("finalize"),
+                "cmd=finalize",
+                "finalize_ack",
+                self.config.timeout,
+            )?;
+            check_rc("cmd=finalize", &m)?;
+            self.link = Link::Local(HashMap::new());
+        }
+        self.state = State::Finalized;
+        Ok(())
+    }
+
+    /// Asks the process manager to end the whole job with exit status `code`
+    /// (`cmd=abort exitcode=N message=...`; there is no response). The message is reduced
+    /// to at most 200 printable characters with spaces and `=` replaced by `_`.
+    ///
+    /// The caller must then exit with `code` itself (Hydra kills the other ranks and
+    /// exits with `code`; gsas's launcher reports an [`super::Event::Abort`]). For a
+    /// singleton there is nobody to tell and this only marks the client finished.
+    ///
+    /// `abort` is still allowed after an earlier request failed, since that is when a PE
+    /// most needs to end the job.
+    pub fn abort(&mut self, code: i32, message: &str) -> Result<(), PmiError> {
+        if self.state != State::Broken {
+            self.check_active("abort")?;
+        }
+        self.state = State::Aborted;
+        let text: String = message
+            .chars()
+            .take(200)
+            .map(|c| {
+                if c.is_ascii_graphic() && c != '=' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let mut m = Message::new("abort").with("exitcode", code);
+        if !text.is_empty() {
+            m = m.with("message", text);
+        }
+        let timeout = self.config.timeout;
+        if let Link::Remote(conn) = &mut self.link {
+            let deadline = Instant::now() + timeout;
+            conn.send(&m.to_line(), "cmd=abort", deadline, timeout)?;
+        }
+        Ok(())
+    }
+
+    fn check_active(&self, op: &'static str) -> Result<(), PmiError> {
+        match self.state {
+            State::Active => Ok(()),
+            State::Finalized | State::Aborted => Err(PmiError::Finished { op }),
+            State::Broken => Err(PmiError::Unusable { op }),
+        }
+    }
+
+    fn plan(&self, key: &str) -> Result<Plan, PmiError> {
+        Plan::new(&self.kvsname, key, self.maxes.vallen_max).ok_or_else(|| {
+            PmiError::Invalid(format!(
+                "no value fits in a put line for key {key:?} in kvs {:?} with vallen_max {}",
+                self.kvsname, self.maxes.vallen_max
+            ))
+        })
+    }
+
+    fn raw_put(&mut self, key: &str, value: &str) -> Result<(), PmiError> {
+        match &mut self.link {
+            Link::Local(kvs) => {
+                kvs.insert(key.to_owned(), value.to_owned());
+                Ok(())
+            }
+            Link::Remote(_) => {
+                let label = format!("cmd=put key={key}");
+                let m = Message::new("put")
+                    .with("kvsname", &self.kvsname)
+                    .with("key", key)
+                    .with("value", value);
+                let r = self.request(&m, &label, "put_result", self.config.timeout)?;
+                check_rc(&label, &r)
+            }
+        }
+    }
+
+    fn raw_get(&mut self, key: &str) -> Result<Option<String>, PmiError> {
+        match &mut self.link {
+            Link::Local(kvs) => Ok(kvs.get(key).cloned()),
+            Link::Remote(_) => {
+                let label = format!("cmd=get key={key}");
+                let m = Message::new("get")
+                    .with("kvsname", &self.kvsname)
+                    .with("key", key);
+                let r = self.request(&m, &label, "get_result", self.config.timeout)?;
+                match r.get_int("rc") {
+                    Ok(None | Some(0)) => match r.get("value") {
+                        Some(v) => Ok(Some(v.to_owned())),
+                        None => Err(protocol(&label, &r, "rc=0 without value")),
+                    },
+                    Ok(Some(rc)) => {
+                        log::trace!(
+                            "PMI: {label}: not found (rc={rc} msg={})",
+                            r.get("msg").unwrap_or("")
+                        );
+                        Ok(None)
+                    }
+                    Err(bad) => Err(protocol(&label, &r, &format!("rc={bad} is not a number"))),
+                }
+            }
+        }
+    }
+
+    /// Sends `msg` and waits for the response line with command `expect`.
+    fn request(
+        &mut self,
+        msg: &Message,
+        label: &str,
+        expect: &str,
+        timeout: Duration,
+    ) -> Result<Message, PmiError> {
+        let Link::Remote(conn) = &mut self.link else {
+            return Err(PmiError::Invalid(format!(
+                "{label} needs a process manager, but this client is a singleton"
+            )));
+        };
+        let deadline = Instant::now() + timeout;
+        let r = conn
+            .send(&msg.to_line(), label, deadline, timeout)
+            .and_then(|()| conn.recv(label, deadline, timeout))
+            .and_then(|r| {
+                if r.cmd() == expect {
+                    Ok(r)
+                } else {
+                    Err(protocol(label, &r, &format!("expected cmd={expect}")))
+                }
+            });
+        if r.is_err() {
+            // A late or unexpected response would be taken for the answer to the next
+            // request: stop using the connection.
+            self.state = State::Broken;
+        }
+        r
+    }
+}
+
+/// The `initack` handshake of `PMI_PORT` mode: returns (rank, size, debug).
+fn initack(conn: &mut Conn, id: u32, timeout: Duration) -> Result<(u32, u32, bool), PmiError> {
+    const LABEL: &str = "cmd=initack";
+    let deadline = Instant::now() + timeout;
+    conn.send(
+        &Message::new("initack").with("pmiid", id).to_line(),
+        LABEL,
+        deadline,
+        timeout,
+    )?;
+    let first = conn.recv(LABEL, deadline, timeout)?;
+    if first.cmd() != "initack" {
+        return Err(protocol(LABEL, &first, "expected cmd=initack"));
+    }
+    check_rc(LABEL, &first)?;
+    let mut size = first.get("size").map(str::to_owned);
+    let mut rank = first.get("rank").map(str::to_owned);
+    let mut debug = first.get("debug").map(str::to_owned);
+    // Hydra sends `cmd=set size=N`, `cmd=set rank=R`, `cmd=set debug=D` after `initack`;
+    // a server that puts them in the initack line itself needs no `set` lines.
+    if size.is_none() || rank.is_none() {
+        for _ in 0..8 {
+            if size.is_some() && rank.is_some() && debug.is_some() {
+                break;
+            }
+            let m = conn.recv(LABEL, deadline, timeout)?;
+            if m.cmd() != "set" {
+                return Err(protocol(LABEL, &m, "expected cmd=set after cmd=initack"));
+            }
+            for (slot, key) in [
+                (&mut size, "size"),
+                (&mut rank, "rank"),
+                (&mut debug, "debug"),
+            ] {
+                if let Some(v) = m.get(key) {
+                    *slot = Some(v.to_owned());
+                }
+            }
+        }
+    }
+    let num = |what: &str, v: Option<String>| -> Result<i64, PmiError> {
+        v.as_deref()
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(|| PmiError::Protocol {
+                command: LABEL.into(),
+                line: v.clone().unwrap_or_default(),
+                reason: format!("no numeric {what} in the initack handshake"),
+            })
+    };
+    let size = u32::try_from(num("size", size)?).unwrap_or(0);
+    let rank = u32::try_from(num("rank", rank)?).unwrap_or(u32::MAX);
+    let debug = debug.and_then(|d| d.parse::<i64>().ok()).unwrap_or(0) != 0;
+    check_rank_size(rank, size)?;
+    Ok((rank, size, debug))
+}
+
+fn resolve(host_port: &str) -> Result<Vec<SocketAddr>, PmiError> {
+    let (host, port) = host_port
+        .rsplit_once(':')
+        .ok_or_else(|| env_err("PMI_PORT", host_port, "expected host:port"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| env_err("PMI_PORT", host_port, "the port is not a number 0-65535"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(env_err("PMI_PORT", host_port, "empty host name"));
+    }
+    (host, port)
+        .to_socket_addrs()
+        .map(Iterator::collect)
+        .map_err(|e| PmiError::io(format!("resolving PMI_PORT={host_port}"), e))
+}
+
+fn check_rank_size(rank: u32, size: u32) -> Result<(), PmiError> {
+    if size == 0 {
+        return Err(PmiError::Invalid("PMI job size 0".into()));
+    }
+    if rank >= size {
+        return Err(PmiError::Invalid(format!(
+            "PMI rank {rank} is not below the job size {size}"
+        )));
+    }
+    Ok(())
+}
+
+fn env_err(var: &'static str, value: impl std::fmt::Display, reason: &str) -> PmiError {
+    PmiError::Env {
+        var,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_var<T: std::str::FromStr>(
+    var: &'static str,
+    value: Option<OsString>,
+) -> Result<T, PmiError> {
+    let Some(v) = value else {
+        return Err(env_err(
+            var,
+            "<unset>",
+            "required by the launcher protocol but not set",
+        ));
+    };
+    let s = v.to_string_lossy();
+    s.trim()
+        .parse()
+        .map_err(|_| env_err(var, &s, "not a valid non-negative integer"))
+}
+
+fn protocol(label: &str, m: &Message, reason: &str) -> PmiError {
+    PmiError::Protocol {
+        command: label.into(),
+        line: excerpt(m.to_line().trim_end()),
+        reason: reason.into(),
+    }
+}
+
+fn check_rc(label: &str, m: &Message) -> Result<(), PmiError> {
+    match m.get_int("rc") {
+        Ok(None | Some(0)) => Ok(()),
+        Ok(Some(rc)) => Err(PmiError::Refused {
+            command: label.into(),
+            rc,
+            msg: m.get("msg").unwrap_or("").to_owned(),
+        }),
+        Err(bad) => Err(protocol(label, m, &format!("rc={bad} is not a number"))),
+    }
+}
+
+fn required_int(label: &str, m: &Message, key: &str) -> Result<i64, PmiError> {
+    match m.get_int(key) {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(protocol(label, m, &format!("{key}= missing"))),
+        Err(bad) => Err(protocol(label, m, &format!("{key}={bad} is not a number"))),
+    }
+}
+
+fn required_usize(label: &str, m: &Message, key: &str) -> Result<usize, PmiError> {
+    let v = required_int(label, m, key)?;
+    usize::try_from(v)
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| protocol(label, m, &format!("{key}={v} is not a positive size")))
+}
+
+/// One connection to the process manager: a non-blocking descriptor and a line buffer.
+struct Conn {
+    fd: OwnedFd,
+    rx: LineBuf,
+}
+
+impl Conn {
+    fn new(fd: OwnedFd) -> Result<Conn, PmiError> {
+        sys::set_nonblocking_cloexec(fd.as_fd())
+            .map_err(|e| PmiError::io("configuring the PMI connection", e))?;
+        Ok(Conn {
+            fd,
+            rx: LineBuf::new(MAX_RESPONSE_LINE),
+        })
+    }
+
+    fn send(
+        &mut self,
+        line: &str,
+        label: &str,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), PmiError> {
+        log::trace!("PMI > {}", line.trim_end());
+        let mut rest = line.as_bytes();
+        while !rest.is_empty() {
+            match sys::send(self.fd.as_fd(), rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(PmiError::Timeout {
+                            command: label.into(),
+                            waited: timeout,
+                            received: "nothing; the request could not even be sent \
+                                       (the process manager is not reading)"
+                                .into(),
+                        });
+                    }
+                    sys::wait_fd(self.fd.as_fd(), libc::POLLOUT, left)
+                        .map_err(|e| PmiError::io(format!("waiting to send {label}"), e))?;
+                }
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN)
+                    ) =>
+                {
+                    return Err(PmiError::Closed {
+                        command: label.into(),
+                        received: format!("nothing ({e} while sending)"),
+                    });
+                }
+                Err(e) => return Err(PmiError::io(format!("sending {label}"), e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn recv(
+        &mut self,
+        label: &str,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Message, PmiError> {
+        loop {
+            match self.rx.next_line() {
+                Ok(Some(line)) => {
+                    log::trace!("PMI < {}", String::from_utf8_lossy(&line));
+                    return Message::parse(&line).map_err(|e| PmiError::Protocol {
+                        command: label.into(),
+                        line: excerpt_bytes(&line),
+                        reason: e.to_string(),
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(PmiError::Protocol {
+                        command: label.into(),
+                        line: excerpt_bytes(self.rx.pending()),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(PmiError::Timeout {
+                    command: label.into(),
+                    waited: timeout,
+                    received: excerpt_bytes(self.rx.pending()),
+                });
+            }
+            sys::wait_fd(self.fd.as_fd(), libc::POLLIN, left)
+                .map_err(|e| PmiError::io(format!("waiting for the response to {label}"), e))?;
+            let mut buf = [0u8; 2048];
+            match sys::read(self.fd.as_fd(), &mut buf) {
+                Ok(0) => {
+                    return Err(PmiError::Closed {
+                        command: label.into(),
+                        received: excerpt_bytes(self.rx.pending()),
+                    });
+                }
+                Ok(n) => self.rx.extend(&buf[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
+                    return Err(PmiError::Closed {
+                        command: label.into(),
+                        received: format!("{} ({e})", excerpt_bytes(self.rx.pending())),
+                    });
+                }
+                Err(e) => {
+                    return Err(PmiError::io(format!("reading the response to {label}"), e));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    use std::thread::JoinHandle;
+
+    /// A scripted server: for each expected request prefix, the raw bytes to answer
+    /// (possibly several lines, possibly none). Returns every request line it saw. After
+    /// the script it closes the connection, or with `hold` waits for the client to close.
+    fn fake(script: Vec<(&'static str, &'static str)>) -> (OwnedFd, JoinHandle<Vec<String>>) {
+        fake_with(script, false)
+    }
+
+    fn fake_with(
+        script: Vec<(&'static str, &'static str)>,
+        hold: bool,
+    ) -> (OwnedFd, JoinHandle<Vec<String>>) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let h = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut w = ours.try_clone().unwrap();
+            let mut r = BufReader::new(ours);
+            for (expect, answer) in script {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap() == 0 {
+                    break;
+                }
+                assert!(
+                    line.starts_with(expect),
+                    "expected {expect:?}, got {line:?}"
+                );
+                seen.push(line.trim_end().to_owned());
+                w.write_all(answer.as_bytes()).unwrap();
+            }
+            let mut rest = String::new();
+            while hold && r.read_line(&mut rest).unwrap_or(0) > 0 {}
+            seen
+        });
+        (OwnedFd::from(theirs), h)
+    }
+
+    const NEW_STYLE_INIT: [(&str, &str); 5] = [
+        (
+            "cmd=init pmi_version=1 pmi_subversion=1\n",
+            "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2\n",
+        ),
+        (
+            "cmd=get_maxes\n",
+            "cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024\n",
+        ),
+        ("cmd=get_appnum\n", "cmd=appnum rc=0 appnum=3\n"),
+        (
+            "cmd=get_my_kvsname\n",
+            "cmd=my_kvsname rc=0 kvsname=kvs_7\n",
+        ),
+        (
+            "cmd=get_universe_size\n",
+            "cmd=universe_size rc=0 size=-1\n",
+        ),
+    ];
+
+    fn quick() -> ClientConfig {
+        ClientConfig {
+            timeout: Duration::from_secs(20),
+            barrier_timeout: Duration::from_secs(20),
+            connect_timeout: Duration::from_secs(20),
+        }
+    }
+
+    #[test]
+    fn mpich_4_1_token_order() {
+        let mut script = NEW_STYLE_INIT.to_vec();
+        script.extend([
+            (
+                "cmd=get kvsname=kvs_7 key=absent\n",
+                "cmd=get_result rc=1\n",
+            ),
+            (
+                "cmd=put kvsname=kvs_7 key=k value=1:0102\n",
+                "cmd=put_result rc=0\n",
+            ),
+            (
+                "cmd=barrier_in\n",
+                "cmd=barrier_out rc=0 group=WORLD tag=0\n",
+            ),
+            (
+                "cmd=get kvsname=kvs_7 key=k\n",
+                "cmd=get_result rc=0 value=1:0102 extra=ignored\n",
+            ),
+            (
+                "cmd=get kvsname=kvs_7 key=PMI_process_mapping\n",
+                "cmd=get_result rc=0 value=(vector,(0,2,1))\n",
+            ),
+            ("cmd=finalize\n", "cmd=finalize_ack rc=0\n"),
+        ]);
+        let (fd, h) = fake(script);
+        let mut c = Client::from_fd(fd, 1, 2, quick()).unwrap();
+        assert_eq!((c.rank(), c.size(), c.appnum()), (1, 2, 3));
+        assert_eq!(c.kvsname(), "kvs_7");
+        assert_eq!(c.universe_size(), None);
+        assert_eq!(c.connection(), Connection::Fd);
+        assert_eq!(c.kvs_get("absent").unwrap(), None);
+        c.kvs_put("k", &[1, 2]).unwrap();
+        c.barrier().unwrap();
+        assert_eq!(c.kvs_get("k").unwrap(), Some(vec![1, 2]));
+        assert_eq!(c.node_of_rank().unwrap(), Some(vec![0, 1]));
+        c.finalize().unwrap();
+        assert!(matches!(
+            c.barrier(),
+            Err(PmiError::Finished { op: "barrier" })
+        ));
+        assert_eq!(h.join().unwrap().len(), 11);
+    }
+
+    #[test]
+    fn failed_put_and_barrier_are_errors() {
+        let mut script = NEW_STYLE_INIT.to_vec();
+        script.extend([
+            (
+                "cmd=put kvsname=kvs_7 key=k value=1:\n",
+                "cmd=put_result rc=-1 msg=no_room\n",
+            ),
+            (
+                "cmd=barrier_in\n",
+                "cmd=barrier_out rc=-1 msg=rank_0_lost\n",
+            ),
+        ]);
+        let (fd, h) = fake(script);
+        let mut c = Client::from_fd(fd, 0, 2, quick()).unwrap();
+        let e = c.kvs_put("k", &[]).unwrap_err();
+        assert!(
+            matches!(&e, PmiError::Refused { rc: -1, msg, .. } if msg == "no_room"),
+            "{e}"
+        );
+        let e = c.barrier().unwrap_err().to_string();
+        assert!(e.contains("barrier_in") && e.contains("rank_0_lost"), "{e}");
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn timeout_names_command_and_partial_response() {
+        let mut script = NEW_STYLE_INIT.to_vec();
+        script.push(("cmd=get kvsname=kvs_7 key=slow\n", "cmd=get_res"));
+        script.push(("cmd=abort exitcode=2 message=timed_out\n", ""));
+        let (fd, h) = fake_with(script, true);
+        let mut c = Client::from_fd(fd, 0, 1, quick()).unwrap();
+        c.config.timeout = Duration::from_millis(200);
+        let e = c.kvs_get("slow").unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, PmiError::Timeout { .. }), "{text}");
+        assert!(
+            text.contains("cmd=get key=slow") && text.contains("cmd=get_res"),
+            "{text}"
+        );
+        assert!(matches!(
+            c.barrier(),
+            Err(PmiError::Unusable { op: "barrier" })
+        ));
+        c.abort(2, "timed out").unwrap();
+        drop(c);
+        let seen = h.join().unwrap();
+        assert_eq!(
+            seen.last().map(String::as_str),
+            Some("cmd=abort exitcode=2 message=timed_out")
+        );
+    }
+
+    #[test]
+    fn closed_connection_and_wrong_reply() {
+        let (fd, h) = fake(vec![NEW_STYLE_INIT[0]]);
+        let e = Client::from_fd(fd, 0, 1, quick()).unwrap_err();
+        assert!(
+            matches!(e, PmiError::Closed { ref command, .. } if command == "cmd=get_maxes"),
+            "{e}"
+        );
+        h.join().unwrap();
+
+        let (fd, h) = fake(vec![("cmd=init", "cmd=maxes kvsname_max=1\n")]);
+        let e = Client::from_fd(fd, 0, 1, quick()).unwrap_err().to_string();
+        assert!(e.contains("expected cmd=response_to_init"), "{e}");
+        h.join().unwrap();
+
+        let (fd, h) = fake(vec![(
+            "cmd=init",
+            "cmd=response_to_init pmi_version=2 rc=0\n",
+        )]);
+        let e = Client::from_fd(fd, 0, 1, quick()).unwrap_err().to_string();
+        assert!(e.contains("version 1"), "{e}");
+        h.join().unwrap();
+
+        let (fd, h) = fake(vec![("cmd=init", "\u{1}garbage\n")]);
+        let e = Client::from_fd(fd, 0, 1, quick()).unwrap_err();
+        assert!(matches!(e, PmiError::Protocol { .. }), "{e}");
+        h.join().unwrap();
+    }
+
+    fn tcp_fake(answer: &'static str) -> (String, JoinHandle<String>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let h = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            let mut first = String::new();
+            r.read_line(&mut first).unwrap();
+            w.write_all(answer.as_bytes()).unwrap();
+            for (expect, reply) in NEW_STYLE_INIT {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                assert_eq!(line, expect);
+                w.write_all(reply.as_bytes()).unwrap();
+            }
+            first
+        });
+        (addr, h)
+    }
+
+    #[test]
+    fn initack_hydra_style_and_single_line_style() {
+        let (addr, h) = tcp_fake("cmd=initack\ncmd=set size=4\ncmd=set rank=2\ncmd=set debug=1\n");
+        let c = Client::connect(&addr, 2, quick()).unwrap();
+        assert_eq!((c.rank(), c.size(), c.debug()), (2, 4, true));
+        assert_eq!(c.connection(), Connection::Port);
+        assert_eq!(h.join().unwrap(), "cmd=initack pmiid=2\n");
+
+        let (addr, h) = tcp_fake("cmd=initack rc=0 size=3 rank=1\n");
+        let c = Client::connect(&addr, 1, quick()).unwrap();
+        assert_eq!((c.rank(), c.size(), c.debug()), (1, 3, false));
+        h.join().unwrap();
+
+        let (addr, h) = tcp_fake("cmd=initack\ncmd=set size=2\ncmd=set rank=5\ncmd=set debug=0\n");
+        let e = Client::connect(&addr, 5, quick()).unwrap_err().to_string();
+        assert!(e.contains("rank 5 is not below the job size 2"), "{e}");
+        drop(h);
+    }
+
+    #[test]
+    fn environment_is_validated() {
+        let cfg = ClientConfig::default();
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        let e = Client::from_vars(cfg, env(&[("PMIX_RANK", "0")])).unwrap_err();
+        assert!(matches!(e, PmiError::PmixLauncher { var: "PMIX_RANK" }));
+        assert!(e.to_string().contains("PMIx launcher"), "{e}");
+        let e = Client::from_vars(cfg, env(&[("PRTE_LAUNCHED", "1")])).unwrap_err();
+        assert!(matches!(
+            e,
+            PmiError::PmixLauncher {
+                var: "PRTE_LAUNCHED"
+            }
+        ));
+
+        let e = Client::from_vars(cfg, env(&[("PMI_FD", "x7")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PMI_FD") && e.contains("x7"), "{e}");
+        let e = Client::from_vars(
+            cfg,
+            env(&[("PMI_FD", "1"), ("PMI_RANK", "0"), ("PMI_SIZE", "1")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("stdout"), "{e}");
+        let e = Client::from_vars(cfg, env(&[("PMI_FD", "900"), ("PMI_SIZE", "2")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PMI_RANK") && e.contains("not set"), "{e}");
+        let e = Client::from_vars(
+            cfg,
+            env(&[("PMI_FD", "900"), ("PMI_RANK", "2"), ("PMI_SIZE", "2")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("rank 2 is not below"), "{e}");
+        let e = Client::from_vars(cfg, env(&[("PMI_PORT", "nohostport"), ("PMI_ID", "0")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("host:port"), "{e}");
+        let e = Client::from_vars(cfg, env(&[("PMI_PORT", "localhost:1")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PMI_ID"), "{e}");
+    }
+
+    #[test]
+    fn unopened_pmi_fd_is_refused_and_releases_the_claim() {
+        // Descriptor 1000 is not open in the test process (no test opens that many).
+        let env = |k: &str| match k {
+            "PMI_FD" => Some(OsString::from("1000")),
+            "PMI_RANK" => Some(OsString::from("0")),
+            "PMI_SIZE" => Some(OsString::from("1")),
+            _ => None,
+        };
+        let e = Client::from_vars(ClientConfig::default(), env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an open file descriptor"), "{e}");
+        assert!(!ENV_FD_CLAIMED.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn singleton_kvs_and_limits() {
+        let mut c = Client::from_vars(ClientConfig::default(), |_| None).unwrap();
+        assert_eq!(c.connection(), Connection::Singleton);
+        assert_eq!((c.rank(), c.size()), (0, 1));
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        c.kvs_put("big", &big).unwrap();
+        c.barrier().unwrap();
+        assert_eq!(c.kvs_get("big").unwrap().unwrap(), big);
+        c.kvs_put("big", b"small now").unwrap();
+        assert_eq!(c.kvs_get("big").unwrap().unwrap(), b"small now");
+        assert!(matches!(
+            c.kvs_put("PMI_x", b""),
+            Err(PmiError::InvalidKey { .. })
+        ));
+        assert!(matches!(
+            c.kvs_put("a b", b""),
+            Err(PmiError::InvalidKey { .. })
+        ));
+        assert!(matches!(c.kvs_get("k#1"), Err(PmiError::InvalidKey { .. })));
+        assert_eq!(
+            c.get_raw(PROCESS_MAPPING_KEY).unwrap().as_deref(),
+            Some("(vector,(0,1,1))")
+        );
+        let huge = vec![0u8; 5_000_000];
+        assert!(matches!(
+            c.kvs_put("huge", &huge),
+            Err(PmiError::ValueTooLarge { .. })
+        ));
+        c.abort(3, "bye").unwrap();
+        assert!(matches!(c.kvs_get("big"), Err(PmiError::Finished { .. })));
+    }
+}

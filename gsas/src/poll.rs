@@ -1,0 +1,547 @@
+//! Adaptive waiting: spin, then yield, then block in `poll(2)`, always up to a deadline.
+//!
+//! What it is: [`Waiter`], the one waiting loop of the runtime. The caller hands it a
+//! *step* closure that drives progress once (polls transports, runs timers, checks the
+//! condition) and reports a [`Progress`]: done, busy (something moved, keep going) or idle
+//! (nothing happened; optionally when its next timer is due). The waiter then
+//!
+//! 1. **spins** (calling the step back to back) while the last activity is more recent
+//!    than [`WaitConfig::spin`] (the runtime's default: 50 us for PEs, 200 us for the
+//!    service, from `GSAS_SPIN_US`, which the caller reads);
+//! 2. **yields** the CPU ([`std::thread::yield_now`]) [`WaitConfig::yields`] times, calling
+//!    the step after each;
+//! 3. **blocks** in `ppoll(2)` on the given descriptors (or sleeps when there are none)
+//!    until a descriptor is ready, the step's next timer, or the deadline, whichever comes
+//!    first, and at most for a backoff that starts at [`WaitConfig::min_block`] and doubles
+//!    up to [`WaitConfig::max_block`] while nothing happens (so a condition that no
+//!    descriptor signals, such as a flag in shared memory, is still seen within
+//!    `max_block`).
+//!
+//! Any activity returns the waiter to phase 1. When the deadline passes the wait fails with
+//! [`WaitError::TimedOut`], whose message names what was waited for, e.g. `timed out after
+//! 10.0 s waiting for node 1 (127.0.0.1:7101): reply to READ`.
+//!
+//! What it is not: a scheduler or an event loop; it owns no descriptors and no timers, and
+//! it reads no environment.
+//!
+//! Thread-safety: a [`Waiter`] is a plain value (`Send + Sync`), used by one thread at a
+//! time through `&mut self`; create one per waiting thread.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use gsas::poll::{Progress, WaitConfig, Waiter};
+//!
+//! let mut waiter = Waiter::new(WaitConfig::default());
+//! let mut countdown = 3;
+//! let deadline = Instant::now() + Duration::from_secs(5);
+//! let got = waiter.wait("the countdown", deadline, &mut [], || {
+//!     countdown -= 1;
+//!     if countdown == 0 { Progress::Done("lift-off") } else { Progress::Busy }
+//! });
+//! assert_eq!(got.unwrap(), "lift-off");
+//!
+//! let e = waiter
+//!     .wait_until("a flag nobody sets", Instant::now() + Duration::from_millis(20), || false)
+//!     .unwrap_err();
+//! assert!(e.to_string().contains("waiting for a flag nobody sets"));
+//! ```
+
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Nanoseconds since a fixed, process-wide monotonic epoch (the first call). This is the
+/// time the gsas-core transports and engines take in `poll(now_ns)`.
+pub fn monotonic_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// How a [`Waiter`] spends time before the condition holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitConfig {
+    /// Busy-poll for this long after the last activity.
+    pub spin: Duration,
+    /// Then call `yield_now` this many times.
+    pub yields: u32,
+    /// First bound of a blocking call; doubled after every block without activity.
+    pub min_block: Duration,
+    /// Largest bound of a blocking call.
+    pub max_block: Duration,
+}
+
+impl WaitConfig {
+    /// The PE default: 50 us of spinning, 4 yields, blocks of 20 us growing to 1 ms.
+    pub const fn new() -> Self {
+        WaitConfig {
+            spin: Duration::from_micros(50),
+            yields: 4,
+            min_block: Duration::from_micros(20),
+            max_block: Duration::from_millis(1),
+        }
+    }
+
+    /// This configuration with a spin time of `us` microseconds (e.g. from `GSAS_SPIN_US`).
+    pub const fn with_spin_us(self, us: u64) -> Self {
+        WaitConfig {
+            spin: Duration::from_micros(us),
+            ..self
+        }
+    }
+}
+
+impl Default for WaitConfig {
+    fn default() -> Self {
+        WaitConfig::new()
+    }
+}
+
+/// What one step of a wait achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress<T> {
+    /// The condition holds: the wait returns this value.
+    Done(T),
+    /// Something happened (packets moved, a timer ran) but the condition does not hold yet:
+    /// spinning starts over.
+    Busy,
+    /// Nothing happened. `Some(t)`: the step has a timer due at `t` and must be called
+    /// again then even if no descriptor becomes ready.
+    Idle(Option<Instant>),
+}
+
+/// A descriptor a [`Waiter`] blocks on, with the readiness it waits for. Layout-compatible
+/// with `struct pollfd`.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct PollFd<'fd> {
+    raw: libc::pollfd,
+    _fd: PhantomData<BorrowedFd<'fd>>,
+}
+
+impl<'fd> PollFd<'fd> {
+    fn new(fd: BorrowedFd<'fd>, events: libc::c_short) -> Self {
+        PollFd {
+            raw: libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events,
+                revents: 0,
+            },
+            _fd: PhantomData,
+        }
+    }
+
+    /// Wake when `fd` is readable.
+    pub fn readable(fd: BorrowedFd<'fd>) -> Self {
+        Self::new(fd, libc::POLLIN)
+    }
+
+    /// Wake when `fd` is writable.
+    pub fn writable(fd: BorrowedFd<'fd>) -> Self {
+        Self::new(fd, libc::POLLOUT)
+    }
+
+    /// Wake when `fd` is readable or writable.
+    pub fn read_write(fd: BorrowedFd<'fd>) -> Self {
+        Self::new(fd, libc::POLLIN | libc::POLLOUT)
+    }
+
+    /// Whether the last blocking call found this descriptor ready (or in error).
+    pub fn is_ready(&self) -> bool {
+        self.raw.revents != 0
+    }
+}
+
+/// Why a wait failed.
+#[derive(Debug)]
+pub enum WaitError {
+    /// The deadline passed before the condition held.
+    TimedOut {
+        /// What was waited for.
+        what: String,
+        /// How long the wait lasted.
+        waited: Duration,
+    },
+    /// `ppoll(2)` failed or a descriptor is not open.
+    Poll(io::Error),
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::TimedOut { what, waited } => write!(
+                f,
+                "timed out after {:.1} s waiting for {what}",
+                waited.as_secs_f64()
+            ),
+            WaitError::Poll(e) => write!(f, "waiting on descriptors failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WaitError::Poll(e) => Some(e),
+            WaitError::TimedOut { .. } => None,
+        }
+    }
+}
+
+impl From<WaitError> for io::Error {
+    fn from(e: WaitError) -> io::Error {
+        let kind = match &e {
+            WaitError::TimedOut { .. } => io::ErrorKind::TimedOut,
+            WaitError::Poll(inner) => inner.kind(),
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Counters of a [`Waiter`] (over all its waits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitStats {
+    /// Calls of step closures.
+    pub steps: u64,
+    /// `yield_now` calls.
+    pub yields: u64,
+    /// Blocking calls (`ppoll` or sleep).
+    pub blocks: u64,
+    /// Blocking calls that ended because a descriptor was ready.
+    pub fd_wakeups: u64,
+}
+
+/// The adaptive spin-yield-block waiter; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct Waiter {
+    config: WaitConfig,
+    stats: WaitStats,
+}
+
+impl Waiter {
+    /// A waiter with the given configuration.
+    pub fn new(config: WaitConfig) -> Self {
+        Waiter {
+            config,
+            stats: WaitStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> WaitConfig {
+        self.config
+    }
+
+    /// What the waiter has done so far.
+    pub fn stats(&self) -> WaitStats {
+        self.stats
+    }
+
+    /// Calls `step` until it returns [`Progress::Done`] or `deadline` passes, spinning,
+    /// yielding and blocking on `fds` as described in the [module docs](self). `step` is
+    /// called at least once, even if the deadline has passed already.
+    ///
+    /// Errors: [`WaitError::TimedOut`] naming `what`; [`WaitError::Poll`] if `ppoll` fails
+    /// or reports a descriptor that is not open.
+    pub fn wait<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        mut step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        let start = Instant::now();
+        let mut last_activity = start;
+        let mut yields_left = self.config.yields;
+        let mut backoff = self.config.min_block;
+        loop {
+            self.stats.steps += 1;
+            let wake = match step() {
+                Progress::Done(value) => return Ok(value),
+                Progress::Busy => {
+                    last_activity = Instant::now();
+                    yields_left = self.config.yields;
+                    backoff = self.config.min_block;
+                    continue;
+                }
+                Progress::Idle(wake) => wake,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(WaitError::TimedOut {
+                    what: what.to_string(),
+                    waited: now - start,
+                });
+            }
+            if now.duration_since(last_activity) < self.config.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            if yields_left > 0 {
+                yields_left -= 1;
+                self.stats.yields += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            let mut until = deadline.min(now + backoff);
+            if let Some(wake) = wake {
+                until = until.min(wake);
+            }
+            if until > now {
+                self.stats.blocks += 1;
+                if block(fds, until - now).map_err(WaitError::Poll)? {
+                    self.stats.fd_wakeups += 1;
+                }
+                backoff = (backoff * 2).min(self.config.max_block);
+            }
+        }
+    }
+
+    /// [`Waiter::wait`] for a plain condition without descriptors: `cond` is the step, and
+    /// every `false` counts as idle.
+    ///
+    /// Errors: [`WaitError::TimedOut`] naming `what`.
+    pub fn wait_until<D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        mut cond: F,
+    ) -> Result<(), WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> bool,
+    {
+        self.wait(what, deadline, &mut [], || {
+            if cond() {
+                Progress::Done(())
+            } else {
+                Progress::Idle(None)
+            }
+        })
+    }
+}
+
+/// Blocks until a descriptor of `fds` is ready or `timeout` passes (a plain sleep when
+/// `fds` is empty). Returns whether a descriptor was ready. `EINTR` counts as a timeout.
+fn block(fds: &mut [PollFd<'_>], timeout: Duration) -> io::Result<bool> {
+    if fds.is_empty() {
+        std::thread::sleep(timeout);
+        return Ok(false);
+    }
+    for fd in fds.iter_mut() {
+        fd.raw.revents = 0;
+    }
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `PollFd` is `repr(transparent)` over `libc::pollfd`, so the slice is a valid
+    // array of `fds.len()` pollfd structures for the kernel to update; every descriptor
+    // is kept open by the borrow in `PollFd`; `ts` lives across the call and a null
+    // signal mask means "unchanged".
+    let n = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr().cast::<libc::pollfd>(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    if let Some(bad) = fds.iter().find(|f| f.raw.revents & libc::POLLNVAL != 0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {} is not open", bad.raw.fd),
+        ));
+    }
+    Ok(n > 0)
+}
+
+/// Waits up to `timeout` for `fd` to report any of `events` (`POLLIN`, `POLLOUT`, or an
+/// error or hang-up). Returns whether it did. Used by the blocking helpers of this crate.
+pub(crate) fn poll_fd(
+    fd: BorrowedFd<'_>,
+    events: libc::c_short,
+    timeout: Duration,
+) -> io::Result<bool> {
+    let deadline = Instant::now() + timeout;
+    let mut fds = [PollFd::new(fd, events)];
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        if block(&mut fds, deadline - now)? {
+            return Ok(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    fn no_spin() -> WaitConfig {
+        WaitConfig {
+            spin: Duration::ZERO,
+            yields: 1,
+            min_block: Duration::from_micros(50),
+            max_block: Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn busy_steps_spin_and_done_returns_value() {
+        let mut w = Waiter::new(WaitConfig::default());
+        let mut n = 0;
+        let got = w
+            .wait(
+                "n to reach 100",
+                Instant::now() + Duration::from_secs(60),
+                &mut [],
+                || {
+                    n += 1;
+                    if n == 100 {
+                        Progress::Done(n)
+                    } else {
+                        Progress::Busy
+                    }
+                },
+            )
+            .unwrap();
+        assert_eq!(got, 100);
+        assert_eq!(w.stats().steps, 100);
+        assert_eq!(w.stats().blocks, 0, "busy steps never block");
+    }
+
+    #[test]
+    fn timeout_names_what_and_blocks_are_bounded() {
+        let mut w = Waiter::new(no_spin());
+        let start = Instant::now();
+        let e = w
+            .wait_until(
+                "the answer of node 7",
+                start + Duration::from_millis(30),
+                || false,
+            )
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("timed out after "), "{msg}");
+        assert!(msg.ends_with("waiting for the answer of node 7"), "{msg}");
+        match e {
+            WaitError::TimedOut { waited, .. } => assert!(waited >= Duration::from_millis(30)),
+            WaitError::Poll(e) => panic!("{e}"),
+        }
+        // 30 ms of waiting in blocks of at most 5 ms: several blocks, and yields before.
+        assert!(w.stats().blocks >= 6, "{:?}", w.stats());
+        assert_eq!(w.stats().yields, 1);
+    }
+
+    #[test]
+    fn descriptor_readiness_wakes_the_blocked_waiter() {
+        let (mut tx, rx) = UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            tx.write_all(b"x").unwrap();
+            tx
+        });
+        // Long blocks: only the descriptor can end them early.
+        let config = WaitConfig {
+            min_block: Duration::from_secs(20),
+            max_block: Duration::from_secs(20),
+            ..no_spin()
+        };
+        let mut w = Waiter::new(config);
+        let mut fds = [PollFd::readable(rx.as_fd())];
+        let mut buf = [0u8; 1];
+        let got = w
+            .wait(
+                "a byte",
+                Instant::now() + Duration::from_secs(60),
+                &mut fds,
+                || match (&rx).read(&mut buf) {
+                    Ok(1) => Progress::Done(buf[0]),
+                    _ => Progress::Idle(None),
+                },
+            )
+            .unwrap();
+        assert_eq!(got, b'x');
+        assert!(w.stats().fd_wakeups >= 1, "{:?}", w.stats());
+        drop(writer.join().unwrap());
+    }
+
+    #[test]
+    fn idle_timer_bounds_the_block() {
+        // No descriptors and huge blocks: only the step's timer can end a block early.
+        let config = WaitConfig {
+            min_block: Duration::from_secs(20),
+            max_block: Duration::from_secs(20),
+            ..no_spin()
+        };
+        let mut w = Waiter::new(config);
+        let due = Instant::now() + Duration::from_millis(20);
+        let got = w.wait(
+            "the timer",
+            Instant::now() + Duration::from_secs(60),
+            &mut [],
+            || {
+                if Instant::now() >= due {
+                    Progress::Done(())
+                } else {
+                    Progress::Idle(Some(due))
+                }
+            },
+        );
+        assert!(got.is_ok());
+        assert!(w.stats().blocks >= 1);
+    }
+
+    #[test]
+    fn closed_descriptor_is_an_error_not_a_spin() {
+        // A descriptor number that is not open (far above anything a test opens).
+        let mut fds = [PollFd {
+            raw: libc::pollfd {
+                fd: 999_999,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            _fd: PhantomData,
+        }];
+        let mut w = Waiter::new(no_spin());
+        let e = w
+            .wait(
+                "nothing",
+                Instant::now() + Duration::from_secs(60),
+                &mut fds,
+                || Progress::<()>::Idle(None),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("is not open"), "{e}");
+    }
+
+    #[test]
+    fn monotonic_ns_advances() {
+        let a = monotonic_ns();
+        std::thread::sleep(Duration::from_millis(2));
+        let b = monotonic_ns();
+        assert!(b >= a + 2_000_000, "{a} {b}");
+    }
+}

@@ -1,0 +1,279 @@
+//! The PE's (and tools') end of the control socket: [`ControlClient`].
+//!
+//! What it is: a connection to an atomic service's control socket that sends one
+//! [`ControlRequest`] at a time and waits (bounded) for its reply and the descriptors that
+//! come with it; typed helpers for Join, segments, Leave, Ping and statistics; and
+//! [`query_stats`], what `gsas-atomicd --stats` uses. A refusal comes back as
+//! [`ServiceError::Refused`] with the service's code and reason; a closed connection as
+//! [`ServiceError::Closed`] naming the socket.
+//!
+//! What it is not: the node client (see [`crate::node`]). Thread-safety: `Send`, used
+//! through `&mut self` (the protocol is one request at a time).
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::shm::{ShmError, recv_fds, send_fds};
+
+use super::ServiceError;
+use super::proto::{ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, ServiceInfo};
+use super::stats::StatsReport;
+
+/// A successful reply, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// ACK.
+    Ack,
+    /// DATA.
+    Data(Vec<u8>),
+    /// Statistics text.
+    Stats(String),
+}
+
+/// What a Join returns.
+#[derive(Debug)]
+pub struct Joined {
+    /// The service's identity and address.
+    pub info: ServiceInfo,
+    /// The service's doorbell page (memfd) and eventfd, for waking it after putting work
+    /// in a ring.
+    pub doorbell: Option<(OwnedFd, OwnedFd)>,
+}
+
+/// A connection to a service's control socket.
+#[derive(Debug)]
+pub struct ControlClient {
+    fd: OwnedFd,
+    path: PathBuf,
+    token: u32,
+    timeout: Duration,
+}
+
+impl ControlClient {
+    /// Connects to the socket at `path`; every later request waits at most `timeout` for
+    /// its reply.
+    pub fn connect(path: &Path, timeout: Duration) -> Result<ControlClient, ServiceError> {
+        let fd = super::socket::connect(path, timeout).map_err(|source| ServiceError::Io {
+            context: format!("connecting to the atomic service at {}", path.display()),
+            source,
+        })?;
+        Ok(ControlClient {
+            fd,
+            path: path.to_owned(),
+            token: 0,
+            timeout,
+        })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the service closed the connection (checked without blocking).
+    pub fn is_closed(&self) -> bool {
+        super::socket::peer_closed(self.fd.as_fd())
+    }
+
+    /// The connection's descriptor (for `poll(2)`: readable or hung up means the service
+    /// went away, since it never sends unasked).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    fn shm_err(&self, what: &str, e: ShmError) -> ServiceError {
+        match e {
+            ShmError::Closed { .. } => ServiceError::Closed {
+                path: self.path.clone(),
+            },
+            other => ServiceError::Io {
+                context: format!("{what} (atomic service at {})", self.path.display()),
+                source: other.into(),
+            },
+        }
+    }
+
+    /// Sends `req` and returns the reply and its descriptors.
+    ///
+    /// Errors: [`ServiceError::Refused`] for an ERROR reply, [`ServiceError::Closed`],
+    /// [`ServiceError::Protocol`] for a reply that does not parse or answers another
+    /// request, [`ServiceError::Io`] for timeouts and system errors.
+    pub fn request(
+        &mut self,
+        req: &ControlRequest,
+    ) -> Result<(Answer, Vec<OwnedFd>), ServiceError> {
+        self.request_with(req, &[])
+    }
+
+    /// Sends `req` with descriptors attached; see [`ControlClient::request`].
+    pub fn request_with(
+        &mut self,
+        req: &ControlRequest,
+        attach: &[BorrowedFd<'_>],
+    ) -> Result<(Answer, Vec<OwnedFd>), ServiceError> {
+        self.token = self.token.wrapping_add(1);
+        let token = self.token;
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let n = req.emit(token, &mut buf);
+        let what = describe(req);
+        send_fds(&self.fd, &buf[..n], attach, self.timeout)
+            .map_err(|e| self.shm_err(&format!("sending {what}"), e))?;
+        let (n, fds) = recv_fds(&self.fd, &mut buf, self.timeout)
+            .map_err(|e| self.shm_err(&format!("waiting for the reply to {what}"), e))?;
+        let (got, reply) = ControlReply::parse(&buf[..n]).map_err(|e| {
+            ServiceError::Protocol(format!("reply to {what} from {}: {e}", self.path.display()))
+        })?;
+        if got != token {
+            return Err(ServiceError::Protocol(format!(
+                "reply to {what} from {} carries token {got}, expected {token}",
+                self.path.display()
+            )));
+        }
+        match reply {
+            ControlReply::Ack => Ok((Answer::Ack, fds)),
+            ControlReply::Data(d) => Ok((Answer::Data(d.to_vec()), fds)),
+            ControlReply::Stats(s) => Ok((Answer::Stats(s.to_owned()), fds)),
+            ControlReply::Error { code, message } => Err(ServiceError::Refused {
+                request: what,
+                code,
+                message: message.to_owned(),
+            }),
+        }
+    }
+
+    /// Joins job `job_id` with key `job_key` as PE `rank`.
+    pub fn join(
+        &mut self,
+        rank: u16,
+        job_id: u64,
+        job_key: u64,
+        info: JoinInfo,
+    ) -> Result<Joined, ServiceError> {
+        let (answer, mut fds) = self.request(&ControlRequest::Join {
+            rank,
+            job_id,
+            job_key,
+            info,
+        })?;
+        let Answer::Data(d) = answer else {
+            return Err(ServiceError::Protocol(
+                "Join answered without service data".into(),
+            ));
+        };
+        let info = ServiceInfo::decode(&d)
+            .map_err(|e| ServiceError::Protocol(format!("Join reply: {e}")))?;
+        let doorbell = if fds.len() == 2 {
+            let efd = fds.pop();
+            let page = fds.pop();
+            page.zip(efd)
+        } else {
+            None
+        };
+        Ok(Joined { info, doorbell })
+    }
+
+    fn segment_reply(&mut self, req: ControlRequest) -> Result<(u64, OwnedFd), ServiceError> {
+        let what = describe(&req);
+        let (answer, mut fds) = self.request(&req)?;
+        let size = match answer {
+            Answer::Data(d) if d.len() == 8 => u64::from_le_bytes(d.try_into().unwrap_or([0; 8])),
+            _ => {
+                return Err(ServiceError::Protocol(format!(
+                    "{what}: reply without a segment size"
+                )));
+            }
+        };
+        let fd = fds
+            .pop()
+            .ok_or_else(|| ServiceError::Protocol(format!("{what}: no descriptor attached")))?;
+        Ok((size, fd))
+    }
+
+    /// Creates segment `segment` of `size` bytes for the caller (PE `pe`); returns its
+    /// size (rounded up to pages) and descriptor.
+    pub fn create_segment(
+        &mut self,
+        pe: u16,
+        segment: u8,
+        size: u64,
+    ) -> Result<(u64, OwnedFd), ServiceError> {
+        self.segment_reply(ControlRequest::CreateSegment { pe, segment, size })
+    }
+
+    /// The size and descriptor of segment `segment` of PE `pe` of the caller's job.
+    pub fn open_segment(&mut self, pe: u16, segment: u8) -> Result<(u64, OwnedFd), ServiceError> {
+        self.segment_reply(ControlRequest::OpenSegment { pe, segment })
+    }
+
+    /// Hands the caller's own memfd `fd` to the service as segment `segment` of `size`
+    /// bytes (the file must be sealed against shrinking).
+    pub fn register_segment(
+        &mut self,
+        pe: u16,
+        segment: u8,
+        size: u64,
+        fd: BorrowedFd<'_>,
+    ) -> Result<(), ServiceError> {
+        self.request_with(
+            &ControlRequest::RegisterSegment { pe, segment, size },
+            &[fd],
+        )
+        .map(|_| ())
+    }
+
+    /// Drops the caller's segment `segment`.
+    pub fn free_segment(&mut self, pe: u16, segment: u8) -> Result<(), ServiceError> {
+        self.request(&ControlRequest::FreeSegment { pe, segment })
+            .map(|_| ())
+    }
+
+    /// Leaves the job.
+    pub fn leave(&mut self, rank: u16, job_id: u64) -> Result<(), ServiceError> {
+        self.request(&ControlRequest::Leave { rank, job_id })
+            .map(|_| ())
+    }
+
+    /// Checks that the service answers.
+    pub fn ping(&mut self) -> Result<(), ServiceError> {
+        self.request(&ControlRequest::Ping).map(|_| ())
+    }
+
+    /// The service's counters.
+    pub fn stats(&mut self) -> Result<StatsReport, ServiceError> {
+        match self.request(&ControlRequest::Stats)?.0 {
+            Answer::Stats(text) => Ok(StatsReport::parse(&text)),
+            _ => Err(ServiceError::Protocol(
+                "statistics answered without text".into(),
+            )),
+        }
+    }
+}
+
+/// Connects to the service at `path` and returns its counters.
+pub fn query_stats(path: &Path, timeout: Duration) -> Result<StatsReport, ServiceError> {
+    ControlClient::connect(path, timeout)?.stats()
+}
+
+fn describe(req: &ControlRequest) -> String {
+    match *req {
+        ControlRequest::Join { rank, job_id, .. } => {
+            format!("Join of PE {rank} to job {job_id:016x}")
+        }
+        ControlRequest::Leave { rank, .. } => format!("Leave of PE {rank}"),
+        ControlRequest::CreateSegment { pe, segment, size } => {
+            format!("creating segment {segment} of PE {pe} ({size} bytes)")
+        }
+        ControlRequest::OpenSegment { pe, segment } => {
+            format!("opening segment {segment} of PE {pe}")
+        }
+        ControlRequest::FreeSegment { pe, segment } => {
+            format!("freeing segment {segment} of PE {pe}")
+        }
+        ControlRequest::RegisterSegment { pe, segment, size } => {
+            format!("registering segment {segment} of PE {pe} ({size} bytes)")
+        }
+        ControlRequest::Ping => "Ping".into(),
+        ControlRequest::Stats => "statistics".into(),
+    }
+}

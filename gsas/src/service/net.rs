@@ -1,0 +1,262 @@
+//! The reliability layer over UDP as an owned value: [`OwnedReliable`] and [`MapIndex`].
+//!
+//! gsas-core's [`Reliable`] borrows its peer table and frame buffers (`no_std`, no
+//! allocation). A service or a PE wants one owned value it can keep in a struct, so
+//! [`OwnedReliable`] allocates the table and the buffers on the heap, builds the layer over
+//! them and frees them after the layer is dropped. It implements [`Transport`] by
+//! forwarding, plus the few extra methods the runtime needs; the inner [`Reliable`] is never
+//! handed out (see the safety argument on the type).
+//!
+//! [`MapIndex`] is a [`PeerIndex`] over a std `HashMap`: no fixed hash-table size to choose,
+//! and slots are handed out in order of first appearance up to the table's capacity.
+//!
+//! Thread-safety: single owner (`Send` when the inner transport and peer type are);
+//! used through `&mut self`.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gsas_core::reliable::{Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Reliable, Stats};
+use gsas_core::transport::{Capabilities, Transport, TransportError};
+
+/// A [`PeerIndex`] backed by a `HashMap`; slots are assigned in order of first appearance.
+/// The number of peers with a slot is published through a shared counter, so the owner of
+/// the layer can see how full the table is.
+#[derive(Debug, Clone)]
+pub struct MapIndex<P> {
+    map: HashMap<P, usize>,
+    known: Arc<AtomicUsize>,
+}
+
+impl<P> Default for MapIndex<P> {
+    fn default() -> Self {
+        MapIndex {
+            map: HashMap::new(),
+            known: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+impl<P: Copy + Eq + Hash> PeerIndex<P> for MapIndex<P> {
+    fn slot(&mut self, peer: P, capacity: usize) -> Option<usize> {
+        if let Some(&s) = self.map.get(&peer) {
+            return Some(s);
+        }
+        let next = self.map.len();
+        if next >= capacity {
+            return None;
+        }
+        self.map.insert(peer, next);
+        self.known.store(self.map.len(), Ordering::Relaxed);
+        Some(next)
+    }
+
+    fn find(&self, peer: P, capacity: usize) -> Option<usize> {
+        self.map.get(&peer).copied().filter(|&s| s < capacity)
+    }
+}
+
+/// A [`Reliable`] layer that owns its peer table and buffers.
+///
+/// Safety argument: the layer holds `&'static mut` borrows of two heap allocations that
+/// this struct owns through raw pointers. The allocations are freed only in `Drop`, after
+/// the layer itself has been dropped, and the layer never leaves this struct (no method
+/// returns it or a mutable reference to it), so the borrows never outlive the memory and
+/// no two layers can be swapped between owners.
+pub struct OwnedReliable<T: Transport, const W: usize>
+where
+    T::Peer: Hash + 'static,
+{
+    rel: ManuallyDrop<Reliable<'static, T, W, MapIndex<T::Peer>>>,
+    peers: *mut [PeerSlot<T::Peer, W>],
+    buffers: *mut [u8],
+    known: Arc<AtomicUsize>,
+    capacity: usize,
+}
+
+// SAFETY: the raw pointers are owned allocations only touched through `rel` (which is
+// `Send` when `T` and the peer type are) and freed in `Drop`; nothing is shared with other
+// owners.
+unsafe impl<T: Transport + Send, const W: usize> Send for OwnedReliable<T, W> where
+    T::Peer: Hash + Send + 'static
+{
+}
+
+impl<T: Transport, const W: usize> OwnedReliable<T, W>
+where
+    T::Peer: Hash + 'static,
+{
+    /// Builds the layer over `inner` with room for `peers` peers and `frames` frame
+    /// buffers of `frame_size` bytes (`None`: the inner MTU).
+    pub fn new(inner: T, config: Config, peers: usize, frames: usize) -> Result<Self, ConfigError> {
+        let frame_size = config.max_frame.unwrap_or(inner.capabilities().mtu);
+        let inner_mtu = inner.capabilities().mtu;
+        let len = gsas_core::reliable::buffer_len(inner_mtu, frame_size, frames.max(1));
+        let table: Box<[PeerSlot<T::Peer, W>]> = (0..peers)
+            .map(|_| PeerSlot::new())
+            .collect::<Vec<_>>()
+            .into_boxed_slice();
+        let buf: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        let peers_ptr = Box::into_raw(table);
+        let buf_ptr = Box::into_raw(buf);
+        // SAFETY: both pointers come from `Box::into_raw` just above, are valid, unique and
+        // stay allocated until `Drop` (or the error path below) reclaims them, after the
+        // layer borrowing them is gone; see the type's safety argument.
+        let (table_ref, buf_ref) = unsafe { (&mut *peers_ptr, &mut *buf_ptr) };
+        let index = MapIndex::default();
+        let known = Arc::clone(&index.known);
+        match Reliable::with_index(inner, config, table_ref, buf_ref, index) {
+            Ok(rel) => Ok(OwnedReliable {
+                rel: ManuallyDrop::new(rel),
+                peers: peers_ptr,
+                buffers: buf_ptr,
+                known,
+                capacity: peers,
+            }),
+            Err(e) => {
+                // SAFETY: the layer was not built, so nothing borrows the allocations; they
+                // came from `Box::into_raw` above and are reclaimed exactly once.
+                unsafe {
+                    drop(Box::from_raw(peers_ptr));
+                    drop(Box::from_raw(buf_ptr));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The inner transport.
+    pub fn inner(&self) -> &T {
+        self.rel.inner()
+    }
+
+    /// The layer's counters.
+    pub fn stats(&self) -> Stats {
+        self.rel.stats()
+    }
+
+    /// The next peer event, if any.
+    pub fn next_event(&mut self) -> Option<PeerEvent<T::Peer>> {
+        self.rel.next_event()
+    }
+
+    /// Peers that have a slot in the table (slots are never freed).
+    pub fn peers_known(&self) -> usize {
+        self.known.load(Ordering::Relaxed)
+    }
+
+    /// Size of the peer table.
+    pub fn peer_capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether any frame is open or unacknowledged (timers are pending).
+    pub fn has_frames_in_use(&self) -> bool {
+        let (cap, free) = self.rel.pool_usage();
+        free < cap
+    }
+}
+
+impl<T: Transport, const W: usize> Drop for OwnedReliable<T, W>
+where
+    T::Peer: Hash + 'static,
+{
+    fn drop(&mut self) {
+        // SAFETY: the layer is dropped exactly once, here, before the allocations it
+        // borrows; afterwards nothing refers to them and they are reclaimed from the
+        // pointers `Box::into_raw` produced in `new`.
+        unsafe {
+            ManuallyDrop::drop(&mut self.rel);
+            drop(Box::from_raw(self.peers));
+            drop(Box::from_raw(self.buffers));
+        }
+    }
+}
+
+impl<T: Transport, const W: usize> Transport for OwnedReliable<T, W>
+where
+    T::Peer: Hash + 'static,
+{
+    type Peer = T::Peer;
+
+    fn capabilities(&self) -> Capabilities {
+        self.rel.capabilities()
+    }
+
+    #[inline]
+    fn send<R, F>(&mut self, peer: T::Peer, len: usize, fill: F) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        self.rel.send(peer, len, fill)
+    }
+
+    #[inline]
+    fn recv<R, F>(&mut self, f: F) -> Result<Option<R>, TransportError>
+    where
+        F: FnOnce(T::Peer, &[u8]) -> R,
+    {
+        self.rel.recv(f)
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        self.rel.flush()
+    }
+
+    fn poll(&mut self, now_ns: u64) -> Result<(), TransportError> {
+        self.rel.poll(now_ns)
+    }
+}
+
+/// A non-zero epoch that grows across restarts: the wall clock in nanoseconds (or 1).
+pub fn fresh_epoch() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gsas_core::transport::loopback::{LoopbackConfig, LoopbackHub};
+
+    #[test]
+    fn map_index_assigns_in_order_up_to_capacity() {
+        let mut m = MapIndex::default();
+        assert_eq!(m.slot(10u32, 2), Some(0));
+        assert_eq!(m.slot(20, 2), Some(1));
+        assert_eq!(m.slot(10, 2), Some(0));
+        assert_eq!(m.slot(30, 2), None);
+        assert_eq!(m.find(20, 2), Some(1));
+        assert_eq!(m.find(30, 2), None);
+        assert_eq!(m.known.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn owned_layers_deliver_and_drop_cleanly() {
+        let mut storage = vec![0u8; 2 * 16 * 1100];
+        let hub = LoopbackHub::<2>::new(LoopbackConfig::new(1024), &mut storage).unwrap();
+        let mut a: OwnedReliable<_, 8> =
+            OwnedReliable::new(hub.endpoint(0).unwrap(), Config::new(1), 2, 8).unwrap();
+        let mut b: OwnedReliable<_, 8> =
+            OwnedReliable::new(hub.endpoint(1).unwrap(), Config::new(2), 2, 8).unwrap();
+        a.send(1usize, 3, |buf| buf.copy_from_slice(b"abc"))
+            .unwrap();
+        a.flush().unwrap();
+        let got = b.recv(|from, d| (from, d.to_vec())).unwrap();
+        assert_eq!(got, Some((0, b"abc".to_vec())));
+        assert!(a.has_frames_in_use(), "the frame waits for its ack");
+        assert_eq!(
+            (a.peers_known(), b.peers_known(), a.peer_capacity()),
+            (1, 1, 2)
+        );
+        // A bad configuration is refused and frees what was allocated.
+        let bad = OwnedReliable::<_, 8>::new(hub.endpoint(0).unwrap(), Config::new(0), 2, 8);
+        assert!(matches!(bad, Err(ConfigError::ZeroEpoch)));
+    }
+}

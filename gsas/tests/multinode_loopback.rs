@@ -1,0 +1,215 @@
+//! `oshrun --config` on loopback clusters: the shipped `configs/two-nodes-loopback.toml`
+//! and `configs/four-nodes-loopback.toml`, regenerated with free ports and control sockets
+//! in a scratch directory, one `gsas-atomicd` per node started by the test. PEs spread over
+//! the nodes run the node tests' full scenario (puts and gets from 1 byte to 4 MiB, above
+//! the UDP MTU, every atomic with exact results, counters every PE updates on every PE,
+//! barriers, contexts, threads). Also: `--ppn` placement, and a node whose daemon is not
+//! running named in the error.
+
+mod multinode_common;
+mod node_common;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use gsas::testsupport::{run_with_timeout, self_test_argv};
+use multinode_common::{
+    ClusterFile, Daemon, RELAXED_DEADLINE_MS, daemons, oshrun, shipped_config, show,
+};
+
+/// The child entry point (see `node_common`).
+#[test]
+fn child_pe() {
+    node_common::child_or_singleton();
+}
+
+fn run_all(file: &Path, n: u32, extra: &[&str]) -> Output {
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(file)
+        .arg("-n")
+        .arg(n.to_string())
+        .arg("--tag-output")
+        .args(extra)
+        .arg("--")
+        .args(self_test_argv("child_pe").unwrap())
+        .env(node_common::SCENARIO, "all");
+    run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap()
+}
+
+fn check_all(n: u32, out: &Output) {
+    assert!(out.status.success(), "{}", show(out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for pe in 0..n {
+        let line = format!("[{pe}] PE {pe} of {n}: all ok");
+        assert!(stdout.contains(&line), "missing {line:?}: {}", show(out));
+    }
+}
+
+/// Every daemon served remote traffic of the job and refused nothing.
+fn check_traffic(ds: &[Daemon]) {
+    for d in ds {
+        let st = d.stats();
+        assert!(
+            st.get("requests.bulk_write").unwrap() > 0,
+            "node {}: {st}",
+            d.node
+        );
+        assert!(
+            st.get("requests.bulk_read").unwrap() > 0,
+            "node {}: {st}",
+            d.node
+        );
+        assert!(
+            st.get("requests.atomic").unwrap() > 0,
+            "node {}: {st}",
+            d.node
+        );
+        assert_eq!(st.get("refused.total"), Some(0), "node {}: {st}", d.node);
+        assert_eq!(st.get("jobs.started"), Some(1), "node {}: {st}", d.node);
+        assert_eq!(st.get("jobs.active"), Some(0), "node {}: {st}", d.node);
+    }
+}
+
+#[test]
+fn two_nodes_from_the_shipped_config() {
+    let dir = node_common::scratch_dir("mn-two");
+    let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
+        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS);
+    let file = cf.write(&dir.join("cluster.toml"));
+    let ds = daemons(&cf, &file);
+    let out = run_all(&file, 4, &[]);
+    check_all(4, &out);
+    check_traffic(&ds);
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn four_nodes_with_uneven_blocks() {
+    let dir = node_common::scratch_dir("mn-four");
+    let cf = ClusterFile::from_template(&shipped_config("four-nodes-loopback.toml"), &dir)
+        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS);
+    let file = cf.write(&dir.join("cluster.toml"));
+    let ds = daemons(&cf, &file);
+    // Six PEs on four nodes: 2, 2, 1, 1.
+    let out = run_all(&file, 6, &[]);
+    check_all(6, &out);
+    check_traffic(&ds);
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ppn_fills_nodes_in_order_and_the_mtu_comes_from_the_file() {
+    let dir = node_common::scratch_dir("mn-ppn");
+    let cf = ClusterFile::from_template(&shipped_config("four-nodes-loopback.toml"), &dir)
+        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS)
+        .with_default("udp_mtu", "8192");
+    let file = cf.write(&dir.join("cluster.toml"));
+    let _ds = daemons(&cf, &file);
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(&file)
+        .args(["-n", "5", "--ppn", "3", "--tag-output", "sh", "-c"])
+        .arg("echo rank=$PMI_RANK node=$GSAS_NODE mtu=$GSAS_UDP_MTU")
+        .env_remove("GSAS_UDP_MTU");
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(300)).unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for (rank, node) in [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)] {
+        let line = format!("[{rank}] rank={rank} node={node} mtu=8192");
+        assert!(stdout.contains(&line), "missing {line:?}: {}", show(&out));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_real_job_with_a_small_mtu() {
+    // 1472-byte datagrams (Ethernet without jumbo frames): many fragments per transfer.
+    let dir = node_common::scratch_dir("mn-mtu");
+    let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
+        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS)
+        .with_default("udp_mtu", "1472");
+    let file = cf.write(&dir.join("cluster.toml"));
+    let ds = daemons(&cf, &file);
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(&file)
+        .args(["-n", "2", "--tag-output", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(node_common::SCENARIO, "rma")
+        .env_remove("GSAS_UDP_MTU");
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    for pe in 0..2 {
+        let line = format!("[{pe}] PE {pe} of 2: rma ok");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&line),
+            "{}",
+            show(&out)
+        );
+    }
+    for d in &ds {
+        let st = d.stats();
+        // 4 MiB in 1440-byte fragments: thousands of requests per direction.
+        assert!(st.get("requests.bulk_write").unwrap() > 2000, "{st}");
+        assert_eq!(st.get("udp.oversized"), Some(0), "{st}");
+    }
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_node_without_its_daemon_is_named() {
+    let dir = node_common::scratch_dir("mn-missing");
+    let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir);
+    let file = cf.write(&dir.join("cluster.toml"));
+    let _d0 = Daemon::start(&cf, &file, 0);
+    let mut cmd = oshrun();
+    cmd.arg("--config").arg(&file).args(["-n", "2", "true"]);
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(120)).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "oshrun: node 1 (loop1, 127.0.0.1:{}): no gsas-atomicd answers at {}",
+        cf.ports[1],
+        cf.sockets[1].display()
+    );
+    assert!(err.contains(&want), "{err}");
+    assert!(err.contains("gsas-atomicd --config"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn configuration_errors_are_reported_before_anything_starts() {
+    let dir = node_common::scratch_dir("mn-bad");
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        "[cluster]\nname = \"x\"\n\n[[nodes]]\nid = 0\nhost = \"127.0.0.1\"\nudp_prot = 7\n",
+    )
+    .unwrap();
+    let mut cmd = oshrun();
+    cmd.arg("--config").arg(&file).args(["-n", "2", "true"]);
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(120)).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml:7") && err.contains("udp_prot"),
+        "{err}"
+    );
+    // More PEs than --ppn allows.
+    let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir);
+    let file = cf.write(&dir.join("cluster.toml"));
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(&file)
+        .args(["-n", "5", "--ppn", "2", "true"]);
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(120)).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("5 PEs do not fit on 2 node(s)"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

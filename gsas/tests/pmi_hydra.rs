@@ -1,0 +1,105 @@
+//! gsas's PMI client under MPICH's Hydra (`mpiexec.hydra`, Debian package `mpich`):
+//! `-launcher fork` jobs whose ranks are this test binary in child mode (through
+//! `qemu-aarch64 -L /` when the tests run emulated). These tests fail, never skip, when
+//! Hydra is not installed.
+
+mod pmi_common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use gsas::testsupport;
+use pmi_common::{ABORT_CODE, BAD_RANK, EXPECT_NODES, ROLE, WAIT_AFTER_ABORT, child_entry};
+
+fn mpiexec_hydra() -> PathBuf {
+    let candidates = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|d| d.join("mpiexec.hydra"));
+    for c in candidates {
+        if c.is_file() {
+            return c;
+        }
+    }
+    panic!(
+        "mpiexec.hydra not found in PATH or /usr/bin: install MPICH's Hydra \
+         (Debian/Ubuntu: apt-get install mpich); CI installs it"
+    );
+}
+
+/// `mpiexec.hydra -launcher fork [extra] -n N <this binary, test `test`, role `role`>`.
+fn hydra_job(test: &str, role: &str, n: u32, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(mpiexec_hydra());
+    cmd.args(["-launcher", "fork"])
+        .args(extra)
+        .args(["-n", &n.to_string()])
+        .args(testsupport::self_test_argv(test).unwrap())
+        .env(ROLE, role);
+    for v in ["PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE"] {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    testsupport::run_with_timeout(cmd, Duration::from_secs(300))
+        .unwrap_or_else(|e| panic!("mpiexec.hydra: {e}"))
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn assert_all_ranks_ok(o: &Output, n: u32) {
+    assert!(o.status.success(), "{}", show(o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for r in 0..n {
+        assert!(
+            stdout.contains(&format!("pmi-child rank {r} of {n} ok")),
+            "rank {r} did not report success\n{}",
+            show(o)
+        );
+    }
+}
+
+#[test]
+fn hydra_fd_mode_four_ranks_exchange() {
+    child_entry();
+    let o = run(
+        hydra_job("hydra_fd_mode_four_ranks_exchange", "exchange", 4, &[])
+            .env(EXPECT_NODES, "0,0,0,0"),
+    );
+    assert_all_ranks_ok(&o, 4);
+}
+
+#[test]
+fn hydra_pmi_port_mode_exchange() {
+    child_entry();
+    let o = run(hydra_job(
+        "hydra_pmi_port_mode_exchange",
+        "exchange",
+        3,
+        &["-pmi-port"],
+    )
+    .env(EXPECT_NODES, "0,0,0"));
+    assert_all_ranks_ok(&o, 3);
+}
+
+#[test]
+fn hydra_abort_sets_the_exit_code() {
+    child_entry();
+    // No rank exits by itself with ABORT_CODE: the aborting rank waits to be killed and
+    // the others wait in the barrier, so the status can only come from `cmd=abort`.
+    let o = run(hydra_job("hydra_abort_sets_the_exit_code", "abort", 3, &[])
+        .env(BAD_RANK, "1")
+        .env(WAIT_AFTER_ABORT, "1"));
+    assert_eq!(o.status.code(), Some(ABORT_CODE), "{}", show(&o));
+}

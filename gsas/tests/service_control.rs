@@ -1,0 +1,487 @@
+//! The atomic service on its own: control protocol, limits and their messages,
+//! reclamation, refusals counted in the statistics, and robustness against garbage on the
+//! network and on the control socket.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gsas::service::proto::{JoinInfo, SEG_DATA, SEG_HEAP, SEG_SYNC};
+use gsas::service::{
+    ControlClient, Service, ServiceConfig, ServiceError, ServiceThread, query_stats,
+};
+use gsas::shm::{Segment, send_fds};
+use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
+use gsas_core::client::{Client, ClientError, Completion, HostRequest, Issued, OpError};
+use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
+use gsas_core::transport::Transport;
+use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, SenderId};
+
+const T: Duration = Duration::from_secs(10);
+
+fn dir() -> PathBuf {
+    gsas::service::socket::runtime_dir(None).unwrap()
+}
+
+fn service(name: &str, limit: Option<u64>) -> ServiceThread {
+    let path = dir().join(format!("svc-{name}-{}.sock", std::process::id()));
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
+    cfg.memory_limit = limit;
+    Service::bind(cfg).unwrap().spawn().unwrap()
+}
+
+fn join(s: &ServiceThread, rank: u16, job: u64, key: u64, npes: u32) -> ControlClient {
+    let mut c = ControlClient::connect(s.socket_path(), T).unwrap();
+    c.join(
+        rank,
+        job,
+        key,
+        JoinInfo {
+            npes,
+            node: 0,
+            flags: 0,
+        },
+    )
+    .unwrap();
+    c
+}
+
+fn refused(r: Result<impl std::fmt::Debug, ServiceError>) -> (ErrorCode, String) {
+    match r {
+        Err(ServiceError::Refused { code, message, .. }) => (code, message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+type Layer<'a> = Reliable<'a, UdpTransport, 8, HashIndex<UdpPeer, 8>>;
+
+/// A bare UDP client: gsas-core's engine over the reliability layer, as a PE has.
+struct Remote<'a> {
+    rel: Layer<'a>,
+    client: Client<UdpPeer, 64, 1>,
+}
+
+impl Remote<'_> {
+    /// Runs one operation to completion; returns its result and the data read.
+    fn call(
+        &mut self,
+        start: impl FnOnce(&mut Client<UdpPeer, 64, 1>, &mut Layer<'_>) -> Result<Issued, ClientError>,
+    ) -> (Result<Option<u64>, OpError>, Vec<u8>) {
+        let t0 = Instant::now();
+        let epoch = Instant::now();
+        start(&mut self.client, &mut self.rel).unwrap();
+        self.rel.flush().unwrap();
+        let mut data = Vec::new();
+        let mut done = None;
+        while done.is_none() {
+            assert!(t0.elapsed() < T, "no reply within {T:?}");
+            self.rel.poll(epoch.elapsed().as_nanos() as u64).unwrap();
+            let Remote { rel, client } = self;
+            rel.recv(|_, bytes| {
+                client.handle_reply(bytes, |c| match c {
+                    Completion::Data { data: d, .. } => data.extend_from_slice(d),
+                    Completion::Done { result, .. } => done = Some(result),
+                });
+            })
+            .unwrap();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        (done.unwrap(), data)
+    }
+}
+
+macro_rules! remote {
+    ($name:ident) => {
+        let udp = UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default()).unwrap();
+        let mtu = udp.capabilities().mtu;
+        let mut peers: Vec<PeerSlot<UdpPeer, 8>> = (0..4).map(|_| PeerSlot::new()).collect();
+        let mut buf = vec![0u8; buffer_len(mtu, mtu, 16)];
+        let rel = Reliable::with_index(udp, Config::new(7), &mut peers, &mut buf, HashIndex::new())
+            .unwrap();
+        let mut $name = Remote {
+            rel,
+            client: Client::new(SenderId::new(42).unwrap()),
+        };
+    };
+}
+
+#[test]
+fn wrong_key_and_out_of_bounds_are_refused_and_counted() {
+    let s = service("refusals", None);
+    let key = 0xabcd_0001;
+    let mut pe = join(&s, 0, 1, key, 1);
+    let (len, _fd) = pe.create_segment(0, SEG_HEAP, 65536).unwrap();
+    assert_eq!(len, 65536);
+    remote!(r);
+    let svc = UdpPeer {
+        addr: s.udp_addr(),
+        key,
+    };
+    let at = |off| GlobalAddr::new(0, SEG_HEAP, off).unwrap();
+    let (res, _) = r.call(|c, t| c.write(t, svc, 0, 1, at(64), b"hello, service"));
+    assert_eq!(res, Ok(None));
+    let (res, data) = r.call(|c, t| c.read(t, svc, 0, 2, at(64), 14));
+    assert_eq!((res, &data[..]), (Ok(None), &b"hello, service"[..]));
+    let fadd = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
+    r.call(|c, t| c.atomic(t, svc, 0, 3, at(128), fadd, 5, 0))
+        .0
+        .unwrap();
+    assert_eq!(
+        r.call(|c, t| c.atomic(t, svc, 0, 3, at(128), fadd, 5, 0)).0,
+        Ok(Some(5))
+    );
+
+    let wrong = UdpPeer {
+        addr: s.udp_addr(),
+        key: key + 1,
+    };
+    assert_eq!(
+        r.call(|c, t| c.read(t, wrong, 0, 4, at(0), 8)).0,
+        Err(OpError::Remote(ErrorCode::BadKey))
+    );
+    assert_eq!(
+        r.call(|c, t| c.read(t, svc, 0, 5, at(65536), 8)).0,
+        Err(OpError::Remote(ErrorCode::OutOfBounds))
+    );
+    assert_eq!(
+        r.call(|c, t| c.write(t, svc, 0, 6, at(65530), &[0u8; 100]))
+            .0,
+        Err(OpError::Remote(ErrorCode::OutOfBounds))
+    );
+    assert_eq!(
+        r.call(|c, t| c.atomic(t, svc, 0, 7, at(4), fadd, 1, 0)).0,
+        Err(OpError::Remote(ErrorCode::Misaligned))
+    );
+    assert_eq!(
+        r.call(|c, t| c.read(t, svc, 0, 8, GlobalAddr::new(0, SEG_SYNC, 0).unwrap(), 8))
+            .0,
+        Err(OpError::Remote(ErrorCode::NoSegment))
+    );
+    // Remote FORK is not part of this build: refused and counted.
+    let fork = HostRequest::Fork {
+        addr: GlobalAddr::from_raw(0),
+        spec: b"argv=/bin/true",
+    };
+    assert_eq!(
+        r.call(|c, t| c.host_request(t, svc, 0, 9, fork)).0,
+        Err(OpError::Remote(ErrorCode::NotSupported))
+    );
+    let st = query_stats(s.socket_path(), T).unwrap();
+    assert_eq!(st.get("refused.bad_key"), Some(1), "{st}");
+    assert_eq!(st.get("refused.out_of_bounds"), Some(2), "{st}");
+    assert_eq!(st.get("refused.misaligned"), Some(1), "{st}");
+    assert_eq!(st.get("refused.no_segment"), Some(1), "{st}");
+    assert_eq!(st.get("fork.refused"), Some(1), "{st}");
+    assert_eq!(st.get("requests.read"), Some(4), "{st}");
+    assert_eq!(st.get("bytes.written"), Some(14), "{st}");
+    assert_eq!(st.get("jobs.active"), Some(1), "{st}");
+    assert_eq!(st.get("pes.active"), Some(1), "{st}");
+    pe.leave(0, 1).unwrap();
+    s.stop().unwrap();
+}
+
+#[test]
+fn garbage_datagrams_do_not_hurt() {
+    let s = service("garbage-udp", None);
+    let key = 0x5eed;
+    let mut pe = join(&s, 0, 2, key, 1);
+    pe.create_segment(0, SEG_HEAP, 4096).unwrap();
+    let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to: SocketAddr = s.udp_addr();
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    raw.send_to(&[], to).unwrap();
+    raw.send_to(b"GSA", to).unwrap();
+    raw.send_to(&[0x55; 300], to).unwrap();
+    for i in 0..2000 {
+        let len = 16 + (next() % 1500) as usize;
+        let mut d: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        d[..4].copy_from_slice(b"GSAS");
+        d[4] = if i % 10 == 0 { 9 } else { 1 };
+        if i % 3 == 0 {
+            // A plausible reliability-frame start: magic and version of gsas-core frames.
+            d[16..18].copy_from_slice(&0x6752u16.to_le_bytes());
+            d[18] = 1;
+        }
+        raw.send_to(&d, to).unwrap();
+    }
+    // The service still answers a real request, and counted what it dropped.
+    remote!(r);
+    let svc = UdpPeer {
+        addr: s.udp_addr(),
+        key,
+    };
+    let (res, data) = r.call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, 0, 0).unwrap(), 8));
+    assert_eq!((res, data), (Ok(None), vec![0u8; 8]));
+    let st = query_stats(s.socket_path(), T).unwrap();
+    assert!(st.get("udp.bad_magic").unwrap() >= 1, "{st}");
+    assert!(st.get("udp.bad_version").unwrap() >= 1, "{st}");
+    assert!(st.get("reliable.bad_frames").unwrap() >= 1, "{st}");
+    pe.ping().unwrap();
+    s.stop().unwrap();
+}
+
+#[test]
+fn garbage_control_messages_do_not_hurt() {
+    let s = service("garbage-ctl", None);
+    let mut x = 0x0bad_cafe_dead_beefu64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let memfd = Segment::create("stray", 4096).unwrap();
+    for round in 0..20 {
+        let sock = gsas::service::socket::connect(s.socket_path(), T).unwrap();
+        for i in 0..50 {
+            let len = 1 + (next() % 120) as usize;
+            let mut m: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if i % 4 == 0 {
+                m[0] = [0x06, 0x07, 0x09, 0x01][(next() % 4) as usize];
+            }
+            let fds = if i % 7 == 0 { vec![memfd.fd()] } else { vec![] };
+            if send_fds(&sock, &m, &fds, T).is_err() {
+                break;
+            }
+            let mut reply = [0u8; 4096];
+            // Every message gets an answer (or the connection ends).
+            if gsas::shm::recv_fds(&sock, &mut reply, T).is_err() {
+                break;
+            }
+        }
+        if round % 5 == 0 {
+            // Larger than a control message: refused without harm.
+            let big = vec![0x09u8; 10_000];
+            let _ = send_fds(&sock, &big, &[], T);
+        }
+    }
+    let mut c = ControlClient::connect(s.socket_path(), T).unwrap();
+    c.ping().unwrap();
+    let st = c.stats().unwrap();
+    assert!(st.get("control.refused").unwrap() > 100, "{st}");
+    assert_eq!(st.get("jobs.active"), Some(0), "{st}");
+    s.stop().unwrap();
+}
+
+#[test]
+fn segment_limits_say_which_limit() {
+    let s = service("limits", Some(8 << 20));
+    let mut pe = join(&s, 0, 3, 0x77, 2);
+    let (code, msg) = refused(pe.create_segment(0, SEG_HEAP, 16 << 20));
+    assert_eq!(code, ErrorCode::TooLarge);
+    assert!(
+        msg.contains("16.0 MiB") && msg.contains("8.0 MiB") && msg.contains("limit"),
+        "{msg}"
+    );
+    let (code, msg) = refused(pe.create_segment(0, SEG_SYNC, 17 << 20));
+    assert_eq!(code, ErrorCode::TooLarge);
+    assert!(msg.contains("sync segment"), "{msg}");
+    let (code, _) = refused(pe.create_segment(0, SEG_HEAP, u64::MAX));
+    assert_eq!(code, ErrorCode::TooLarge);
+    pe.create_segment(0, SEG_HEAP, 4 << 20).unwrap();
+    let (code, msg) = refused(pe.create_segment(0, SEG_HEAP, 4096));
+    assert_eq!(code, ErrorCode::Busy, "{msg}");
+    let (code, msg) = refused(pe.create_segment(1, SEG_HEAP, 4096));
+    assert_eq!(code, ErrorCode::NotSupported);
+    assert!(msg.contains("only its own"), "{msg}");
+    let (code, _) = refused(pe.open_segment(1, SEG_HEAP));
+    assert_eq!(code, ErrorCode::NoSegment);
+    // Register: an unsealed memfd is refused, a sealed one is served and shared.
+    // SAFETY: memfd_create with a valid NUL-terminated name.
+    let raw = unsafe { libc::memfd_create(c"unsealed".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(raw >= 0);
+    // SAFETY: a descriptor just created and owned by nobody else.
+    let unsealed = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    // SAFETY: ftruncate on our descriptor.
+    assert_eq!(unsafe { libc::ftruncate(raw, 8192) }, 0);
+    let (code, msg) = refused(pe.register_segment(0, SEG_DATA, 8192, unsealed.as_fd()));
+    assert_eq!(code, ErrorCode::NotSupported);
+    assert!(msg.contains("sealed"), "{msg}");
+    let data = Segment::create("data of PE 0", 8192).unwrap();
+    data.write(100, b"global").unwrap();
+    pe.register_segment(0, SEG_DATA, 8192, data.fd()).unwrap();
+    let mut other = join(&s, 1, 3, 0x77, 2);
+    let (len, fd) = other.open_segment(0, SEG_DATA).unwrap();
+    let view = Segment::map_len(fd, len as usize, "PE 0's data seen by PE 1").unwrap();
+    let mut b = [0u8; 6];
+    view.read(100, &mut b).unwrap();
+    assert_eq!(&b, b"global");
+    let st = other.stats().unwrap();
+    assert_eq!(st.get("memory.bytes"), Some((4 << 20) + 8192), "{st}");
+    s.stop().unwrap();
+}
+
+#[test]
+fn join_checks_name_the_problem() {
+    let s = service("joins", None);
+    let mut c = ControlClient::connect(s.socket_path(), T).unwrap();
+    let (_, msg) = refused(c.join(
+        0,
+        1,
+        2,
+        JoinInfo {
+            npes: 1,
+            node: 3,
+            flags: 0,
+        },
+    ));
+    assert!(
+        msg.contains("serves node 0") && msg.contains("node 3"),
+        "{msg}"
+    );
+    let (_, msg) = refused(c.join(
+        4,
+        1,
+        2,
+        JoinInfo {
+            npes: 4,
+            node: 0,
+            flags: 0,
+        },
+    ));
+    assert!(msg.contains("rank 4 in a job of 4"), "{msg}");
+    let (code, _) = refused(c.join(
+        0,
+        1,
+        0,
+        JoinInfo {
+            npes: 1,
+            node: 0,
+            flags: 0,
+        },
+    ));
+    assert_eq!(code, ErrorCode::BadKey);
+    let (code, msg) = refused(c.create_segment(0, SEG_HEAP, 4096));
+    assert_eq!(code, ErrorCode::NotSupported);
+    assert!(msg.contains("Join first"), "{msg}");
+    let _a = join(&s, 0, 10, 100, 2);
+    let (code, msg) = refused(c.join(
+        0,
+        10,
+        100,
+        JoinInfo {
+            npes: 2,
+            node: 0,
+            flags: 0,
+        },
+    ));
+    assert_eq!(code, ErrorCode::Busy, "{msg}");
+    let (code, msg) = refused(c.join(
+        1,
+        10,
+        101,
+        JoinInfo {
+            npes: 2,
+            node: 0,
+            flags: 0,
+        },
+    ));
+    assert_eq!(code, ErrorCode::BadKey);
+    assert!(msg.contains("another key"), "{msg}");
+    s.stop().unwrap();
+}
+
+#[test]
+fn jobs_are_reclaimed_on_death_and_on_leave() {
+    let s = service("reclaim", None);
+    // Job A: PE 1 dies (connection closed without Leave).
+    let mut a0 = join(&s, 0, 20, 200, 2);
+    a0.create_segment(0, SEG_HEAP, 1 << 20).unwrap();
+    let mut a1 = join(&s, 1, 20, 200, 2);
+    a1.create_segment(1, SEG_HEAP, 1 << 20).unwrap();
+    drop(a1);
+    let until = Instant::now() + T;
+    loop {
+        let st = query_stats(s.socket_path(), T).unwrap();
+        if st.get("jobs.reclaimed") == Some(1) {
+            assert_eq!(st.get("segments.active"), Some(0), "{st}");
+            assert_eq!(st.get("memory.bytes"), Some(0), "{st}");
+            break;
+        }
+        assert!(Instant::now() < until, "job not reclaimed: {st}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (code, msg) = refused(a0.create_segment(0, SEG_SYNC, 4096));
+    assert_eq!(code, ErrorCode::BadKey);
+    assert!(msg.contains("reclaimed") && msg.contains("PE 1"), "{msg}");
+    // Job B: everyone leaves.
+    let mut b0 = join(&s, 0, 21, 210, 2);
+    let mut b1 = join(&s, 1, 21, 210, 2);
+    b0.create_segment(0, SEG_HEAP, 4096).unwrap();
+    b0.leave(0, 21).unwrap();
+    assert_eq!(b1.stats().unwrap().get("jobs.active"), Some(1));
+    b1.leave(1, 21).unwrap();
+    let st = b1.stats().unwrap();
+    assert_eq!(st.get("jobs.ended"), Some(1), "{st}");
+    assert_eq!(st.get("jobs.active"), Some(0), "{st}");
+    s.stop().unwrap();
+}
+
+#[test]
+fn a_full_peer_table_is_recycled_when_no_job_is_left() {
+    let path = dir().join(format!("svc-recycle-{}.sock", std::process::id()));
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
+    cfg.max_peers = 2;
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    let read = |key: u64| {
+        remote!(r);
+        let svc = UdpPeer {
+            addr: s.udp_addr(),
+            key,
+        };
+        r.call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, SEG_HEAP, 0).unwrap(), 8))
+            .0
+    };
+    // Job 1: two PEs' worth of UDP peers fill the table.
+    let mut a = join(&s, 0, 30, 300, 1);
+    a.create_segment(0, SEG_HEAP, 4096).unwrap();
+    assert_eq!(read(300), Ok(None));
+    assert_eq!(read(300), Ok(None));
+    a.leave(0, 30).unwrap();
+    // Job 2: a third peer is served because the layer started over.
+    let mut b = join(&s, 0, 31, 310, 1);
+    b.create_segment(0, SEG_HEAP, 4096).unwrap();
+    assert_eq!(read(310), Ok(None));
+    let st = b.stats().unwrap();
+    assert_eq!(st.get("udp.recycled"), Some(1), "{st}");
+    assert_eq!(st.get("reliable.unknown_peers"), Some(0), "{st}");
+    s.stop().unwrap();
+}
+
+#[test]
+fn socket_lifecycle() {
+    let path = dir().join(format!("svc-life-{}.sock", std::process::id()));
+    let cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path.clone());
+    let s = Service::bind(cfg.clone()).unwrap().spawn().unwrap();
+    let e = Service::bind(cfg).unwrap_err();
+    assert!(
+        e.to_string().contains("another service is listening"),
+        "{e}"
+    );
+    assert!(path.exists());
+    s.stop().unwrap();
+    assert!(!path.exists(), "the socket was not removed");
+    let mut c = ServiceConfig::new(
+        0,
+        "127.0.0.1:0".parse().unwrap(),
+        PathBuf::from(format!("/tmp/{}", "x".repeat(120))),
+    );
+    c.name = "long".into();
+    let e = Service::bind(c).unwrap_err();
+    assert!(e.to_string().contains("must be 1 to"), "{e}");
+    let busy = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let c = ServiceConfig::new(0, busy.local_addr().unwrap(), path.clone());
+    let e = Service::bind(c).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&busy.local_addr().unwrap().to_string()),
+        "{e}"
+    );
+}

@@ -1,0 +1,215 @@
+//! C ABI of the reductions (OpenSHMEM 1.5 §9.9.9): `shmem_TYPENAME_OP_reduce` (teams) over
+//! `reduce_bit_types!`, `reduce_minmax_types!` and `reduce_arith_types!`, and the deprecated
+//! `shmem_TYPENAME_OP_to_all` (active sets) over the `to_all_*_types!` tables. Every body is a
+//! call of `crate::coll::reduce` with the operation and the element type's code
+//! ([`Elem::DTYPE`]); `long double` arithmetic happens in the C helper. The active-set forms
+//! do not use `pWrk` (see `crate::coll` for why none is needed).
+
+#[allow(unused_imports)]
+use std::ffi::{
+    c_char, c_int, c_long, c_longlong, c_schar, c_short, c_uchar, c_uint, c_ulong, c_ulonglong,
+    c_ushort,
+};
+
+use crate::coll::ops::Elem;
+use crate::coll::{self, ActiveSet, On, Op};
+use crate::fatal::fatal;
+use crate::team::RawTeam;
+#[allow(unused_imports)]
+use crate::types::{Complex32, Complex64, LongDouble};
+
+/// A team reduction.
+///
+/// # Safety
+///
+/// As [`coll::reduce`].
+#[inline(always)]
+unsafe fn team<T: Elem>(
+    team: RawTeam,
+    op: Op,
+    dest: *mut T,
+    source: *const T,
+    nreduce: usize,
+    call: &str,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        coll::reduce(
+            On::Team(team),
+            op,
+            T::DTYPE,
+            dest.cast(),
+            source.cast(),
+            nreduce,
+            call,
+        )
+    }
+}
+
+/// An active-set reduction; `pWrk` is not needed.
+///
+/// # Safety
+///
+/// As [`coll::reduce`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn to_all<T: Elem>(
+    op: Op,
+    dest: *mut T,
+    source: *const T,
+    nreduce: c_int,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+    psync: *mut c_long,
+    call: &str,
+) {
+    let Ok(n) = usize::try_from(nreduce) else {
+        fatal(call, format_args!("nreduce {nreduce} is negative"));
+    };
+    let set = ActiveSet {
+        start,
+        log_stride,
+        size,
+        psync,
+    };
+    // SAFETY: forwarded.
+    unsafe {
+        coll::reduce(
+            On::Set(set),
+            op,
+            T::DTYPE,
+            dest.cast(),
+            source.cast(),
+            n,
+            call,
+        )
+    };
+}
+
+/// The team reductions of one class: a module per row.
+macro_rules! team_rows {
+    ($class:ident $ops:tt $($n:ident : $t:ty),* $(,)?) => {
+        /// The team reductions of one class.
+        pub mod $class {
+            #[allow(unused_imports)]
+            use super::*;
+            $( team_row!($n $t $ops); )*
+
+            /// The names of this class.
+            pub fn names(out: &mut Vec<&'static str>) {
+                crate::capi::extend(out, &[$($n::OPS),*]);
+            }
+        }
+    };
+}
+
+/// The team reductions of one row: a routine per operation of the class.
+macro_rules! team_row {
+    ($n:ident $t:ty [$($op:ident $suffix:ident $code:ident),+]) => {
+        pub mod $n {
+            #[allow(unused_imports)]
+            use super::*;
+            abi! {
+                const OPS;
+                $(
+                    plain $op [$n $suffix]
+                        (team: RawTeam, dest: *mut $t, source: *const $t, nreduce: usize)
+                        -> c_int
+                        => |call| super::team(team, Op::$code, dest, source, nreduce, call);
+                )+
+            }
+        }
+    };
+}
+
+/// The active-set reductions of one class: a module per row.
+macro_rules! to_all_rows {
+    ($class:ident $ops:tt $($n:ident : $t:ty),* $(,)?) => {
+        /// The active-set reductions of one class.
+        pub mod $class {
+            #[allow(unused_imports)]
+            use super::*;
+            $( to_all_row!($n $t $ops); )*
+
+            /// The names of this class.
+            pub fn names(out: &mut Vec<&'static str>) {
+                crate::capi::extend(out, &[$($n::OPS),*]);
+            }
+        }
+    };
+}
+
+/// The active-set reductions of one row: a routine per operation of the class.
+macro_rules! to_all_row {
+    ($n:ident $t:ty [$($op:ident $suffix:ident $code:ident),+]) => {
+        pub mod $n {
+            #[allow(unused_imports)]
+            use super::*;
+            abi! {
+                const OPS;
+                $(
+                    plain $op [$n $suffix]
+                        (dest: *mut $t, source: *const $t, nreduce: c_int, pe_start: c_int,
+                         log_pe_stride: c_int, pe_size: c_int, p_wrk: *mut $t,
+                         p_sync: *mut c_long)
+                        => |call| {
+                            let _ = p_wrk;
+                            super::to_all(
+                                Op::$code, dest, source, nreduce, pe_start, log_pe_stride,
+                                pe_size, p_sync, call);
+                        };
+                )+
+            }
+        }
+    };
+}
+
+macro_rules! bit_team {
+    ($($rows:tt)*) => {
+        team_rows!(bit [and _and_reduce And, or _or_reduce Or, xor _xor_reduce Xor] $($rows)*);
+    };
+}
+macro_rules! minmax_team {
+    ($($rows:tt)*) => {
+        team_rows!(minmax [max _max_reduce Max, min _min_reduce Min] $($rows)*);
+    };
+}
+macro_rules! arith_team {
+    ($($rows:tt)*) => {
+        team_rows!(arith [sum _sum_reduce Sum, prod _prod_reduce Prod] $($rows)*);
+    };
+}
+macro_rules! bit_to_all {
+    ($($rows:tt)*) => {
+        to_all_rows!(bit_to_all [and _and_to_all And, or _or_to_all Or, xor _xor_to_all Xor]
+            $($rows)*);
+    };
+}
+macro_rules! minmax_to_all {
+    ($($rows:tt)*) => {
+        to_all_rows!(minmax_to_all [max _max_to_all Max, min _min_to_all Min] $($rows)*);
+    };
+}
+macro_rules! arith_to_all {
+    ($($rows:tt)*) => {
+        to_all_rows!(arith_to_all [sum _sum_to_all Sum, prod _prod_to_all Prod] $($rows)*);
+    };
+}
+
+reduce_bit_types!(bit_team);
+reduce_minmax_types!(minmax_team);
+reduce_arith_types!(arith_team);
+to_all_bit_types!(bit_to_all);
+to_all_minmax_types!(minmax_to_all);
+to_all_arith_types!(arith_to_all);
+
+/// The names of this module.
+pub fn names(out: &mut Vec<&'static str>) {
+    bit::names(out);
+    minmax::names(out);
+    arith::names(out);
+    bit_to_all::names(out);
+    minmax_to_all::names(out);
+    arith_to_all::names(out);
+}

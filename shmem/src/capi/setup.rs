@@ -1,0 +1,292 @@
+//! C ABI of the routines that are not per type: setup and queries (§9.1), thread support
+//! (§9.2), memory management (§9.3), team queries (§9.4), contexts (§9.5), signal fetch and
+//! wait (§9.8, §9.10), the deprecated `long` waits, ordering (§9.11), locks (§9.12) and the
+//! legacy names.
+
+#[allow(unused_imports)]
+use std::ffi::{c_char, c_int, c_long, c_void};
+
+use crate::ctx::{self, CtxRef, RawCtx};
+use crate::fatal::{end_job, fatal, flush_stdio};
+use crate::p2p::{self, Cmp};
+use crate::state::{self, InitOptions, THREAD_MULTIPLE};
+use crate::team::{self, RawTeam};
+use crate::types::ScalarKind;
+use crate::{lock, memory};
+
+/// `shmem_team_config_t`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct TeamConfig {
+    /// `num_contexts`.
+    pub num_contexts: c_int,
+}
+
+/// `SHMEM_TEAM_NUM_CONTEXTS`.
+pub(super) const TEAM_NUM_CONTEXTS: c_long = 1 << 0;
+
+/// `shmem_init`: the C library remaps the data segment so that globals are symmetric. An
+/// invalid environment or a failed bootstrap ends the process with the reason.
+fn init(call: &str) {
+    if let Err(e) = state::init(InitOptions {
+        remap_data: true,
+        thread_level: THREAD_MULTIPLE,
+    }) {
+        fatal(call, e);
+    }
+}
+
+/// `shmem_init_thread`: 0 on success, nonzero (with the reason on standard error) on
+/// failure.
+///
+/// # Safety
+///
+/// `provided` writable or NULL.
+unsafe fn init_thread(requested: c_int, provided: *mut c_int, call: &str) -> c_int {
+    let level = requested.clamp(0, THREAD_MULTIPLE);
+    if requested < 0 {
+        eprintln!("gsas-shmem: {call}: thread level {requested} is not a SHMEM_THREAD_* level");
+        return 1;
+    }
+    match state::init(InitOptions {
+        remap_data: true,
+        thread_level: level,
+    }) {
+        Ok(st) => {
+            if !provided.is_null() {
+                // SAFETY: non-null and writable by the caller's contract.
+                unsafe { provided.write(st.thread_level) };
+            }
+            0
+        }
+        Err(e) => {
+            flush_stdio();
+            eprintln!("gsas-shmem: {call}: {e}");
+            1
+        }
+    }
+}
+
+/// `shmem_global_exit`: flushes stdio and ends every PE with `status`.
+fn global_exit(status: c_int, call: &str) -> std::convert::Infallible {
+    let me = state::get().map_or(String::new(), |s| format!("PE {} ", s.me));
+    end_job(status, &format!("{me}called {call}({status})"))
+}
+
+/// `shmem_ptr`: a local pointer to `dest` on `pe`, or NULL.
+fn ptr(dest: *const c_void, pe: c_int, call: &str) -> *mut c_void {
+    let st = state::live(call);
+    let Ok(pe) = u32::try_from(pe) else {
+        return std::ptr::null_mut();
+    };
+    if pe >= st.npes {
+        return std::ptr::null_mut();
+    }
+    let Some(sym) = st.segs.translate(dest as usize, 1) else {
+        return std::ptr::null_mut();
+    };
+    if pe == st.me {
+        return dest.cast_mut();
+    }
+    st.mapped_base(pe, sym.seg)
+        .map_or(std::ptr::null_mut(), |b| {
+            (b + sym.off as usize) as *mut c_void
+        })
+}
+
+/// `shmem_addr_accessible`.
+fn addr_accessible(addr: *const c_void, pe: c_int, call: &str) -> c_int {
+    let st = state::live(call);
+    let pe_ok = u32::try_from(pe).is_ok_and(|p| p < st.npes);
+    c_int::from(pe_ok && st.segs.translate(addr as usize, 1).is_some())
+}
+
+/// `shmem_info_get_name`.
+///
+/// # Safety
+///
+/// `name` writable for `SHMEM_MAX_NAME_LEN` bytes, or NULL.
+unsafe fn info_get_name(name: *mut c_char) {
+    if name.is_null() {
+        return;
+    }
+    let v = crate::VENDOR_STRING.as_bytes();
+    // SAFETY: the caller provides SHMEM_MAX_NAME_LEN (256) bytes; the vendor string and its
+    // terminator are far shorter.
+    unsafe {
+        std::ptr::copy_nonoverlapping(v.as_ptr().cast::<c_char>(), name, v.len());
+        name.add(v.len()).write(0);
+    }
+}
+
+/// `shmem_team_translate_pe`.
+///
+/// # Safety
+///
+/// Team handles from the library.
+unsafe fn translate_pe(src: RawTeam, src_pe: c_int, dest: RawTeam, call: &str) -> c_int {
+    // SAFETY: forwarded.
+    let (s, d) = unsafe { (team::resolve(src, call), team::resolve(dest, call)) };
+    match (s, d, u32::try_from(src_pe)) {
+        (Some(s), Some(d), Ok(pe)) => s.translate(pe, d).map_or(-1, |p| p as c_int),
+        _ => -1,
+    }
+}
+
+/// `shmem_team_get_config`.
+///
+/// # Safety
+///
+/// `team` a team handle; `config` writable or NULL.
+unsafe fn team_get_config(
+    team: RawTeam,
+    mask: c_long,
+    config: *mut TeamConfig,
+    call: &str,
+) -> c_int {
+    // SAFETY: forwarded.
+    let Some(t) = (unsafe { team::resolve(team, call) }) else {
+        return 1;
+    };
+    if mask & TEAM_NUM_CONTEXTS != 0 {
+        if config.is_null() {
+            return 1;
+        }
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { (*config).num_contexts = t.num_contexts() };
+    }
+    0
+}
+
+abi! {
+    const SETUP;
+    plain init [init] () => |call| init(call);
+    plain finalize [finalize] () => |call| state::finalize(call);
+    plain my_pe [my_pe] () -> c_int => |call| state::live(call).me as c_int;
+    plain n_pes [n_pes] () -> c_int => |call| state::live(call).npes as c_int;
+    noreturn global_exit [global_exit] (status: c_int) => |call| global_exit(status, call);
+    plain pe_accessible [pe_accessible] (pe: c_int) -> c_int
+        => |call| c_int::from(u32::try_from(pe).is_ok_and(|p| p < state::live(call).npes));
+    plain addr_accessible [addr_accessible] (addr: *const c_void, pe: c_int) -> c_int
+        => |call| addr_accessible(addr, pe, call);
+    plain ptr [ptr] (dest: *const c_void, pe: c_int) -> *mut c_void => |call| ptr(dest, pe, call);
+    plain info_get_version [info_get_version] (major: *mut c_int, minor: *mut c_int)
+        => |call| {
+            let _ = call;
+            if !major.is_null() {
+                major.write(crate::MAJOR_VERSION);
+            }
+            if !minor.is_null() {
+                minor.write(crate::MINOR_VERSION);
+            }
+        };
+    plain info_get_name [info_get_name] (name: *mut c_char) => |call| {
+        let _ = call;
+        info_get_name(name)
+    };
+    plain init_thread [init_thread] (requested: c_int, provided: *mut c_int) -> c_int
+        => |call| init_thread(requested, provided, call);
+    plain query_thread [query_thread] (provided: *mut c_int) => |call| {
+        let st = state::live(call);
+        if !provided.is_null() {
+            provided.write(st.thread_level);
+        }
+    };
+}
+
+abi! {
+    const MEMORY;
+    plain malloc [malloc] (size: usize) -> *mut c_void => |call| memory::malloc(size, call);
+    plain free [free] (ptr: *mut c_void) => |call| memory::free(ptr, call);
+    plain realloc [realloc] (ptr: *mut c_void, size: usize) -> *mut c_void
+        => |call| memory::realloc(ptr, size, call);
+    plain align [align] (alignment: usize, size: usize) -> *mut c_void
+        => |call| memory::align(alignment, size, call);
+    plain malloc_with_hints [malloc_with_hints] (size: usize, hints: c_long) -> *mut c_void
+        => |call| memory::malloc_with_hints(size, hints, call);
+    plain calloc [calloc] (count: usize, size: usize) -> *mut c_void
+        => |call| memory::calloc(count, size, call);
+}
+
+abi! {
+    const TEAMS_AND_CONTEXTS;
+    plain team_my_pe [team_my_pe] (team: RawTeam) -> c_int
+        => |call| team::resolve(team, call)
+            .and_then(|t| t.my_pe())
+            .map_or(-1, |p| p as c_int);
+    plain team_n_pes [team_n_pes] (team: RawTeam) -> c_int
+        => |call| team::resolve(team, call).map_or(-1, |t| t.n_pes() as c_int);
+    plain team_translate_pe [team_translate_pe]
+        (src_team: RawTeam, src_pe: c_int, dest_team: RawTeam) -> c_int
+        => |call| translate_pe(src_team, src_pe, dest_team, call);
+    plain team_get_config [team_get_config]
+        (team: RawTeam, config_mask: c_long, config: *mut TeamConfig) -> c_int
+        => |call| team_get_config(team, config_mask, config, call);
+    plain ctx_create [ctx_create] (options: c_long, ctx: *mut RawCtx) -> c_int
+        => |call| ctx::create(team::world_handle(), options, ctx, call);
+    plain team_create_ctx [team_create_ctx] (team: RawTeam, options: c_long, ctx: *mut RawCtx)
+        -> c_int
+        => |call| ctx::create(team, options, ctx, call);
+    plain ctx_destroy [ctx_destroy] (ctx: RawCtx) => |call| ctx::destroy(CtxRef(ctx), call);
+    plain ctx_get_team [ctx_get_team] (ctx: RawCtx, team: *mut RawTeam) -> c_int
+        => |call| ctx::get_team(CtxRef(ctx), team, call);
+}
+
+abi! {
+    const SYNC;
+    plain signal_fetch [signal_fetch] (sig_addr: *const u64) -> u64
+        => |call| p2p::signal_fetch(sig_addr, call);
+    plain signal_wait_until [signal_wait_until] (sig_addr: *mut u64, cmp: c_int, cmp_value: u64)
+        -> u64
+        => |call| p2p::signal_wait_until(sig_addr, Cmp::from_c(cmp, call), cmp_value, call);
+    plain wait_until [wait_until] (ivar: *mut c_long, cmp: c_int, cmp_value: c_long)
+        => |call| {
+            p2p::wait_until(
+                ivar.cast_const().cast(),
+                ScalarKind::I64,
+                Cmp::from_c(cmp, call),
+                i128::from(cmp_value),
+                call,
+            );
+        };
+    plain wait [wait] (ivar: *mut c_long, cmp_value: c_long) => |call| {
+        p2p::wait_until(
+            ivar.cast_const().cast(),
+            ScalarKind::I64,
+            Cmp::Ne,
+            i128::from(cmp_value),
+            call,
+        );
+    };
+    twin fence [fence] () => |ctx, call| ctx::fence(ctx, call);
+    twin quiet [quiet] () => |ctx, call| ctx::quiet(ctx, call);
+    plain set_lock [set_lock] (lock: *mut c_long) => |call| {
+        lock::set_lock(lock, call);
+    };
+    plain clear_lock [clear_lock] (lock: *mut c_long) => |call| lock::clear_lock(lock, call);
+    plain test_lock [test_lock] (lock: *mut c_long) -> c_int
+        => |call| lock::test_lock(lock, call);
+}
+
+abi! {
+    const LEGACY;
+    legacy start_pes [start_pes] (npes: c_int) => |call| {
+        let _ = npes;
+        if !state::is_running() {
+            init(call);
+        }
+    };
+    legacy _my_pe [_my_pe] () -> c_int => |call| state::live(call).me as c_int;
+    legacy _num_pes [_num_pes] () -> c_int => |call| state::live(call).npes as c_int;
+    legacy shmalloc [shmalloc] (size: usize) -> *mut c_void => |call| memory::malloc(size, call);
+    legacy shfree [shfree] (ptr: *mut c_void) => |call| memory::free(ptr, call);
+    legacy shrealloc [shrealloc] (ptr: *mut c_void, size: usize) -> *mut c_void
+        => |call| memory::realloc(ptr, size, call);
+    legacy shmemalign [shmemalign] (alignment: usize, size: usize) -> *mut c_void
+        => |call| memory::align(alignment, size, call);
+}
+
+/// The names of this module.
+pub fn names(out: &mut Vec<&'static str>) {
+    super::extend(out, &[SETUP, MEMORY, TEAMS_AND_CONTEXTS, SYNC, LEGACY]);
+}

@@ -1,0 +1,129 @@
+//! Reductions: `shmem_TYPENAME_OP_reduce` (teams) and `shmem_TYPENAME_OP_to_all` (active
+//! sets), every operation on every type of the specification's tables, in place or not.
+//!
+//! **What it is.** The result is computed once, in a fixed order, and copied to everyone,
+//! so every PE gets the same bits (also for floating point):
+//!
+//! 1. **Within each cell** every member signals that its `source` is ready; the leader
+//!    folds the cell's sources in member order into its own `dest` (reading them through
+//!    the shared mappings): `dest = s[first] op s[first+1] op ...`.
+//! 2. **Across cells** a binomial tree rooted at cell 0: cell `c` takes its children
+//!    `c + 2^j` (for every `2^j` below the lowest set bit of `c`, all for cell 0) in
+//!    increasing `j`, each covering the cells `[c + 2^j, c + 2^(j+1))`, so the fold stays in
+//!    member order. A child announces that its partial (in its `dest`) is ready with a
+//!    counter add; the parent reads it with a get and folds it in. Cell 0's leader then
+//!    holds the result and sends it back down the same tree: a put into each child's
+//!    `dest`, a quiet, a counter add. A child's `dest` is overwritten only after its parent
+//!    read it.
+//! 3. The leader copies the result into its members' `dest` and releases them.
+//!
+//! In-place reductions (`dest == source`) work because a member's `dest` is written only
+//! after its leader read all of its `source`. No work array is needed: the partials travel
+//! in the leaders' `dest`s, so the active-set forms ignore `pWrk` (which the specification
+//! allows the implementation to use, not requires).
+//!
+//! **What it is not.** Not a scan (OpenSHMEM 1.6), and not pipelined by chunks: each hop
+//! carries the whole array.
+//!
+//! **Thread-safety.** As [`Run`].
+
+use super::layout::Slot;
+use super::ops::Kernel;
+use super::run::{Buf, Line, Run};
+
+/// The children of cell `c` in the binomial tree rooted at cell 0 of `nc` cells, as
+/// exponents `j` (the child is `c + 2^j`), in increasing order: each covers the cells
+/// `[c + 2^j, c + 2^(j+1))`.
+fn children(c: u32, nc: u32) -> impl Iterator<Item = u32> {
+    let below = if c == 0 { 32 } else { c.trailing_zeros() };
+    (0..below).take_while(move |&j| u64::from(c) + (1u64 << j) < u64::from(nc))
+}
+
+/// Reduces `n` bytes (`count` elements) of every member's `src` into every member's `dest`
+/// with `k`.
+///
+/// # Safety
+///
+/// `src` and `dest` symmetric objects of `n` bytes on every member, identical or disjoint;
+/// `k` a kernel of their element type.
+pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k: Kernel) {
+    let g = r.g;
+    let leader = g.leader(g.my_cell());
+    if !g.is_leader() {
+        r.lpost(Line::Arrive, 1, [leader]);
+        r.lwait(Line::Release, 1, [leader].into_iter());
+        return;
+    }
+    r.lwait(Line::Arrive, 1, g.local_others());
+    if dest.local != src.local {
+        // SAFETY: both hold `n` bytes here and are disjoint.
+        unsafe { std::ptr::copy_nonoverlapping(src.local, dest.local, n) };
+    }
+    for m in g.local_others() {
+        let theirs = r.peer(m, src, 0);
+        // SAFETY: `theirs` maps member `m`'s source (`n` bytes), ready since its arrival.
+        unsafe { k(dest.local, theirs, count) };
+    }
+    let (nc, c) = (g.nc(), g.my_cell());
+    if nc > 1 {
+        let kids: Vec<(u32, u32)> = children(c, nc)
+            .map(|j| (j, g.leader(c + (1 << j))))
+            .collect();
+        let mut partial = vec![0u8; if kids.is_empty() { 0 } else { n }];
+        for &(j, kid) in &kids {
+            r.rwait(Slot::ReduceUp(j), 1, &[kid]);
+            // SAFETY: `partial` holds `n` bytes; the child's `dest` holds its partial.
+            unsafe { r.get_from(kid, dest, 0, partial.as_mut_ptr(), n) };
+            // SAFETY: both hold `count` elements.
+            unsafe { k(dest.local, partial.as_ptr(), count) };
+        }
+        if c != 0 {
+            let j = c.trailing_zeros();
+            let parent = g.leader(c - (1 << j));
+            r.rpost(Slot::ReduceUp(j), parent);
+            r.rwait(Slot::ReduceDown, 1, &[parent]);
+        }
+        for &(_, kid) in kids.iter().rev() {
+            // SAFETY: this PE's `dest` holds the result; the child's holds `n` bytes.
+            unsafe { r.put_to(kid, dest, 0, dest.local, n) };
+        }
+        if !kids.is_empty() {
+            r.quiet();
+            for &(_, kid) in &kids {
+                r.rpost(Slot::ReduceDown, kid);
+            }
+        }
+    }
+    for m in g.local_others() {
+        // SAFETY: the result is in this PE's `dest`; member `m`'s `dest` holds `n` bytes and
+        // its source was read above.
+        unsafe { r.copy_to(m, dest, 0, dest.local, n) };
+    }
+    r.lpost(Line::Release, 1, g.local_others());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::children;
+
+    /// The cells whose partials reach cell `c`, in the order they are folded.
+    fn covered(c: u32, nc: u32) -> Vec<u32> {
+        let mut out = vec![c];
+        for j in children(c, nc) {
+            out.extend(covered(c + (1 << j), nc));
+        }
+        out
+    }
+
+    #[test]
+    fn the_tree_folds_every_cell_once_in_order() {
+        for nc in 1..70u32 {
+            assert_eq!(covered(0, nc), (0..nc).collect::<Vec<_>>(), "nc {nc}");
+            for c in 1..nc {
+                // A child's lowest set bit names the counter its parent waits on.
+                let j = c.trailing_zeros();
+                assert!(children(c - (1 << j), nc).any(|k| k == j));
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! How a collective waits for a flag: spin, then yield, then sleep, up to a deadline.
+//!
+//! **What it is.** [`wait`] polls a condition in a tight loop for `SHMEM_COLL_SPIN_US`
+//! (the PEs of a job usually have a core each, and a flag set by another core is seen
+//! within a fraction of a microsecond; when the node runs more PEs than the process may
+//! use CPUs it does not spin at all), then yields the CPU for 500 us (with more PEs than
+//! cores the PE being waited for needs this core), then sleeps in steps growing from 2 us
+//! to 100 us. Every phase checks the condition between waits; before
+//! every check the PE drives its own remote operations if any are in flight
+//! ([`crate::wait::progress`]: the signals it just posted may still sit in an open frame,
+//! and the PE it waits for may be waiting for them). After `SHMEM_WAIT_TIMEOUT` the job ends with a message naming the collective and
+//! what it waited for (the PEs that did not arrive).
+//!
+//! **What it is not.** Not a scheduler: nothing wakes the PE, it polls.
+//!
+//! **Thread-safety.** Each call waits on the calling thread.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::fatal::fatal;
+use crate::state::State;
+use crate::wait::progress;
+
+/// Polls between clock reads while spinning.
+const BATCH: u32 = 32;
+/// Longest sleep between polls.
+const MAX_NAP: Duration = Duration::from_micros(100);
+/// How long to yield before sleeping.
+const YIELD: Duration = Duration::from_micros(500);
+
+/// Waits until `ready` returns true; see the [module docs](self). `what` describes what is
+/// waited for (asked only on a timeout).
+#[inline]
+pub fn wait(
+    st: &State,
+    call: &str,
+    mut ready: impl FnMut() -> bool,
+    what: impl FnOnce() -> String,
+) {
+    progress(st, call);
+    if ready() {
+        return;
+    }
+    slow(st, call, &mut ready, what);
+}
+
+/// How long to spin: `SHMEM_COLL_SPIN_US`, or nothing when this node runs more PEs than
+/// this process may use CPUs (the PE being waited for then needs this CPU).
+fn spin_time(st: &State) -> Duration {
+    static CROWDED: OnceLock<bool> = OnceLock::new();
+    let crowded = *CROWDED.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        st.node.local_pes().len() > cpus
+    });
+    if crowded {
+        Duration::ZERO
+    } else {
+        Duration::from_micros(st.config.coll_spin_us)
+    }
+}
+
+#[inline(never)]
+fn slow(st: &State, call: &str, ready: &mut dyn FnMut() -> bool, what: impl FnOnce() -> String) {
+    let start = Instant::now();
+    let spin = spin_time(st);
+    let progress = || progress(st, call);
+    loop {
+        for _ in 0..BATCH {
+            progress();
+            if ready() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= spin {
+            break;
+        }
+    }
+    let yield_until = spin + YIELD;
+    let deadline = st.wait_timeout();
+    let mut nap = Duration::from_micros(2);
+    loop {
+        let elapsed = start.elapsed();
+        if elapsed < yield_until {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(MAX_NAP);
+        }
+        if ready() {
+            return;
+        }
+        progress();
+        if ready() {
+            return;
+        }
+        if elapsed >= deadline {
+            fatal(
+                call,
+                format_args!(
+                    "timed out after {:.1} s waiting for {} (SHMEM_WAIT_TIMEOUT={}s)",
+                    elapsed.as_secs_f64(),
+                    what(),
+                    deadline.as_secs_f64()
+                ),
+            );
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Communication contexts (OpenSHMEM 1.5 §9.5 "Communication Management"): handles,
+//! creation, destruction, `shmem_fence` and `shmem_quiet`.
+//!
+//! **What it is.** A context is a node-client context ([`gsas::node::Ctx`]: operations are
+//! counted per context, so `quiet` and `fence` apply to one context) plus the team whose
+//! numbering its RMA and AMO calls use, plus the creation options. `SHMEM_CTX_DEFAULT` is
+//! the address of the exported object `gsas_shmem_ctx_default` and stands for the node's
+//! default context on the world team with no options; created contexts are heap objects
+//! whose handle is their address; `SHMEM_CTX_INVALID` is NULL. [`CtxRef`] is the handle as
+//! the internals take it: for the routines without a context argument it is the constant
+//! [`CtxRef::DEFAULT`], so their fast paths never look at it.
+//!
+//! Options (`SHMEM_CTX_PRIVATE`, `SERIALIZED`, `NOSTORE`) are accepted and recorded; they
+//! permit optimisations the implementation does not need (every context is thread-safe),
+//! so they change nothing. `shmem_ctx_create` is local, not collective; it fails (nonzero,
+//! `SHMEM_CTX_INVALID`) when the node's 63 extra contexts are in use, and the library stays
+//! usable. Destroying a context quiets it first.
+//!
+//! **What it is not.** Sessions (OpenSHMEM 1.6) are not implemented.
+//!
+//! **Thread-safety.** Handles are plain pointers, usable from any thread; under
+//! `SHMEM_THREAD_MULTIPLE` threads may share a context or, better, use one each.
+
+use std::ffi::{c_int, c_long, c_void};
+
+use gsas::node::Ctx as NodeCtx;
+
+use crate::fatal::fatal;
+use crate::state::{self, State};
+use crate::team::{self, HandleObject, RawTeam, Team};
+
+/// The C type `shmem_ctx_t`: an opaque pointer.
+pub type RawCtx = *const c_void;
+
+/// `SHMEM_CTX_DEFAULT` is `&gsas_shmem_ctx_default`.
+#[allow(non_upper_case_globals)]
+#[unsafe(no_mangle)]
+pub static gsas_shmem_ctx_default: HandleObject =
+    HandleObject::new(u64::from_le_bytes(*b"gsasCTXD"));
+
+/// `SHMEM_CTX_PRIVATE`.
+pub const CTX_PRIVATE: c_long = 1 << 0;
+/// `SHMEM_CTX_SERIALIZED`.
+pub const CTX_SERIALIZED: c_long = 1 << 1;
+/// `SHMEM_CTX_NOSTORE`.
+pub const CTX_NOSTORE: c_long = 1 << 2;
+const CTX_OPTIONS: c_long = CTX_PRIVATE | CTX_SERIALIZED | CTX_NOSTORE;
+
+/// A context handle as the internals take it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtxRef(pub RawCtx);
+
+// SAFETY: a handle is an address that is only dereferenced through `resolve`, which reads
+// immutable data of a live context; handles are meant to be passed between threads.
+unsafe impl Send for CtxRef {}
+// SAFETY: as above.
+unsafe impl Sync for CtxRef {}
+
+impl CtxRef {
+    /// `SHMEM_CTX_DEFAULT`.
+    pub const DEFAULT: CtxRef = CtxRef((&raw const gsas_shmem_ctx_default).cast());
+
+    /// Whether this is the default context.
+    #[inline(always)]
+    pub fn is_default(self) -> bool {
+        std::ptr::eq(self.0, Self::DEFAULT.0)
+    }
+
+    /// Whether this is `SHMEM_CTX_INVALID`.
+    #[inline(always)]
+    pub fn is_invalid(self) -> bool {
+        self.0.is_null()
+    }
+}
+
+const CTX_MAGIC: u64 = u64::from_le_bytes(*b"gsasCTX!");
+
+/// A created context.
+#[derive(Debug)]
+pub struct CtxObj {
+    magic: u64,
+    node_ctx: NodeCtx,
+    team: RawTeam,
+    options: c_long,
+}
+
+/// What a context handle stands for.
+#[derive(Clone, Copy, Debug)]
+pub struct Resolved {
+    /// The node-client context.
+    pub node_ctx: NodeCtx,
+    /// Its team (`None`: the world team, identity numbering).
+    pub team: Option<&'static Team>,
+}
+
+/// The context behind a handle; `SHMEM_CTX_INVALID` or a handle that is not a live
+/// context is a fatal error naming `call`.
+///
+/// # Safety
+///
+/// A handle other than the predefined ones must point to readable memory (a context handle
+/// the program got from the library).
+pub unsafe fn resolve(ctx: CtxRef, call: &str) -> Resolved {
+    if ctx.is_default() {
+        return Resolved {
+            node_ctx: NodeCtx::DEFAULT,
+            team: None,
+        };
+    }
+    if ctx.is_invalid() {
+        fatal(call, "the context is SHMEM_CTX_INVALID");
+    }
+    // SAFETY: the caller guarantees the handle came from `shmem_ctx_create`, i.e. a leaked
+    // `CtxObj`.
+    let obj = unsafe { &*ctx.0.cast::<CtxObj>() };
+    if obj.magic != CTX_MAGIC {
+        fatal(
+            call,
+            format_args!("{:p} is not a context handle (destroyed context?)", ctx.0),
+        );
+    }
+    let team = if obj.team == team::world_handle() {
+        None
+    } else {
+        // SAFETY: the team handle was checked when the context was created, and a team
+        // outlives its contexts.
+        unsafe { team::resolve(obj.team, call) }
+    };
+    Resolved {
+        node_ctx: obj.node_ctx,
+        team,
+    }
+}
+
+impl Resolved {
+    /// The world PE of context PE `pe` (numbered in the context's team); an out-of-range
+    /// PE is a fatal error naming `call`.
+    #[inline]
+    pub fn world_pe(&self, st: &State, pe: c_int, call: &str) -> u32 {
+        match self.team {
+            None => st.check_pe(pe, call),
+            Some(t) => match u32::try_from(pe).ok().and_then(|p| t.world_pe(p)) {
+                Some(g) => g,
+                None => fatal(
+                    call,
+                    format_args!("PE {pe} is not in the context's team ({} PEs)", t.n_pes()),
+                ),
+            },
+        }
+    }
+}
+
+/// `shmem_team_create_ctx` (OpenSHMEM 1.5 §9.5.2): a context on `team`. Returns 0 and
+/// stores the handle, or nonzero and `SHMEM_CTX_INVALID`.
+///
+/// # Safety
+///
+/// `out` must be valid for a write (it may be NULL: then nonzero is returned); `team` a
+/// team handle from the library.
+pub unsafe fn create(team: RawTeam, options: c_long, out: *mut RawCtx, call: &str) -> c_int {
+    if out.is_null() {
+        debug(call, "the ctx argument is NULL");
+        return 1;
+    }
+    // SAFETY: `out` is non-null and valid for writes by the caller's contract.
+    unsafe { out.write(std::ptr::null()) };
+    let st = state::live(call);
+    // SAFETY: forwarded from the caller's contract.
+    let Some(t) = (unsafe { team::resolve(team, call) }) else {
+        debug(call, "the team is SHMEM_TEAM_INVALID");
+        return 1;
+    };
+    if options & !CTX_OPTIONS != 0 {
+        debug(call, format_args!("unknown options {options:#x}"));
+        return 1;
+    }
+    if t.my_pe().is_none() {
+        debug(call, "this PE is not a member of the team");
+        return 1;
+    }
+    let node_ctx = match st.node.ctx_create() {
+        Ok(c) => c,
+        Err(e) => {
+            debug(call, e);
+            return 1;
+        }
+    };
+    let obj = Box::new(CtxObj {
+        magic: CTX_MAGIC,
+        node_ctx,
+        team,
+        options,
+    });
+    let handle: RawCtx = Box::into_raw(obj).cast_const().cast();
+    t.contexts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(handle as usize);
+    // SAFETY: as above.
+    unsafe { out.write(handle) };
+    0
+}
+
+/// `shmem_ctx_destroy` (OpenSHMEM 1.5 §9.5.3): quiets and frees a created context;
+/// `SHMEM_CTX_INVALID` is a no-op, `SHMEM_CTX_DEFAULT` a fatal error.
+///
+/// # Safety
+///
+/// `ctx` must be a context handle from the library, not used afterwards.
+pub unsafe fn destroy(ctx: CtxRef, call: &str) {
+    if ctx.is_invalid() {
+        return;
+    }
+    if ctx.is_default() {
+        fatal(call, "SHMEM_CTX_DEFAULT cannot be destroyed");
+    }
+    let st = state::live(call);
+    // SAFETY: forwarded from the caller's contract.
+    let r = unsafe { resolve(ctx, call) };
+    if let Err(e) = st.node.ctx_destroy(r.node_ctx) {
+        fatal(call, e);
+    }
+    let team = r.team.unwrap_or(&st.world);
+    team.contexts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .retain(|&h| h != ctx.0 as usize);
+    let obj = ctx.0.cast::<CtxObj>().cast_mut();
+    // SAFETY: the handle is a leaked `Box<CtxObj>` (checked by `resolve`); clearing the
+    // magic makes a later use of the stale handle recognisable while the memory is intact.
+    unsafe {
+        (*obj).magic = 0;
+        drop(Box::from_raw(obj));
+    }
+}
+
+/// The options a context was created with (0 for the default context).
+///
+/// # Safety
+///
+/// `ctx` a context handle from the library.
+pub unsafe fn options(ctx: CtxRef, call: &str) -> c_long {
+    if ctx.is_default() || ctx.is_invalid() {
+        return 0;
+    }
+    // SAFETY: forwarded; `resolve` validated the object.
+    unsafe {
+        resolve(ctx, call);
+        (*ctx.0.cast::<CtxObj>()).options
+    }
+}
+
+/// `shmem_ctx_get_team` (OpenSHMEM 1.5 §9.5.4).
+///
+/// # Safety
+///
+/// `out` valid for a write or NULL; `ctx` a context handle from the library.
+pub unsafe fn get_team(ctx: CtxRef, out: *mut RawTeam, call: &str) -> c_int {
+    if out.is_null() {
+        debug(call, "the team argument is NULL");
+        return 1;
+    }
+    if ctx.is_invalid() {
+        // SAFETY: `out` is non-null and valid by the caller's contract.
+        unsafe { out.write(std::ptr::null()) };
+        return 1;
+    }
+    let team = if ctx.is_default() {
+        team::world_handle()
+    } else {
+        // SAFETY: forwarded from the caller's contract; `resolve` validated the object.
+        unsafe {
+            resolve(ctx, call);
+            (*ctx.0.cast::<CtxObj>()).team
+        }
+    };
+    // SAFETY: as above.
+    unsafe { out.write(team) };
+    0
+}
+
+/// `shmem_ctx_quiet` (OpenSHMEM 1.5 §9.11.2): completes every operation of the context;
+/// `SHMEM_CTX_INVALID` is a no-op.
+///
+/// # Safety
+///
+/// `ctx` a context handle from the library.
+pub unsafe fn quiet(ctx: CtxRef, call: &str) {
+    if ctx.is_invalid() {
+        return;
+    }
+    let st = state::live(call);
+    if st.node.remote_ops_started() == 0 {
+        // Nothing ever went through a service: every earlier operation was a direct load,
+        // store or CPU atomic; make them visible.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        return;
+    }
+    // SAFETY: forwarded.
+    let r = unsafe { resolve(ctx, call) };
+    if let Err(e) = st.node.quiet(r.node_ctx) {
+        fatal(call, e);
+    }
+}
+
+/// `shmem_ctx_fence` (OpenSHMEM 1.5 §9.11.1): orders the delivery of the context's
+/// earlier puts, AMOs and signals before its later ones, per PE; `SHMEM_CTX_INVALID` is a
+/// no-op.
+///
+/// # Safety
+///
+/// `ctx` a context handle from the library.
+pub unsafe fn fence(ctx: CtxRef, call: &str) {
+    if ctx.is_invalid() {
+        return;
+    }
+    let st = state::live(call);
+    if st.node.remote_ops_started() == 0 {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        return;
+    }
+    // SAFETY: forwarded.
+    let r = unsafe { resolve(ctx, call) };
+    if let Err(e) = st.node.fence(r.node_ctx) {
+        fatal(call, e);
+    }
+}
+
+/// Prints a diagnostic when `SHMEM_DEBUG` is set.
+pub(crate) fn debug(call: &str, message: impl std::fmt::Display) {
+    if let Some(st) = state::get() {
+        if st.config.debug {
+            eprintln!("gsas-shmem: PE {}: {call}: {message}", st.me);
+        }
+    }
+}

@@ -1,0 +1,556 @@
+//! The OpenSHMEM environment variables: one table, from which parsing, errors, the
+//! `SHMEM_INFO` text and the documentation below come (after SOS's `shmem_env_defs.h`).
+//!
+//! **What it is.** [`VARS`] declares every variable the library reads: its names (the
+//! `SHMEM_` name first, then the deprecated `SMA_` alias where the specification has one),
+//! its type, its default and what it does. [`Config::from_lookup`] reads them through a
+//! lookup function (the process environment in [`Config::from_env`], a map in tests) into a
+//! plain [`Config`]; nothing else in the library reads the environment. A `SHMEM_` name wins
+//! over its `SMA_` alias. Booleans count as set when the variable is present at all, whatever
+//! its value (even `0`), as in SOS.
+//!
+//! `SHMEM_SYMMETRIC_SIZE` (OpenSHMEM 1.5 §"Environment Variables") is an integer or a
+//! floating-point number with an optional multiplier `k`/`K`, `m`/`M`, `g`/`G` or `t`/`T`
+//! (powers of 2^10); the heap gets `ceil(number * scale)` bytes. Only one multiplier is
+//! recognised and characters after it are ignored (`20kk` is `20k`); anything else after the
+//! number is an error naming the variable and its value.
+//!
+//! **What it is not.** The runtime's `GSAS_*` variables are read by the `gsas` crate (see
+//! `docs/runtime.md`); they are not repeated here.
+//!
+//! **Thread-safety.** Pure functions and plain data.
+//!
+//! The variables (generated from [`VARS`] by [`render_markdown`]; a test keeps this copy
+//! current):
+//!
+//! <!-- BEGIN GENERATED: shmem::env::render_markdown -->
+//! | variable | alias | type | default | meaning |
+//! |---|---|---|---|---|
+//! | `SHMEM_VERSION` | `SMA_VERSION` | boolean (set = on) | off | PE 0 prints the library name and the OpenSHMEM version at start-up. |
+//! | `SHMEM_INFO` | `SMA_INFO` | boolean (set = on) | off | PE 0 prints the library version and this list of variables at start-up. |
+//! | `SHMEM_SYMMETRIC_SIZE` | `SMA_SYMMETRIC_SIZE` | size (number with optional k/m/g/t) | the runtime's default: `defaults.symmetric_size` of the cluster file, else 64 MiB | Symmetric heap size of every PE in bytes; at least ceil(number * scale) bytes are provided. |
+//! | `SHMEM_DEBUG` | `SMA_DEBUG` | boolean (set = on) | off | Print diagnostic messages (start-up details, ignored hints) on standard error. |
+//! | `SHMEM_WAIT_TIMEOUT` | - | seconds (number > 0) | 3600 | gsas extension: longest time a point-to-point wait, a signal wait, a lock acquisition or a wait inside a collective may block before the job is ended with a message naming the call. |
+//! | `SHMEM_COLL_FLAT_MAX` | - | integer (>= 0) | 8 | gsas extension: a barrier of a team or active set on one node with at most this many PEs is flat (every PE watches every other PE's flag); larger ones gather through a tree of sub-leaders to one leader. |
+//! | `SHMEM_COLL_FANIN` | - | integer (>= 0) | 8 | gsas extension: fan-in of the intra-node arrival tree of barriers (each sub-leader waits for this many PEs; at least 1). |
+//! | `SHMEM_COLL_RING_MIN` | - | size (number with optional k/m/g/t) | 256k | gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling. |
+//! | `SHMEM_COLL_SPIN_US` | - | integer (>= 0) | 20 | gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning when the node runs more PEs than there are CPUs. |
+//! <!-- END GENERATED -->
+
+use std::fmt;
+use std::time::Duration;
+
+/// The type of a variable's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Set when present, whatever the value.
+    Bool,
+    /// A size with an optional `k/m/g/t` multiplier ([`parse_size`]).
+    Size,
+    /// A positive number of seconds (integer or decimal).
+    Seconds,
+    /// A non-negative integer.
+    Count,
+}
+
+impl Kind {
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Bool => "boolean (set = on)",
+            Kind::Size => "size (number with optional k/m/g/t)",
+            Kind::Seconds => "seconds (number > 0)",
+            Kind::Count => "integer (>= 0)",
+        }
+    }
+}
+
+/// One environment variable of the library.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvVar {
+    /// The `SHMEM_` name.
+    pub name: &'static str,
+    /// The deprecated `SMA_` alias, if the specification has one.
+    pub alias: Option<&'static str>,
+    /// Its type.
+    pub kind: Kind,
+    /// Its default, as shown to users.
+    pub default: &'static str,
+    /// What it does.
+    pub doc: &'static str,
+}
+
+/// `SHMEM_VERSION`.
+pub const VERSION: EnvVar = EnvVar {
+    name: "SHMEM_VERSION",
+    alias: Some("SMA_VERSION"),
+    kind: Kind::Bool,
+    default: "off",
+    doc: "PE 0 prints the library name and the OpenSHMEM version at start-up.",
+};
+/// `SHMEM_INFO`.
+pub const INFO: EnvVar = EnvVar {
+    name: "SHMEM_INFO",
+    alias: Some("SMA_INFO"),
+    kind: Kind::Bool,
+    default: "off",
+    doc: "PE 0 prints the library version and this list of variables at start-up.",
+};
+/// `SHMEM_SYMMETRIC_SIZE`.
+pub const SYMMETRIC_SIZE: EnvVar = EnvVar {
+    name: "SHMEM_SYMMETRIC_SIZE",
+    alias: Some("SMA_SYMMETRIC_SIZE"),
+    kind: Kind::Size,
+    default: "the runtime's default: `defaults.symmetric_size` of the cluster file, else 64 MiB",
+    doc: "Symmetric heap size of every PE in bytes; at least ceil(number * scale) bytes are provided.",
+};
+/// `SHMEM_DEBUG`.
+pub const DEBUG: EnvVar = EnvVar {
+    name: "SHMEM_DEBUG",
+    alias: Some("SMA_DEBUG"),
+    kind: Kind::Bool,
+    default: "off",
+    doc: "Print diagnostic messages (start-up details, ignored hints) on standard error.",
+};
+/// `SHMEM_WAIT_TIMEOUT` (a gsas extension).
+pub const WAIT_TIMEOUT: EnvVar = EnvVar {
+    name: "SHMEM_WAIT_TIMEOUT",
+    alias: None,
+    kind: Kind::Seconds,
+    default: "3600",
+    doc: "gsas extension: longest time a point-to-point wait, a signal wait, a lock acquisition or a wait inside a collective may block before the job is ended with a message naming the call.",
+};
+
+/// `SHMEM_COLL_FLAT_MAX` (a gsas extension).
+pub const COLL_FLAT_MAX: EnvVar = EnvVar {
+    name: "SHMEM_COLL_FLAT_MAX",
+    alias: None,
+    kind: Kind::Count,
+    default: "8",
+    doc: "gsas extension: a barrier of a team or active set on one node with at most this many PEs is flat (every PE watches every other PE's flag); larger ones gather through a tree of sub-leaders to one leader.",
+};
+/// `SHMEM_COLL_FANIN` (a gsas extension).
+pub const COLL_FANIN: EnvVar = EnvVar {
+    name: "SHMEM_COLL_FANIN",
+    alias: None,
+    kind: Kind::Count,
+    default: "8",
+    doc: "gsas extension: fan-in of the intra-node arrival tree of barriers (each sub-leader waits for this many PEs; at least 1).",
+};
+/// `SHMEM_COLL_RING_MIN` (a gsas extension).
+pub const COLL_RING_MIN: EnvVar = EnvVar {
+    name: "SHMEM_COLL_RING_MIN",
+    alias: None,
+    kind: Kind::Size,
+    default: "256k",
+    doc: "gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling.",
+};
+/// `SHMEM_COLL_SPIN_US` (a gsas extension).
+pub const COLL_SPIN_US: EnvVar = EnvVar {
+    name: "SHMEM_COLL_SPIN_US",
+    alias: None,
+    kind: Kind::Count,
+    default: "20",
+    doc: "gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning when the node runs more PEs than there are CPUs.",
+};
+
+/// Every variable, in the order of the documentation.
+pub const VARS: &[EnvVar] = &[
+    VERSION,
+    INFO,
+    SYMMETRIC_SIZE,
+    DEBUG,
+    WAIT_TIMEOUT,
+    COLL_FLAT_MAX,
+    COLL_FANIN,
+    COLL_RING_MIN,
+    COLL_SPIN_US,
+];
+
+/// Default of [`WAIT_TIMEOUT`].
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// What the variables say.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `SHMEM_VERSION`.
+    pub version: bool,
+    /// `SHMEM_INFO`.
+    pub info: bool,
+    /// `SHMEM_DEBUG`.
+    pub debug: bool,
+    /// `SHMEM_SYMMETRIC_SIZE` in bytes; `None` when unset (the runtime's default applies).
+    pub symmetric_size: Option<u64>,
+    /// `SHMEM_WAIT_TIMEOUT`.
+    pub wait_timeout: Duration,
+    /// `SHMEM_COLL_FLAT_MAX`.
+    pub coll_flat_max: u64,
+    /// `SHMEM_COLL_FANIN` (at least 1).
+    pub coll_fanin: u64,
+    /// `SHMEM_COLL_RING_MIN` in bytes.
+    pub coll_ring_min: u64,
+    /// `SHMEM_COLL_SPIN_US`.
+    pub coll_spin_us: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            version: false,
+            info: false,
+            debug: false,
+            symmetric_size: None,
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            coll_flat_max: 8,
+            coll_fanin: 8,
+            coll_ring_min: 256 << 10,
+            coll_spin_us: 20,
+        }
+    }
+}
+
+/// A variable with a value the library cannot use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvError {
+    /// The name the value was read from (`SHMEM_...` or `SMA_...`).
+    pub name: String,
+    /// The value.
+    pub value: String,
+    /// Why it is refused.
+    pub reason: String,
+}
+
+impl fmt::Display for EnvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "environment variable {}={:?} is invalid: {}",
+            self.name, self.value, self.reason
+        )
+    }
+}
+
+impl std::error::Error for EnvError {}
+
+/// The value of `var` and the name it came from: the `SHMEM_` name first, then the alias.
+fn lookup_var(var: &EnvVar, lookup: &impl Fn(&str) -> Option<String>) -> Option<(String, String)> {
+    if let Some(v) = lookup(var.name) {
+        return Some((var.name.to_owned(), v));
+    }
+    var.alias.and_then(|a| lookup(a).map(|v| (a.to_owned(), v)))
+}
+
+impl Config {
+    /// Reads the variables of [`VARS`] through `lookup`.
+    ///
+    /// Errors: the first variable whose value does not parse, with its name and value.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, EnvError> {
+        let mut c = Config::default();
+        for var in VARS {
+            let Some((name, value)) = lookup_var(var, &lookup) else {
+                continue;
+            };
+            let bad = |reason: String| EnvError {
+                name: name.clone(),
+                value: value.clone(),
+                reason,
+            };
+            match var.kind {
+                Kind::Bool => {
+                    let on = true;
+                    match var.name {
+                        "SHMEM_VERSION" => c.version = on,
+                        "SHMEM_INFO" => c.info = on,
+                        "SHMEM_DEBUG" => c.debug = on,
+                        _ => {}
+                    }
+                }
+                Kind::Size => {
+                    let v = parse_size(&value).map_err(bad)?;
+                    match var.name {
+                        "SHMEM_COLL_RING_MIN" => c.coll_ring_min = v,
+                        _ => c.symmetric_size = Some(v),
+                    }
+                }
+                Kind::Seconds => c.wait_timeout = parse_seconds(&value).map_err(bad)?,
+                Kind::Count => {
+                    let v = parse_count(&value).map_err(bad)?;
+                    match var.name {
+                        "SHMEM_COLL_FLAT_MAX" => c.coll_flat_max = v,
+                        "SHMEM_COLL_FANIN" if v == 0 => {
+                            return Err(bad("the fan-in must be at least 1".into()));
+                        }
+                        "SHMEM_COLL_FANIN" => c.coll_fanin = v,
+                        _ => c.coll_spin_us = v,
+                    }
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// [`Config::from_lookup`] over the process environment (non-UTF-8 values are invalid
+    /// values of their variable).
+    pub fn from_env() -> Result<Config, EnvError> {
+        for var in VARS {
+            for name in std::iter::once(var.name).chain(var.alias) {
+                if let Some(v) = std::env::var_os(name) {
+                    if v.to_str().is_none() {
+                        return Err(EnvError {
+                            name: name.to_owned(),
+                            value: v.to_string_lossy().into_owned(),
+                            reason: "not valid UTF-8".into(),
+                        });
+                    }
+                }
+            }
+        }
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+}
+
+/// Parses a `SHMEM_SYMMETRIC_SIZE` value: a non-negative integer or decimal number
+/// (`20`, `3.1`, `.5`, `2.`), optionally followed by one multiplier `k/K`, `m/M`, `g/G`,
+/// `t/T` (2^10, 2^20, 2^30, 2^40) after which anything is ignored; the result is
+/// `ceil(number * scale)`. Surrounding white space is ignored.
+///
+/// Errors: a message saying what is wrong (no number, an unexpected character, overflow).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits_end = t
+        .char_indices()
+        .find(|&(_, ch)| !(ch.is_ascii_digit() || ch == '.'))
+        .map_or(t.len(), |(i, _)| i);
+    let (number, rest) = t.split_at(digits_end);
+    if number.is_empty() || number == "." {
+        return Err("expected a number such as 512m, 2g, 3.5M or 1048576".into());
+    }
+    if number.matches('.').count() > 1 {
+        return Err(format!("{number:?} has more than one decimal point"));
+    }
+    let scale: u64 = match rest.chars().next() {
+        None => 1,
+        Some('k' | 'K') => 1 << 10,
+        Some('m' | 'M') => 1 << 20,
+        Some('g' | 'G') => 1 << 30,
+        Some('t' | 'T') => 1 << 40,
+        Some(other) => {
+            return Err(format!(
+                "unexpected {other:?} after the number (multipliers are k, m, g, t)"
+            ));
+        }
+    };
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    let overflow = || format!("{t:?} does not fit in 64 bits");
+    let int: u64 = if int_part.is_empty() {
+        0
+    } else {
+        int_part.parse().map_err(|_| overflow())?
+    };
+    let whole = int.checked_mul(scale).ok_or_else(overflow)?;
+    let frac_digits = frac_part.trim_end_matches('0');
+    if frac_digits.is_empty() {
+        return Ok(whole);
+    }
+    // ceil(0.frac * scale) exactly: frac / 10^d * scale, rounded up, in 128-bit integers
+    // while the digits fit; beyond 30 digits the tail cannot change the result by a byte.
+    let d = frac_digits.len().min(30);
+    let frac: u128 = frac_digits[..d].parse().map_err(|_| overflow())?;
+    let tail_nonzero = frac_digits.len() > d;
+    let denom = 10u128.pow(d as u32);
+    let num = frac * u128::from(scale);
+    let mut extra = num / denom;
+    if num % denom != 0 || tail_nonzero {
+        extra += 1;
+    }
+    let extra = u64::try_from(extra).map_err(|_| overflow())?;
+    whole.checked_add(extra).ok_or_else(overflow)
+}
+
+/// Parses a positive number of seconds (`30`, `0.5`).
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let v: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number of seconds such as 600 or 0.5".to_string())?;
+    if !(v > 0.0 && v <= 1e9) {
+        return Err("must be greater than 0 and at most 1e9 seconds".into());
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Parses a non-negative integer (`0`, `16`).
+fn parse_count(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| "expected a non-negative integer such as 0, 4 or 16".to_string())
+}
+
+/// The text PE 0 prints for `SHMEM_INFO`: the version line and every variable with its
+/// type, default and meaning.
+pub fn render_info() -> String {
+    let mut s = format!("{}\n\nEnvironment variables:\n", crate::version_line());
+    for v in VARS {
+        s.push_str(&format!("  {}", v.name));
+        if let Some(a) = v.alias {
+            s.push_str(&format!(" (alias {a})"));
+        }
+        s.push_str(&format!(
+            "\n      type: {}\n      default: {}\n      {}\n",
+            v.kind.describe(),
+            v.default.replace('`', ""),
+            v.doc
+        ));
+    }
+    s
+}
+
+/// The Markdown table of the module documentation.
+pub fn render_markdown() -> String {
+    let mut s =
+        String::from("| variable | alias | type | default | meaning |\n|---|---|---|---|---|\n");
+    for v in VARS {
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            v.name,
+            v.alias.map_or("-".to_string(), |a| format!("`{a}`")),
+            v.kind.describe(),
+            v.default,
+            v.doc
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<Config, EnvError> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|n| m.get(n).cloned())
+    }
+
+    #[test]
+    fn checklist_examples() {
+        assert_eq!(parse_size("20m"), Ok(20_971_520));
+        assert_eq!(parse_size("3.1M"), Ok(3_250_586));
+        assert_eq!(parse_size(".5m"), Ok(524_288));
+        assert_eq!(parse_size("0.5m"), parse_size(".5m"));
+        assert_eq!(parse_size("20kk"), Ok(20_480));
+        assert_eq!(parse_size("20kk"), parse_size("20k"));
+    }
+
+    #[test]
+    fn more_sizes() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("1t"), Ok(1 << 40));
+        assert_eq!(parse_size("1.5k"), Ok(1536));
+        assert_eq!(parse_size("2."), Ok(2));
+        assert_eq!(parse_size("0"), Ok(0));
+        // ceil: 0.001k = 1.024 bytes -> 2
+        assert_eq!(parse_size("0.001k"), Ok(2));
+        assert_eq!(parse_size("1.0000000000000000000000000000000001"), Ok(2));
+        assert_eq!(parse_size(" 64M "), Ok(64 << 20));
+        assert_eq!(parse_size("3.25mega"), Ok(3_407_872));
+    }
+
+    #[test]
+    fn invalid_sizes() {
+        for bad in [
+            "",
+            "m",
+            ".",
+            "-5",
+            "abc",
+            "20x",
+            "1.2.3m",
+            "5 m",
+            "99999999999999999999",
+        ] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(parse_size("20x").unwrap_err().contains("'x'"));
+        assert!(parse_size("16777216t").unwrap_err().contains("64 bits"));
+    }
+
+    #[test]
+    fn table_lookup_aliases_and_errors() {
+        assert_eq!(cfg(&[]).unwrap(), Config::default());
+        let c = cfg(&[("SMA_SYMMETRIC_SIZE", "1m"), ("SMA_DEBUG", "0")]).unwrap();
+        assert_eq!(c.symmetric_size, Some(1 << 20));
+        assert!(c.debug, "a boolean is on when present, even as 0");
+        let c = cfg(&[("SMA_SYMMETRIC_SIZE", "1m"), ("SHMEM_SYMMETRIC_SIZE", "2m")]).unwrap();
+        assert_eq!(c.symmetric_size, Some(2 << 20), "SHMEM_ wins over SMA_");
+        let c = cfg(&[("SHMEM_VERSION", ""), ("SHMEM_INFO", "yes")]).unwrap();
+        assert!(c.version && c.info && !c.debug);
+        let c = cfg(&[("SHMEM_WAIT_TIMEOUT", "2.5")]).unwrap();
+        assert_eq!(c.wait_timeout, Duration::from_millis(2500));
+
+        let e = cfg(&[("SMA_SYMMETRIC_SIZE", "lots")]).unwrap_err();
+        assert_eq!(e.name, "SMA_SYMMETRIC_SIZE");
+        let text = e.to_string();
+        assert!(text.contains("SMA_SYMMETRIC_SIZE=\"lots\""), "{text}");
+        let e = cfg(&[("SHMEM_WAIT_TIMEOUT", "0")]).unwrap_err();
+        assert!(e.to_string().contains("SHMEM_WAIT_TIMEOUT"), "{e}");
+    }
+
+    #[test]
+    fn collective_tuning() {
+        let c = cfg(&[
+            ("SHMEM_COLL_FLAT_MAX", "2"),
+            ("SHMEM_COLL_FANIN", "3"),
+            ("SHMEM_COLL_RING_MIN", "1m"),
+            ("SHMEM_COLL_SPIN_US", "0"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                c.coll_flat_max,
+                c.coll_fanin,
+                c.coll_ring_min,
+                c.coll_spin_us
+            ),
+            (2, 3, 1 << 20, 0)
+        );
+        assert_eq!(
+            c.symmetric_size, None,
+            "the ring threshold is not the heap size"
+        );
+        let e = cfg(&[("SHMEM_COLL_FANIN", "0")]).unwrap_err();
+        assert!(e.to_string().contains("at least 1"), "{e}");
+        let e = cfg(&[("SHMEM_COLL_FLAT_MAX", "-1")]).unwrap_err();
+        assert_eq!(e.name, "SHMEM_COLL_FLAT_MAX");
+        let e = cfg(&[("SHMEM_COLL_SPIN_US", "lots")]).unwrap_err();
+        assert!(e.to_string().contains("non-negative integer"), "{e}");
+    }
+
+    #[test]
+    fn info_lists_every_variable() {
+        let info = render_info();
+        for v in VARS {
+            assert!(info.contains(v.name), "{info}");
+            assert!(info.contains(v.doc), "{info}");
+        }
+        assert!(info.contains("OpenSHMEM 1.5"), "{info}");
+    }
+
+    #[test]
+    fn module_docs_are_current() {
+        let src = include_str!("env.rs");
+        let begin = "//! <!-- BEGIN GENERATED: shmem::env::render_markdown -->\n";
+        let start = src.find(begin).expect("begin marker") + begin.len();
+        let end = src.find("//! <!-- END GENERATED -->").expect("end marker");
+        let documented: String = src[start..end]
+            .lines()
+            .map(|l| format!("{}\n", l.trim_start_matches("//! ")))
+            .collect();
+        assert_eq!(documented, render_markdown(), "update the table in env.rs");
+    }
+}

@@ -1,0 +1,682 @@
+//! Remote memory access at the byte level: put, get, p, g, strided, non-blocking, and
+//! put-with-signal (OpenSHMEM 1.5 §9.6 "Remote Memory Access Routines", §9.8 "Signaling Operations").
+//!
+//! **What it is.** Every typed, sized and `mem` routine of the C ABI and the Rust API ends
+//! in one of these functions with a byte count (element count times element size): no
+//! per-type logic below the ABI layer. Each has an inlined fast path for the default
+//! context and a small access to a same-node PE's heap (the `shmem_long_p` budget: state
+//! words, heap range, PE range, table lookup, store; see `state::Hot`) and an out-of-line
+//! general path that checks initialization, resolves the context and its team numbering,
+//! translates the symmetric address (heap or data segment), and then either copies
+//! directly into the mapping of a same-node PE or calls the node client for a PE on
+//! another node.
+//!
+//! **Semantics** (checklist §2.7): a blocking put returns after local completion (the
+//! source may be reused, and a request to another node has been sent, so a flag written
+//! with `shmem_p` reaches a waiting target without a quiet; completion needs quiet, a
+//! barrier or fence ordering); get and g
+//! return with the data; `_nbi` forms return once started and complete at quiet;
+//! zero-length transfers do nothing and never dereference their pointers; strides of iput
+//! and iget count elements and must be at least 1. A put-with-signal updates the signal
+//! (SET or ADD, atomically) only after the data is delivered: for a same-node PE the copy
+//! precedes a release atomic; for another node the context is fenced before the atomic.
+//!
+//! **What it is not.** No buffering or aggregation of its own: the node client copies
+//! non-blocking payloads it cannot send at once and owns retransmission.
+//!
+//! **Thread-safety.** Reentrant; concurrent calls from several threads are allowed (the
+//! node client serialises its remote path internally).
+
+use std::ffi::c_int;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gsas_core::wire::{AtomicOp, AtomicType};
+
+use crate::ctx::{self, CtxRef};
+use crate::fatal::{boundary, fatal};
+use crate::state::{self, HOT, State};
+
+/// `SHMEM_SIGNAL_SET`.
+pub const SIGNAL_SET: c_int = 0;
+/// `SHMEM_SIGNAL_ADD`.
+pub const SIGNAL_ADD: c_int = 1;
+
+/// `n * size` bytes; an overflow is a fatal error naming `call`.
+#[inline(always)]
+pub fn bytes(n: usize, size: usize, call: &str) -> usize {
+    match n.checked_mul(size) {
+        Some(b) => b,
+        None => too_long(n, size, call),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(n: usize, size: usize, call: &str) -> ! {
+    fatal(
+        call,
+        format_args!("{n} elements of {size} bytes overflow the address space"),
+    )
+}
+
+/// Blocking put of `n` bytes from local `src` to symmetric `dest` on `pe`.
+///
+/// # Safety
+///
+/// `src` readable for `n` bytes (unless `n == 0`); `dest` a symmetric address (checked);
+/// `ctx` a context handle from the library.
+#[inline(always)]
+pub unsafe fn put(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
+    if ctx.is_default() {
+        if let Some(p) = HOT.heap_direct(dest as usize, n, pe) {
+            // SAFETY: `p .. p + n` lies in the heap mapping of a same-node PE (checked by
+            // `heap_direct`, which also bounds `n`), `src` is readable by the caller's
+            // contract; overlap (the target is this PE) is tolerated.
+            unsafe { copy_small(src, p, n) };
+            return;
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { put_general(dest, src, n, pe, ctx, false, call) }
+}
+
+/// Non-blocking put: returns once started (the source may be reused at once: the node
+/// client copies what it cannot send immediately); complete at quiet.
+///
+/// # Safety
+///
+/// As [`put`].
+#[inline(always)]
+pub unsafe fn put_nbi(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
+    if ctx.is_default() {
+        if let Some(p) = HOT.heap_direct(dest as usize, n, pe) {
+            // SAFETY: as in `put`.
+            unsafe { copy_small(src, p, n) };
+            return;
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { put_general(dest, src, n, pe, ctx, true, call) }
+}
+
+/// The general path of [`put`] and [`put_nbi`]. It has the C ABI, which cannot unwind
+/// (panics become fatal errors inside), so that the fast paths need no landing pad and no
+/// stack frame for it; its parameters start in the order of `shmem_putmem`'s, so that the
+/// fast path hands them over without moves.
+///
+/// # Safety
+///
+/// As [`put`].
+#[inline(never)]
+#[allow(improper_ctypes_definitions)]
+pub unsafe extern "C" fn put_general(
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    pe: c_int,
+    ctx: CtxRef,
+    nbi: bool,
+    call: &str,
+) {
+    // SAFETY: forwarded.
+    boundary(call, || unsafe {
+        put_general_body(ctx, dest, src, n, pe, nbi, call)
+    })
+}
+
+/// # Safety
+///
+/// As [`put`].
+unsafe fn put_general_body(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    pe: c_int,
+    nbi: bool,
+    call: &str,
+) {
+    let st = state::live(call);
+    if n == 0 {
+        return;
+    }
+    // SAFETY: forwarded.
+    let r = unsafe { ctx::resolve(ctx, call) };
+    let target = r.world_pe(st, pe, call);
+    let sym = st.translate(dest, n, call);
+    if let Some(p) = st.direct_ptr(target, sym) {
+        // SAFETY: `p .. p + n` lies in the mapping of the target's segment (same length as
+        // this PE's, in which `translate` placed the range).
+        unsafe { std::ptr::copy(src, p, n) };
+        return;
+    }
+    // SAFETY: `src` is readable for `n` bytes by the caller's contract.
+    let data = unsafe { std::slice::from_raw_parts(src, n) };
+    let res = if nbi {
+        st.node.put_nbi(r.node_ctx, target, sym.seg, sym.off, data)
+    } else {
+        st.node.put(r.node_ctx, target, sym.seg, sym.off, data)
+    };
+    if let Err(e) = res {
+        fatal(call, e);
+    }
+}
+
+/// Blocking get of `n` bytes from symmetric `src` on `pe` into local `dest`.
+///
+/// # Safety
+///
+/// `dest` writable for `n` bytes (unless `n == 0`) and not otherwise accessed meanwhile;
+/// `src` a symmetric address (checked); `ctx` a context handle from the library.
+#[inline(always)]
+pub unsafe fn get(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
+    if ctx.is_default() {
+        if let Some(p) = HOT.heap_direct(src as usize, n, pe) {
+            // SAFETY: `p .. p + n` lies in a same-node heap mapping (`n <= SMALL`); `dest` is
+            // writable by the caller's contract.
+            unsafe { copy_small(p, dest, n) };
+            return;
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { get_general(dest, src, n, pe, ctx, false, call) }
+}
+
+/// Non-blocking get: `dest` holds the data after quiet on `ctx`.
+///
+/// # Safety
+///
+/// As [`get`], and `dest` must stay valid and untouched until quiet on `ctx` returns.
+#[inline(always)]
+pub unsafe fn get_nbi(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
+    if ctx.is_default() {
+        if let Some(p) = HOT.heap_direct(src as usize, n, pe) {
+            // SAFETY: as in `get`.
+            unsafe { copy_small(p, dest, n) };
+            return;
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { get_general(dest, src, n, pe, ctx, true, call) }
+}
+
+/// The general path of [`get`] and [`get_nbi`] (C ABI: see [`put_general`]).
+///
+/// # Safety
+///
+/// As [`get_nbi`].
+#[inline(never)]
+#[allow(improper_ctypes_definitions)]
+pub unsafe extern "C" fn get_general(
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    pe: c_int,
+    ctx: CtxRef,
+    nbi: bool,
+    call: &str,
+) {
+    // SAFETY: forwarded.
+    boundary(call, || unsafe {
+        get_general_body(ctx, dest, src, n, pe, nbi, call)
+    })
+}
+
+/// # Safety
+///
+/// As [`get_nbi`].
+unsafe fn get_general_body(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    pe: c_int,
+    nbi: bool,
+    call: &str,
+) {
+    let st = state::live(call);
+    if n == 0 {
+        return;
+    }
+    // SAFETY: forwarded.
+    let r = unsafe { ctx::resolve(ctx, call) };
+    let target = r.world_pe(st, pe, call);
+    let sym = st.translate(src, n, call);
+    if let Some(p) = st.direct_ptr(target, sym) {
+        // SAFETY: `p .. p + n` lies in the target's mapped segment; `dest` is writable.
+        unsafe { std::ptr::copy(p, dest, n) };
+        return;
+    }
+    let res = if nbi {
+        // SAFETY: the caller keeps `dest` valid until quiet on this context.
+        unsafe {
+            st.node
+                .get_nbi(r.node_ctx, target, sym.seg, sym.off, dest, n)
+        }
+    } else {
+        // SAFETY: `dest` is writable for `n` bytes and exclusively ours during the call.
+        let out = unsafe { std::slice::from_raw_parts_mut(dest, n) };
+        st.node.get(r.node_ctx, target, sym.seg, sym.off, out)
+    };
+    if let Err(e) = res {
+        fatal(call, e);
+    }
+}
+
+/// `shmem_TYPE_p`: one element by value. The fast path keeps the value in a register; only
+/// the general path stores it to memory.
+///
+/// # Safety
+///
+/// As [`put`] with `src` the value.
+#[inline(always)]
+pub unsafe fn p<T: Copy>(ctx: CtxRef, dest: *mut T, value: T, pe: c_int, call: &str) {
+    if ctx.is_default() {
+        if let Some(q) = HOT.heap_direct(dest as usize, size_of::<T>(), pe) {
+            // SAFETY: `q .. q + size_of::<T>()` lies in a same-node heap mapping.
+            unsafe { std::ptr::write_unaligned(q.cast::<T>(), value) };
+            return;
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { p_general(dest, value, pe, ctx, call) }
+}
+
+/// The general path of [`p`] (C ABI: see [`put_general`]). The parameters come in the
+/// order of `shmem_TYPE_p`'s, so that the fast path hands them over without moves.
+///
+/// # Safety
+///
+/// As [`p`].
+#[inline(never)]
+#[allow(improper_ctypes_definitions)]
+unsafe extern "C" fn p_general<T: Copy>(
+    dest: *mut T,
+    value: T,
+    pe: c_int,
+    ctx: CtxRef,
+    call: &str,
+) {
+    // SAFETY: the value is a local, readable for its size.
+    unsafe {
+        put_general_body(
+            ctx,
+            dest.cast(),
+            (&raw const value).cast(),
+            size_of::<T>(),
+            pe,
+            false,
+            call,
+        )
+    }
+}
+
+/// `shmem_TYPE_g`: one element by value (fast path as [`p`]).
+///
+/// # Safety
+///
+/// As [`get`]; `T` must be plain data valid for every bit pattern (the ABI types are).
+#[inline(always)]
+pub unsafe fn g<T: Copy>(ctx: CtxRef, src: *const T, pe: c_int, call: &str) -> T {
+    if ctx.is_default() {
+        if let Some(q) = HOT.heap_direct(src as usize, size_of::<T>(), pe) {
+            // SAFETY: `q .. q + size_of::<T>()` lies in a same-node heap mapping; `T` is
+            // plain data.
+            return unsafe { std::ptr::read_unaligned(q.cast::<T>()) };
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { g_general(src, pe, ctx, call) }
+}
+
+/// The general path of [`g`] (C ABI, parameters in the order of `shmem_TYPE_g`'s).
+///
+/// # Safety
+///
+/// As [`g`].
+#[inline(never)]
+#[allow(improper_ctypes_definitions)]
+unsafe extern "C" fn g_general<T: Copy>(src: *const T, pe: c_int, ctx: CtxRef, call: &str) -> T {
+    let mut v = MaybeUninit::<T>::uninit();
+    // SAFETY: `v` is writable for its size; after the get every byte is written.
+    unsafe {
+        get_general_body(
+            ctx,
+            v.as_mut_ptr().cast(),
+            src.cast(),
+            size_of::<T>(),
+            pe,
+            false,
+            call,
+        );
+        v.assume_init()
+    }
+}
+
+/// Copies `n <= SMALL` bytes with at most four loads and stores, all loads first (so
+/// overlapping ranges behave as `memmove`).
+///
+/// # Safety
+///
+/// Both ranges valid for `n` bytes.
+#[inline(always)]
+unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
+    use std::ptr::{read_unaligned as rd, write_unaligned as wr};
+    // SAFETY: every access lies in `0..n` of its range.
+    unsafe {
+        if n >= 8 {
+            let (a, b) = (rd(src.cast::<u64>()), rd(src.add(n - 8).cast::<u64>()));
+            wr(dst.cast::<u64>(), a);
+            wr(dst.add(n - 8).cast::<u64>(), b);
+        } else if n >= 4 {
+            let (a, b) = (rd(src.cast::<u32>()), rd(src.add(n - 4).cast::<u32>()));
+            wr(dst.cast::<u32>(), a);
+            wr(dst.add(n - 4).cast::<u32>(), b);
+        } else if n > 0 {
+            let (a, b, c) = (*src, *src.add(n / 2), *src.add(n - 1));
+            *dst = a;
+            *dst.add(n / 2) = b;
+            *dst.add(n - 1) = c;
+        }
+    }
+}
+
+/// The byte extent of `nelems` elements of `elem` bytes with stride `stride` elements.
+fn extent(nelems: usize, stride: usize, elem: usize, call: &str) -> usize {
+    (nelems - 1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_mul(elem))
+        .and_then(|x| x.checked_add(elem))
+        .unwrap_or_else(|| too_long(nelems, elem, call))
+}
+
+fn stride(s: isize, which: &str, call: &str) -> usize {
+    if s < 1 {
+        fatal(
+            call,
+            format_args!(
+                "the {which} stride is {s}; strides count elements and must be at least 1"
+            ),
+        );
+    }
+    s as usize
+}
+
+/// Copies `n` elements of `E` bytes with byte strides.
+///
+/// # Safety
+///
+/// Both strided ranges valid for their accesses.
+#[inline(always)]
+unsafe fn strided_fixed<const E: usize>(
+    src: *const u8,
+    sst: usize,
+    dst: *mut u8,
+    dstr: usize,
+    n: usize,
+) {
+    for i in 0..n {
+        // SAFETY: the caller guarantees every element of both strided ranges is valid.
+        unsafe {
+            let v = std::ptr::read_unaligned(src.add(i * sst).cast::<[u8; E]>());
+            std::ptr::write_unaligned(dst.add(i * dstr).cast::<[u8; E]>(), v);
+        }
+    }
+}
+
+/// Copies `n` elements of `elem` bytes from `src` (stride `sst` bytes) to `dst` (stride
+/// `dstr` bytes).
+///
+/// # Safety
+///
+/// Both strided ranges valid for their accesses.
+unsafe fn strided_copy(
+    src: *const u8,
+    sst: usize,
+    dst: *mut u8,
+    dstr: usize,
+    elem: usize,
+    n: usize,
+) {
+    // SAFETY: forwarded to the element copies.
+    unsafe {
+        match elem {
+            1 => strided_fixed::<1>(src, sst, dst, dstr, n),
+            2 => strided_fixed::<2>(src, sst, dst, dstr, n),
+            4 => strided_fixed::<4>(src, sst, dst, dstr, n),
+            8 => strided_fixed::<8>(src, sst, dst, dstr, n),
+            16 => strided_fixed::<16>(src, sst, dst, dstr, n),
+            _ => {
+                for i in 0..n {
+                    std::ptr::copy(src.add(i * sst), dst.add(i * dstr), elem);
+                }
+            }
+        }
+    }
+}
+
+/// `shmem_TYPE_iput`: `nelems` elements of `elem` bytes from local `src` (stride `sst`
+/// elements) to symmetric `dest` on `pe` (stride `dst` elements); local completion.
+///
+/// # Safety
+///
+/// `src` readable at every strided element; `dest` symmetric (checked).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn iput(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    dst: isize,
+    sst: isize,
+    elem: usize,
+    nelems: usize,
+    pe: c_int,
+    call: &str,
+) {
+    let st = state::live(call);
+    if nelems == 0 {
+        return;
+    }
+    let (dst, sst) = (
+        stride(dst, "destination", call),
+        stride(sst, "source", call),
+    );
+    // SAFETY: forwarded.
+    let r = unsafe { ctx::resolve(ctx, call) };
+    let target = r.world_pe(st, pe, call);
+    let sym = st.translate(dest, extent(nelems, dst, elem, call), call);
+    if let Some(p) = st.direct_ptr(target, sym) {
+        // SAFETY: the destination extent lies in the target's mapping; the source elements
+        // are readable by the caller's contract.
+        unsafe { strided_copy(src, sst * elem, p, dst * elem, elem, nelems) };
+        return;
+    }
+    let res = if dst == 1 {
+        // Contiguous at the target: gather locally, send once.
+        let mut buf = vec![0u8; nelems * elem];
+        // SAFETY: `buf` holds `nelems * elem` bytes; the source elements are readable.
+        unsafe { strided_copy(src, sst * elem, buf.as_mut_ptr(), elem, elem, nelems) };
+        st.node.put(r.node_ctx, target, sym.seg, sym.off, &buf)
+    } else {
+        // One request per element, sharing frames (the node client copies what it cannot
+        // send at once), all sent before returning.
+        (0..nelems)
+            .try_for_each(|i| {
+                // SAFETY: element `i` of the source is readable.
+                let e = unsafe { std::slice::from_raw_parts(src.add(i * sst * elem), elem) };
+                let off = sym.off + (i * dst * elem) as u64;
+                st.node.put_nbi(r.node_ctx, target, sym.seg, off, e)
+            })
+            .and_then(|()| st.node.progress())
+    };
+    if let Err(e) = res {
+        fatal(call, e);
+    }
+}
+
+/// `shmem_TYPE_iget`: `nelems` elements from symmetric `src` on `pe` (stride `sst`
+/// elements) into local `dest` (stride `dst` elements).
+///
+/// # Safety
+///
+/// `dest` writable at every strided element; `src` symmetric (checked).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn iget(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    dst: isize,
+    sst: isize,
+    elem: usize,
+    nelems: usize,
+    pe: c_int,
+    call: &str,
+) {
+    let st = state::live(call);
+    if nelems == 0 {
+        return;
+    }
+    let (dst, sst) = (
+        stride(dst, "destination", call),
+        stride(sst, "source", call),
+    );
+    // SAFETY: forwarded.
+    let r = unsafe { ctx::resolve(ctx, call) };
+    let target = r.world_pe(st, pe, call);
+    let span = extent(nelems, sst, elem, call);
+    let sym = st.translate(src, span, call);
+    if let Some(p) = st.direct_ptr(target, sym) {
+        // SAFETY: the source extent lies in the target's mapping; the destination elements
+        // are writable by the caller's contract.
+        unsafe { strided_copy(p, sst * elem, dest, dst * elem, elem, nelems) };
+        return;
+    }
+    let payload = nelems * elem;
+    let res = if span <= (8 * payload).max(64 << 10) {
+        // Dense enough: one read of the whole extent, then pick the elements.
+        let mut buf = vec![0u8; span];
+        st.node
+            .get(r.node_ctx, target, sym.seg, sym.off, &mut buf)
+            .map(|()| {
+                // SAFETY: `buf` covers the extent; the destination elements are writable.
+                unsafe { strided_copy(buf.as_ptr(), sst * elem, dest, dst * elem, elem, nelems) }
+            })
+    } else {
+        (0..nelems).try_for_each(|i| {
+            // SAFETY: element `i` of the destination is writable.
+            let e = unsafe { std::slice::from_raw_parts_mut(dest.add(i * dst * elem), elem) };
+            let off = sym.off + (i * sst * elem) as u64;
+            st.node.get(r.node_ctx, target, sym.seg, off, e)
+        })
+    };
+    if let Err(e) = res {
+        fatal(call, e);
+    }
+}
+
+/// `shmem_put_signal[_nbi]`: put `n` bytes, then update the signal word `sig` on the same
+/// PE with `signal` (`SHMEM_SIGNAL_SET` or `SHMEM_SIGNAL_ADD`) once the data is delivered.
+///
+/// # Safety
+///
+/// As [`put`]; `sig` a symmetric, 8-byte aligned `uint64_t` (checked).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn put_signal(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    sig: *mut u64,
+    signal: u64,
+    sig_op: c_int,
+    pe: c_int,
+    nbi: bool,
+    call: &str,
+) {
+    let st = state::live(call);
+    let op = match sig_op {
+        SIGNAL_SET => AtomicOp::Set,
+        SIGNAL_ADD => AtomicOp::Add,
+        other => fatal(
+            call,
+            format_args!(
+                "sig_op {other} is neither SHMEM_SIGNAL_SET ({SIGNAL_SET}) nor SHMEM_SIGNAL_ADD ({SIGNAL_ADD})"
+            ),
+        ),
+    };
+    // SAFETY: forwarded.
+    let r = unsafe { ctx::resolve(ctx, call) };
+    let target = r.world_pe(st, pe, call);
+    let sig_sym = st.translate(sig.cast_const().cast(), 8, call);
+    if sig_sym.off % 8 != 0 {
+        fatal(
+            call,
+            format_args!("the signal address {sig:p} is not 8-byte aligned"),
+        );
+    }
+    if n > 0 {
+        let sym = st.translate(dest, n, call);
+        if let Some(p) = st.direct_ptr(target, sym) {
+            // SAFETY: as in `put_general`.
+            unsafe { std::ptr::copy(src, p, n) };
+        } else {
+            // SAFETY: `src` is readable for `n` bytes by the caller's contract.
+            let data = unsafe { std::slice::from_raw_parts(src, n) };
+            let res = if nbi {
+                st.node.put_nbi(r.node_ctx, target, sym.seg, sym.off, data)
+            } else {
+                st.node.put(r.node_ctx, target, sym.seg, sym.off, data)
+            };
+            if let Err(e) = res {
+                fatal(call, e);
+            }
+        }
+    }
+    signal_update(st, r.node_ctx, target, sig_sym, op, signal, call);
+}
+
+/// Applies SET/ADD to a signal word after the data before it is delivered.
+fn signal_update(
+    st: &State,
+    node_ctx: gsas::node::Ctx,
+    target: u32,
+    sig: crate::addr::SymAddr,
+    op: AtomicOp,
+    signal: u64,
+    call: &str,
+) {
+    if let Some(p) = st.direct_ptr(target, sig) {
+        // SAFETY: `p` is an 8-byte aligned word in a same-node mapping (offset checked);
+        // every signal update and read uses atomics. Release orders the data copy before.
+        let word = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) };
+        match op {
+            AtomicOp::Set => word.store(signal, Ordering::Release),
+            _ => {
+                word.fetch_add(signal, Ordering::AcqRel);
+            }
+        }
+        return;
+    }
+    // Another node: the fence completes the data before the signal is sent, and the
+    // signal is sent before returning (the target may be waiting for it).
+    let res = st
+        .node
+        .fence(node_ctx)
+        .and_then(|()| {
+            st.node.atomic_nbi(
+                node_ctx,
+                target,
+                sig.seg,
+                sig.off,
+                op,
+                AtomicType::U64,
+                signal,
+                0,
+            )
+        })
+        .and_then(|()| st.node.progress());
+    if let Err(e) = res {
+        fatal(call, e);
+    }
+}

@@ -1,0 +1,82 @@
+//! Waiting for a condition in memory: spin, then yield, then sleep, up to a deadline.
+//!
+//! **What it is.** [`wait_for`] polls a condition (a flag in this PE's memory that other
+//! PEs update, a lock word, ...) first in a short tight loop, then through the runtime's
+//! [`Waiter`] with `GSAS_SPIN_US` of spinning, a few yields and growing sleeps of at most
+//! 1 ms, so that jobs with more PEs than cores make progress. Before every evaluation it
+//! lets the node client drive this PE's own remote operations ([`progress`]: one round when
+//! anything is in flight, an atomic load otherwise), so that a PE waiting for its partner's
+//! update keeps delivering its own updates to the partner (retransmissions, frames of
+//! non-blocking operations, acknowledgements). The wait is bounded by
+//! `SHMEM_WAIT_TIMEOUT`; when that passes the job ends with a message naming the routine
+//! and what it waited for.
+//!
+//! **What it is not.** Not a scheduler: the condition is re-evaluated by polling.
+//!
+//! **Thread-safety.** Each call waits on the calling thread only.
+
+use std::fmt;
+use std::time::Instant;
+
+use gsas::poll::{Progress, Waiter};
+
+use crate::fatal::fatal;
+use crate::state::State;
+
+/// Tight polls before the adaptive waiter takes over.
+const QUICK_POLLS: u32 = 128;
+
+/// A description of what is waited for, formatted only when needed.
+pub struct What<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(pub F);
+
+impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> fmt::Display for What<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.0)(f)
+    }
+}
+
+/// Polls `cond` until it returns a value; see the [module docs](self).
+pub fn wait_for<R>(
+    st: &State,
+    call: &str,
+    what: impl fmt::Display,
+    mut cond: impl FnMut() -> Option<R>,
+) -> R {
+    for _ in 0..QUICK_POLLS {
+        progress(st, call);
+        if let Some(r) = cond() {
+            return r;
+        }
+        std::hint::spin_loop();
+    }
+    let mut waiter = Waiter::new(st.wait);
+    let deadline = Instant::now() + st.wait_timeout();
+    let got = waiter.wait(&what, deadline, &mut [], || {
+        progress(st, call);
+        match cond() {
+            Some(r) => Progress::Done(r),
+            None => Progress::Idle(None),
+        }
+    });
+    match got {
+        Ok(r) => r,
+        Err(e) => fatal(
+            call,
+            format_args!(
+                "{e} (limit: SHMEM_WAIT_TIMEOUT={}s)",
+                st.wait_timeout().as_secs_f64()
+            ),
+        ),
+    }
+}
+
+/// Drives this PE's remote operations once if any are in flight (see the
+/// [module docs](self)); for waits and tests. A failure of the remote path (the transport
+/// broke, the local service is gone) is a fatal error naming `call`; errors of single
+/// operations stay with their context until its next quiet.
+#[inline]
+pub fn progress(st: &State, call: &str) {
+    if let Err(e) = st.node.poke() {
+        fatal(call, e);
+    }
+}
