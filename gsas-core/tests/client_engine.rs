@@ -289,6 +289,29 @@ fn inline_and_bulk_round_trips() {
     assert_eq!(c.stats().completed, 4);
 }
 
+/// A transport whose inline size exceeds its MTU (a tiny MTU with 64-byte slots): a write or
+/// read that would fit the slot but not the MTU goes bulk instead of failing with `TooLarge`
+/// (found by `random_traffic_matches_reference` with mtu = 33 and a 2-byte write).
+#[test]
+fn inline_choice_is_bounded_by_the_mtu() {
+    let w = words();
+    let mut svc = service(&w);
+    let mut net = Net::new(64, 33);
+    let mut c = client();
+    let issued = c.write(&mut net, PEER, 0, 1, at(0), &[7, 9]).unwrap();
+    assert!(issued.all_sent, "{issued:?}");
+    assert!(
+        net.sent
+            .iter()
+            .all(|p| p[0] == u8::from(PacketType::BulkWrite) && p.len() <= 33)
+    );
+    c.read(&mut net, PEER, 0, 2, at(0), 2).unwrap();
+    let ev = settle(&mut c, &mut net, &mut svc);
+    assert_eq!(done(&ev, 1), [Ok(None)]);
+    assert_eq!(assemble(&ev, 2, 2), [7, 9]);
+    assert_eq!(c.in_flight(), 0);
+}
+
 #[test]
 fn inline_choice_follows_capabilities() {
     let w = words();

@@ -95,7 +95,7 @@
 //! assert_eq!(client.outstanding(0), 0);
 //! ```
 
-use crate::transport::{Transport, TransportError};
+use crate::transport::{Capabilities, Transport, TransportError};
 use crate::wire::{
     AtomicDesc, ControlCode, ErrorCode, Fragment, GlobalAddr, HEADER_LEN, MAX_INLINE_DATA, Packet,
     REPLY_HEADER_LEN, Reply, ReplyRepr, Request, RequestRepr, SenderId,
@@ -497,11 +497,12 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
     ) -> Result<Issued, ClientError> {
         let caps = transport.capabilities();
         let len32 = transfer_len(len)?;
-        let (shape, frag) = if len <= MAX_INLINE_DATA && REPLY_HEADER_LEN + len <= caps.max_inline {
-            (Shape::ReadInline, 0)
-        } else {
-            (Shape::BulkRead, fragment_size(caps.mtu)?)
-        };
+        let (shape, frag) =
+            if len <= MAX_INLINE_DATA && REPLY_HEADER_LEN + len <= inline_limit(&caps) {
+                (Shape::ReadInline, 0)
+            } else {
+                (Shape::BulkRead, fragment_size(caps.mtu)?)
+            };
         self.start(transport, peer, ctx, tag, addr, len32, frag, shape, &[])
     }
 
@@ -518,7 +519,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
     ) -> Result<Issued, ClientError> {
         let caps = transport.capabilities();
         let len32 = transfer_len(data.len())?;
-        let (shape, frag) = if HEADER_LEN + data.len() <= caps.max_inline {
+        let (shape, frag) = if HEADER_LEN + data.len() <= inline_limit(&caps) {
             (Shape::WriteInline, 0)
         } else {
             (Shape::BulkWrite, fragment_size(caps.mtu)?)
@@ -1022,6 +1023,12 @@ fn transfer_len(len: usize) -> Result<u32, ClientError> {
 }
 
 /// Bulk fragment size for an MTU: `mtu - 32`, at least 1.
+/// The largest packet that may travel inline: a transport reporting `max_inline` above its
+/// MTU would refuse such a packet with `TooLarge`, so the smaller of the two bounds it.
+fn inline_limit(caps: &Capabilities) -> usize {
+    caps.max_inline.min(caps.mtu)
+}
+
 fn fragment_size(mtu: usize) -> Result<u32, ClientError> {
     match mtu.checked_sub(HEADER_LEN) {
         Some(0) | None => Err(ClientError::TransportTooSmall),
