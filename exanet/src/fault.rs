@@ -8,7 +8,13 @@
 //!   node/endpoint fail with `REMOTE_XLAT_FAULT`;
 //! * **unreachable node** (`set_unreachable`): every frame to or from the node is dropped,
 //!   so senders time out (`UNREACHABLE` after the engine's ack timeout);
-//! * **added latency** (`set_latency`): every frame is held that long before delivery.
+//! * **added latency** (`set_latency`): every frame is held that long before delivery;
+//! * **dropped frames** (`drop_frames`): the next `count` frames a node sends (or any node
+//!   sends) vanish on the wire, so the sender's NI times out (`UNREACHABLE` after its ack
+//!   timeout) unless a layer above resends;
+//! * **corrupted frames** (`corrupt_frames`): one bit of each of the next `count` frames a
+//!   node sends is flipped after the link checksum was computed, so the receiving link
+//!   discards the frame (same outcome as a drop, counted separately by the emulator).
 //!
 //! What it is not: a random fault generator; every rule is explicit and counted, so tests
 //! stay deterministic.
@@ -33,7 +39,12 @@ struct Rules {
     nacks: Vec<Rule>,
     xlat: Vec<Rule>,
     unreachable: Vec<u32>,
+    drops: Vec<Rule>,
+    corrupts: Vec<Rule>,
 }
+
+/// Coordinate of a frame rule that matches every sending node.
+pub const ANY_NODE: u32 = u32::MAX;
 
 /// The fault rules in force (see the module docs).
 #[derive(Debug, Default)]
@@ -52,8 +63,11 @@ impl FaultPlan {
     fn edit(&self, f: impl FnOnce(&mut Rules)) {
         let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut rules);
-        let any =
-            !rules.nacks.is_empty() || !rules.xlat.is_empty() || !rules.unreachable.is_empty();
+        let any = !rules.nacks.is_empty()
+            || !rules.xlat.is_empty()
+            || !rules.unreachable.is_empty()
+            || !rules.drops.is_empty()
+            || !rules.corrupts.is_empty();
         self.active.store(any, Ordering::Release);
     }
 
@@ -69,10 +83,9 @@ impl FaultPlan {
         let mut out = None;
         self.edit(|rules| {
             let list = pick(rules);
-            if let Some(i) = list
-                .iter()
-                .position(|r| r.coord == coord && r.ep.is_none_or(|e| e == ep))
-            {
+            if let Some(i) = list.iter().position(|r| {
+                (r.coord == coord || r.coord == ANY_NODE) && r.ep.is_none_or(|e| e == ep)
+            }) {
                 out = Some(list[i].reason);
                 list[i].remaining -= 1;
                 if list[i].remaining == 0 {
@@ -111,6 +124,45 @@ impl FaultPlan {
                 })
             });
         }
+    }
+
+    /// Drops the next `count` frames sent by the node at `coord` ([`ANY_NODE`]: by any node).
+    pub fn drop_frames(&self, coord: u32, count: u32) {
+        if count > 0 {
+            self.edit(|r| {
+                r.drops.push(Rule {
+                    coord,
+                    ep: None,
+                    reason: 0,
+                    remaining: count,
+                })
+            });
+        }
+    }
+
+    /// Corrupts the next `count` frames sent by the node at `coord` ([`ANY_NODE`]: by any
+    /// node).
+    pub fn corrupt_frames(&self, coord: u32, count: u32) {
+        if count > 0 {
+            self.edit(|r| {
+                r.corrupts.push(Rule {
+                    coord,
+                    ep: None,
+                    reason: 0,
+                    remaining: count,
+                })
+            });
+        }
+    }
+
+    /// Consumes one frame-drop rule for a frame sent by `src_coord`.
+    pub fn take_drop(&self, src_coord: u32) -> bool {
+        self.take(|r| &mut r.drops, src_coord, 0).is_some()
+    }
+
+    /// Consumes one corruption rule for a frame sent by `src_coord`.
+    pub fn take_corrupt(&self, src_coord: u32) -> bool {
+        self.take(|r| &mut r.corrupts, src_coord, 0).is_some()
     }
 
     /// Makes `coord` unreachable (or reachable again).
@@ -167,6 +219,7 @@ impl FaultPlan {
         let fmt = |l: &[Rule]| {
             l.iter()
                 .map(|r| match r.ep {
+                    None if r.coord == ANY_NODE => format!("*x{}", r.remaining),
                     Some(ep) => format!("{:#x}/{ep}x{}", r.coord, r.remaining),
                     None => format!("{:#x}/*x{}", r.coord, r.remaining),
                 })
@@ -174,9 +227,11 @@ impl FaultPlan {
                 .join(",")
         };
         format!(
-            "nack=[{}] xlat=[{}] unreachable=[{}] latency_us={}",
+            "nack=[{}] xlat=[{}] drop=[{}] corrupt=[{}] unreachable=[{}] latency_us={}",
             fmt(&rules.nacks),
             fmt(&rules.xlat),
+            fmt(&rules.drops),
+            fmt(&rules.corrupts),
             rules
                 .unreachable
                 .iter()
@@ -208,6 +263,11 @@ mod tests {
         assert!(f.is_unreachable(0x3000) && !f.is_unreachable(0x2000));
         f.set_unreachable(0x3000, false);
         assert!(!f.is_unreachable(0x3000));
+        f.drop_frames(0x1000, 2);
+        f.corrupt_frames(ANY_NODE, 1);
+        assert!(!f.take_drop(0x2000));
+        assert!(f.take_drop(0x1000) && f.take_drop(0x1000) && !f.take_drop(0x1000));
+        assert!(f.take_corrupt(0x2000) && !f.take_corrupt(0x1000));
         f.set_latency(Duration::from_micros(5));
         assert_eq!(f.latency_ns(), 5000);
         f.clear();

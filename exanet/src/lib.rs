@@ -17,8 +17,15 @@
 //! * [`nva`]: network virtual addresses and memory registration (a no-op on hardware, memfd
 //!   passing to the emulator);
 //! * [`emu`]: the `exanet-emu` emulator (UIO devices under a root directory, NI engine at
-//!   register level, all nodes driven by one adaptive fabric thread that passes
-//!   ExaNet-framed packets in process, doorbell wake-ups, fault injection).
+//!   register level, nodes joined pairwise by Unix stream socket links carrying
+//!   ExaNet-framed packets with a link checksum, all nodes driven by one adaptive fabric
+//!   thread, doorbell wake-ups, fault injection: NACKs, translation faults, dropped,
+//!   corrupted and delayed frames, unreachable nodes).
+//!
+//! Under gsas-core's reliability layer, open the transport with
+//! [`FailurePolicy::Lose`]: an undeliverable packet then counts as a lost datagram, which
+//! the layer resends. `docs/exanet.md` describes the emulator, the end-to-end tests and
+//! the board bundle.
 //!
 //! What it is not: a kernel driver (UIO does the kernel part), a NIC atomic engine (gsas
 //! does atomics in its service), or a model of real ExaNet timing.
@@ -80,7 +87,9 @@ pub use driver::{
 };
 pub use error::{Dest, OpenError, RdmaError, RegisterError, SendError, TxFailure};
 pub use io::{Map, Mmio, Model, RegIo, Shm, from_device_barrier, to_device_barrier};
-pub use transport::{ExanetPeer, ExanetTransport, RdmaHandle, TransportConfig, TransportStats};
+pub use transport::{
+    ExanetPeer, ExanetTransport, FailurePolicy, RdmaHandle, TransportConfig, TransportStats,
+};
 
 /// The coordinate of emulated node `idx` (model section 1): `fpga = idx % 4`,
 /// `x = (idx / 4) % 16`, `y = (idx / 64) % 16`, `z = (idx / 1024) % 16`, `tor = 0`.

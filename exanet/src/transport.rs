@@ -45,7 +45,8 @@
 //!
 //! Delivery: reliable (NACKed messages are resent; a message that still cannot be
 //! delivered, or a peer that does not answer, is reported through
-//! [`ExanetTransport::take_failure`] and once as `Err(Unreachable)` from `poll`), unordered
+//! [`ExanetTransport::take_failure`] and once as `Err(Unreachable)` from `poll`; with
+//! [`FailurePolicy::Lose`] it is only counted, for use under a reliability layer), unordered
 //! (a resent message may overtake later ones, and a bulk packet is delivered after its
 //! pull completes).
 //!
@@ -104,6 +105,23 @@ pub struct TransportConfig {
     pub release_timeout: Duration,
     /// Driver parameters.
     pub driver: DriverConfig,
+    /// What happens to a packet that could not be delivered.
+    pub on_failure: FailurePolicy,
+}
+
+/// What the transport does with a packet it could not deliver (NI timeout, NACKs beyond
+/// the driver's attempts, a bulk release overdue).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Queue a [`TxFailure`] for [`ExanetTransport::take_failure`] and make the next `poll`
+    /// return `Err(Unreachable)` once (the default: a caller without a reliability layer
+    /// learns of every loss).
+    #[default]
+    Report,
+    /// Count it ([`TransportStats::failures`]), log it at debug level, and otherwise treat
+    /// it as a lost datagram: for use under gsas-core's `Reliable`, which resends and
+    /// declares a peer unreachable at its own deadline.
+    Lose,
 }
 
 impl Default for TransportConfig {
@@ -114,6 +132,7 @@ impl Default for TransportConfig {
             rx_slots: 16,
             release_timeout: Duration::from_secs(10),
             driver: DriverConfig::default(),
+            on_failure: FailurePolicy::Report,
         }
     }
 }
@@ -133,6 +152,8 @@ pub struct TransportStats {
     pub overdue: u64,
     /// Releases resent after the driver gave up on them.
     pub releases_resent: u64,
+    /// Packets that could not be delivered (reported or lost, see [`FailurePolicy`]).
+    pub failures: u64,
     /// Notifications dropped because the queue was full.
     pub notifications_dropped: u64,
 }
@@ -350,8 +371,14 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
     }
 
     fn fail(&mut self, failure: TxFailure) {
-        self.failures.push_back(failure);
-        self.new_failure = true;
+        self.stats.failures += 1;
+        match self.cfg.on_failure {
+            FailurePolicy::Report => {
+                self.failures.push_back(failure);
+                self.new_failure = true;
+            }
+            FailurePolicy::Lose => log::debug!("exanet: lost: {failure}"),
+        }
     }
 
     /// Drives everything: TX statuses and resends, pull completions, the mailbox, waiting

@@ -41,7 +41,8 @@ fn rdma_one(ep: &mut Endpoint<Shm>, ch: usize, desc: RdmaDesc) -> RdmaCompletion
 fn layout_sysfs_and_identity() {
     let emu = EmuProc::start("layout", 2, &[]);
     let topo = std::fs::read_to_string(emu.root().join("topology")).unwrap();
-    assert!(topo.contains("node 3 coord 0x3000"), "{topo}");
+    assert!(topo.contains("node 3 coord 0x3000\n"), "{topo}");
+    assert!(topo.contains("fabric sockets"), "{topo}");
     let dev = uio_driver::UioPaths::new(
         emu.root().join("node2/sys/class/uio"),
         emu.root().join("node2/dev"),
@@ -241,6 +242,87 @@ fn forced_nack_and_ring_full_lose_nothing() {
     assert!(a.wait_tx_idle(LONG));
     assert!(a.stats().nacked > 5, "the ring filled up: {:?}", a.stats());
     assert!(a.take_failure().is_none());
+}
+
+/// Waits until the emulator's counters satisfy `ok`.
+fn wait_stats(emu: &EmuProc, what: &str, ok: impl Fn(&EmuStats) -> bool) -> EmuStats {
+    wait_for(LONG, what, || {
+        let s = EmuStats::parse(&emu.paths.control("stats").unwrap()).unwrap();
+        ok(&s).then_some(s)
+    })
+}
+
+#[test]
+fn dropped_and_corrupted_frames_are_lost_on_the_socket_links_and_reported() {
+    let emu = EmuProc::start("lossy", 1, &["--ack-timeout-ms", "200"]);
+    let mut a = open(&emu, 0, 0);
+    let mut b = open(&emu, 1, 0);
+    let to_b = b.info().dest();
+    let expect_failure = |a: &mut Endpoint<Shm>| {
+        let f = wait_for(LONG, "the failure report", || {
+            a.progress();
+            a.take_failure()
+        });
+        assert_eq!((f.dest, f.reason), (to_b, nack::UNREACHABLE), "{f}");
+    };
+    // A dropped message: never delivered, reported by the sender's NI after its timeout.
+    emu.paths.control("drop 0 1").unwrap();
+    a.try_send(to_b, b"lost", 0).unwrap();
+    expect_failure(&mut a);
+    assert!(b.recv().is_none(), "a dropped frame was delivered");
+    // A corrupted message: the receiving link's checksum discards it.
+    emu.paths.control("corrupt 0 1").unwrap();
+    a.try_send(to_b, b"damaged", 0).unwrap();
+    expect_failure(&mut a);
+    assert!(b.recv().is_none(), "a corrupted frame was delivered");
+    // A corrupted ack: the message arrives, yet the sender cannot know (the layer above
+    // must resend and discard the duplicate).
+    emu.paths.control("corrupt 1 1").unwrap();
+    a.try_send(to_b, b"arrived", 0).unwrap();
+    assert_eq!(recv(&mut b).data(), b"arrived");
+    expect_failure(&mut a);
+    let s = wait_stats(&emu, "the loss counters", |s| {
+        s.dropped == 1 && s.corrupted == 2
+    });
+    assert!(s.frames >= 4, "{s}");
+    // The links work as before once the rules are used up.
+    a.send_timeout(to_b, b"intact", 0, LONG).unwrap();
+    assert_eq!(recv(&mut b).data(), b"intact");
+    assert!(a.take_failure().is_none());
+    let faults = emu.paths.control("faults").unwrap();
+    assert!(faults.contains("drop=[] corrupt=[]"), "{faults}");
+}
+
+#[test]
+fn the_in_process_fabric_carries_the_same_traffic() {
+    let emu = EmuProc::start("inproc", 1, &["--fabric", "in-process"]);
+    let topo = std::fs::read_to_string(emu.root().join("topology")).unwrap();
+    assert!(topo.contains("fabric in-process"), "{topo}");
+    let mut a = open(&emu, 0, 0);
+    let mut b = open(&emu, 3, 0);
+    // 100 messages into a 64-slot ring: the NACKed ones are resent, possibly out of order.
+    for i in 0..100u8 {
+        a.send_timeout(b.info().dest(), &[i; 40], 0, LONG).unwrap();
+    }
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let start = Instant::now();
+    while got.len() < 100 {
+        assert!(start.elapsed() < LONG, "only {} of 100 arrived", got.len());
+        a.progress();
+        while let Some(m) = b.recv() {
+            got.push(m.data().to_vec());
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    got.sort();
+    assert_eq!(got, (0..100u8).map(|i| vec![i; 40]).collect::<Vec<_>>());
+    emu.paths.control("drop * 1").unwrap();
+    emu.paths.control("corrupt 0 1").unwrap();
+    assert!(a.try_send(b.info().dest(), b"x", 0).is_ok());
+    assert!(a.try_send(b.info().dest(), b"y", 0).is_ok());
+    wait_stats(&emu, "one drop and one corruption", |s| {
+        s.dropped == 1 && s.corrupted == 1
+    });
 }
 
 #[test]

@@ -13,6 +13,9 @@
 //!                                  valgrind --tool=callgrind --toggle-collect='*send_one*'
 //! ```
 //!
+//! `EXANET_BENCH_FABRIC=in-process` runs the emulator with frames handed over inside its
+//! fabric thread instead of its default per-node loopback sockets.
+//!
 //! The emulator runs in this process (`exanet::emu::Emulator`, same fabric thread as the
 //! `exanet-emu` binary) under a temporary root. The client and the service each run on
 //! their own thread and poll (yielding the CPU between looks), as a gsas PE would.
@@ -21,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use exanet::emu::{EmuConfig, Emulator};
+use exanet::emu::{EmuConfig, Emulator, FabricMode};
 use exanet::io::model::{ModelConfig, ModelFabric};
 use exanet::nva::{EmuRegistrar, MemSegment};
 use exanet::{Dest, DriverConfig, Endpoint, ExanetTransport, Model, Shm, TransportConfig};
@@ -106,8 +109,13 @@ struct Setup {
 fn setup() -> Setup {
     let root = std::env::temp_dir().join(format!("exanet-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
+    let fabric = match std::env::var("EXANET_BENCH_FABRIC") {
+        Ok(word) => word.parse().expect("EXANET_BENCH_FABRIC"),
+        Err(_) => FabricMode::default(),
+    };
     let emu = Emulator::start(EmuConfig {
         eps: 1,
+        fabric,
         ..EmuConfig::new(&root)
     })
     .expect("start emulator");

@@ -1,26 +1,34 @@
-//! The fabric thread: every emulated node's NI engine, the frames between them, and the IRQ
+//! The fabric thread: every emulated node's NI engine, the links between them, and the IRQ
 //! and registration sockets of every endpoint, driven by one thread.
+//!
+//! Links ([`FabricMode`]): by default every pair of nodes is joined by a point-to-point link,
+//! a connected pair of Unix stream sockets, one end per node ([`super::link`]), and every
+//! frame between two nodes crosses the kernel in the ExaNet three-part framing of
+//! [`crate::frame`] plus a link checksum; the frames a node emits towards one peer in a
+//! round leave in one `write`, and the ends written to are read right after. Frames between
+//! endpoints of the same node stay inside the node's NI. [`FabricMode::InProcess`] hands
+//! the same sealed datagrams from the sending engine to the receiving one without a system
+//! call (faster, for benchmarks of the driver alone). Both modes apply the frame faults
+//! (drop, corrupt, latency) at the same point, when a frame leaves its node's outbox.
 //!
 //! Why one thread for all nodes: on a small host (the reference machine has 2 cores) every
 //! thread that polls shared memory competes with the driver processes it serves, and a
 //! hand-off to a blocked thread costs a wake-up (about 70 us on a VM). One thread that
-//! runs the sending node's engine, hands the frame to the receiving node's engine in the
-//! same pass and carries the ack back needs no hand-off and no system call per frame.
-//! Frames keep the ExaNet three-part encoding of [`crate::frame`] (encoded by the sender,
-//! parsed by the receiver); they travel through an in-process queue (model section 12
-//! allows in-process channels), which also holds them for the `latency` fault.
+//! runs the sending node's engine, writes the frame, reads it from the destination node's
+//! end of the link and runs that engine in the same pass needs no thread hand-off.
 //!
 //! Loop: drain control commands, poll every engine ([`NodeEngine::poll`]: Acquire loads of
-//! the doorbells and consumer counters, Release stores of what it publishes), deliver every
-//! due frame ([`NodeEngine::on_frame`]), raise IRQs. Pacing is adaptive:
+//! the doorbells and consumer counters, Release stores of what it publishes), move every
+//! due frame (outbox, faults, link, [`NodeEngine::on_frame`]), raise IRQs. Pacing is
+//! adaptive:
 //! * while a pass did work, the next pass starts at once;
 //! * for [`EmuConfig::spin`](super::EmuConfig::spin) after the last work it keeps polling,
 //!   yielding the CPU between passes (drivers on the same core run), and looks at the
 //!   sockets with a zero-timeout `ppoll` every 100 us;
 //! * then it dozes: it sets the doze flag ([`super::wake`]), polls once more, and sleeps
-//!   in `ppoll` on all sockets (the wake socket included) until a doorbell's wake-up, a
-//!   socket event, the next engine timer or frame due time, or the idle limit (growing from
-//!   100 us to 10 ms; 1 ms while operations are in flight).
+//!   in `ppoll` on all sockets (the wake socket and the node links included) until a
+//!   doorbell's wake-up, a socket event, the next engine timer or frame due time, or the
+//!   idle limit (growing from 100 us to 10 ms; 1 ms while operations are in flight).
 //!
 //! Thread safety: the fabric is moved into its thread; it shares only the fault plan and
 //! the stop flag, and receives [`FabricCmd`]s over a channel.
@@ -36,6 +44,8 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapRaw;
 
+use super::FabricMode;
+use super::link::{self, LinkEnd, MAX_DATAGRAM};
 use super::wake::DozeFlag;
 use crate::engine::{Net, NodeEngine, Region};
 use crate::fault::FaultPlan;
@@ -48,7 +58,7 @@ use crate::sys;
 pub(crate) struct FabricCounters {
     /// Passes over all engines.
     pub passes: AtomicU64,
-    /// Frames delivered between engines.
+    /// Frames that left a node's outbox (dropped and corrupted ones included).
     pub frames: AtomicU64,
     /// Times the thread went to sleep.
     pub dozes: AtomicU64,
@@ -56,6 +66,10 @@ pub(crate) struct FabricCounters {
     pub wakeups: AtomicU64,
     /// Whether it sleeps right now.
     pub dozing: AtomicBool,
+    /// Frames dropped by the `drop` fault.
+    pub dropped: AtomicU64,
+    /// Frames discarded by the receiving link because their checksum was wrong.
+    pub corrupted: AtomicU64,
 }
 
 /// A management command for the fabric thread.
@@ -107,6 +121,7 @@ pub(crate) struct NodeSlot {
 
 struct Frame {
     due: u64,
+    src: usize,
     len: usize,
     buf: [u8; MAX_FRAME],
 }
@@ -121,6 +136,7 @@ struct FrameQueue {
 struct QueueNet<'a> {
     frames: &'a mut FrameQueue,
     due: u64,
+    src: usize,
 }
 
 impl Net for QueueNet<'_> {
@@ -130,11 +146,39 @@ impl Net for QueueNet<'_> {
         buf[..len].copy_from_slice(&frame[..len]);
         self.frames.queue.push_back(Frame {
             due: self.due,
+            src: self.src,
             len,
             buf,
         });
     }
 }
+
+/// A sealed datagram on its way from node `src` to node `dst`.
+#[derive(Clone, Copy)]
+struct Outgoing {
+    src: usize,
+    dst: usize,
+    len: usize,
+}
+
+/// Buffers of the link path, allocated once.
+struct LinkBufs {
+    /// Sealed datagrams of the current batch (indexed like `out`).
+    pool: Vec<[u8; MAX_DATAGRAM]>,
+    out: Vec<Outgoing>,
+}
+
+impl LinkBufs {
+    fn new() -> Self {
+        LinkBufs {
+            pool: vec![[0u8; MAX_DATAGRAM]; OUT_BATCH],
+            out: Vec::with_capacity(OUT_BATCH),
+        }
+    }
+}
+
+/// Frames taken from the outbox per batch.
+const OUT_BATCH: usize = 256;
 
 /// Most frames delivered in one pass (a bound, not a limit in practice: the engines keep at
 /// most a window of packets in flight).
@@ -151,6 +195,7 @@ const SLEEP_BUSY_MAX: Duration = Duration::from_millis(1);
 #[derive(Clone, Copy)]
 enum FdRole {
     Wake,
+    Link,
     Ep(usize, usize),
 }
 
@@ -166,6 +211,16 @@ pub(crate) struct Fabric {
     pub epoch: Instant,
     pub spin: Duration,
     pub counters: Arc<FabricCounters>,
+    /// `links[n][m]`: node n's end of the link to node m (`None` for n == m, and
+    /// everywhere in [`FabricMode::InProcess`]).
+    links: Vec<Vec<Option<LinkEnd>>>,
+    /// `unread[n][m]`: bytes were written towards node n's end of the link to m since
+    /// it was last read. Unix stream sockets queue the bytes inside `write`, so only those
+    /// ends (or all, after a readable poll) are read.
+    unread: Vec<Vec<bool>>,
+    /// A link was polled readable: read every end in the next pass.
+    links_readable: bool,
+    bufs: LinkBufs,
     frames: FrameQueue,
     fds: Vec<libc::pollfd>,
     roles: Vec<FdRole>,
@@ -183,6 +238,7 @@ impl Fabric {
         epoch: Instant,
         spin: Duration,
         counters: Arc<FabricCounters>,
+        links: Vec<Vec<Option<LinkEnd>>>,
     ) -> Self {
         let coords = nodes.iter().map(|n| n.engine.coord()).collect();
         Fabric {
@@ -196,6 +252,10 @@ impl Fabric {
             epoch,
             spin,
             counters,
+            unread: vec![vec![false; links.len()]; links.len()],
+            links,
+            links_readable: false,
+            bufs: LinkBufs::new(),
             frames: FrameQueue::default(),
             fds: Vec::new(),
             roles: Vec::new(),
@@ -213,7 +273,12 @@ impl Fabric {
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
         let nodes = self.nodes.len();
         let eps: usize = self.nodes.iter().map(|n| n.eps.len()).sum();
-        log::info!("fabric up: {nodes} node(s), {eps} endpoint(s)");
+        let mode = if self.links.is_empty() {
+            FabricMode::InProcess
+        } else {
+            FabricMode::Sockets
+        };
+        log::info!("fabric up: {nodes} node(s), {eps} endpoint(s), links {mode:?}");
         let mut last_work = Instant::now();
         let mut last_sockets = Instant::now();
         let mut sleep = SLEEP_MIN;
@@ -293,12 +358,13 @@ impl Fabric {
             }
         }
         let due = now + self.faults.latency_ns();
-        for node in &mut self.nodes {
+        for (src, node) in self.nodes.iter_mut().enumerate() {
             worked |= node.engine.poll(
                 now,
                 &mut QueueNet {
                     frames: &mut self.frames,
                     due,
+                    src,
                 },
             );
         }
@@ -319,38 +385,158 @@ impl Fabric {
         (self.coords.get(idx) == Some(&coord)).then_some(idx)
     }
 
-    /// Hands every due frame to its destination engine (answers join the queue).
+    /// Moves every due frame: outbox, frame faults, link (socket or in process), receiving
+    /// engine (whose answers join the outbox). Returns whether any frame moved.
     fn deliver(&mut self, now: u64, due: u64) -> bool {
-        let mut n = 0;
-        while n < FRAMES_PER_PASS {
-            match self.frames.queue.front() {
-                Some(f) if f.due <= now => {}
-                _ => break,
+        let mut moved = 0;
+        loop {
+            self.bufs.out.clear();
+            while self.bufs.out.len() < OUT_BATCH {
+                match self.frames.queue.front() {
+                    Some(f) if f.due <= now => {}
+                    _ => break,
+                }
+                let frame = self.frames.queue.pop_front().expect("front exists");
+                moved += 1;
+                self.stage(&frame);
             }
-            let frame = self.frames.queue.pop_front().expect("front exists");
-            n += 1;
-            let bytes = &frame.buf[..frame.len];
-            match FramePacket::new_checked(bytes).map(|p| p.dst_coord()) {
-                Ok(dst) => match self.node_of(dst) {
-                    Some(i) => {
-                        self.nodes[i].engine.on_frame(
-                            bytes,
-                            now,
-                            &mut QueueNet {
-                                frames: &mut self.frames,
-                                due,
-                            },
-                        );
+            let staged = !self.bufs.out.is_empty();
+            for i in 0..self.bufs.out.len() {
+                let o = self.bufs.out[i];
+                if self.links.is_empty() || o.src == o.dst {
+                    // In process, or within one node (the NI's own loopback).
+                    let datagram = self.bufs.pool[i];
+                    self.receive(o.dst, &datagram[..o.len], now, due);
+                } else if let Some(end) = self.links[o.src][o.dst].as_mut() {
+                    end.push(&self.bufs.pool[i][..o.len]);
+                }
+            }
+            let (flushed, received) = if self.links.is_empty() {
+                (false, false)
+            } else {
+                (self.flush_links(), self.receive_links(now, due))
+            };
+            if (!staged && !flushed && !received) || moved >= FRAMES_PER_PASS {
+                break;
+            }
+        }
+        if moved > 0 {
+            self.counters
+                .frames
+                .fetch_add(moved as u64, Ordering::Relaxed);
+        }
+        moved > 0
+    }
+
+    /// Applies the frame faults to `frame` and, unless it is dropped, seals it into the
+    /// next pool buffer.
+    fn stage(&mut self, frame: &Frame) {
+        let bytes = &frame.buf[..frame.len];
+        let dst = match FramePacket::new_checked(bytes).map(|p| p.dst_coord()) {
+            Ok(dst) => match self.node_of(dst) {
+                Some(i) => i,
+                None => {
+                    log::debug!("no node at {dst:#x}; frame dropped");
+                    return;
+                }
+            },
+            Err(e) => {
+                log::warn!("malformed frame dropped: {e}");
+                return;
+            }
+        };
+        let src_coord = self.coords[frame.src];
+        if self.faults.take_drop(src_coord) {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            log::debug!("fault: dropped a frame from {src_coord:#x}");
+            return;
+        }
+        let slot = self.bufs.out.len();
+        let buf = &mut self.bufs.pool[slot];
+        buf[..frame.len].copy_from_slice(bytes);
+        let len = link::seal(buf, frame.len);
+        if self.faults.take_corrupt(src_coord) {
+            // A bit in the middle of the frame; the receiving link's check discards it.
+            buf[frame.len / 2] ^= 0x08;
+            log::debug!("fault: corrupted a frame from {src_coord:#x}");
+        }
+        self.bufs.out.push(Outgoing {
+            src: frame.src,
+            dst,
+            len,
+        });
+    }
+
+    /// Writes every link end's queued records (one `write` per end); returns whether any
+    /// bytes left. Records a full socket does not take stay queued, in order, for the
+    /// next round (the reader is this thread, which drains the peer ends next).
+    fn flush_links(&mut self) -> bool {
+        let mut any = false;
+        for n in 0..self.links.len() {
+            for m in 0..self.links.len() {
+                let Some(end) = self.links[n][m].as_mut() else {
+                    continue;
+                };
+                if !end.has_output() {
+                    continue;
+                }
+                match end.flush() {
+                    Ok(0) => {}
+                    Ok(_) => {
+                        any = true;
+                        self.unread[m][n] = true;
                     }
-                    None => log::debug!("no node at {dst:#x}; frame dropped"),
-                },
-                Err(e) => log::warn!("malformed frame dropped: {e}"),
+                    Err(e) => log::warn!("link {n} -> {m}: write failed: {e}"),
+                }
             }
         }
-        if n > 0 {
-            self.counters.frames.fetch_add(n as u64, Ordering::Relaxed);
+        any
+    }
+
+    /// Reads the link ends that were written to (every end after a readable poll) and
+    /// hands each frame to the end's node; returns whether any frame came.
+    fn receive_links(&mut self, now: u64, due: u64) -> bool {
+        let mut any = false;
+        let all = std::mem::take(&mut self.links_readable);
+        for n in 0..self.links.len() {
+            for m in 0..self.links.len() {
+                if !(all || self.unread[n][m]) {
+                    continue;
+                }
+                self.unread[n][m] = false;
+                // Taken out for the call, so that the callback may use the whole fabric.
+                let Some(mut end) = self.links[n][m].take() else {
+                    continue;
+                };
+                match end.receive(|datagram| self.receive(n, datagram, now, due)) {
+                    Ok(count) => any |= count > 0,
+                    Err(e) => log::warn!("link {m} -> {n}: read failed: {e}"),
+                }
+                self.links[n][m] = Some(end);
+            }
         }
-        n > 0
+        any
+    }
+
+    /// Checks a datagram's link checksum and hands its frame to node `dst`'s engine.
+    fn receive(&mut self, dst: usize, datagram: &[u8], now: u64, due: u64) {
+        match link::open(datagram) {
+            Some(frame) => {
+                self.nodes[dst].engine.on_frame(
+                    frame,
+                    now,
+                    &mut QueueNet {
+                        frames: &mut self.frames,
+                        due,
+                        src: dst,
+                    },
+                );
+            }
+            None => {
+                self.counters.corrupted.fetch_add(1, Ordering::Relaxed);
+                log::debug!("node {dst}: link check failed; frame discarded");
+            }
+        }
     }
 
     /// Polls every socket for at most `timeout` and services the ready ones; returns
@@ -365,6 +551,10 @@ impl Fabric {
         };
         self.fds.push(entry(self.wake.as_raw_fd()));
         self.roles.push(FdRole::Wake);
+        for end in self.links.iter().flatten().flatten() {
+            self.fds.push(entry(end.raw_fd()));
+            self.roles.push(FdRole::Link);
+        }
         for (n, node) in self.nodes.iter().enumerate() {
             for (k, ep) in node.eps.iter().enumerate() {
                 let fds = [&ep.irq_listener, &ep.mgmt_listener]
@@ -398,6 +588,10 @@ impl Fabric {
                     while self.wake.recv(&mut buf).is_ok() {
                         self.counters.wakeups.fetch_add(1, Ordering::Relaxed);
                     }
+                    worked = true;
+                }
+                FdRole::Link => {
+                    self.links_readable = true;
                     worked = true;
                 }
                 FdRole::Ep(n, k) if last != Some((n, k)) => {

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! <root>/ready                       written last: "pid <pid>"; tests wait for it
-//! <root>/topology                    "nodes N eps E pdid P" then "node <i> coord 0x<c>"
+//! <root>/topology                    "nodes N eps E pdid P fabric sockets|in-process" then
+//!                                    "node <i> coord 0x<c>"
 //! <root>/control                     control socket (SOCK_STREAM, text commands below)
 //! <root>/doze, <root>/wake           doorbell wake-up of the dozing fabric thread (see wake)
 //! <root>/node<i>/ep<k>/map0..map3    the endpoint's maps (regs 4 KiB, mbox 8 KiB, pktz 4 KiB, rdma 4 KiB)
@@ -22,8 +23,13 @@
 //! [`EmuPaths::registrar`].
 //!
 //! The NI work of each node is a [`crate::engine::NodeEngine`]; frames between nodes keep
-//! the ExaNet three-part framing of [`crate::frame`] and travel through an in-process
-//! queue of the fabric thread (no system call per frame). The fabric thread polls while
+//! the ExaNet three-part framing of [`crate::frame`] plus a link checksum, and by default
+//! ([`FabricMode::Sockets`]) travel over point-to-point links between the nodes: a
+//! connected pair of Unix stream sockets per pair of nodes, each node holding its own
+//! ends, a round's frames towards one peer in one `write` (see `src/emu/link.rs`).
+//! [`FabricMode::InProcess`] (`--fabric in-process`) hands them over inside the fabric
+//! thread instead, which is faster and meant for benchmarks of the driver side only; every
+//! fault works in both modes. The fabric thread polls while
 //! traffic flows and for [`EmuConfig::spin`] after it (yielding the CPU between passes),
 //! then dozes in `ppoll`; a driver's doorbell wakes it through [`wake`] (the pacing is
 //! described in `src/emu/fabric.rs`). So a quiet emulator costs almost no CPU (one timed
@@ -42,19 +48,28 @@
 //! | `xlat <node> <ep> <count>` | fail the next `count` remote RDMA accesses with a translation fault |
 //! | `unreachable <node> on\|off` | drop every frame to and from the node |
 //! | `latency <us>` | hold every frame `us` microseconds |
+//! | `drop <node\|*> <count>` | drop the next `count` frames the node (any node) sends |
+//! | `corrupt <node\|*> <count>` | flip a bit in the next `count` frames the node sends (the receiving link discards them) |
 //! | `pdid <node> <ep> <value>` | change an endpoint's PDID (management path) |
 //! | `enable <node> <ep> on\|off` | enable or disable an endpoint |
 //! | `clear` | remove all fault rules and the latency |
 //! | `faults` | describe the rules in force |
-//! | `stats` | `ok passes P frames F dozes D wakeups W dozing 0\|1` (fabric thread counters, see [`EmuStats`]) |
+//! | `stats` | `ok passes P frames F dozes D wakeups W dozing 0\|1 dropped X corrupted C` (fabric thread counters, see [`EmuStats`]) |
+//!
+//! Lost frames: the NI does not retransmit. A dropped or corrupted frame makes its
+//! sender's NI time out after `ack_timeout` and report the message `NACKED/UNREACHABLE` or
+//! the RDMA descriptor `UNREACHABLE`; the layer above resends (gsas: the reliability
+//! layer). Keep `ack_timeout` short in tests that inject drops.
 //!
 //! What it is not: a timing model (only the optional fixed latency), nor a multi-host
-//! fabric (all nodes live in one process and one thread).
+//! fabric (all nodes are driven by one process and one thread; each holds its own link
+//! sockets).
 //!
 //! Thread safety: [`Emulator`] is `Send`; its threads share only the fault plan (atomics
 //! and a mutex) and a command channel.
 
 mod fabric;
+mod link;
 mod logger;
 pub mod wake;
 
@@ -93,6 +108,39 @@ use crate::regs::{MAP_NAMES, MAP_SIZES, nack};
 use crate::transport::{ExanetTransport, TransportConfig};
 use fabric::{EpIo, Fabric, FabricCmd, FabricCounters, NodeSlot};
 
+/// How frames travel between emulated nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FabricMode {
+    /// Every pair of nodes is joined by a pair of connected Unix stream sockets (each node
+    /// holds its own ends); frames between nodes cross the kernel (default).
+    #[default]
+    Sockets,
+    /// Frames are handed from engine to engine inside the fabric thread (no system call).
+    InProcess,
+}
+
+impl std::str::FromStr for FabricMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sockets" => Ok(FabricMode::Sockets),
+            "in-process" => Ok(FabricMode::InProcess),
+            other => Err(format!(
+                "unknown fabric {other:?} (expected sockets or in-process)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for FabricMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FabricMode::Sockets => "sockets",
+            FabricMode::InProcess => "in-process",
+        })
+    }
+}
+
 /// Configuration of an emulator run.
 #[derive(Clone, Debug)]
 pub struct EmuConfig {
@@ -112,11 +160,13 @@ pub struct EmuConfig {
     /// (yielding the CPU between passes). Longer means fewer wake-ups between bursts of
     /// traffic, shorter means less CPU burnt after them.
     pub spin: Duration,
+    /// How frames travel between nodes.
+    pub fabric: FabricMode,
 }
 
 impl EmuConfig {
     /// Defaults: 4 nodes (one QFDB), 4 endpoints each, PDID 1, 1 s ack timeout (generous:
-    /// the NI is software on a shared host), 1 ms spin before dozing.
+    /// the NI is software on a shared host), 1 ms spin before dozing, socket links.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         EmuConfig {
             root: root.into(),
@@ -126,6 +176,7 @@ impl EmuConfig {
             ack_timeout: Duration::from_secs(1),
             faults: Vec::new(),
             spin: Duration::from_millis(1),
+            fabric: FabricMode::Sockets,
         }
     }
 }
@@ -265,7 +316,8 @@ struct Ctx {
 pub struct EmuStats {
     /// Passes over all engines.
     pub passes: u64,
-    /// Frames delivered between nodes (acks and responses included).
+    /// Frames sent between nodes (acks and responses included; dropped and corrupted
+    /// ones too).
     pub frames: u64,
     /// Times the fabric thread went to sleep.
     pub dozes: u64,
@@ -274,6 +326,10 @@ pub struct EmuStats {
     pub wakeups: u64,
     /// Whether it sleeps right now.
     pub dozing: bool,
+    /// Frames dropped by the `drop` fault.
+    pub dropped: u64,
+    /// Frames discarded by a receiving link (checksum wrong: the `corrupt` fault).
+    pub corrupted: u64,
 }
 
 impl EmuStats {
@@ -284,6 +340,8 @@ impl EmuStats {
             dozes: c.dozes.load(Ordering::Relaxed),
             wakeups: c.wakeups.load(Ordering::Relaxed),
             dozing: c.dozing.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+            corrupted: c.corrupted.load(Ordering::Relaxed),
         }
     }
 
@@ -299,6 +357,8 @@ impl EmuStats {
                 "dozes" => s.dozes = v,
                 "wakeups" => s.wakeups = v,
                 "dozing" => s.dozing = v != 0,
+                "dropped" => s.dropped = v,
+                "corrupted" => s.corrupted = v,
                 _ => return None,
             }
         }
@@ -310,12 +370,14 @@ impl std::fmt::Display for EmuStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "passes {} frames {} dozes {} wakeups {} dozing {}",
+            "passes {} frames {} dozes {} wakeups {} dozing {} dropped {} corrupted {}",
             self.passes,
             self.frames,
             self.dozes,
             self.wakeups,
-            u8::from(self.dozing)
+            u8::from(self.dozing),
+            self.dropped,
+            self.corrupted
         )
     }
 }
@@ -394,6 +456,19 @@ impl Ctx {
                 let n = self.node(w.next())?;
                 self.faults
                     .set_unreachable(coord(n), Self::on_off(w.next())?);
+                Ok(String::new())
+            }
+            Some(cmd @ ("drop" | "corrupt")) => {
+                let n = match w.next() {
+                    Some("*") => crate::fault::ANY_NODE,
+                    word => coord(self.node(word)?),
+                };
+                let count = Self::num(w.next(), "count")? as u32;
+                if cmd == "drop" {
+                    self.faults.drop_frames(n, count);
+                } else {
+                    self.faults.corrupt_frames(n, count);
+                }
                 Ok(String::new())
             }
             Some("latency") => {
@@ -500,6 +575,22 @@ impl Emulator {
         wake.set_nonblocking(true)?;
         let doze = wake::DozeFlag::create(&cfg.root.join(wake::DOZE_FILE))?;
         let mut nodes = Vec::new();
+        // links[n][m]: node n's end of the link to node m.
+        let mut links: Vec<Vec<Option<link::LinkEnd>>> = Vec::new();
+        if cfg.fabric == FabricMode::Sockets {
+            // Two descriptors per endpoint (listeners) and one per link end, plus slack.
+            let needed = cfg.nodes * cfg.eps * 2 + cfg.nodes * (cfg.nodes - 1) + 64;
+            ensure_descriptors(needed as u64)?;
+            links = (0..cfg.nodes)
+                .map(|_| (0..cfg.nodes).map(|_| None).collect())
+                .collect();
+            let pairs = (0..cfg.nodes).flat_map(|a| (a + 1..cfg.nodes).map(move |b| (a, b)));
+            for (a, b) in pairs {
+                let (end_a, end_b) = link::link_pair()?;
+                links[a][b] = Some(end_a);
+                links[b][a] = Some(end_b);
+            }
+        }
         for n in 0..cfg.nodes {
             fs::create_dir_all(paths.node_dir(n))?;
             let mut engine = NodeEngine::new(
@@ -568,7 +659,10 @@ impl Emulator {
         }
         let listener = UnixListener::bind(paths.control_path())?;
         listener.set_nonblocking(true)?;
-        let mut topo = format!("nodes {} eps {} pdid {}\n", cfg.nodes, cfg.eps, cfg.pdid);
+        let mut topo = format!(
+            "nodes {} eps {} pdid {} fabric {}\n",
+            cfg.nodes, cfg.eps, cfg.pdid, cfg.fabric
+        );
         for n in 0..cfg.nodes {
             topo.push_str(&format!("node {n} coord {:#x}\n", crate::node_coord(n)));
         }
@@ -583,6 +677,7 @@ impl Emulator {
             epoch,
             cfg.spin,
             Arc::clone(&counters),
+            links,
         );
         let mut threads = vec![
             std::thread::Builder::new()
@@ -649,6 +744,37 @@ impl Drop for Emulator {
     }
 }
 
+/// Raises the soft `RLIMIT_NOFILE` to `needed` (within the hard limit), or explains why
+/// the socket fabric cannot be built.
+fn ensure_descriptors(needed: u64) -> io::Result<()> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a writable rlimit alive across the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur >= needed {
+        return Ok(());
+    }
+    if lim.rlim_max >= needed {
+        let raised = libc::rlimit {
+            rlim_cur: needed,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `raised` is a readable rlimit alive across the call.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(());
+        }
+    }
+    Err(io::Error::other(format!(
+        "the socket fabric needs about {needed} file descriptors, RLIMIT_NOFILE allows {} \
+         (hard {}): raise it (ulimit -n), use fewer nodes or endpoints, or --fabric in-process",
+        lim.rlim_cur, lim.rlim_max
+    )))
+}
+
 /// Usage text of the `exanet-emu` binary.
 pub const USAGE: &str = "\
 usage: exanet-emu --root DIR [options]
@@ -663,9 +789,13 @@ options:
   --ack-timeout-ms T    NI ack timeout before UNREACHABLE (default 1000)
   --spin-us S           keep polling S microseconds after the last work before
                         dozing (default 1000; doorbells wake a dozing emulator)
+  --fabric F            sockets (default: a Unix stream socket pair between every
+                        two nodes) or in-process (frames handed over inside the
+                        emulator)
   --latency-us U        hold every frame U microseconds (default 0)
   --fault CMD           apply a control command at start (repeatable), e.g.
                         --fault 'nack 1 0 5 ring-full' --fault 'unreachable 3 on'
+                        --fault 'drop * 3' --fault 'corrupt 2 1'
   --log LEVEL           error|warn|info|debug|trace (default info)
   --help                this text
 
@@ -700,6 +830,7 @@ pub fn parse_args(args: &[String]) -> Result<(EmuConfig, log::LevelFilter), Stri
                     Duration::from_millis(num(val("--ack-timeout-ms")?, "--ack-timeout-ms")?)
             }
             "--latency-us" => latency = Some(num(val("--latency-us")?, "--latency-us")?),
+            "--fabric" => cfg.fabric = val("--fabric")?.parse()?,
             "--spin-us" => cfg.spin = Duration::from_micros(num(val("--spin-us")?, "--spin-us")?),
             "--fault" => cfg.faults.push(val("--fault")?),
             "--log" => {
@@ -728,7 +859,13 @@ mod tests {
 
     #[test]
     fn cli_parses_and_rejects() {
-        let (cfg, level) = parse_args(&args("--root /tmp/x --nodes 2 --eps 3 --pdid 9 --ack-timeout-ms 5 --latency-us 7 --spin-us 30 --log debug")).unwrap();
+        let (cfg, level) = parse_args(&args("--root /tmp/x --nodes 2 --eps 3 --pdid 9 --ack-timeout-ms 5 --latency-us 7 --spin-us 30 --fabric in-process --log debug")).unwrap();
+        assert_eq!(cfg.fabric, FabricMode::InProcess);
+        assert!(
+            parse_args(&args("--root x --fabric carrier-pigeon"))
+                .unwrap_err()
+                .contains("carrier-pigeon")
+        );
         assert_eq!((cfg.nodes, cfg.eps, cfg.pdid), (2, 3, 9));
         assert_eq!(cfg.ack_timeout, Duration::from_millis(5));
         assert_eq!(cfg.spin, Duration::from_micros(30));
@@ -802,5 +939,11 @@ mod tests {
         let stats = EmuStats::parse(&ctx.execute("stats").unwrap()).unwrap();
         assert_eq!((stats.frames, stats.dozing, stats.wakeups), (12, true, 0));
         assert_eq!(EmuStats::parse("frames x"), None);
+        ctx.execute("drop * 2").unwrap();
+        ctx.execute("corrupt 2 1").unwrap();
+        assert!(ctx.faults.take_corrupt(0x2000) && !ctx.faults.take_corrupt(0x2000));
+        assert!(ctx.faults.take_drop(0x1000) && ctx.faults.take_drop(0x3000));
+        assert!(!ctx.faults.take_drop(0x1000));
+        assert!(ctx.execute("drop 7 1").unwrap_err().contains("no node 7"));
     }
 }
