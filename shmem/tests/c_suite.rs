@@ -8,10 +8,13 @@
 //! replaces files whose content changed). Each program of `shmem/tests/c/` is a
 //! `#[test]` of its own: it is compiled with the installed wrapper and run
 //!
-//! * over shared memory, one node: the installed `oshrun -n N` for N = 1, 2, 4;
+//! * over shared memory, one node: the installed `oshrun -n N` for N = 1, 2, 4 (the
+//!   collectives and teams programs `coll_*`, `team_*` of issue 6: N = 1, 2, 3, 4, 8, see
+//!   [`COLL_MATRIX`]);
 //! * over UDP, two nodes: two installed `gsas-atomicd` daemons on loopback, started here
 //!   from a generated cluster file (`gsas-atomicd --config FILE --node I`), and the PEs
-//!   spread over them in contiguous blocks (2 PEs: 1+1, 4 PEs: 2+2), each PE started with
+//!   spread over them in contiguous blocks, the first node taking the larger half (2 PEs:
+//!   1+1, 3 PEs: 2+1, 4 PEs: 2+2, 8 PEs: 4+4), each PE started with
 //!   its node's `GSAS_SERVICE`, `GSAS_NODE`, a shared job id and key, and PMI from the
 //!   gsas launcher library (`gsas::launch::job::run_job`, the code `oshrun` runs: the
 //!   installed `oshrun` hosts its own single-node service and cannot join running daemons).
@@ -31,8 +34,12 @@
 //! aarch64 build (cross compiler `aarch64-linux-gnu-gcc`, recorded in the wrappers) and the
 //! programs, launchers and daemons all run under qemu. The full matrix runs there too: it
 //! was measured at about 3 minutes for the whole suite on 2 cores (x86_64: under a
-//! minute), well inside the CI budget. `C_SUITE_MATRIX=subset` runs only
-//! [`SUBSET_MATRIX`] (2 PEs over shared memory and 2 over UDP) for quick iterations.
+//! minute), well inside the CI budget. The seven collectives and teams programs take
+//! about 9 minutes of job time under qemu over [`COLL_MATRIX`] (one test thread; natively
+//! about 1 minute), so under qemu they run [`COLL_EMULATED_MATRIX`]: all five PE counts on
+//! one node, but only 2, 3 and 4 PEs over two UDP nodes (`C_SUITE_MATRIX=full` runs
+//! [`COLL_MATRIX`] there too). `C_SUITE_MATRIX=subset` runs only [`SUBSET_MATRIX`] (2 PEs
+//! over shared memory and 2 over UDP) for quick iterations.
 //!
 //! **What it is not.** A benchmark (see `shmem/bench/`), or a test of the Rust API (the
 //! `rust_*` tests).
@@ -142,6 +149,90 @@ const FULL_MATRIX: &[Case] = &[
     },
     Case {
         pes: 2,
+        transport: Transport::Udp,
+    },
+    Case {
+        pes: 4,
+        transport: Transport::Udp,
+    },
+];
+
+/// The matrix of the collectives and teams programs (issue 6): 1, 2, 3, 4 and 8 PEs on one
+/// node and on two nodes (1 PE over UDP runs on node 0 alone, through its daemon; 3 PEs
+/// are placed 2 + 1).
+const COLL_MATRIX: &[Case] = &[
+    Case {
+        pes: 1,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 2,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 3,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 4,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 8,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 1,
+        transport: Transport::Udp,
+    },
+    Case {
+        pes: 2,
+        transport: Transport::Udp,
+    },
+    Case {
+        pes: 3,
+        transport: Transport::Udp,
+    },
+    Case {
+        pes: 4,
+        transport: Transport::Udp,
+    },
+    Case {
+        pes: 8,
+        transport: Transport::Udp,
+    },
+];
+
+/// [`COLL_MATRIX`] under qemu (aarch64 in CI): every PE count on one node, but only the
+/// 2, 3 and 4 PE jobs over two UDP nodes (1 PE over UDP never leaves node 0, and 8 PEs on
+/// two nodes cost 10-16 s per program under qemu).
+const COLL_EMULATED_MATRIX: &[Case] = &[
+    Case {
+        pes: 1,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 2,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 3,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 4,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 8,
+        transport: Transport::Shm,
+    },
+    Case {
+        pes: 2,
+        transport: Transport::Udp,
+    },
+    Case {
+        pes: 3,
         transport: Transport::Udp,
     },
     Case {
@@ -272,9 +363,11 @@ fn install() -> Result<Suite, String> {
         t0.elapsed().as_secs_f64()
     ));
     let cases: Vec<String> = matrix().iter().map(ToString::to_string).collect();
+    let coll: Vec<String> = coll_matrix().iter().map(ToString::to_string).collect();
     report(&format!(
-        "each program runs as: {}{}",
+        "each program runs as: {} (collectives and teams: {}){}",
         cases.join(", "),
+        coll.join(", "),
         if emulated {
             " (every PE, launcher and daemon under qemu-user)"
         } else {
@@ -498,14 +591,13 @@ fn run_case(
             let base = s.scratch.join(format!("out-{}-{}", std::process::id(), n));
             let job_id = (u64::from(std::process::id()) << 24) | n;
             let job_key = 0x5eed_0000_0000_0000 ^ (job_id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            let ppn = case.pes / 2;
             // Each PE's output goes to files of its own (the launcher library would share
             // the harness's stdout, which cannot be captured): sh redirects, then execs.
             let redirect =
                 "exec \"$@\" >\"$C_SUITE_OUT.$PMI_RANK.out\" 2>\"$C_SUITE_OUT.$PMI_RANK.err\"";
             let pes = (0..case.pes)
                 .map(|rank| {
-                    let node = (rank / ppn) as u16;
+                    let node = udp_node_of(rank, case.pes);
                     let mut penv =
                         pe_env(d.sockets[node as usize].as_os_str(), job_id, job_key, node);
                     penv.push(("C_SUITE_OUT".into(), base.clone().into_os_string()));
@@ -526,7 +618,9 @@ fn run_case(
                 .collect();
             let mut spec = JobSpec::single_node(pes);
             spec.launcher = "c_suite".into();
-            spec.node_of_rank = (0..case.pes).map(|r| r / ppn).collect();
+            spec.node_of_rank = (0..case.pes)
+                .map(|r| u32::from(udp_node_of(r, case.pes)))
+                .collect();
             spec.time_limit = Some(Duration::from_secs(s.job_limit));
             let report = run_job(spec)
                 .unwrap_or_else(|e| panic!("{} ({case}): launching: {e}", program.display()));
@@ -552,6 +646,13 @@ fn run_case(
             }
         }
     }
+}
+
+/// The node of PE `rank` of a job of `pes` PEs over the two UDP nodes: contiguous blocks,
+/// the first node taking the larger half (2: 1 + 1, 3: 2 + 1, 4: 2 + 2, 8: 4 + 4; 1 PE
+/// runs on node 0).
+fn udp_node_of(rank: u32, pes: u32) -> u16 {
+    u16::from(rank >= pes.div_ceil(2))
 }
 
 /// Standard output and standard error of a finished command.
@@ -620,16 +721,47 @@ fn matrix() -> &'static [Case] {
     }
 }
 
+/// The cases of the collectives and teams programs: [`COLL_MATRIX`] natively,
+/// [`COLL_EMULATED_MATRIX`] under qemu, [`COLL_MATRIX`] everywhere with
+/// `C_SUITE_MATRIX=full`, or the subset with `C_SUITE_MATRIX=subset`.
+fn coll_matrix() -> &'static [Case] {
+    match std::env::var("C_SUITE_MATRIX").as_deref() {
+        Ok("subset") => SUBSET_MATRIX,
+        Ok("full") => COLL_MATRIX,
+        _ if matches!(launch(), Launch::Emulated { .. }) => COLL_EMULATED_MATRIX,
+        _ => COLL_MATRIX,
+    }
+}
+
 /// Builds a program and runs it over the whole matrix.
 fn run_program(label: &str, binary: &Path, args: &[&str], env: &[(&str, &str)], expect: Expect) {
+    run_cases(label, binary, matrix(), args, env, expect);
+}
+
+/// Runs a built program as every case of `cases` (the daemons started once, if needed).
+fn run_cases(
+    label: &str,
+    binary: &Path,
+    cases: &[Case],
+    args: &[&str],
+    env: &[(&str, &str)],
+    expect: Expect,
+) {
     let mut daemons = None;
-    for &case in matrix() {
+    for &case in cases {
         if case.transport == Transport::Udp && daemons.is_none() {
             daemons = Some(start_daemons(label));
         }
         let run = run_case(binary, args, env, case, daemons.as_ref());
         check_run(label, label, case, &run, expect);
     }
+}
+
+/// The test of a collectives or teams program (issue 6): compile `name.c` and run it as
+/// every case of [`coll_matrix`].
+fn coll_program(name: &str) {
+    let bin = compile(name, &format!("{name}.c"), Lang::C, &[]);
+    run_cases(name, &bin, coll_matrix(), &[], &[], Expect::Success);
 }
 
 /// The common program test: compile `name.c` and run it everywhere.
@@ -768,6 +900,41 @@ fn generics() {
 #[test]
 fn pshmem() {
     c_program("pshmem", &["-DTEST_PSHMEM"]);
+}
+
+#[test]
+fn coll_sync() {
+    coll_program("coll_sync");
+}
+
+#[test]
+fn coll_bcast() {
+    coll_program("coll_bcast");
+}
+
+#[test]
+fn coll_collect() {
+    coll_program("coll_collect");
+}
+
+#[test]
+fn coll_alltoall() {
+    coll_program("coll_alltoall");
+}
+
+#[test]
+fn coll_reduce() {
+    coll_program("coll_reduce");
+}
+
+#[test]
+fn coll_mixed() {
+    coll_program("coll_mixed");
+}
+
+#[test]
+fn team_split() {
+    coll_program("team_split");
 }
 
 #[test]

@@ -87,6 +87,12 @@ pub fn run_argv(
             let mut e = pe_env(sockets[node as usize].as_os_str(), job_id, job_key, node);
             e.push((SCENARIO.into(), scenario.into()));
             e.push((DIR.into(), dir.clone().into_os_string()));
+            // These jobs test results, not deadlines: under qemu with more busy processes
+            // than cores a node can be starved of CPU for seconds, so give the remote
+            // operations a generous deadline unless the scenario sets its own.
+            if !env.iter().any(|(k, _)| *k == "GSAS_DEADLINE_MS") {
+                e.push(("GSAS_DEADLINE_MS".into(), "60000".into()));
+            }
             for (k, v) in env {
                 e.push((OsString::from(k), OsString::from(v)));
             }
