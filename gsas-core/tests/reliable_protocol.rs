@@ -432,6 +432,46 @@ fn retransmission_backs_off_until_the_deadline_marks_the_peer_unreachable() {
 }
 
 #[test]
+fn frames_sent_after_an_idle_spell_carry_the_time_given_by_set_now() {
+    let mut net = net_storage();
+    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let mut peers = peer_table();
+    let mut buf = vec![0u8; buffer_len(MTU, MTU, 8)];
+    // One 8-byte packet per frame: each send closes and transmits a frame at once.
+    let c = Config {
+        max_frame: Some(HEADER_LEN + 2 + 8),
+        ..config(SERVICE_EPOCH)
+    };
+    let mut r = Rel::new(hub.endpoint(0).unwrap(), c, &mut peers, &mut buf).unwrap();
+    let mut raw = hub.endpoint(1).unwrap();
+    r.poll(1_000).unwrap();
+    // Idle for longer than the deadline (50 us), then a frame sent with a fresh clock.
+    let later = 1_000 + 200_000;
+    r.set_now(later);
+    r.set_now(5);
+    assert_eq!(r.now(), later, "the clock never goes back");
+    r.send(1, 8, |b| b.fill(1)).unwrap();
+    assert_eq!(drain(&mut raw).len(), 1);
+    // Within its first timeout (1 us) the frame is neither resent nor its peer failed.
+    r.poll(later + 500).unwrap();
+    assert!(drain(&mut raw).is_empty(), "no spurious retransmission");
+    assert!(!r.is_failed(1));
+    assert_eq!(r.stats().retransmissions, 0);
+    r.poll(later + 1_000).unwrap();
+    assert_eq!(drain(&mut raw).len(), 1, "resent after its timeout");
+
+    // Without set_now, the same frame is stamped with the last poll's time: resent at
+    // once and its peer failed, because the stale stamp is older than the deadline.
+    let mut peers = peer_table();
+    let mut buf = vec![0u8; buffer_len(MTU, MTU, 8)];
+    let mut stale = Rel::new(hub.endpoint(2).unwrap(), c, &mut peers, &mut buf).unwrap();
+    stale.poll(1_000).unwrap();
+    stale.send(1, 8, |b| b.fill(2)).unwrap();
+    stale.poll(later + 500).unwrap();
+    assert!(stale.is_failed(1));
+}
+
+#[test]
 fn epoch_change_resets_the_peer_state() {
     let mut net = net_storage();
     let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();

@@ -497,12 +497,16 @@ mod tests {
             ..no_spin()
         };
         let mut w = Waiter::new(config);
-        let due = Instant::now() + Duration::from_millis(20);
+        // The timer starts at the first step, and is long enough that a loaded machine
+        // does not let it expire before the waiter gets to block.
+        let mut due = None;
+        let t0 = Instant::now();
         let got = w.wait(
             "the timer",
             Instant::now() + Duration::from_secs(60),
             &mut [],
             || {
+                let due = *due.get_or_insert_with(|| Instant::now() + Duration::from_millis(300));
                 if Instant::now() >= due {
                     Progress::Done(())
                 } else {
@@ -511,7 +515,8 @@ mod tests {
             },
         );
         assert!(got.is_ok());
-        assert!(w.stats().blocks >= 1);
+        assert!(w.stats().blocks >= 1, "{:?}", w.stats());
+        assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
     }
 
     #[test]

@@ -128,6 +128,9 @@ fn ppn_fills_nodes_in_order_and_the_mtu_comes_from_the_file() {
 #[test]
 fn the_real_job_with_a_small_mtu() {
     // 1472-byte datagrams (Ethernet without jumbo frames): many fragments per transfer.
+    if !multinode_common::heavy_test_runs("the_real_job_with_a_small_mtu") {
+        return;
+    }
     let dir = node_common::scratch_dir("mn-mtu");
     let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
         .with_default("service_timeout_ms", RELAXED_DEADLINE_MS)

@@ -218,6 +218,9 @@ fn two_namespaces_joined_by_veth() {
 
 #[test]
 fn four_namespaces_with_ethernet_sized_datagrams() {
+    if !multinode_common::heavy_test_runs("four_namespaces_with_ethernet_sized_datagrams") {
+        return;
+    }
     run_cluster(
         "four_namespaces_with_ethernet_sized_datagrams",
         "b",

@@ -2,7 +2,7 @@
 //! through a `gsas::service::Service`, beside the raw UDP limits of the same machine.
 //!
 //! ```text
-//! service_bench [--quick]
+//! service_bench [--quick] [--min-rto-us N]
 //! ```
 //!
 //! Two threads pinned to CPUs 0 and 1 (`sched_setaffinity`, when the machine has two),
@@ -26,6 +26,12 @@
 //! Targets checked in the output: an 8-byte READ within 1.3x of the raw 8-byte round
 //! trip; 1 MiB put bandwidth at least 0.7x of the raw stream in datagrams of the service's
 //! size (60 KiB). Not a test: nothing is asserted. `--quick` shortens every phase.
+//!
+//! The client's reliability layer uses the runtime's settings
+//! ([`gsas::service::reliable_config`], as a PE does); `--min-rto-us N` replaces its
+//! retransmission-timeout floor (e.g. `--min-rto-us 1000`, gsas-core's LAN default, to see
+//! the spurious retransmissions a too-short floor causes). Retransmissions of both sides
+//! are printed with the figures.
 
 use std::hint::spin_loop;
 use std::net::{SocketAddr, UdpSocket};
@@ -40,7 +46,7 @@ use gsas::service::proto::{JoinInfo, SEG_HEAP};
 use gsas::service::{ControlClient, Service, ServiceConfig};
 use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, Completion};
-use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
+use gsas_core::reliable::{HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, SenderId};
 
@@ -63,9 +69,16 @@ const STUCK: Duration = Duration::from_secs(30);
 
 type Rel<'a> = Reliable<'a, UdpTransport, W, HashIndex<UdpPeer, 4>>;
 
-/// Pins the calling thread to `cpu` if the machine has more than one.
+/// Pins the calling thread to `cpu` if the machine has more than one CPU online.
+///
+/// The count comes from `sysconf`, not from `available_parallelism`: the latter reads the
+/// calling thread's affinity, which is a single CPU once the main thread has pinned itself
+/// (and threads it spawns inherit that), so the second thread would stay on the first
+/// thread's CPU and every round trip would cost a scheduler tick.
 fn pin(cpu: usize) {
-    if thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if online < 2 {
         return;
     }
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it; the call reads
@@ -317,7 +330,7 @@ struct Pe<'a> {
 }
 
 impl<'a> Pe<'a> {
-    fn new(store: &'a mut RelStore, service: SocketAddr) -> Pe<'a> {
+    fn new(store: &'a mut RelStore, service: SocketAddr, min_rto: Option<Duration>) -> Pe<'a> {
         let udp = UdpTransport::bind(
             "127.0.0.1:0".parse().expect("address"),
             UdpConfig {
@@ -326,13 +339,13 @@ impl<'a> Pe<'a> {
             },
         )
         .expect("client UDP");
-        let mut layer = Reliable::new(
-            udp,
-            Config::new(gsas::poll::monotonic_ns().max(1)),
-            &mut store.slots,
-            &mut store.buffers,
-        )
-        .expect("reliability layer");
+        let mut config = gsas::service::reliable_config(STUCK);
+        if let Some(min) = min_rto {
+            config.min_rto_ns = min.as_nanos() as u64;
+            config.initial_rto_ns = config.initial_rto_ns.max(config.min_rto_ns);
+        }
+        let mut layer = Reliable::new(udp, config, &mut store.slots, &mut store.buffers)
+            .expect("reliability layer");
         layer.poll(monotonic_ns()).expect("poll");
         Pe {
             layer,
@@ -444,7 +457,22 @@ impl<'a> Pe<'a> {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let usage = |msg: &str| -> ! {
+        eprintln!("service_bench: {msg}; usage: service_bench [--quick] [--min-rto-us N]");
+        std::process::exit(2)
+    };
+    let (mut quick, mut min_rto) = (false, None);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--min-rto-us" => match args.next().and_then(|v| v.parse::<u64>().ok()) {
+                Some(us) if us > 200 => min_rto = Some(Duration::from_micros(us)),
+                _ => usage("--min-rto-us needs microseconds above the 200 us ack delay"),
+            },
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+    }
     // Short batches (tens of round trips) fit in one scheduler slice, so the best batch
     // shows the uncontended cost even on a machine shared with other work.
     let (batches, iters) = if quick { (11, 50) } else { (201, 50) };
@@ -453,8 +481,12 @@ fn main() {
     // The raw figures first: the service spins on CPU 1 while it runs.
     let raw: Vec<Figure> = SIZES
         .iter()
-        .map(|&size| raw_pingpong(size, batches, iters_of(size)))
+        .map(|&size| {
+            eprintln!("service_bench: raw ping-pong, {}", size_label(size));
+            raw_pingpong(size, batches, iters_of(size))
+        })
         .collect();
+    eprintln!("service_bench: raw streams");
     let (s8, l8) = raw_stream(8192, stream_time);
     let (s60, l60) = raw_stream(61440, stream_time);
 
@@ -464,18 +496,37 @@ fn main() {
         slots: (0..2).map(|_| PeerSlot::new()).collect(),
         buffers: vec![0u8; buffer_len(MTU - 16, MTU - 16, 2 * W + 2)],
     };
-    let mut pe = Pe::new(&mut store, served.addr);
+    let mut pe = Pe::new(&mut store, served.addr, min_rto);
     // Warm up: the first exchange also sets up the reliability layer's peer state.
     for _ in 0..100 {
         pe.read(8);
     }
+    let service_rtx = || {
+        gsas::service::query_stats(&served.socket, Duration::from_secs(5))
+            .ok()
+            .and_then(|s| s.get("reliable.retransmissions"))
+            .unwrap_or(0)
+    };
+    let (pe0, svc0) = (pe.layer.stats().retransmissions, service_rtx());
     let read: Vec<Figure> = SIZES
         .iter()
-        .map(|&size| pe.read_rt(size, batches, iters_of(size)))
+        .map(|&size| {
+            eprintln!("service_bench: READ round trips, {}", size_label(size));
+            pe.read_rt(size, batches, iters_of(size))
+        })
         .collect();
+    let (pe1, svc1) = (pe.layer.stats().retransmissions, service_rtx());
+    eprintln!("service_bench: 1 MiB puts");
     let put = pe.put_bw(stream_time);
+    let (pe2, svc2) = (pe.layer.stats().retransmissions, service_rtx());
+    let floor = min_rto.unwrap_or(gsas::service::MIN_RTO);
 
     println!("service_bench: 127.0.0.1, two threads pinned to CPUs 0 and 1, both busy-polling");
+    println!(
+        "client retransmission-timeout floor {} us (runtime default {} us)",
+        floor.as_micros(),
+        gsas::service::MIN_RTO.as_micros()
+    );
     println!(
         "round trips: {batches} batches of up to {iters}; median and best batch, microseconds per round trip\n"
     );
@@ -493,6 +544,11 @@ fn main() {
             read[i].best / raw[i].best
         );
     }
+    println!(
+        "retransmissions during the READs: client {}, service {}",
+        pe1 - pe0,
+        svc1.saturating_sub(svc0)
+    );
     let ratio8 = read[0].median / raw[0].median;
     let best8 = read[0].best / raw[0].best;
     println!();
@@ -502,6 +558,11 @@ fn main() {
     println!("| raw UDP, 60 KiB datagrams | {s60:.2} | {l60:.1}% lost |");
     println!(
         "| 1 MiB puts through the service ({PUTS_IN_FLIGHT} in flight, 60 KiB fragments) | {put:.2} | acknowledged |"
+    );
+    println!(
+        "retransmissions during the puts: client {}, service {}",
+        pe2 - pe1,
+        svc2.saturating_sub(svc1)
     );
     println!();
     println!(

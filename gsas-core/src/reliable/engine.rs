@@ -195,9 +195,22 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         self.core.config.epoch
     }
 
-    /// The last time given to `poll`.
+    /// The last time given to `poll` or [`set_now`](Reliable::set_now).
     pub fn now(&self) -> u64 {
         self.core.now
+    }
+
+    /// Advances the layer's clock to `now_ns` (never backwards) without driving timers or
+    /// touching the inner transport: one store, for callers about to `send` after time
+    /// passed since their last `poll`.
+    ///
+    /// `send` stamps the frames it closes and transmits with the clock, so frames sent long
+    /// after the last `poll` would look as old as that poll: their retransmission timeout
+    /// would already have expired at the next `poll` (a spurious retransmission), and after
+    /// an idle spell longer than `deadline_ns` the peer would be declared unreachable at
+    /// once.
+    pub fn set_now(&mut self, now_ns: u64) {
+        self.core.now = self.core.now.max(now_ns);
     }
 
     /// Frame buffers in the pool, and how many are free.

@@ -23,8 +23,12 @@
 //! No fragmentation (packets above the reported MTU are refused with `TooLarge`), no
 //! congestion control beyond the fixed window, no encryption or authentication (a malicious
 //! peer can confuse its own session but not another peer's, and no input makes the layer
-//! panic), and no clock: time comes from `poll(now_ns)`; `send` and `recv` use the last time
-//! given.
+//! panic), and no clock: time comes from `poll(now_ns)` (or [`Reliable::set_now`]); `send`
+//! and `recv` use the last time given, so a caller that sends long after its last `poll`
+//! should call `set_now` first.
+//!
+//! Round-trip samples come only from frames acknowledged after a single transmission
+//! (Karn's rule): an ack of a retransmitted frame cannot tell which copy it answers.
 //!
 //! # Exactly once
 //!

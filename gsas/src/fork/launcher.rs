@@ -36,12 +36,12 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gsas_core::client::{Client, ClientError, Completion, HostRequest, OpError, OpHandle};
-use gsas_core::reliable::{Config as RelConfig, PeerEvent};
+use gsas_core::reliable::PeerEvent;
 use gsas_core::transport::Transport;
 use gsas_core::wire::{ErrorCode, GlobalAddr, SenderId};
 
 use crate::poll::monotonic_ns;
-use crate::service::net::{OwnedReliable, fresh_epoch};
+use crate::service::net::{OwnedReliable, reliable_config};
 use crate::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 use super::request::{ForkRequest, LaunchSpec};
@@ -177,8 +177,7 @@ impl Sender {
             },
         )
         .map_err(|e| format!("UDP socket on {bind_ip}: {e}"))?;
-        let mut rc = RelConfig::new(fresh_epoch());
-        rc.deadline_ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+        let rc = reliable_config(deadline);
         let layer = OwnedReliable::new(udp, rc, peers.max(1), 2 * WINDOW)
             .map_err(|e| format!("reliability layer: {e}"))?;
         Ok(Sender {

@@ -791,9 +791,25 @@ mod tests {
 
     #[test]
     fn sigterm_is_ignored_then_sigkill_follows() {
-        let mut spec = JobSpec::single_node(vec![sh(0, "trap '' TERM; sleep 30"), sh(1, "exit 3")]);
+        // PE 1 fails only once PE 0 has installed its trap (a slow start of PE 0's shell
+        // must not let the SIGTERM arrive first); it gives up after 20 s.
+        let marker = std::env::temp_dir().join(format!("gsas-trap-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        let m = marker.display();
+        let mut spec = JobSpec::single_node(vec![
+            sh(0, &format!("trap '' TERM; : > {m}; sleep 30")),
+            sh(
+                1,
+                &format!(
+                    "i=0; while [ ! -e {m} ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done; exit 3"
+                ),
+            ),
+        ]);
         spec.grace = Duration::from_millis(200);
         let report = run_job(spec).unwrap();
+        let trapped = marker.exists();
+        let _ = std::fs::remove_file(&marker);
+        assert!(trapped, "PE 0 never installed its trap");
         assert_eq!(report.exit_code, 3);
         assert_eq!(
             report.statuses[0].and_then(|s| s.signal()),

@@ -44,14 +44,13 @@ use std::time::{Duration, Instant};
 
 use board_config::Cluster;
 use gsas_core::client::Client;
-use gsas_core::reliable::Config as RelConfig;
 use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::SenderId;
 
 use crate::config::{self, RuntimeConfig};
 use crate::pmi::{self, ClientConfig};
 use crate::poll::WaitConfig;
-use crate::service::net::{OwnedReliable, fresh_epoch};
+use crate::service::net::{OwnedReliable, reliable_config};
 use crate::service::proto::{
     JOIN_RING, JoinInfo, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC, SYNC_SIZE,
 };
@@ -581,8 +580,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         },
     )
     .map_err(|e| NodeError::Transport(format!("PE {rank} UDP socket: {e}")))?;
-    let mut rc = RelConfig::new(fresh_epoch());
-    rc.deadline_ns = deadline.as_nanos().min(u128::from(u64::MAX)) as u64;
+    let rc = reliable_config(deadline);
     let rc_ack_delay = rc.ack_delay_ns;
     let layer = OwnedReliable::new(udp, rc, nodes.len() + 1, PE_FRAMES)
         .map_err(|e| NodeError::Config(format!("reliability layer: {e}")))?;
@@ -679,6 +677,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         service_path,
         nodes: node_addrs,
         wait: WaitConfig::new().with_spin_us(env.spin_us),
+        reply_spin: Default::default(),
         deadline,
         boot_timeout,
         direct: env.direct,

@@ -53,9 +53,9 @@ use crate::poll::monotonic_ns;
 
 use super::remote::Remote;
 
-/// How often the keeper looks while something is pending: the reliability layer's
-/// smallest retransmission timeout (1 ms), so a retransmission or a delayed acknowledgement
-/// is late by at most about this much.
+/// How often the keeper looks while something is pending: 1 ms, well below the runtime's
+/// smallest retransmission timeout ([`MIN_RTO`](crate::service::MIN_RTO)), so a
+/// retransmission or a delayed acknowledgement is late by at most about this much.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// How long the keeper naps when nothing was pending at its last look. A blocking
@@ -224,12 +224,18 @@ mod tests {
     fn constants_keep_their_promises() {
         // The tick must not exceed the reliability layer's minimum retransmission timeout,
         // or the keeper would add more than one timeout to a retransmission.
-        let rc = gsas_core::reliable::Config::new(1);
+        let rc = crate::service::net::reliable_config(std::time::Duration::from_secs(10));
         assert!(TICK.as_nanos() as u64 <= rc.min_rto_ns);
         // A delayed acknowledgement is due after ack_delay: the linger of `busy` must keep
         // the keeper looking until then plus a tick.
         assert!(
             super::super::remote::ACK_LINGER_NS >= rc.ack_delay_ns + 2 * TICK.as_nanos() as u64
+        );
+        // ... and past a retransmission of the service's last frame after up to twice the
+        // timeout floor, so a lost acknowledgement is repaired.
+        assert!(
+            super::super::remote::ACK_LINGER_NS
+                >= 2 * rc.min_rto_ns + rc.ack_delay_ns + 2 * TICK.as_nanos() as u64
         );
         // Finalize's settling covers an ack delay with room to spare.
         assert!(super::super::SETTLE_LIMIT.as_nanos() as u64 > 100 * rc.ack_delay_ns);

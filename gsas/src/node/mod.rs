@@ -51,6 +51,10 @@
 //!   services' reply frames acknowledged, without the program calling back in (a service
 //!   that gets no acknowledgement for its deadline declares the PE unreachable). It takes no
 //!   part in operations, so it does not add to their latency; see `keeper.rs` for why.
+//! * **Waits for replies** (blocking gets and atomics to other nodes, `quiet`) spin for
+//!   `GSAS_SPIN_US` before they block in `ppoll`, or only 5 us and without yielding when
+//!   most recent waits blocked in the end anyway (more busy processes than cores: spinning
+//!   then only delays the service that must answer); see `spin.rs`.
 //!
 //! **Failures.** Every wait is bounded. An operation to a node whose service stops
 //! answering fails after the deadline (`GSAS_DEADLINE_MS`) with
@@ -92,6 +96,7 @@ mod error;
 mod keeper;
 mod local;
 mod remote;
+mod spin;
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -106,7 +111,7 @@ use gsas_core::symheap::{Realloc, Slot, SymHeap};
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr};
 
 use crate::pmi;
-use crate::poll::{PollFd, Progress, WaitConfig, Waiter, monotonic_ns};
+use crate::poll::{PollFd, Progress, WaitConfig, WaitStats, Waiter, monotonic_ns};
 use crate::service::{ControlClient, ServiceThread};
 use crate::shm::Segment;
 
@@ -214,6 +219,8 @@ pub struct Node {
     service_path: PathBuf,
     nodes: Vec<(u16, SocketAddr)>,
     wait: WaitConfig,
+    /// How waits on replies from other nodes spin (see `spin.rs`).
+    reply_spin: spin::ReplySpin,
     deadline: Duration,
     boot_timeout: Duration,
     direct: bool,
@@ -404,9 +411,40 @@ impl Node {
         &self,
         what: &dyn std::fmt::Display,
         limit: Duration,
+        step: impl FnMut(&mut Remote) -> Result<Option<R>, NodeError>,
+    ) -> Result<R, NodeError> {
+        self.wait_with(self.wait, what, limit, step).0
+    }
+
+    /// [`Node::wait_for`] for a reply from another node's service (a blocking operation's
+    /// result, the completions `quiet` waits for): spins as [`spin::ReplySpin`] advises
+    /// and tells it how the wait went.
+    fn wait_reply<R>(
+        &self,
+        what: &dyn std::fmt::Display,
+        limit: Duration,
         mut step: impl FnMut(&mut Remote) -> Result<Option<R>, NodeError>,
     ) -> Result<R, NodeError> {
-        let mut waiter = Waiter::new(self.wait);
+        let plan = self.reply_spin.plan(self.wait);
+        let mut looks = 0u32;
+        let (r, stats) = self.wait_with(plan.config, what, limit, |remote| {
+            looks = looks.saturating_add(1);
+            step(remote)
+        });
+        self.reply_spin.record(plan, stats, looks > 1);
+        r
+    }
+
+    /// [`Node::wait_for`] with the waiter configuration `config`; also returns the
+    /// waiter's counters.
+    fn wait_with<R>(
+        &self,
+        config: WaitConfig,
+        what: &dyn std::fmt::Display,
+        limit: Duration,
+        mut step: impl FnMut(&mut Remote) -> Result<Option<R>, NodeError>,
+    ) -> (Result<R, NodeError>, WaitStats) {
+        let mut waiter = Waiter::new(config);
         let deadline = Instant::now() + limit;
         let mut fds = [
             PollFd::readable(self.udp_fd.as_fd()),
@@ -445,7 +483,8 @@ impl Node {
                 }
             }
         });
-        match got {
+        let stats = waiter.stats();
+        let r = match got {
             Ok(Some(v)) => Ok(v),
             Ok(None) => Err(failure
                 .unwrap_or_else(|| NodeError::Transport("wait ended without a result".into()))),
@@ -459,7 +498,8 @@ impl Node {
                 }
             }
             Err(crate::poll::WaitError::Poll(e)) => Err(NodeError::Transport(format!("poll: {e}"))),
-        }
+        };
+        (r, stats)
     }
 
     /// How long an operation may wait in total: the reliability deadline plus a margin, so
@@ -537,6 +577,9 @@ impl Node {
                     remote.book.remove(index);
                     return Err(e);
                 }
+            }
+            if matches!(route, Route::Udp(_)) {
+                remote.set_clock();
             }
             match op(&mut remote, index as u64) {
                 Ok(Some(issued)) => {
@@ -621,7 +664,7 @@ impl Node {
 
     /// Waits for the blocking record `index` and returns its result.
     fn finish(&self, index: usize, desc: &OpDesc) -> Result<Option<u64>, NodeError> {
-        let r = self.wait_for(&format_args!("the {desc}"), self.op_limit(), |remote| {
+        let r = self.wait_reply(&format_args!("the {desc}"), self.op_limit(), |remote| {
             let done = remote.book.get(index).is_some_and(|r| r.result.is_some());
             if !done {
                 return Ok(None);
@@ -1146,7 +1189,7 @@ impl Node {
         let i = self.ctx_index(ctx)?;
         self.check_live()?;
         let limit = self.op_limit();
-        self.wait_for(
+        self.wait_reply(
             &format_args!("the operations of context {i} to complete"),
             limit,
             |remote| {

@@ -35,8 +35,13 @@ pub(crate) const CONTEXTS: usize = 64;
 pub(crate) const UDP_WINDOW: usize = 32;
 /// How long after receiving a frame the remote path counts as busy: the reliability layer
 /// acknowledges it after its ack delay (200 us) at the next poll, which someone (a caller
-/// or the progress keeper) must still make. The ack delay plus two keeper ticks.
-pub(crate) const ACK_LINGER_NS: u64 = 3_000_000;
+/// or the progress keeper) must still make. 50 ms: beyond the ack delay and two keeper
+/// ticks, it covers a retransmission of the service's last frame after up to twice the
+/// timeout floor ([`MIN_RTO`](crate::service::MIN_RTO), 20 ms), so that an
+/// acknowledgement lost or sent late is repaired while the program computes; otherwise
+/// nobody would read those retransmissions and the service would declare the PE
+/// unreachable at its deadline.
+pub(crate) const ACK_LINGER_NS: u64 = 50_000_000;
 /// Operations in flight from which a non-blocking start first receives replies (so that
 /// long runs of non-blocking operations keep the services' reply frames acknowledged
 /// instead of filling the operation table first).
@@ -320,6 +325,13 @@ where
 }
 
 impl Remote {
+    /// Brings the UDP layer's clock to now before an operation is started: frames that the
+    /// operation fills and sends at once are then stamped with the current time, not with
+    /// the last round of progress (which may be long ago when the program computed).
+    pub(crate) fn set_clock(&mut self) {
+        self.udp.transport.set_now(monotonic_ns());
+    }
+
     /// One round of progress on every engine: timers (retransmissions, delayed
     /// acknowledgements), open frames sent, replies received and matched, bulk transfers
     /// resumed. Returns whether anything moved.

@@ -41,21 +41,23 @@ use super::{PmiError, sys};
 /// Timeouts of the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientConfig {
-    /// Longest wait for the response to any request but `barrier_in` (default 10 s).
+    /// Longest wait for the response to any request but `barrier_in` (default 30 s: a
+    /// launcher serving many PEs on an overloaded node can be slow, and a launcher that
+    /// died closes the connection, which ends the wait at once).
     pub timeout: Duration,
     /// Longest wait for `barrier_out` (default 60 s): the slowest rank may still be
     /// starting up.
     pub barrier_timeout: Duration,
-    /// Longest wait for the TCP connection in `PMI_PORT` mode (default 10 s).
+    /// Longest wait for the TCP connection in `PMI_PORT` mode (default 30 s).
     pub connect_timeout: Duration,
 }
 
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
-            timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(30),
             barrier_timeout: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(30),
         }
     }
 }

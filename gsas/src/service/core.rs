@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{self, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use gsas_core::reliable::{Config as RelConfig, PeerEvent};
+use gsas_core::reliable::PeerEvent;
 use gsas_core::service::{Prepared, Segment as EngineSegment, Service as Engine};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_core::wire::{
@@ -26,7 +26,7 @@ use crate::shm::{Segment, ShmError, ShmMemory, recv_fds, send_fds};
 use crate::transport::shmring::{RingConfig, RingPeer, ShmRing};
 use crate::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
-use super::net::{OwnedReliable, fresh_epoch};
+use super::net::{OwnedReliable, reliable_config};
 use super::proto::{
     ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC,
     SEGMENTS, ServiceInfo,
@@ -210,8 +210,7 @@ fn new_udp(cfg: &ServiceConfig) -> Result<Udp, ServiceError> {
         },
     )
     .map_err(io_err(format!("{}: UDP socket", cfg.name)))?;
-    let mut rc = RelConfig::new(fresh_epoch());
-    rc.deadline_ns = cfg.deadline.as_nanos().min(u128::from(u64::MAX)) as u64;
+    let rc = reliable_config(cfg.deadline);
     OwnedReliable::new(udp, rc, cfg.max_peers.max(1), UDP_FRAMES)
         .map_err(|e| ServiceError::Config(format!("reliability layer over UDP: {e}")))
 }

@@ -86,6 +86,7 @@ use gsas_core::transport::TransportError;
 use gsas_core::wire::{ErrorCode, Fragment};
 
 pub use client::{Answer, ControlClient, Joined, query_stats};
+pub use net::{INITIAL_RTO, MIN_RTO, reliable_config};
 pub use stats::StatsReport;
 
 use crate::shm::ShmError;

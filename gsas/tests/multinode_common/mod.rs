@@ -21,6 +21,26 @@ pub const RELAXED_DEADLINE_MS: &str = "60000";
 /// A cluster secret for tests.
 pub const SECRET: &str = "gsas-test-cluster-secret-0123456789";
 
+/// Whether a test that moves thousands of small datagrams should run: always natively;
+/// under qemu-user (the aarch64 tests on an x86_64 host) only with `GSAS_QEMU_FULL=1`,
+/// because emulation makes each datagram's path (two daemons and the PEs, all emulated)
+/// so slow that such a test alone takes minutes. The code paths they cover are the same
+/// as those of the 61440-byte tests, which do run under qemu. A skip prints
+/// `SKIPPED: <test>: ...` on standard error, outside the harness's capture.
+pub fn heavy_test_runs(test: &str) -> bool {
+    let emulated = matches!(launch(), gsas::testsupport::Launch::Emulated { .. });
+    if !emulated || std::env::var_os("GSAS_QEMU_FULL").is_some_and(|v| v == "1") {
+        return true;
+    }
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: {test}: thousands of 1472-byte datagrams are too slow under qemu \
+         (GSAS_QEMU_FULL=1 runs it)"
+    );
+    false
+}
+
 /// The repository's `configs/NAME`.
 pub fn shipped_config(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
