@@ -163,6 +163,7 @@ line "shmem_long_p (us)" long_p 1e9 le us
 line "fetch-add 64-bit (us)" fadd64 0.03 le us
 line "compare-swap 64-bit (us)" cswap64 1e9 le us
 line "put bw 32 x 1 MiB, hot (GB/s)" bw_1MiB 45 ge GB/s
+line "  the same per CPU second (GB/s)" bw_1MiB_cpu 45 ge GB/s
 line "put bw 32 x 1 MiB, 32 MiB (GB/s)" bw_32MiB 1e-9 ge GB/s
 SHARE=$(result "$B/one-node.txt" cpu_share_bw_1MiB)
 if [ -n "$SHARE" ]; then
