@@ -2,7 +2,7 @@
 //! through a `gsas::service::Service`, beside the raw UDP limits of the same machine.
 //!
 //! ```text
-//! service_bench [--quick] [--min-rto-us N]
+//! service_bench [--quick] [--bandwidth] [--min-rto-us N]
 //! ```
 //!
 //! Two threads pinned to CPUs 0 and 1 (`sched_setaffinity`, when the machine has two),
@@ -25,7 +25,9 @@
 //!
 //! Targets checked in the output: an 8-byte READ within 1.3x of the raw 8-byte round
 //! trip; 1 MiB put bandwidth at least 0.7x of the raw stream in datagrams of the service's
-//! size (60 KiB). Not a test: nothing is asserted. `--quick` shortens every phase.
+//! size (60 KiB). Not a test: nothing is asserted. `--quick` shortens every phase;
+//! `--bandwidth` skips the round trips and measures only the streams and the puts (for
+//! repeated before/after comparisons).
 //!
 //! The client's reliability layer uses the runtime's settings
 //! ([`gsas::service::reliable_config`], as a PE does); `--min-rto-us N` replaces its
@@ -458,14 +460,17 @@ impl<'a> Pe<'a> {
 
 fn main() {
     let usage = |msg: &str| -> ! {
-        eprintln!("service_bench: {msg}; usage: service_bench [--quick] [--min-rto-us N]");
+        eprintln!(
+            "service_bench: {msg}; usage: service_bench [--quick] [--bandwidth] [--min-rto-us N]"
+        );
         std::process::exit(2)
     };
-    let (mut quick, mut min_rto) = (false, None);
+    let (mut quick, mut bandwidth_only, mut min_rto) = (false, false, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => quick = true,
+            "--bandwidth" => bandwidth_only = true,
             "--min-rto-us" => match args.next().and_then(|v| v.parse::<u64>().ok()) {
                 Some(us) if us > 200 => min_rto = Some(Duration::from_micros(us)),
                 _ => usage("--min-rto-us needs microseconds above the 200 us ack delay"),
@@ -475,11 +480,18 @@ fn main() {
     }
     // Short batches (tens of round trips) fit in one scheduler slice, so the best batch
     // shows the uncontended cost even on a machine shared with other work.
-    let (batches, iters) = if quick { (11, 50) } else { (201, 50) };
+    let (batches, iters) = if bandwidth_only {
+        (0, 0)
+    } else if quick {
+        (11, 50)
+    } else {
+        (201, 50)
+    };
     let stream_time = Duration::from_millis(if quick { 300 } else { 2000 });
     let iters_of = |size: usize| if size > 16384 { iters / 2 } else { iters };
     // The raw figures first: the service spins on CPU 1 while it runs.
-    let raw: Vec<Figure> = SIZES
+    let sizes: &[usize] = if bandwidth_only { &[] } else { &SIZES };
+    let raw: Vec<Figure> = sizes
         .iter()
         .map(|&size| {
             eprintln!("service_bench: raw ping-pong, {}", size_label(size));
@@ -508,7 +520,7 @@ fn main() {
             .unwrap_or(0)
     };
     let (pe0, svc0) = (pe.layer.stats().retransmissions, service_rtx());
-    let read: Vec<Figure> = SIZES
+    let read: Vec<Figure> = sizes
         .iter()
         .map(|&size| {
             eprintln!("service_bench: READ round trips, {}", size_label(size));
@@ -527,30 +539,32 @@ fn main() {
         floor.as_micros(),
         gsas::service::MIN_RTO.as_micros()
     );
-    println!(
-        "round trips: {batches} batches of up to {iters}; median and best batch, microseconds per round trip\n"
-    );
-    println!("| size | raw UDP median | READ median | ratio | raw UDP best | READ best | ratio |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
-    for (i, &size) in SIZES.iter().enumerate() {
+    if !bandwidth_only {
         println!(
-            "| {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} |",
-            size_label(size),
-            raw[i].median,
-            read[i].median,
-            read[i].median / raw[i].median,
-            raw[i].best,
-            read[i].best,
-            read[i].best / raw[i].best
+            "round trips: {batches} batches of up to {iters}; median and best batch, microseconds per round trip\n"
+        );
+        println!(
+            "| size | raw UDP median | READ median | ratio | raw UDP best | READ best | ratio |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for (i, &size) in sizes.iter().enumerate() {
+            println!(
+                "| {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} |",
+                size_label(size),
+                raw[i].median,
+                read[i].median,
+                read[i].median / raw[i].median,
+                raw[i].best,
+                read[i].best,
+                read[i].best / raw[i].best
+            );
+        }
+        println!(
+            "retransmissions during the READs: client {}, service {}",
+            pe1 - pe0,
+            svc1.saturating_sub(svc0)
         );
     }
-    println!(
-        "retransmissions during the READs: client {}, service {}",
-        pe1 - pe0,
-        svc1.saturating_sub(svc0)
-    );
-    let ratio8 = read[0].median / raw[0].median;
-    let best8 = read[0].best / raw[0].best;
     println!();
     println!("| stream | GB/s | note |");
     println!("|---|---:|---|");
@@ -565,11 +579,15 @@ fn main() {
         svc2.saturating_sub(svc1)
     );
     println!();
-    println!(
-        "target 8-byte READ <= 1.3x raw round trip: median {ratio8:.2}x ({}), best batch {best8:.2}x ({})",
-        if ratio8 <= 1.3 { "met" } else { "MISSED" },
-        if best8 <= 1.3 { "met" } else { "MISSED" }
-    );
+    if !bandwidth_only {
+        let ratio8 = read[0].median / raw[0].median;
+        let best8 = read[0].best / raw[0].best;
+        println!(
+            "target 8-byte READ <= 1.3x raw round trip: median {ratio8:.2}x ({}), best batch {best8:.2}x ({})",
+            if ratio8 <= 1.3 { "met" } else { "MISSED" },
+            if best8 <= 1.3 { "met" } else { "MISSED" }
+        );
+    }
     let r = put / s60;
     println!(
         "target 1 MiB put bandwidth >= 0.7x raw 60 KiB stream: {r:.2}x ({})",

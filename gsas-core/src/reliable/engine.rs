@@ -303,10 +303,11 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         let tx = *core.peers[slot].tx.slot(seq);
         let repr = core.header(slot, Some(seq));
         let payload = &core.pool.block(tx.block)[..tx.len as usize];
-        let sent = inner.send(addr, HEADER_LEN + payload.len(), |buf| {
-            repr.emit(&mut Frame::new_unchecked(&mut *buf));
-            buf[HEADER_LEN..].copy_from_slice(payload);
-        });
+        let mut head = [0u8; HEADER_LEN];
+        repr.emit(&mut Frame::new_unchecked(&mut head[..]));
+        // Gathered: a transport that can send from two buffers (UDP) does not copy the
+        // kept payload into its own datagram buffer first.
+        let sent = inner.send_parts(addr, &head, payload);
         if core.after_send(slot, sent)? {
             core.on_transmitted(slot, seq);
             Ok(true)

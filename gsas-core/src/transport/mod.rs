@@ -105,6 +105,25 @@ pub trait Transport {
     where
         F: FnOnce(&mut [u8]) -> R;
 
+    /// Sends one packet made of `head` followed by `body`, as [`send`](Self::send) with a
+    /// `fill` that copies both would (same errors; nothing is sent on `WouldBlock`).
+    ///
+    /// The default does exactly that. A transport that can gather from several buffers
+    /// (UDP with `sendmsg`) overrides it to hand both parts to the device without copying
+    /// them into its own slot first; the reliability layer sends its kept frames this way.
+    fn send_parts(
+        &mut self,
+        peer: Self::Peer,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(), TransportError> {
+        self.send(peer, head.len() + body.len(), |buf| {
+            let (h, b) = buf.split_at_mut(head.len());
+            h.copy_from_slice(head);
+            b.copy_from_slice(body);
+        })
+    }
+
     /// Hands the next received packet, if any, to `f` and returns its result. The slice is
     /// valid only during the call.
     fn recv<R, F>(&mut self, f: F) -> Result<Option<R>, TransportError>

