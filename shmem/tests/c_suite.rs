@@ -124,6 +124,12 @@ struct Case {
     transport: Transport,
 }
 
+impl Case {
+    const fn new(pes: u32, transport: Transport) -> Case {
+        Case { pes, transport }
+    }
+}
+
 impl std::fmt::Display for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.transport {
@@ -135,123 +141,45 @@ impl std::fmt::Display for Case {
 
 /// The full matrix: 1, 2, 4 PEs on one node; 2 and 4 PEs over two nodes.
 const FULL_MATRIX: &[Case] = &[
-    Case {
-        pes: 1,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 2,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 4,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 2,
-        transport: Transport::Udp,
-    },
-    Case {
-        pes: 4,
-        transport: Transport::Udp,
-    },
+    Case::new(1, Transport::Shm),
+    Case::new(2, Transport::Shm),
+    Case::new(4, Transport::Shm),
+    Case::new(2, Transport::Udp),
+    Case::new(4, Transport::Udp),
 ];
 
 /// The matrix of the collectives and teams programs (issue 6): 1, 2, 3, 4 and 8 PEs on one
 /// node and on two nodes (1 PE over UDP runs on node 0 alone, through its daemon; 3 PEs
 /// are placed 2 + 1).
 const COLL_MATRIX: &[Case] = &[
-    Case {
-        pes: 1,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 2,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 3,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 4,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 8,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 1,
-        transport: Transport::Udp,
-    },
-    Case {
-        pes: 2,
-        transport: Transport::Udp,
-    },
-    Case {
-        pes: 3,
-        transport: Transport::Udp,
-    },
-    Case {
-        pes: 4,
-        transport: Transport::Udp,
-    },
-    Case {
-        pes: 8,
-        transport: Transport::Udp,
-    },
+    Case::new(1, Transport::Shm),
+    Case::new(2, Transport::Shm),
+    Case::new(3, Transport::Shm),
+    Case::new(4, Transport::Shm),
+    Case::new(8, Transport::Shm),
+    Case::new(1, Transport::Udp),
+    Case::new(2, Transport::Udp),
+    Case::new(3, Transport::Udp),
+    Case::new(4, Transport::Udp),
+    Case::new(8, Transport::Udp),
 ];
 
 /// [`COLL_MATRIX`] under qemu (aarch64 in CI): every PE count on one node, but only the
 /// 2, 3 and 4 PE jobs over two UDP nodes (1 PE over UDP never leaves node 0, and 8 PEs on
 /// two nodes cost 10-16 s per program under qemu).
 const COLL_EMULATED_MATRIX: &[Case] = &[
-    Case {
-        pes: 1,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 2,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 3,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 4,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 8,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 2,
-        transport: Transport::Udp,
-    },
-    Case {
-        pes: 3,
-        transport: Transport::Udp,
-    },
-    Case {
-        pes: 4,
-        transport: Transport::Udp,
-    },
+    Case::new(1, Transport::Shm),
+    Case::new(2, Transport::Shm),
+    Case::new(3, Transport::Shm),
+    Case::new(4, Transport::Shm),
+    Case::new(8, Transport::Shm),
+    Case::new(2, Transport::Udp),
+    Case::new(3, Transport::Udp),
+    Case::new(4, Transport::Udp),
 ];
 
 /// The subset for quick runs (`C_SUITE_MATRIX=subset`).
-const SUBSET_MATRIX: &[Case] = &[
-    Case {
-        pes: 2,
-        transport: Transport::Shm,
-    },
-    Case {
-        pes: 2,
-        transport: Transport::Udp,
-    },
-];
+const SUBSET_MATRIX: &[Case] = &[Case::new(2, Transport::Shm), Case::new(2, Transport::Udp)];
 
 /// The installation and everything the tests share.
 struct Suite {
@@ -969,21 +897,9 @@ fn symmetric_size_from_the_environment() {
         ("SMA_SYMMETRIC_SIZE", "1m", 1 << 20),
     ];
     let cases: &[Case] = if matrix().len() < FULL_MATRIX.len() {
-        &[Case {
-            pes: 2,
-            transport: Transport::Shm,
-        }]
+        &[Case::new(2, Transport::Shm)]
     } else {
-        &[
-            Case {
-                pes: 2,
-                transport: Transport::Shm,
-            },
-            Case {
-                pes: 2,
-                transport: Transport::Udp,
-            },
-        ]
+        &[Case::new(2, Transport::Shm), Case::new(2, Transport::Udp)]
     };
     let daemons = cases
         .iter()

@@ -17,6 +17,7 @@
  */
 #define CTEST_NAME "coll_alltoall"
 #include "ctest.h"
+#include "coll_common.h"
 
 enum { GUARD = 64, BIGBLK = 65 * 1024 + 3 /* bytes: one block above the MTU */ };
 
@@ -34,12 +35,6 @@ static int val(int from, int to, int r, size_t i) {
 
 static unsigned char bval(int from, int to, int r, size_t i) {
     return (unsigned char)(val(from, to, r, i) + (int)(i / 991));
-}
-
-static void check_psync(const long *p, int words, const char *what) {
-    for (int i = 0; i < words; i++)
-        CHECK(p[i] == SHMEM_SYNC_VALUE, "%s: pSync[%d] is %ld after return, not %ld", what, i,
-              p[i], SHMEM_SYNC_VALUE);
 }
 
 /* ---- team forms, every type -------------------------------------------------------------- */
@@ -154,18 +149,6 @@ static void team_mem(shmem_team_t team, const char *tname) {
 
 /* ---- active-set forms -------------------------------------------------------------------- */
 
-struct aset {
-    int start, logs, size;
-};
-
-static int member_of(struct aset s, int pe) {
-    int stride = 1 << s.logs;
-    if (pe < s.start || (pe - s.start) % stride != 0)
-        return -1;
-    int j = (pe - s.start) / stride;
-    return j < s.size ? j : -1;
-}
-
 /* One active-set exchange (members only): bits 32/64, nelems, strides in elements (1, 1 =
  * alltoall), round r, barrier pSync k % 2. */
 static void aset_a2a(struct aset s, int bits, size_t nelems, size_t ds, size_t ss, int r,
@@ -277,13 +260,7 @@ int main(void) {
 
     int round = 1000;
     struct aset sets[5];
-    int nsets = 0;
-    sets[nsets++] = (struct aset){0, 0, npes};
-    sets[nsets++] = (struct aset){0, 1, (npes + 1) / 2};
-    if (npes >= 2)
-        sets[nsets++] = (struct aset){1, 1, npes / 2};
-    if (npes >= 3)
-        sets[nsets++] = (struct aset){npes - 1, 0, 1};
+    int nsets = coll_basic_sets(sets, npes);
     if (npes >= 4)
         sets[nsets++] = (struct aset){1, 0, npes - 2};
     for (int i = 0; i < nsets; i++) {

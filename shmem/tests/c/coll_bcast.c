@@ -16,6 +16,7 @@
  */
 #define CTEST_NAME "coll_bcast"
 #include "ctest.h"
+#include "coll_common.h"
 
 enum { GUARD = 4, BIGB = 256 * 1024 };
 
@@ -29,12 +30,6 @@ static long *bar_ps[2];         /* SHMEM_BARRIER_SYNC_SIZE each */
  * differs from the cleared dest (0). */
 static int val(int pe, int r, size_t i) {
     return (int)((pe * 13 + r * 7 + (int)(i % 1009) * 3) % 100) + 1;
-}
-
-static void check_psync(const long *p, int words, const char *what) {
-    for (int i = 0; i < words; i++)
-        CHECK(p[i] == SHMEM_SYNC_VALUE, "%s: pSync[%d] is %ld after return, not %ld", what, i,
-              p[i], SHMEM_SYNC_VALUE);
 }
 
 /* ---- team forms, every type ---------------------------------------------------------- */
@@ -111,20 +106,6 @@ static void team_bcastmem(shmem_team_t team, const char *tname) {
 }
 
 /* ---- active-set forms ------------------------------------------------------------------ */
-
-struct aset {
-    int start, logs, size;
-};
-
-static int member_of(struct aset s, int pe) {
-    int stride = 1 << s.logs;
-    if (pe < s.start || (pe - s.start) % stride != 0)
-        return -1;
-    int j = (pe - s.start) / stride;
-    return j < s.size ? j : -1;
-}
-
-static int world_of(struct aset s, int j) { return s.start + j * (1 << s.logs); }
 
 /* Clears dest and fills the source for a broadcast of nb bytes in round r. */
 static void prepare(size_t nb, int r) {
@@ -243,13 +224,7 @@ int main(void) {
 
     int round = 1000;
     struct aset sets[5];
-    int nsets = 0;
-    sets[nsets++] = (struct aset){0, 0, npes};
-    sets[nsets++] = (struct aset){0, 1, (npes + 1) / 2};
-    if (npes >= 2)
-        sets[nsets++] = (struct aset){1, 1, npes / 2};
-    if (npes >= 3)
-        sets[nsets++] = (struct aset){npes - 1, 0, 1};
+    int nsets = coll_basic_sets(sets, npes);
     if (npes >= 5)
         sets[nsets++] = (struct aset){1, 2, (npes + 2) / 4};
     for (int i = 0; i < nsets; i++) {

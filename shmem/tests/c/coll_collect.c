@@ -16,6 +16,7 @@
  */
 #define CTEST_NAME "coll_collect"
 #include "ctest.h"
+#include "coll_common.h"
 
 enum { GUARD = 64, MAXPER = 72 * 1024 /* bytes one PE contributes at most */ };
 
@@ -32,12 +33,6 @@ static int val(int pe, int r, size_t i) {
 
 static unsigned char bval(int pe, int r, size_t i) {
     return (unsigned char)(val(pe, r, i) + (int)(i / 997));
-}
-
-static void check_psync(const long *p, int words, const char *what) {
-    for (int i = 0; i < words; i++)
-        CHECK(p[i] == SHMEM_SYNC_VALUE, "%s: pSync[%d] is %ld after return, not %ld", what, i,
-              p[i], SHMEM_SYNC_VALUE);
 }
 
 /* How many elements member j of n contributes to collect case c of round r (c = 0: 1 + j,
@@ -147,20 +142,6 @@ static void team_mem(shmem_team_t team, const char *tname) {
 
 /* ---- active-set forms -------------------------------------------------------------------- */
 
-struct aset {
-    int start, logs, size;
-};
-
-static int member_of(struct aset s, int pe) {
-    int stride = 1 << s.logs;
-    if (pe < s.start || (pe - s.start) % stride != 0)
-        return -1;
-    int j = (pe - s.start) / stride;
-    return j < s.size ? j : -1;
-}
-
-static int world_of(struct aset s, int j) { return s.start + j * (1 << s.logs); }
-
 /* Elements (of `bits`) that ordinal j gives in case c. */
 static size_t aset_count(int c, int j, int fixed) {
     static const size_t base[4] = {0, 1, 333, 9000};
@@ -268,13 +249,7 @@ int main(void) {
 
     int round = 1000;
     struct aset sets[5];
-    int nsets = 0;
-    sets[nsets++] = (struct aset){0, 0, npes};
-    sets[nsets++] = (struct aset){0, 1, (npes + 1) / 2};
-    if (npes >= 2)
-        sets[nsets++] = (struct aset){1, 1, npes / 2};
-    if (npes >= 3)
-        sets[nsets++] = (struct aset){npes - 1, 0, 1};
+    int nsets = coll_basic_sets(sets, npes);
     if (npes >= 4)
         sets[nsets++] = (struct aset){1, 0, npes - 2};
     for (int i = 0; i < nsets; i++) {

@@ -17,6 +17,7 @@
  */
 #define CTEST_NAME "coll_sync"
 #include "ctest.h"
+#include "coll_common.h"
 
 enum { ROUNDS = 24, BIG = 100 * 1024 /* bytes, above the UDP MTU */ };
 
@@ -37,7 +38,7 @@ static unsigned char pat(int pe, int round, size_t i) {
     return (unsigned char)(pe * 37 + round * 11 + (int)(i % 251) + 1);
 }
 
-static void check_psync(const long *p, int words, const char *what, int call) {
+static void check_psync_call(const long *p, int words, const char *what, int call) {
     for (int i = 0; i < words; i++)
         CHECK(p[i] == SHMEM_SYNC_VALUE, "%s (call %d): pSync[%d] is %ld after return, not %ld",
               what, call, i, p[i], SHMEM_SYNC_VALUE);
@@ -160,20 +161,6 @@ static void test_shared_sync(void) {
 }
 
 /* An active set: PE_start, logPE_stride, PE_size. */
-struct aset {
-    int start, logs, size;
-};
-
-static int member_of(struct aset s, int pe) {
-    int stride = 1 << s.logs;
-    if (pe < s.start || (pe - s.start) % stride != 0)
-        return -1;
-    int j = (pe - s.start) / stride;
-    return j < s.size ? j : -1;
-}
-
-static int world_of(struct aset s, int j) { return s.start + j * (1 << s.logs); }
-
 /* Active-set barrier and sync on set s: rounds of puts to the next member plus stamps,
  * alternating pSyncs (checked back at SYNC_VALUE), then consecutive calls on one pSync. */
 static void test_aset(struct aset s, long *const ps[2], const char *label) {
@@ -197,7 +184,7 @@ static void test_aset(struct aset s, long *const ps[2], const char *label) {
         } else {
             shmem_barrier(s.start, s.logs, s.size, p);
         }
-        check_psync(p, SHMEM_BARRIER_SYNC_SIZE, label, r);
+        check_psync_call(p, SHMEM_BARRIER_SYNC_SIZE, label, r);
         CHECK(half[prev] == 31L * r + prev,
               "%s round %d: put from member PE %d is %ld, expected %ld", label, r, prev,
               half[prev], 31L * r + prev);
@@ -235,8 +222,8 @@ static void run_sets(long *const ps[2], const char *kind) {
         test_aset(sets[i], ps, label);
         /* Every call on both pSyncs is over; nobody touches them until the next set. */
         shmem_barrier_all();
-        check_psync(ps[0], SHMEM_BARRIER_SYNC_SIZE, label, -1);
-        check_psync(ps[1], SHMEM_BARRIER_SYNC_SIZE, label, -1);
+        check_psync_call(ps[0], SHMEM_BARRIER_SYNC_SIZE, label, -1);
+        check_psync_call(ps[1], SHMEM_BARRIER_SYNC_SIZE, label, -1);
         shmem_barrier_all();
     }
 }
@@ -255,7 +242,7 @@ static void test_shrinking(long *const ps[2], int from_top) {
         shmem_long_p(&half[me], 77L * k + me, next);
         maybe_late(k);
         shmem_barrier(s.start, s.logs, s.size, p);
-        check_psync(p, SHMEM_BARRIER_SYNC_SIZE, from_top ? "shrinking (top) barrier"
+        check_psync_call(p, SHMEM_BARRIER_SYNC_SIZE, from_top ? "shrinking (top) barrier"
                                                          : "shrinking (bottom) barrier", k);
         CHECK(half[prev] == 77L * k + prev,
               "shrinking barrier %d (start %d, size %d): put from PE %d is %ld, expected %ld", k,
