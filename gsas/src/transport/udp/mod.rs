@@ -280,6 +280,22 @@ impl UdpTransport {
         }
     }
 
+    /// Checks that a packet of `len` payload bytes may be sent now: `TooLarge` above the
+    /// MTU; `WouldBlock` (counted) while a kept datagram still cannot be pushed out.
+    fn admit(&mut self, len: usize) -> Result<(), TransportError> {
+        if len > self.config.mtu - HEADER_LEN {
+            return Err(TransportError::TooLarge);
+        }
+        if self.kept.is_some() {
+            self.push_kept()?;
+            if self.kept.is_some() {
+                self.stats.sends_refused += 1;
+                return Err(TransportError::WouldBlock);
+            }
+        }
+        Ok(())
+    }
+
     /// Counts a datagram of `len` bytes (header included) handed to the kernel; `true`.
     fn sent(&mut self, len: usize) -> bool {
         self.stats.datagrams_sent += 1;
@@ -494,16 +510,7 @@ impl Transport for UdpTransport {
     where
         F: FnOnce(&mut [u8]) -> R,
     {
-        if len > self.config.mtu - HEADER_LEN {
-            return Err(TransportError::TooLarge);
-        }
-        if self.kept.is_some() {
-            self.push_kept()?;
-            if self.kept.is_some() {
-                self.stats.sends_refused += 1;
-                return Err(TransportError::WouldBlock);
-            }
-        }
+        self.admit(len)?;
         let total = HEADER_LEN + len;
         HeaderRepr { key: peer.key }.emit(&mut Header::new_unchecked(&mut self.tx[..HEADER_LEN]));
         let result = fill(&mut self.tx[HEADER_LEN..total]);
@@ -524,16 +531,7 @@ impl Transport for UdpTransport {
         body: &[u8],
     ) -> Result<(), TransportError> {
         let len = head.len() + body.len();
-        if len > self.config.mtu - HEADER_LEN {
-            return Err(TransportError::TooLarge);
-        }
-        if self.kept.is_some() {
-            self.push_kept()?;
-            if self.kept.is_some() {
-                self.stats.sends_refused += 1;
-                return Err(TransportError::WouldBlock);
-            }
-        }
+        self.admit(len)?;
         let mut header = [0u8; HEADER_LEN];
         HeaderRepr { key: peer.key }.emit(&mut Header::new_unchecked(&mut header[..]));
         if !self.transmit_gathered(peer.addr, &header, head, body)? {
