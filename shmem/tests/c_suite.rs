@@ -12,12 +12,10 @@
 //!   collectives and teams programs `coll_*`, `team_*` of issue 6: N = 1, 2, 3, 4, 8, see
 //!   [`COLL_MATRIX`]);
 //! * over UDP, two nodes: two installed `gsas-atomicd` daemons on loopback, started here
-//!   from a generated cluster file (`gsas-atomicd --config FILE --node I`), and the PEs
-//!   spread over them in contiguous blocks, the first node taking the larger half (2 PEs:
-//!   1+1, 3 PEs: 2+1, 4 PEs: 2+2, 8 PEs: 4+4), each PE started with
-//!   its node's `GSAS_SERVICE`, `GSAS_NODE`, a shared job id and key, and PMI from the
-//!   gsas launcher library (`gsas::launch::job::run_job`, the code `oshrun` runs: the
-//!   installed `oshrun` hosts its own single-node service and cannot join running daemons).
+//!   from a generated cluster file (`gsas-atomicd --config FILE --node I`), and the job
+//!   started by the installed `oshrun --config FILE -n N`, which places the ranks in
+//!   contiguous blocks per node, the first node taking the larger half (2 PEs: 1+1,
+//!   3 PEs: 2+1, 4 PEs: 2+2, 8 PEs: 4+4), and starts the PEs of both loopback nodes itself.
 //!
 //! Every run has a time limit (the launcher's and, above it, this harness's); a failure
 //! shows the case, the exit status and everything the PEs printed. A program passes a case
@@ -49,7 +47,6 @@
 //! daemons and job ids.
 
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::UdpSocket;
@@ -59,8 +56,6 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gsas::launch::job::{JobSpec, PeLaunch, run_job};
-use gsas::launch::pe_env;
 use gsas::service::ControlClient;
 use gsas::testsupport::{Launch, launch, run_with_timeout};
 
@@ -186,7 +181,6 @@ struct Suite {
     root: PathBuf,
     prefix: PathBuf,
     build: PathBuf,
-    scratch: PathBuf,
     triple: &'static str,
     emulated: bool,
     /// `nm` able to read the target's objects.
@@ -257,10 +251,7 @@ fn install() -> Result<Suite, String> {
     let base = target_dir().join("c-suite").join(triple);
     let prefix = base.join("prefix");
     let build = base.join("programs");
-    let scratch = base.join("scratch");
-    for d in [&build, &scratch] {
-        std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
-    }
+    std::fs::create_dir_all(&build).map_err(|e| format!("creating {}: {e}", build.display()))?;
     let t0 = Instant::now();
     let mut cmd = Command::new("bash");
     cmd.arg(root.join("scripts/install"))
@@ -312,7 +303,6 @@ fn install() -> Result<Suite, String> {
         root,
         prefix,
         build,
-        scratch,
         triple,
         emulated,
         nm,
@@ -387,6 +377,7 @@ struct Run {
 struct Daemons {
     children: Vec<Child>,
     sockets: Vec<PathBuf>,
+    config: PathBuf,
     dir: PathBuf,
 }
 
@@ -441,6 +432,7 @@ fn start_daemons(tag: &str) -> Daemons {
     let mut d = Daemons {
         children: Vec::new(),
         sockets: sockets.clone(),
+        config: config.clone(),
         dir,
     };
     for node in 0..2 {
@@ -492,95 +484,30 @@ fn run_case(
 ) -> Run {
     let s = suite();
     let t0 = Instant::now();
-    match case.transport {
-        Transport::Shm => {
-            let mut cmd = launch().command(s.prefix.join("bin/oshrun"));
-            cmd.arg("-n")
-                .arg(case.pes.to_string())
-                .arg("--tag-output")
-                .arg("--timeout")
-                .arg(s.job_limit.to_string())
-                .arg("--");
-            cmd.args(launch().prefix()).arg(program).args(args);
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
-            let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit + 60))
-                .unwrap_or_else(|e| panic!("{} ({case}): {e}", program.display()));
-            Run {
-                status: out.status.code(),
-                output: joined(&out),
-                elapsed: t0.elapsed(),
-            }
-        }
-        Transport::Udp => {
-            let d = daemons.expect("UDP cases need daemons");
-            let n = unique();
-            let base = s.scratch.join(format!("out-{}-{}", std::process::id(), n));
-            let job_id = (u64::from(std::process::id()) << 24) | n;
-            let job_key = 0x5eed_0000_0000_0000 ^ (job_id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            // Each PE's output goes to files of its own (the launcher library would share
-            // the harness's stdout, which cannot be captured): sh redirects, then execs.
-            let redirect =
-                "exec \"$@\" >\"$C_SUITE_OUT.$PMI_RANK.out\" 2>\"$C_SUITE_OUT.$PMI_RANK.err\"";
-            let pes = (0..case.pes)
-                .map(|rank| {
-                    let node = udp_node_of(rank, case.pes);
-                    let mut penv =
-                        pe_env(d.sockets[node as usize].as_os_str(), job_id, job_key, node);
-                    penv.push(("C_SUITE_OUT".into(), base.clone().into_os_string()));
-                    for (k, v) in env {
-                        penv.push((OsString::from(k), OsString::from(v)));
-                    }
-                    let mut pargs: Vec<OsString> = vec!["-c".into(), redirect.into(), "sh".into()];
-                    pargs.extend(launch().prefix());
-                    pargs.push(program.as_os_str().to_owned());
-                    pargs.extend(args.iter().map(OsString::from));
-                    PeLaunch {
-                        rank,
-                        program: "/bin/sh".into(),
-                        args: pargs,
-                        env: penv,
-                    }
-                })
-                .collect();
-            let mut spec = JobSpec::single_node(pes);
-            spec.launcher = "c_suite".into();
-            spec.node_of_rank = (0..case.pes)
-                .map(|r| u32::from(udp_node_of(r, case.pes)))
-                .collect();
-            spec.time_limit = Some(Duration::from_secs(s.job_limit));
-            let report = run_job(spec)
-                .unwrap_or_else(|e| panic!("{} ({case}): launching: {e}", program.display()));
-            let mut output = String::new();
-            for rank in 0..case.pes {
-                for ext in ["out", "err"] {
-                    let f = PathBuf::from(format!("{}.{rank}.{ext}", base.display()));
-                    if let Ok(text) = std::fs::read_to_string(&f) {
-                        for line in text.lines() {
-                            writeln!(output, "[{rank}] {line}").unwrap();
-                        }
-                        let _ = std::fs::remove_file(&f);
-                    }
-                }
-            }
-            if let Some(f) = &report.failure {
-                writeln!(output, "launcher: {}", f.describe()).unwrap();
-            }
-            Run {
-                status: Some(report.exit_code),
-                output,
-                elapsed: t0.elapsed(),
-            }
-        }
+    let mut cmd = launch().command(s.prefix.join("bin/oshrun"));
+    if case.transport == Transport::Udp {
+        // Across the two daemons: oshrun places the ranks in contiguous blocks per node
+        // from the cluster file and starts the PEs of both (loopback) nodes itself.
+        let d = daemons.expect("UDP cases need daemons");
+        cmd.arg("--config").arg(&d.config);
     }
-}
-
-/// The node of PE `rank` of a job of `pes` PEs over the two UDP nodes: contiguous blocks,
-/// the first node taking the larger half (2: 1 + 1, 3: 2 + 1, 4: 2 + 2, 8: 4 + 4; 1 PE
-/// runs on node 0).
-fn udp_node_of(rank: u32, pes: u32) -> u16 {
-    u16::from(rank >= pes.div_ceil(2))
+    cmd.arg("-n")
+        .arg(case.pes.to_string())
+        .arg("--tag-output")
+        .arg("--timeout")
+        .arg(s.job_limit.to_string())
+        .arg("--");
+    cmd.args(launch().prefix()).arg(program).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit + 60))
+        .unwrap_or_else(|e| panic!("{} ({case}): {e}", program.display()));
+    Run {
+        status: out.status.code(),
+        output: joined(&out),
+        elapsed: t0.elapsed(),
+    }
 }
 
 /// Standard output and standard error of a finished command.
