@@ -953,6 +953,31 @@ impl Node {
     // -------------------------------------------------------------------------------
     // Atomics
 
+    /// Validates an atomic on `pe`'s segment `seg` at `offset` (defined for the type,
+    /// operands that fit, a target inside the segment, natural alignment) and returns its
+    /// descriptor with the direct pointer when the target is mapped on this node.
+    #[allow(clippy::too_many_arguments)]
+    fn amo_target(
+        &self,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+    ) -> Result<(AtomicDesc, Option<*mut u8>), NodeError> {
+        let desc = Self::amo_desc(op, ty, operand, comparand)?;
+        let width = desc.width();
+        self.check_target(pe, seg, offset, width)?;
+        if offset % width as u64 != 0 {
+            return Err(NodeError::Invalid(format!(
+                "atomic at offset {offset:#x} is not aligned to {width} bytes"
+            )));
+        }
+        Ok((desc, self.direct_ptr(pe, seg, offset, width)?))
+    }
+
     fn amo_desc(
         op: AtomicOp,
         ty: AtomicType,
@@ -986,15 +1011,9 @@ impl Node {
         operand: u64,
         comparand: u64,
     ) -> Result<u64, NodeError> {
-        let desc = Self::amo_desc(op, ty, operand, comparand)?;
+        let (desc, direct) = self.amo_target(pe, seg, offset, op, ty, operand, comparand)?;
         let width = desc.width();
-        self.check_target(pe, seg, offset, width)?;
-        if offset % width as u64 != 0 {
-            return Err(NodeError::Invalid(format!(
-                "atomic at offset {offset:#x} is not aligned to {width} bytes"
-            )));
-        }
-        if let Some(p) = self.direct_ptr(pe, seg, offset, width)? {
+        if let Some(p) = direct {
             // SAFETY: `p` lies in a live shared mapping, aligned (mapping bases are page
             // aligned and offset is a multiple of the width), accessed atomically by PEs
             // and the service.
@@ -1072,15 +1091,9 @@ impl Node {
         comparand: u64,
         dest: Option<*mut u8>,
     ) -> Result<(), NodeError> {
-        let desc = Self::amo_desc(op, ty, operand, comparand)?;
+        let (desc, direct) = self.amo_target(pe, seg, offset, op, ty, operand, comparand)?;
         let width = desc.width();
-        self.check_target(pe, seg, offset, width)?;
-        if offset % width as u64 != 0 {
-            return Err(NodeError::Invalid(format!(
-                "atomic at offset {offset:#x} is not aligned to {width} bytes"
-            )));
-        }
-        if let Some(p) = self.direct_ptr(pe, seg, offset, width)? {
+        if let Some(p) = direct {
             // SAFETY: as in `atomic`.
             let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
             if let Some(d) = dest {
