@@ -68,17 +68,8 @@ fn too_long(n: usize, size: usize, call: &str) -> ! {
 /// `ctx` a context handle from the library.
 #[inline(always)]
 pub unsafe fn put(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
-    if ctx.is_default() {
-        if let Some(p) = HOT.heap_direct(dest as usize, n, pe) {
-            // SAFETY: `p .. p + n` lies in the heap mapping of a same-node PE (checked by
-            // `heap_direct`, which also bounds `n`), `src` is readable by the caller's
-            // contract; overlap (the target is this PE) is tolerated.
-            unsafe { copy_small(src, p, n) };
-            return;
-        }
-    }
     // SAFETY: forwarded.
-    unsafe { put_general(dest, src, n, pe, ctx, false, call) }
+    unsafe { put_as::<false>(ctx, dest, src, n, pe, call) }
 }
 
 /// Non-blocking put: returns once started (the source may be reused at once: the node
@@ -89,15 +80,37 @@ pub unsafe fn put(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_in
 /// As [`put`].
 #[inline(always)]
 pub unsafe fn put_nbi(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
+    // SAFETY: forwarded.
+    unsafe { put_as::<true>(ctx, dest, src, n, pe, call) }
+}
+
+/// The fast path of [`put`] (`NBI` false) and [`put_nbi`] (`NBI` true): a same-node
+/// target within the hot heap window is a plain copy; everything else goes to
+/// [`put_general`].
+///
+/// # Safety
+///
+/// As [`put`].
+#[inline(always)]
+unsafe fn put_as<const NBI: bool>(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    pe: c_int,
+    call: &str,
+) {
     if ctx.is_default() {
         if let Some(p) = HOT.heap_direct(dest as usize, n, pe) {
-            // SAFETY: as in `put`.
+            // SAFETY: `p .. p + n` lies in the heap mapping of a same-node PE (checked by
+            // `heap_direct`, which also bounds `n`), `src` is readable by the caller's
+            // contract; overlap (the target is this PE) is tolerated.
             unsafe { copy_small(src, p, n) };
             return;
         }
     }
     // SAFETY: forwarded.
-    unsafe { put_general(dest, src, n, pe, ctx, true, call) }
+    unsafe { put_general(dest, src, n, pe, ctx, NBI, call) }
 }
 
 /// The general path of [`put`] and [`put_nbi`]. It has the C ABI, which cannot unwind
@@ -171,16 +184,8 @@ unsafe fn put_general_body(
 /// `src` a symmetric address (checked); `ctx` a context handle from the library.
 #[inline(always)]
 pub unsafe fn get(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
-    if ctx.is_default() {
-        if let Some(p) = HOT.heap_direct(src as usize, n, pe) {
-            // SAFETY: `p .. p + n` lies in a same-node heap mapping (`n <= SMALL`); `dest` is
-            // writable by the caller's contract.
-            unsafe { copy_small(p, dest, n) };
-            return;
-        }
-    }
     // SAFETY: forwarded.
-    unsafe { get_general(dest, src, n, pe, ctx, false, call) }
+    unsafe { get_as::<false>(ctx, dest, src, n, pe, call) }
 }
 
 /// Non-blocking get: `dest` holds the data after quiet on `ctx`.
@@ -190,15 +195,34 @@ pub unsafe fn get(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_in
 /// As [`get`], and `dest` must stay valid and untouched until quiet on `ctx` returns.
 #[inline(always)]
 pub unsafe fn get_nbi(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_int, call: &str) {
+    // SAFETY: forwarded.
+    unsafe { get_as::<true>(ctx, dest, src, n, pe, call) }
+}
+
+/// The fast path of [`get`] (`NBI` false) and [`get_nbi`] (`NBI` true), as [`put_as`].
+///
+/// # Safety
+///
+/// As [`get_nbi`] when `NBI`, else as [`get`].
+#[inline(always)]
+unsafe fn get_as<const NBI: bool>(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    pe: c_int,
+    call: &str,
+) {
     if ctx.is_default() {
         if let Some(p) = HOT.heap_direct(src as usize, n, pe) {
-            // SAFETY: as in `get`.
+            // SAFETY: `p .. p + n` lies in a same-node heap mapping (`n <= SMALL`); `dest` is
+            // writable by the caller's contract.
             unsafe { copy_small(p, dest, n) };
             return;
         }
     }
     // SAFETY: forwarded.
-    unsafe { get_general(dest, src, n, pe, ctx, true, call) }
+    unsafe { get_general(dest, src, n, pe, ctx, NBI, call) }
 }
 
 /// The general path of [`get`] and [`get_nbi`] (C ABI: see [`put_general`]).
