@@ -11,11 +11,10 @@ mod rust_common;
 use std::ffi::{c_int, c_long, c_void};
 use std::ptr::null_mut;
 
-use rust_common::{Topology, check, report_ok, run};
+use rust_common::{run_expect, topologies, world};
 use shmem::{Shmem, SymVec, Symmetric};
 
 unsafe extern "C" {
-    static gsas_shmem_team_world: u8;
     fn shmem_int_broadcast(
         team: *const c_void,
         dest: *mut c_int,
@@ -138,29 +137,14 @@ unsafe extern "C" {
     ) -> c_int;
 }
 
-fn world() -> *const c_void {
-    (&raw const gsas_shmem_team_world).cast()
-}
-
 /// The child entry point (see `rust_common`).
 #[test]
 fn child_pe() {
-    match rust_common::child_scenario() {
-        Some(s) => {
-            let shmem = shmem::init().expect("init");
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            let shmem = shmem::init().expect("init");
-            for s in ["bcast", "collect", "alltoall"] {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
-    }
+    rust_common::child_main(
+        || shmem::init().expect("init"),
+        &["bcast", "collect", "alltoall"],
+        scenario,
+    );
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {
@@ -700,32 +684,6 @@ fn alltoall(shmem: &Shmem) -> String {
     format!("alltoall ok: {calls}")
 }
 
-fn topologies(nodes: u32, ppns: &[u32]) -> Vec<Topology> {
-    ppns.iter().map(|&ppn| Topology { nodes, ppn }).collect()
-}
-
-/// Runs `scenario` on `topos`; `expect(pe, n)` is every PE's summary.
-fn run_all(scenario: &str, topos: &[Topology], expect: impl Fn(usize, usize) -> String) {
-    run_env(scenario, topos, &[], expect);
-}
-
-/// [`run_all`] with environment variables.
-fn run_env(
-    scenario: &str,
-    topos: &[Topology],
-    env: &[(&str, &str)],
-    expect: impl Fn(usize, usize) -> String,
-) {
-    for &t in topos {
-        let (report, dir) = run(scenario, t, env);
-        let r = check(&report, &dir, t);
-        let n = (t.nodes * t.ppn) as usize;
-        for (pe, s) in r.iter().enumerate() {
-            assert_eq!(*s, expect(pe, n), "{t:?} PE {pe}");
-        }
-    }
-}
-
 fn bcast_calls(pe: usize, n: usize) -> String {
     let shrinking = n - pe;
     let strided = usize::from(pe % 2 == 0);
@@ -742,35 +700,45 @@ fn alltoall_calls(pe: usize, _n: usize) -> String {
 
 #[test]
 fn bcast_one_node() {
-    run_all("bcast", &topologies(1, &[1, 2, 3, 4, 8]), bcast_calls);
+    run_expect("bcast", &topologies(1, &[1, 2, 3, 4, 8]), &[], bcast_calls);
 }
 
 #[test]
 fn bcast_several_nodes() {
-    run_all("bcast", &topologies(2, &[1, 2, 4]), bcast_calls);
-    run_all("bcast", &topologies(3, &[1, 2]), bcast_calls);
+    run_expect("bcast", &topologies(2, &[1, 2, 4]), &[], bcast_calls);
+    run_expect("bcast", &topologies(3, &[1, 2]), &[], bcast_calls);
 }
 
 #[test]
 fn collect_one_node() {
-    run_all("collect", &topologies(1, &[1, 2, 3, 4, 8]), collect_calls);
+    run_expect(
+        "collect",
+        &topologies(1, &[1, 2, 3, 4, 8]),
+        &[],
+        collect_calls,
+    );
 }
 
 #[test]
 fn collect_several_nodes() {
-    run_all("collect", &topologies(2, &[1, 2, 4]), collect_calls);
-    run_all("collect", &topologies(3, &[1, 2]), collect_calls);
+    run_expect("collect", &topologies(2, &[1, 2, 4]), &[], collect_calls);
+    run_expect("collect", &topologies(3, &[1, 2]), &[], collect_calls);
 }
 
 #[test]
 fn alltoall_one_node() {
-    run_all("alltoall", &topologies(1, &[1, 2, 3, 4, 8]), alltoall_calls);
+    run_expect(
+        "alltoall",
+        &topologies(1, &[1, 2, 3, 4, 8]),
+        &[],
+        alltoall_calls,
+    );
 }
 
 #[test]
 fn alltoall_several_nodes() {
-    run_all("alltoall", &topologies(2, &[1, 2, 4]), alltoall_calls);
-    run_all("alltoall", &topologies(3, &[1, 2]), alltoall_calls);
+    run_expect("alltoall", &topologies(2, &[1, 2, 4]), &[], alltoall_calls);
+    run_expect("alltoall", &topologies(3, &[1, 2]), &[], alltoall_calls);
 }
 
 #[test]
@@ -778,6 +746,6 @@ fn without_direct_access() {
     // GSAS_DIRECT=0: same-node PEs reach each other through the service, so every PE is a
     // cell of its own and the collectives run their across-node algorithms on one node.
     let env = [("GSAS_DIRECT", "0")];
-    run_env("collect", &topologies(1, &[3]), &env, collect_calls);
-    run_env("bcast", &topologies(1, &[4]), &env, bcast_calls);
+    run_expect("collect", &topologies(1, &[3]), &env, collect_calls);
+    run_expect("bcast", &topologies(1, &[4]), &env, bcast_calls);
 }

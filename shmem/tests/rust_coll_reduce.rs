@@ -9,11 +9,10 @@ mod rust_common;
 
 use std::ffi::{c_int, c_long, c_short, c_void};
 
-use rust_common::{Topology, check, report_ok, run};
+use rust_common::{run_expect, topologies, world};
 use shmem::{Complex32, Complex64, ReduceOp, Shmem, Symmetric, op};
 
 unsafe extern "C" {
-    static gsas_shmem_team_world: u8;
     fn gsas_shmem_longdouble_from_double(v: f64, out: *mut c_void);
     fn gsas_shmem_longdouble_to_double(v: *const c_void) -> f64;
     fn shmem_longdouble_sum_reduce(
@@ -101,29 +100,14 @@ unsafe extern "C" {
 
 const REDUCE_SYNC_SIZE: usize = 35;
 
-fn world() -> *const c_void {
-    (&raw const gsas_shmem_team_world).cast()
-}
-
 /// The child entry point (see `rust_common`).
 #[test]
 fn child_pe() {
-    match rust_common::child_scenario() {
-        Some(s) => {
-            let shmem = shmem::init().expect("init");
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            let shmem = shmem::init().expect("init");
-            for s in ["typed", "cabi"] {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
-    }
+    rust_common::child_main(
+        || shmem::init().expect("init"),
+        &["typed", "cabi"],
+        scenario,
+    );
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {
@@ -584,50 +568,36 @@ fn cabi(shmem: &Shmem) -> String {
     format!("cabi ok: {calls}")
 }
 
-fn topologies(nodes: u32, ppns: &[u32]) -> Vec<Topology> {
-    ppns.iter().map(|&ppn| Topology { nodes, ppn }).collect()
-}
-
-fn run_all(scenario: &str, topos: &[Topology], expect: impl Fn(usize) -> String) {
-    for &t in topos {
-        let (report, dir) = run(scenario, t, &[]);
-        let r = check(&report, &dir, t);
-        for (pe, s) in r.iter().enumerate() {
-            assert_eq!(*s, expect(pe), "{t:?} PE {pe}");
-        }
-    }
-}
-
 /// 10 integer types x 2 lengths x 4 operations, 9 bitwise types x 3, 12 floating-point
 /// and complex, 2 large: 3 reductions each; and the bit-identity check.
 const TYPED: usize = 3 * (10 * 2 * 4 + 9 * 3 + 11 + 2) + 1;
 
-fn typed_calls(_pe: usize) -> String {
+fn typed_calls(_pe: usize, _n: usize) -> String {
     format!("typed ok: {TYPED}")
 }
 
-fn cabi_calls(pe: usize) -> String {
+fn cabi_calls(pe: usize, _n: usize) -> String {
     format!("cabi ok: {}", 3 + 2 + 3 + 2 + usize::from(pe % 2 == 0))
 }
 
 #[test]
 fn typed_one_node() {
-    run_all("typed", &topologies(1, &[1, 2, 3, 4, 8]), typed_calls);
+    run_expect("typed", &topologies(1, &[1, 2, 3, 4, 8]), &[], typed_calls);
 }
 
 #[test]
 fn typed_several_nodes() {
-    run_all("typed", &topologies(2, &[1, 2, 4]), typed_calls);
-    run_all("typed", &topologies(3, &[1, 2]), typed_calls);
+    run_expect("typed", &topologies(2, &[1, 2, 4]), &[], typed_calls);
+    run_expect("typed", &topologies(3, &[1, 2]), &[], typed_calls);
 }
 
 #[test]
 fn cabi_one_node() {
-    run_all("cabi", &topologies(1, &[1, 2, 3, 4, 8]), cabi_calls);
+    run_expect("cabi", &topologies(1, &[1, 2, 3, 4, 8]), &[], cabi_calls);
 }
 
 #[test]
 fn cabi_several_nodes() {
-    run_all("cabi", &topologies(2, &[1, 2, 4]), cabi_calls);
-    run_all("cabi", &topologies(3, &[1, 2]), cabi_calls);
+    run_expect("cabi", &topologies(2, &[1, 2, 4]), &[], cabi_calls);
+    run_expect("cabi", &topologies(3, &[1, 2]), &[], cabi_calls);
 }

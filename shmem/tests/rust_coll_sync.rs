@@ -10,11 +10,10 @@ mod rust_common;
 
 use std::ffi::{c_int, c_long, c_void};
 
-use rust_common::{Topology, check, report_ok, run};
+use rust_common::{run_expect, topologies, world};
 use shmem::{Shmem, SymVec};
 
 unsafe extern "C" {
-    static gsas_shmem_team_world: u8;
     static gsas_shmem_team_shared: u8;
     fn shmem_barrier(start: c_int, log_stride: c_int, size: c_int, psync: *mut c_long);
     fn shmem_sync(start: c_int, log_stride: c_int, size: c_int, psync: *mut c_long);
@@ -28,22 +27,11 @@ const SYNC_SIZE: usize = 16;
 /// The child entry point (see `rust_common`).
 #[test]
 fn child_pe() {
-    match rust_common::child_scenario() {
-        Some(s) => {
-            let shmem = shmem::init().expect("init");
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            let shmem = shmem::init().expect("init");
-            for s in ["barrier", "active"] {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
-    }
+    rust_common::child_main(
+        || shmem::init().expect("init"),
+        &["barrier", "active"],
+        scenario,
+    );
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {
@@ -78,10 +66,7 @@ fn barrier(shmem: &Shmem) -> String {
             0 => unsafe { pshmem_sync_all() },
             1 => shmem.sync_all(),
             // SAFETY: the world team's handle.
-            _ => assert_eq!(
-                unsafe { shmem_team_sync((&raw const gsas_shmem_team_world).cast()) },
-                0
-            ),
+            _ => assert_eq!(unsafe { shmem_team_sync(world()) }, 0),
         }
         for pe in 0..n {
             assert_eq!(shmem.g(mine.at(0), pe), round * 1000 + pe as u64);
@@ -188,57 +173,18 @@ fn active(shmem: &Shmem) -> String {
     format!("active ok: {calls} calls")
 }
 
-fn topologies(nodes: u32, ppns: &[u32]) -> Vec<Topology> {
-    ppns.iter().map(|&ppn| Topology { nodes, ppn }).collect()
-}
-
-/// Runs `scenario` on each topology with `env`; every PE reports `expect(n)`.
-fn run_all(
-    scenario: &str,
-    topos: &[Topology],
-    env: &[(&str, &str)],
-    expect: impl Fn(u32) -> String,
-) {
-    for &t in topos {
-        let (report, dir) = run(scenario, t, env);
-        let r = check(&report, &dir, t);
-        let n = t.nodes * t.ppn;
-        assert!(r.iter().all(|s| *s == expect(n)), "{t:?}: {r:?}");
+fn active_calls(me: usize, n: usize) -> String {
+    let mut calls = 2 * (me + 1..=n).count();
+    calls += if me % 2 == 0 { 200 } else { 50 };
+    if me % 4 == 1 {
+        calls += 1;
     }
-}
-
-fn active_calls(n: u32) -> impl Fn(u32) -> String {
-    move |me| {
-        let (me, n) = (me as i32, n as i32);
-        let mut calls = 2 * (me + 1..=n).count() as i32;
-        if me % 2 == 0 {
-            calls += 200;
-        } else {
-            calls += 50;
-        }
-        if me % 4 == 1 {
-            calls += 1;
-        }
-        format!("active ok: {calls} calls")
-    }
-}
-
-/// Runs the `active` scenario, whose summary differs per PE.
-fn run_active(topos: &[Topology], env: &[(&str, &str)]) {
-    for &t in topos {
-        let (report, dir) = run("active", t, env);
-        let r = check(&report, &dir, t);
-        let n = t.nodes * t.ppn;
-        let want = active_calls(n);
-        for (pe, s) in r.iter().enumerate() {
-            assert_eq!(*s, want(pe as u32), "{t:?} PE {pe}");
-        }
-    }
+    format!("active ok: {calls} calls")
 }
 
 #[test]
 fn barrier_one_node() {
-    run_all("barrier", &topologies(1, &[1, 2, 3, 4, 8]), &[], |_| {
+    run_expect("barrier", &topologies(1, &[1, 2, 3, 4, 8]), &[], |_, _| {
         "barrier ok: 300 rounds".into()
     });
 }
@@ -246,32 +192,37 @@ fn barrier_one_node() {
 #[test]
 fn barrier_one_node_tree() {
     let env = [("SHMEM_COLL_FLAT_MAX", "1"), ("SHMEM_COLL_FANIN", "2")];
-    run_all("barrier", &topologies(1, &[3, 8]), &env, |_| {
+    run_expect("barrier", &topologies(1, &[3, 8]), &env, |_, _| {
         "barrier ok: 300 rounds".into()
     });
 }
 
 #[test]
 fn barrier_two_nodes() {
-    run_all("barrier", &topologies(2, &[1, 2, 4]), &[], |_| {
+    run_expect("barrier", &topologies(2, &[1, 2, 4]), &[], |_, _| {
         "barrier ok: 300 rounds".into()
     });
 }
 
 #[test]
 fn barrier_three_nodes() {
-    run_all("barrier", &topologies(3, &[1, 2]), &[], |_| {
+    run_expect("barrier", &topologies(3, &[1, 2]), &[], |_, _| {
         "barrier ok: 300 rounds".into()
     });
 }
 
 #[test]
 fn active_one_node() {
-    run_active(&topologies(1, &[1, 2, 3, 4, 8]), &[]);
+    run_expect(
+        "active",
+        &topologies(1, &[1, 2, 3, 4, 8]),
+        &[],
+        active_calls,
+    );
 }
 
 #[test]
 fn active_two_and_three_nodes() {
-    run_active(&topologies(2, &[1, 2, 4]), &[]);
-    run_active(&topologies(3, &[1]), &[]);
+    run_expect("active", &topologies(2, &[1, 2, 4]), &[], active_calls);
+    run_expect("active", &topologies(3, &[1]), &[], active_calls);
 }

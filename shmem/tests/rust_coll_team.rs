@@ -12,7 +12,7 @@ mod rust_common;
 use std::ffi::{c_int, c_long, c_void};
 use std::ptr::null;
 
-use rust_common::{Topology, check, report_ok, run};
+use rust_common::{run_expect, topologies, world};
 use shmem::{CtxOptions, Shmem, SymVec, Team, TeamConfig, op};
 
 #[repr(C)]
@@ -21,7 +21,6 @@ struct Config {
 }
 
 unsafe extern "C" {
-    static gsas_shmem_team_world: u8;
     static gsas_shmem_team_shared: u8;
     fn shmem_team_split_strided(
         parent: *const c_void,
@@ -55,10 +54,6 @@ unsafe extern "C" {
 
 const NUM_CONTEXTS: c_long = 1;
 
-fn world() -> *const c_void {
-    (&raw const gsas_shmem_team_world).cast()
-}
-
 fn shared() -> *const c_void {
     (&raw const gsas_shmem_team_shared).cast()
 }
@@ -66,22 +61,11 @@ fn shared() -> *const c_void {
 /// The child entry point (see `rust_common`).
 #[test]
 fn child_pe() {
-    match rust_common::child_scenario() {
-        Some(s) => {
-            let shmem = shmem::init().expect("init");
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            let shmem = shmem::init().expect("init");
-            for s in ["split", "cabi", "churn"] {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
-    }
+    rust_common::child_main(
+        || shmem::init().expect("init"),
+        &["split", "cabi", "churn"],
+        scenario,
+    );
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {
@@ -382,21 +366,6 @@ fn churn(shmem: &Shmem) -> String {
     format!("churn ok: {most} teams at once")
 }
 
-fn topologies(nodes: u32, ppns: &[u32]) -> Vec<Topology> {
-    ppns.iter().map(|&ppn| Topology { nodes, ppn }).collect()
-}
-
-fn run_all(scenario: &str, topos: &[Topology], expect: impl Fn(usize, usize) -> String) {
-    for &t in topos {
-        let (report, dir) = run(scenario, t, &[]);
-        let r = check(&report, &dir, t);
-        let n = (t.nodes * t.ppn) as usize;
-        for (pe, s) in r.iter().enumerate() {
-            assert_eq!(*s, expect(pe, n), "{t:?} PE {pe}");
-        }
-    }
-}
-
 fn split_checked(pe: usize, _n: usize) -> String {
     let evens = usize::from(pe % 2 == 0);
     let fours = usize::from(pe % 4 == 0);
@@ -405,25 +374,32 @@ fn split_checked(pe: usize, _n: usize) -> String {
 
 #[test]
 fn split_one_node() {
-    run_all("split", &topologies(1, &[1, 2, 3, 4, 8]), split_checked);
+    run_expect(
+        "split",
+        &topologies(1, &[1, 2, 3, 4, 8]),
+        &[],
+        split_checked,
+    );
 }
 
 #[test]
 fn split_several_nodes() {
-    run_all("split", &topologies(2, &[1, 2, 4]), split_checked);
-    run_all("split", &topologies(3, &[1, 2]), split_checked);
+    run_expect("split", &topologies(2, &[1, 2, 4]), &[], split_checked);
+    run_expect("split", &topologies(3, &[1, 2]), &[], split_checked);
 }
 
 #[test]
 fn cabi_one_and_two_nodes() {
-    run_all("cabi", &topologies(1, &[1, 3, 4]), |_, _| "cabi ok".into());
-    run_all("cabi", &topologies(2, &[2]), |_, _| "cabi ok".into());
+    run_expect("cabi", &topologies(1, &[1, 3, 4]), &[], |_, _| {
+        "cabi ok".into()
+    });
+    run_expect("cabi", &topologies(2, &[2]), &[], |_, _| "cabi ok".into());
 }
 
 #[test]
 fn churn_one_and_two_nodes() {
     // 63 blocks, two of them the predefined teams'.
     let want = |_: usize, _: usize| "churn ok: 61 teams at once".to_string();
-    run_all("churn", &topologies(1, &[1, 4, 8]), want);
-    run_all("churn", &topologies(2, &[2]), want);
+    run_expect("churn", &topologies(1, &[1, 4, 8]), &[], want);
+    run_expect("churn", &topologies(2, &[2]), &[], want);
 }

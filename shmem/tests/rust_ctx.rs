@@ -6,29 +6,21 @@
 
 mod rust_common;
 
-use rust_common::{ONE_NODE, TWO_NODES, report_ok, run_and_check};
+use rust_common::{ONE_NODE, TWO_NODES, run_and_check};
 use shmem::{Cmp, CtxOptions, ErrorKind, Shmem, ThreadLevel};
 
 /// The child entry point (see `rust_common`).
 #[test]
 fn child_pe() {
-    match rust_common::child_scenario() {
-        Some(s) => {
+    rust_common::child_main(
+        || {
             let shmem = shmem::init_thread(ThreadLevel::Multiple).expect("init");
             assert_eq!(shmem.thread_level(), ThreadLevel::Multiple);
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            let shmem = shmem::init_thread(ThreadLevel::Multiple).expect("init");
-            for s in ["ctx", "threads"] {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
-    }
+            shmem
+        },
+        &["ctx", "threads"],
+        scenario,
+    );
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

@@ -8,30 +8,14 @@
 
 mod rust_common;
 
-use rust_common::{ONE_NODE, TWO_NODES, pattern, report_ok, run_and_check};
+use rust_common::{ONE_NODE, TWO_NODES, pattern, run_and_check};
 use shmem::{CtxOptions, Shmem};
 
 /// The child entry point: one PE of a job (or, outside a job, every scenario as a job of
 /// one PE).
 #[test]
 fn child_pe() {
-    match rust_common::child_scenario() {
-        Some(s) => {
-            let shmem = shmem::init().expect("init");
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            let shmem = shmem::init().expect("init");
-            assert_eq!(shmem.n_pes(), 1);
-            for s in ["rma", "amo"] {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
-    }
+    rust_common::child_main(|| shmem::init().expect("init"), &["rma", "amo"], scenario);
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

@@ -6,28 +6,17 @@
 
 mod rust_common;
 
-use rust_common::{ONE_NODE, TWO_NODES, report_ok, run_and_check};
+use rust_common::{ONE_NODE, TWO_NODES, run_and_check};
 use shmem::{Cmp, CmpValues, Shmem, SignalOp};
 
 /// The child entry point (see `rust_common`).
 #[test]
 fn child_pe() {
-    match rust_common::child_scenario() {
-        Some(s) => {
-            let shmem = shmem::init().expect("init");
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            let shmem = shmem::init().expect("init");
-            for s in ["signal", "p2p", "lock"] {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
-    }
+    rust_common::child_main(
+        || shmem::init().expect("init"),
+        &["signal", "p2p", "lock"],
+        scenario,
+    );
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

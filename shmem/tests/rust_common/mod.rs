@@ -157,3 +157,62 @@ pub fn report_ok(rank: usize, summary: &str) -> ! {
 pub fn pattern(pe: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| (pe * 31 + i * 7 + len) as u8).collect()
 }
+
+/// The body of a test binary's `child_pe` test. In a PE of a job (`SHMEM_TEST_SCENARIO`
+/// set) it initializes with `init`, runs that scenario, finalizes and reports (ending the
+/// process); run by libtest as an ordinary test, it is a singleton PE that runs every
+/// scenario of `all` once.
+pub fn child_main(
+    init: impl Fn() -> shmem::Shmem,
+    all: &[&str],
+    scenario: impl Fn(&shmem::Shmem, &str) -> String,
+) {
+    let shmem = init();
+    match child_scenario() {
+        Some(s) => {
+            let summary = scenario(&shmem, &s);
+            let me = shmem.my_pe();
+            shmem.finalize().unwrap();
+            report_ok(me, &summary)
+        }
+        None => {
+            assert_eq!(shmem.n_pes(), 1, "a test run directly is a singleton PE");
+            for s in all {
+                scenario(&shmem, s);
+            }
+            shmem.finalize().unwrap();
+        }
+    }
+}
+
+/// One topology per entry of `ppns`, each on `nodes` nodes.
+pub fn topologies(nodes: u32, ppns: &[u32]) -> Vec<Topology> {
+    ppns.iter().map(|&ppn| Topology { nodes, ppn }).collect()
+}
+
+/// Runs `scenario` on every topology of `topos` with the environment `env` and requires
+/// every PE's summary to be `expect(pe, n_pes)`.
+pub fn run_expect(
+    scenario: &str,
+    topos: &[Topology],
+    env: &[(&str, &str)],
+    expect: impl Fn(usize, usize) -> String,
+) {
+    for &t in topos {
+        let (report, dir) = run(scenario, t, env);
+        let r = check(&report, &dir, t);
+        let n = (t.nodes * t.ppn) as usize;
+        for (pe, s) in r.iter().enumerate() {
+            assert_eq!(*s, expect(pe, n), "{t:?} PE {pe}");
+        }
+    }
+}
+
+unsafe extern "C" {
+    static gsas_shmem_team_world: u8;
+}
+
+/// `SHMEM_TEAM_WORLD` as the C ABI sees it.
+pub fn world() -> *const std::ffi::c_void {
+    (&raw const gsas_shmem_team_world).cast()
+}
