@@ -10,10 +10,11 @@
 //!    service, from `GSAS_SPIN_US`, which the caller reads). Only the first [`PURE_SPIN`]
 //!    of it is a pure busy loop; after that every idle step is followed by a
 //!    `sched_yield` ([`spin_pause`]), which returns at once on an idle CPU but hands the
-//!    CPU to a runnable thread when there is one. Measured on 2 cores, 2 PEs and their 2
-//!    services (same loop, see [`spin_pause`]): a pure 200 us service spin held the core
-//!    the PE it answered needed, and every two-node barrier took 264 us; yielding after
-//!    8 us brought it to about 50 us;
+//!    CPU to a runnable thread when there is one. Measured on 2 cores with 2 PEs on two
+//!    nodes (the services spin in the same way, see [`spin_pause`]): a pure 200 us
+//!    service spin held the core the PE it answered needed, and every two-node barrier
+//!    took 264 us; yielding after 8 us brought it to 48-120 us (medians under a load of
+//!    12-28 from other processes) without changing the 8-byte READ round trip;
 //! 2. **yields** the CPU ([`std::thread::yield_now`]) [`WaitConfig::yields`] times, calling
 //!    the step after each;
 //! 3. **blocks** in `ppoll(2)` on the given descriptors (or sleeps when there are none)
