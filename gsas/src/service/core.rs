@@ -347,7 +347,7 @@ impl Core {
                     last_control = Instant::now();
                 }
                 if !busy {
-                    std::hint::spin_loop();
+                    crate::poll::spin_pause(now.duration_since(last_activity));
                 }
                 continue;
             }

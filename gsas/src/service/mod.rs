@@ -30,7 +30,9 @@
 //! with BadKey, and the memory is gone when the PEs' own mappings go.
 //!
 //! **Polling.** The loop busy-polls UDP and the rings for [`ServiceConfig::spin`] after the
-//! last activity (checking the control socket every millisecond), then yields a few times,
+//! last activity (checking the control socket every millisecond; after the first
+//! [`PURE_SPIN`](crate::poll::PURE_SPIN) each idle turn yields the CPU, so a PE that shares
+//! the core gets it at once, see [`spin_pause`](crate::poll::spin_pause)), then yields a few times,
 //! then blocks in `poll(2)` on every descriptor (UDP, control sockets, a doorbell eventfd the
 //! PEs ring after queueing work in a ring while the service sleeps, a shutdown eventfd, the
 //! termination signals). The block is bounded: 1 ms while reliability timers are pending,
