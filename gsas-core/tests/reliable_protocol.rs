@@ -804,3 +804,131 @@ fn inner_failures_are_reported_and_frames_survive_them() {
     assert_eq!(frames[0].1, vec![vec![2u8; mtu]]);
     assert_eq!(r.stats().frames_sent, 2);
 }
+
+#[test]
+fn lazy_packets_wait_for_company_until_the_ack_delay() {
+    let mut net = net_storage();
+    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let mut peers = peer_table();
+    let mut buf = vec![0u8; buffer_len(MTU, MTU, 8)];
+    let mut r = Rel::new(hub.endpoint(0).unwrap(), config(5), &mut peers, &mut buf).unwrap();
+    let mut raw = hub.endpoint(1).unwrap();
+    let peer = Raw { epoch: 3, dest: 0 };
+
+    // A lazy answer to a request stays back at flush; the delayed ack takes it along.
+    r.poll(1_000).unwrap();
+    put(&mut raw, 0, &peer.data(10, 10, None, &[b"req"]));
+    assert!(recv_one(&mut r).is_some());
+    r.send_lazy(1, 3, |b| b.copy_from_slice(b"ok1")).unwrap();
+    r.flush().unwrap();
+    assert!(drain(&mut raw).is_empty(), "a lazy packet waits past flush");
+    r.poll(1_099).unwrap();
+    assert!(
+        drain(&mut raw).is_empty(),
+        "and past polls before the bound"
+    );
+    r.poll(1_100).unwrap();
+    let frames = drain(&mut raw);
+    assert_eq!(frames.len(), 1);
+    let seq = frames[0].0.seq.expect("a data frame, not a pure ack");
+    assert_eq!(frames[0].1, vec![b"ok1".to_vec()]);
+    assert_eq!(frames[0].0.ack.unwrap().cum, Seq(10), "carrying the ack");
+    assert_eq!(r.stats().acks_sent, 0);
+
+    // Without an ack owed the bound still holds: ack_delay after the first lazy packet.
+    r.send_lazy(1, 3, |b| b.copy_from_slice(b"ok2")).unwrap();
+    r.poll(1_150).unwrap();
+    r.send_lazy(1, 3, |b| b.copy_from_slice(b"ok3")).unwrap();
+    r.flush().unwrap();
+    r.poll(1_199).unwrap();
+    assert!(drain(&mut raw).is_empty());
+    r.poll(1_200).unwrap();
+    let frames = drain(&mut raw);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].0.seq, Some(seq.add(1)));
+    assert_eq!(frames[0].1, vec![b"ok2".to_vec(), b"ok3".to_vec()]);
+
+    // An ordinary packet joining a lazy frame makes it leave at the next flush.
+    r.send_lazy(1, 3, |b| b.copy_from_slice(b"ok4")).unwrap();
+    r.send(1, 3, |b| b.copy_from_slice(b"now")).unwrap();
+    r.flush().unwrap();
+    let frames = drain(&mut raw);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].1, vec![b"ok4".to_vec(), b"now".to_vec()]);
+
+    // A lazy packet joining an ordinary frame does not hold it back.
+    r.send(1, 3, |b| b.copy_from_slice(b"now")).unwrap();
+    r.send_lazy(1, 3, |b| b.copy_from_slice(b"ok5")).unwrap();
+    r.flush().unwrap();
+    let frames = drain(&mut raw);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].1, vec![b"now".to_vec(), b"ok5".to_vec()]);
+
+    // A lazy frame that fills up goes out at once.
+    let big = r.capabilities().mtu;
+    r.send_lazy(1, big, |b| b.fill(7)).unwrap();
+    assert_eq!(drain(&mut raw).len(), 1);
+}
+
+#[test]
+fn an_ack_owed_at_once_carries_the_lazy_packets() {
+    let mut net = net_storage();
+    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let mut peers = peer_table();
+    let mut buf = vec![0u8; buffer_len(MTU, MTU, 8)];
+    let mut r = Rel::new(hub.endpoint(0).unwrap(), config(5), &mut peers, &mut buf).unwrap();
+    let mut raw = hub.endpoint(1).unwrap();
+    let peer = Raw { epoch: 3, dest: 0 };
+    r.poll(1_000).unwrap();
+    // Four requests in a row (an ack is owed at once after the fourth), each answered
+    // lazily, as a service answers bulk-write fragments; flush after each, as it does.
+    let mut seen = Vec::new();
+    for i in 0..4u8 {
+        put(
+            &mut raw,
+            0,
+            &peer.data(20 + u32::from(i), 20, None, &[&[i]]),
+        );
+        let (from, req) = recv_one(&mut r).unwrap();
+        r.send_lazy(from, 1, |b| b[0] = req[0]).unwrap();
+        r.flush().unwrap();
+        seen.extend(drain(&mut raw));
+    }
+    // The fourth request found the first three answers waiting: they left with its ack,
+    // in one data frame and without a pure ack.
+    assert_eq!(seen.len(), 1, "one datagram for four requests so far");
+    assert_eq!(seen[0].1, vec![vec![0], vec![1], vec![2]]);
+    assert_eq!(seen[0].0.ack.unwrap().cum, Seq(23));
+    assert_eq!(r.stats().acks_sent, 0);
+    assert_eq!(r.stats().frames_sent, 1);
+    // The fourth answer waits for the bound (ack delay) and is then a normal data frame:
+    // kept until acknowledged and retransmitted when it is not.
+    r.poll(1_100).unwrap();
+    let last = drain(&mut raw);
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].1, vec![vec![3]]);
+    let seq = last[0].0.seq.unwrap();
+    r.poll(1_100 + 1_000).unwrap();
+    let again = drain(&mut raw);
+    assert!(
+        again
+            .iter()
+            .any(|(f, p)| f.seq == Some(seq) && p == &vec![vec![3]]),
+        "the unacknowledged lazy frame is retransmitted: {again:?}"
+    );
+    assert!(r.stats().retransmissions >= 1);
+
+    // A duplicate request (an ack owed at once) also takes a waiting lazy answer along.
+    put(&mut raw, 0, &peer.data(24, 20, None, &[&[4]]));
+    let (from, req) = recv_one(&mut r).unwrap();
+    r.send_lazy(from, 1, |b| b[0] = req[0]).unwrap();
+    r.flush().unwrap();
+    assert!(drain(&mut raw).is_empty());
+    put(&mut raw, 0, &peer.data(24, 20, None, &[&[4]]));
+    assert_eq!(recv_one(&mut r), None, "a duplicate is not delivered");
+    let frames = drain(&mut raw);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].1, vec![vec![4]]);
+    assert_eq!(frames[0].0.ack.unwrap().cum, Seq(24));
+    assert_eq!(r.stats().acks_sent, 0);
+}

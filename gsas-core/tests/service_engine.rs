@@ -957,11 +957,12 @@ proptest! {
     }
 }
 
-/// Collects replies; refuses sends while `blocked`.
+/// Collects replies (with whether each was sent lazily); refuses sends while `blocked`.
 struct Replies {
     mtu: usize,
     blocked: bool,
     sent: Vec<(u8, Vec<u8>)>,
+    lazy: Vec<bool>,
 }
 
 impl gsas_core::transport::Transport for Replies {
@@ -991,6 +992,17 @@ impl gsas_core::transport::Transport for Replies {
         let mut buf = vec![0u8; len];
         let r = fill(&mut buf);
         self.sent.push((peer, buf));
+        self.lazy.push(false);
+        Ok(r)
+    }
+    fn send_lazy<R, F: FnOnce(&mut [u8]) -> R>(
+        &mut self,
+        peer: u8,
+        len: usize,
+        fill: F,
+    ) -> Result<R, gsas_core::transport::TransportError> {
+        let r = self.send(peer, len, fill)?;
+        *self.lazy.last_mut().expect("just sent") = true;
         Ok(r)
     }
     fn recv<R, F: FnOnce(u8, &[u8]) -> R>(
@@ -1009,6 +1021,7 @@ fn serve_sizes_replies_to_the_transport() {
         mtu: 32 + 64,
         blocked: false,
         sent: Vec::new(),
+        lazy: Vec::new(),
     };
     let write = encode(
         Request::Write {
@@ -1064,4 +1077,104 @@ fn serve_sizes_replies_to_the_transport() {
     s.set_max_reply_len(32 + 64);
     assert_eq!(refused(&run(&mut s, KEY, &big)), Some(ErrorCode::TooLarge));
     assert_eq!(refused(&run(&mut s, KEY, &small)), None);
+}
+
+#[test]
+fn only_acks_of_non_final_bulk_write_fragments_may_wait() {
+    let rig = Rig::new();
+    let mut s = service(&rig.words);
+    let data = [3u8; 40];
+    let frag = |total: u32, offset: u32| Fragment {
+        base: a(0),
+        total,
+        offset,
+    };
+    let bulk_write = |total, offset, len: usize| {
+        encode(
+            Request::BulkWrite {
+                frag: frag(total, offset),
+                data: &data[..len],
+            },
+            offset + 1,
+        )
+    };
+    let may_wait = |s: &mut Service<WordMemory<'_>, 8>, key: u64, packet: &[u8]| match s
+        .prepare(key, packet)
+    {
+        Prepared::Reply(p) => p.may_wait(),
+        other => panic!("not a memory request: {other:?}"),
+    };
+    // Fragments of a 100-byte transfer: all but the last by offset may wait, whatever
+    // order they come in.
+    assert!(may_wait(&mut s, KEY, &bulk_write(100, 0, 40)));
+    assert!(may_wait(&mut s, KEY, &bulk_write(100, 40, 40)));
+    assert!(!may_wait(&mut s, KEY, &bulk_write(100, 80, 20)));
+    assert!(
+        !may_wait(&mut s, KEY, &bulk_write(40, 0, 40)),
+        "a one-fragment transfer"
+    );
+    // Refusals go out at once: a wrong key, a transfer beyond the segment.
+    assert!(!may_wait(&mut s, OTHER_KEY, &bulk_write(100, 0, 40)));
+    assert!(!may_wait(&mut s, KEY, &bulk_write(4096, 0, 40)));
+    // Everything else answers an operation: never lazy.
+    let others = [
+        encode(Request::Read { addr: a(0), len: 8 }, 1),
+        encode(
+            Request::Write {
+                addr: a(0),
+                data: &data[..8],
+            },
+            2,
+        ),
+        encode(
+            Request::BulkRead {
+                frag: frag(100, 0),
+                len: 40,
+            },
+            3,
+        ),
+        encode(
+            Request::Atomic {
+                addr: a(0),
+                desc: AtomicDesc::new(AtomicOp::Add, AtomicType::U64).unwrap(),
+                operand: 1,
+                comparand: 0,
+            },
+            4,
+        ),
+    ];
+    for packet in &others {
+        assert!(!may_wait(&mut s, KEY, packet));
+    }
+    // Malformed packets (refused at parse) do not wait either.
+    let mut bad = bulk_write(100, 0, 40);
+    bad.truncate(50);
+    assert!(!may_wait(&mut s, KEY, &bad));
+
+    // `serve` sends exactly the replies that may wait with send_lazy.
+    let mut net = Replies {
+        mtu: 256,
+        blocked: false,
+        sent: Vec::new(),
+        lazy: Vec::new(),
+    };
+    for packet in [
+        bulk_write(100, 0, 40),
+        bulk_write(100, 40, 40),
+        bulk_write(100, 80, 20),
+        others[0].clone(),
+        bulk_write(4096, 0, 40),
+    ] {
+        assert!(matches!(
+            s.serve(&mut net, 4, KEY, &packet),
+            Ok(Handled::Replied(_))
+        ));
+    }
+    assert_eq!(net.lazy, [true, true, false, false, false]);
+    assert!(
+        net.sent
+            .iter()
+            .take(3)
+            .all(|(_, r)| ReplyRepr::parse(r).unwrap().body == Reply::Ack)
+    );
 }

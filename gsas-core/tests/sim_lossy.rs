@@ -1128,8 +1128,8 @@ fn issue<T: Transport<Peer = usize>>(
     }
 }
 
-/// Executes one request and sends the reply; false when the transport pushed back
-/// (nothing executed: try again later).
+/// Executes one request and sends the reply (lazily when it may wait, as the runtime's
+/// service does); false when the transport pushed back (nothing executed: try again later).
 fn serve<T: Transport<Peer = usize>>(
     service: &mut Engine<'_>,
     node: &mut T,
@@ -1138,7 +1138,13 @@ fn serve<T: Transport<Peer = usize>>(
 ) -> bool {
     match service.prepare(KEY, packet) {
         Prepared::Reply(p) => {
-            match node.send(from, p.reply_len(), |slot| service.execute(&p, slot)) {
+            let len = p.reply_len();
+            let sent = if p.may_wait() {
+                node.send_lazy(from, len, |slot| service.execute(&p, slot))
+            } else {
+                node.send(from, len, |slot| service.execute(&p, slot))
+            };
+            match sent {
                 Ok(Ok(n)) => {
                     assert_eq!(n, p.reply_len());
                     true

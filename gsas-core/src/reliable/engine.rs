@@ -59,6 +59,8 @@ struct Core<'a, P, const W: usize, I> {
     /// No timer expires before this time.
     next_wake: u64,
     open_frames: usize,
+    /// Open frames holding only lazy packets (`hold_until != NEVER`): `flush` leaves them.
+    held_frames: usize,
     active_head: u32,
     /// Event bits set over all peers.
     pending_events: usize,
@@ -177,6 +179,7 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
                 now: 0,
                 next_wake: NEVER,
                 open_frames: 0,
+                held_frames: 0,
                 active_head: NO_SLOT,
                 pending_events: 0,
                 fatal: None,
@@ -293,6 +296,77 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         &mut self.inner
     }
 
+    /// `send` and `send_lazy`: appends a packet to the open frame of `peer`.
+    fn append<R, F>(
+        &mut self,
+        peer: T::Peer,
+        len: usize,
+        fill: F,
+        lazy: bool,
+    ) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        let c = &mut self.core;
+        let slot = c
+            .index
+            .slot(peer, c.peers.len())
+            .ok_or(TransportError::UnknownPeer)?;
+        if c.peers[slot].failed {
+            return Err(TransportError::Unreachable);
+        }
+        if len > c.caps.mtu {
+            return Err(TransportError::TooLarge);
+        }
+        c.peers[slot].addr = Some(peer);
+        let need = PACKET_PREFIX_LEN + len;
+        if c.peers[slot].open && c.peers[slot].open_len + need > c.payload_cap {
+            self.close_and_transmit(slot)?;
+        }
+        let c = &mut self.core;
+        if !c.peers[slot].open {
+            c.open_frame(slot)?;
+            if lazy {
+                let hold_until = c.now.saturating_add(c.config.ack_delay_ns);
+                c.peers[slot].hold_until = hold_until;
+                c.held_frames += 1;
+                c.next_wake = c.next_wake.min(hold_until);
+            }
+        } else if !lazy {
+            c.unhold(slot);
+        }
+        let p = &mut c.peers[slot];
+        let seq = p.tx.next.sub(1);
+        let block = p.tx.slot(seq).block;
+        let at = p.open_len;
+        let room = &mut c.pool.block_mut(block)[at..];
+        let Some(dst) = frame::emit_packet_prefix(room, len) else {
+            // Cannot happen: the frame has room for `need` bytes and len <= MAX_PACKET_LEN.
+            return Err(TransportError::TooLarge);
+        };
+        let result = fill(dst);
+        p.open_len += need;
+        if p.awaiting != 0 {
+            let mut bits = p.awaiting;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                p.cache[i].state = CacheState::Answered;
+                p.cache[i].mine = seq;
+                bits &= bits - 1;
+            }
+            p.awaiting = 0;
+        }
+        c.stats.packets_sent += 1;
+        if c.payload_cap - p.open_len <= PACKET_PREFIX_LEN {
+            // The packet is in the frame now and will be (re)sent; a fatal inner error
+            // must not make the caller believe otherwise, so it is reported by poll/flush.
+            if let Err(e) = self.close_and_transmit(slot) {
+                self.core.fatal = Some(e);
+            }
+        }
+        Ok(result)
+    }
+
     /// Sends frame `seq` to the peer in `slot` with a fresh header (first transmission or
     /// retransmission). `Ok(false)` when the inner transport pushed back or the peer failed.
     fn transmit(&mut self, slot: usize, seq: Seq) -> Result<bool, TransportError> {
@@ -364,6 +438,16 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
                 Err(e) => result = Err(e),
             }
         }
+        if result.is_ok() && action.ack_now && self.core.peers[action.slot].hold_until != NEVER {
+            // Lazy packets are waiting for company: the ack is their company.
+            if let Some(seq) = self.core.close_open(action.slot) {
+                match self.transmit(action.slot, seq) {
+                    Ok(true) => return,
+                    Ok(false) => {}
+                    Err(e) => result = Err(e),
+                }
+            }
+        }
         if result.is_ok() && action.ack_now {
             result = self.send_ack(action.slot).map(|_| ());
         }
@@ -402,10 +486,16 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
     }
 
     fn service(&mut self, slot: usize, timers: bool) -> Result<(), TransportError> {
-        self.close_and_transmit(slot)?;
-        let (deadline, max_rto) = (self.core.config.deadline_ns, self.core.config.max_rto_ns);
         let now = self.core.now;
         let mut wake = NEVER;
+        let p = &self.core.peers[slot];
+        if p.hold_until != NEVER && now < p.hold_until && now < p.ack_due {
+            // Lazy packets only, and no ack owed yet: wait for company until the bound.
+            wake = p.hold_until;
+        } else {
+            self.close_and_transmit(slot)?;
+        }
+        let (deadline, max_rto) = (self.core.config.deadline_ns, self.core.config.max_rto_ns);
         let mut blocked = false;
         let mut seq = self.core.peers[slot].tx.base;
         while seq != self.core.peers[slot].tx.next {
@@ -559,6 +649,16 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             p.open_len = 0;
             self.open_frames -= 1;
         }
+        self.unhold(slot);
+    }
+
+    /// The open frame of `slot` (if held) goes out at the next `flush` like any other.
+    fn unhold(&mut self, slot: usize) {
+        let p = &mut self.peers[slot];
+        if p.hold_until != NEVER {
+            p.hold_until = NEVER;
+            self.held_frames -= 1;
+        }
     }
 
     /// Declares the peer in `slot` unreachable.
@@ -636,6 +736,7 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         p.open = false;
         p.open_len = 0;
         self.open_frames -= 1;
+        self.unhold(slot);
         Some(seq)
     }
 
@@ -811,60 +912,24 @@ impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for Reliable
     /// Errors: `UnknownPeer` (no slot), `Unreachable` (declared unreachable), `TooLarge`
     /// (above the MTU), `WouldBlock` (window or frame pool full), or a fatal error of the
     /// inner transport while pushing out a full frame.
+    #[inline]
     fn send<R, F>(&mut self, peer: T::Peer, len: usize, fill: F) -> Result<R, TransportError>
     where
         F: FnOnce(&mut [u8]) -> R,
     {
-        let c = &mut self.core;
-        let slot = c
-            .index
-            .slot(peer, c.peers.len())
-            .ok_or(TransportError::UnknownPeer)?;
-        if c.peers[slot].failed {
-            return Err(TransportError::Unreachable);
-        }
-        if len > c.caps.mtu {
-            return Err(TransportError::TooLarge);
-        }
-        c.peers[slot].addr = Some(peer);
-        let need = PACKET_PREFIX_LEN + len;
-        if c.peers[slot].open && c.peers[slot].open_len + need > c.payload_cap {
-            self.close_and_transmit(slot)?;
-        }
-        let c = &mut self.core;
-        if !c.peers[slot].open {
-            c.open_frame(slot)?;
-        }
-        let p = &mut c.peers[slot];
-        let seq = p.tx.next.sub(1);
-        let block = p.tx.slot(seq).block;
-        let at = p.open_len;
-        let room = &mut c.pool.block_mut(block)[at..];
-        let Some(dst) = frame::emit_packet_prefix(room, len) else {
-            // Cannot happen: the frame has room for `need` bytes and len <= MAX_PACKET_LEN.
-            return Err(TransportError::TooLarge);
-        };
-        let result = fill(dst);
-        p.open_len += need;
-        if p.awaiting != 0 {
-            let mut bits = p.awaiting;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                p.cache[i].state = CacheState::Answered;
-                p.cache[i].mine = seq;
-                bits &= bits - 1;
-            }
-            p.awaiting = 0;
-        }
-        c.stats.packets_sent += 1;
-        if c.payload_cap - p.open_len <= PACKET_PREFIX_LEN {
-            // The packet is in the frame now and will be (re)sent; a fatal inner error
-            // must not make the caller believe otherwise, so it is reported by poll/flush.
-            if let Err(e) = self.close_and_transmit(slot) {
-                self.core.fatal = Some(e);
-            }
-        }
-        Ok(result)
+        self.append(peer, len, fill, false)
+    }
+
+    /// As [`send`](Transport::send), but a frame holding only lazy packets stays open past
+    /// `flush` until an ack is owed to the peer (it then carries the ack), a non-lazy packet
+    /// joins it, it is full, or `ack_delay_ns` after its first packet (at a `poll`). See
+    /// "Lazy packets" in the [module docs](super).
+    #[inline]
+    fn send_lazy<R, F>(&mut self, peer: T::Peer, len: usize, fill: F) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        self.append(peer, len, fill, true)
     }
 
     /// Hands over the next packet: first the rest of the last frame, then from new frames.
@@ -900,7 +965,7 @@ impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for Reliable
         if let Some(e) = self.core.fatal.take() {
             return Err(e);
         }
-        if self.core.open_frames > 0 || self.core.now >= self.core.next_wake {
+        if self.core.open_frames > self.core.held_frames || self.core.now >= self.core.next_wake {
             self.walk(false)?;
         }
         self.inner.flush()
@@ -916,7 +981,7 @@ impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for Reliable
         if let Some(e) = self.core.fatal.take() {
             return Err(e);
         }
-        if self.core.open_frames > 0 || self.core.now >= self.core.next_wake {
+        if self.core.open_frames > self.core.held_frames || self.core.now >= self.core.next_wake {
             self.walk(true)?;
             self.inner.flush()?;
         }

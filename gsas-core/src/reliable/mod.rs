@@ -83,6 +83,25 @@
 //! `poll`), one spurious timeout used to start an endless echo of duplicates that stalled
 //! the connection for seconds.
 //!
+//! # Lazy packets
+//!
+//! [`send_lazy`](crate::transport::Transport::send_lazy) appends a packet like `send`, but
+//! a frame that holds only such packets is not closed by `flush`: it waits for company, so
+//! that many small packets nobody waits on urgently (a service's acknowledgements of
+//! non-final bulk-write fragments) share one datagram instead of one each. It goes out as
+//! soon as
+//!
+//! * an ack is owed to the peer at once (every 4 unacknowledged frames, a gap, a duplicate):
+//!   the frame carries that ack instead of a pure ack frame,
+//! * a delayed ack falls due, or `ack_delay_ns` passed since the frame's first packet (at a
+//!   `poll`; the same bound as a delayed ack),
+//! * a packet sent with `send` joins it (the frame then leaves at the next `flush`), or it
+//!   is full.
+//!
+//! Once closed, a lazy frame is an ordinary data frame: numbered, kept, retransmitted, and
+//! bound in the reply cache to the requests it answers. Laziness delays a packet by at most
+//! `ack_delay_ns` and changes nothing in the exactly-once argument above.
+//!
 //! # Resources
 //!
 //! Caller-provided, fixed at construction: a peer table of [`PeerSlot`]s (one per peer,

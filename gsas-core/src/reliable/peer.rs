@@ -60,6 +60,9 @@ pub struct PeerSlot<P, const W: usize> {
     pub(crate) open: bool,
     /// Payload bytes in the open frame.
     pub(crate) open_len: usize,
+    /// The open frame holds only lazy packets and may stay open past `flush` until this
+    /// time; [`NEVER`] when there is no such frame.
+    pub(crate) hold_until: u64,
     pub(crate) rtt: RttEstimator,
 
     pub(crate) rx: RxWindow,
@@ -89,6 +92,7 @@ impl<P: Copy, const W: usize> PeerSlot<P, W> {
             tx: TxWindow::new(Seq(0)),
             open: false,
             open_len: 0,
+            hold_until: NEVER,
             rtt: RttEstimator::new(0),
             rx: RxWindow::new(Seq(0)),
             ack_due: NEVER,

@@ -44,6 +44,11 @@
 //! epoch), so a stream of requests to one segment skips the table search; otherwise it is a
 //! binary search (see [`SegmentTable`]).
 //!
+//! The ACK of a BULK_WRITE fragment that is not the last of its transfer may wait
+//! ([`Pending::may_wait`]): hosts send it with [`Transport::send_lazy`], so that over the
+//! reliability layer the ACKs of a stream of fragments share datagrams (one per few
+//! fragments) instead of costing the service a send and the client a receive each.
+//!
 //! Bulk requests are checked against the whole transfer (`base + total`), so a transfer
 //! that does not fit its segment is refused in every fragment (no partial write).
 //!
@@ -179,6 +184,28 @@ impl Pending<'_> {
     #[inline]
     pub fn token(&self) -> u32 {
         self.token
+    }
+
+    /// Whether the reply may wait: the request is a BULK_WRITE fragment other than the last
+    /// of its transfer (`offset + length < total`) and is not refused. Its ACK only tells
+    /// the client that one fragment of an unfinished transfer landed, so a host may send
+    /// it with [`Transport::send_lazy`] (as [`Service::serve`] does); replies that complete
+    /// an operation, carry data or refuse a request should go out at once.
+    ///
+    /// Fragments may arrive in any order, so the last fragment's ACK can leave before
+    /// some lazy ones: that changes nothing for the client, which completes a write only
+    /// when every fragment is acknowledged. (If the segment table changes between
+    /// `prepare` and `execute` and the request is refused then, the ERROR goes out
+    /// lazily: late by at most the transport's bound, still correct.)
+    #[inline]
+    pub fn may_wait(&self) -> bool {
+        match (&self.request, &self.action) {
+            (_, Action::Refuse(_)) => false,
+            (Some(Request::BulkWrite { frag, data }), _) => {
+                u64::from(frag.offset) + (data.len() as u64) < u64::from(frag.total)
+            }
+            _ => false,
+        }
     }
 
     /// The refusal this request will be answered with, if any.
@@ -569,7 +596,8 @@ impl<M: Memory, const N: usize> Service<M, N> {
     }
 
     /// Prepares `packet`, obtains a transport slot of exactly the reply length for `peer`
-    /// and executes into it.
+    /// and executes into it. Replies that [may wait](Pending::may_wait) are sent with
+    /// [`Transport::send_lazy`], the others with [`Transport::send`].
     ///
     /// Errors: the transport's error when no slot could be obtained (for
     /// [`TransportError::WouldBlock`] nothing was executed: keep the packet and call again
@@ -589,7 +617,12 @@ impl<M: Memory, const N: usize> Service<M, N> {
                     pending.request = None;
                 }
                 let len = pending.reply_len();
-                match transport.send(peer, len, |slot| self.execute(&pending, slot))? {
+                let sent = if pending.may_wait() {
+                    transport.send_lazy(peer, len, |slot| self.execute(&pending, slot))
+                } else {
+                    transport.send(peer, len, |slot| self.execute(&pending, slot))
+                };
+                match sent? {
                     Ok(n) => Ok(Handled::Replied(n)),
                     // The slot is exactly `len` bytes; only a table change between prepare
                     // and execute (impossible here: both run in this call) could need more.

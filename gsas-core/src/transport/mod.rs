@@ -124,6 +124,28 @@ pub trait Transport {
         })
     }
 
+    /// Sends a packet that may wait, as [`send`](Self::send) otherwise (same errors, same
+    /// delivery guarantees). A batching transport may keep it back past
+    /// [`flush`](Self::flush) for a short, bounded time, hoping to carry it in one device
+    /// send with later packets or acknowledgements to the same peer; a later
+    /// [`send`](Self::send) to that peer, or the bound expiring at a
+    /// [`poll`](Self::poll), pushes it out. Use it only for packets nobody waits on
+    /// urgently (the service's acknowledgements of non-final bulk-write fragments).
+    ///
+    /// The default is [`send`](Self::send). The reliability layer overrides it (the bound is
+    /// its `ack_delay_ns`).
+    fn send_lazy<R, F>(
+        &mut self,
+        peer: Self::Peer,
+        len: usize,
+        fill: F,
+    ) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        self.send(peer, len, fill)
+    }
+
     /// Hands the next received packet, if any, to `f` and returns its result. The slice is
     /// valid only during the call.
     fn recv<R, F>(&mut self, f: F) -> Result<Option<R>, TransportError>

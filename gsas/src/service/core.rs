@@ -1483,7 +1483,9 @@ fn drain<T: Transport>(
 
 /// What one received packet produced.
 enum Got<P> {
-    Reply(P, usize),
+    /// A reply of this many bytes in `scratch`; whether it may wait
+    /// ([`gsas_core::service::Pending::may_wait`]: sent with `send_lazy`).
+    Reply(P, usize, bool),
     Stash(P, u64, Vec<u8>),
 }
 
@@ -1523,15 +1525,18 @@ where
                 let keep = packet.len().min(gsas_core::wire::HEADER_LEN);
                 return Got::Stash(peer, key, packet[..keep].to_vec());
             }
-            let n = match engine.prepare(key, packet) {
-                Prepared::Reply(p) => engine.execute(&p, scratch).unwrap_or_else(|e| {
-                    log::error!("reply buffer of {} bytes too small: {e}", scratch.len());
-                    0
-                }),
-                Prepared::Host(repr) => host(peer, repr, scratch, counters),
-                Prepared::Drop => 0,
+            let (n, lazy) = match engine.prepare(key, packet) {
+                Prepared::Reply(p) => {
+                    let n = engine.execute(&p, scratch).unwrap_or_else(|e| {
+                        log::error!("reply buffer of {} bytes too small: {e}", scratch.len());
+                        0
+                    });
+                    (n, p.may_wait())
+                }
+                Prepared::Host(repr) => (host(peer, repr, scratch, counters), false),
+                Prepared::Drop => (0, false),
             };
-            Got::Reply(peer, n)
+            Got::Reply(peer, n, lazy)
         })?;
         let Some(got) = got else {
             break;
@@ -1542,13 +1547,19 @@ where
                 counters.replies_deferred += 1;
                 pending.push_back(Deferred::Request(peer, key, req));
             }
-            Got::Reply(_, 0) => {}
-            Got::Reply(peer, n) if !pending.is_empty() => {
+            Got::Reply(_, 0, _) => {}
+            Got::Reply(peer, n, _) if !pending.is_empty() => {
                 counters.replies_deferred += 1;
                 pending.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
             }
-            Got::Reply(peer, n) => {
-                match transport.send(peer, n, |slot| slot.copy_from_slice(&scratch[..n])) {
+            Got::Reply(peer, n, lazy) => {
+                let fill = |slot: &mut [u8]| slot.copy_from_slice(&scratch[..n]);
+                let sent = if lazy {
+                    transport.send_lazy(peer, n, fill)
+                } else {
+                    transport.send(peer, n, fill)
+                };
+                match sent {
                     Ok(()) => {}
                     Err(TransportError::WouldBlock) => {
                         counters.replies_deferred += 1;

@@ -202,6 +202,14 @@ where
     }
 
     #[inline]
+    fn send_lazy<R, F>(&mut self, peer: T::Peer, len: usize, fill: F) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        self.rel.send_lazy(peer, len, fill)
+    }
+
+    #[inline]
     fn recv<R, F>(&mut self, f: F) -> Result<Option<R>, TransportError>
     where
         F: FnOnce(T::Peer, &[u8]) -> R,
