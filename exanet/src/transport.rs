@@ -345,6 +345,16 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         self.tx.iter().filter(|s| s.busy).count()
     }
 
+    /// Whether the transport has work of its own in progress that no interrupt announces:
+    /// bulk pulls waiting or running (their completion makes a packet deliverable) or
+    /// releases waiting to be sent. An owner that sleeps on the endpoint's interrupt line
+    /// should keep polling while this is true.
+    pub fn work_pending(&self) -> bool {
+        !self.pulls.is_empty()
+            || !self.releases.is_empty()
+            || self.rx.iter().any(|s| matches!(s, RxSlot::Pulling { .. }))
+    }
+
     /// Next undeliverable message or unresponsive peer, if any.
     pub fn take_failure(&mut self) -> Option<TxFailure> {
         self.failures.pop_front()

@@ -127,6 +127,10 @@ pub struct ServiceConfig {
     pub max_peers: usize,
     /// Most PEs joined at once, over all jobs.
     pub max_pes: usize,
+    /// Serve other nodes over these Exanet endpoints (endpoint 0 for the service, the
+    /// others handed to the PEs that join) instead of UDP; the UDP socket then carries
+    /// host actions only (ping, remote FORK). `None`: UDP.
+    pub exanet: Option<crate::transport::exanet::ExanetSite>,
 }
 
 impl ServiceConfig {
@@ -147,6 +151,7 @@ impl ServiceConfig {
             uid_policy: UidPolicy::SameUser,
             max_peers: 1024,
             max_pes: 1024,
+            exanet: None,
         }
     }
 }

@@ -62,6 +62,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::transport::exanet::{ExanetSite, ExanetSource};
+
 use gsas_core::wire::{
     ControlCode, ErrorCode, GlobalAddr, HEADER_LEN, Packet, PacketType, REPLY_HEADER_LEN, Reply,
     ReplyRepr, Request, RequestRepr, SenderId,
@@ -96,6 +98,8 @@ pub const JOIN_RING: u16 = 1;
 const JOIN_INFO_LEN: usize = 16;
 /// Bytes of [`ServiceInfo`].
 const SERVICE_INFO_LEN: usize = 32;
+/// Bytes of the fixed part of [`ServiceInfo`]'s Exanet extension.
+const EXANET_EXT_LEN: usize = 12;
 
 /// What a PE tells the service when it joins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +113,12 @@ pub struct JoinInfo {
 }
 
 /// What the service tells a PE that joined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Encoding: 32 bytes (version, node, UDP address, pid, MTU); a service on Exanet appends
+/// its endpoints: kind (1 UIO, 2 emulated), a reserved byte, the endpoint count (u16), the
+/// coordinate (u32), the emulated node (u16), a reserved u16, then UTF-8 text: the
+/// emulator root, or the UIO device names separated by newlines.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceInfo {
     /// The service's node id.
     pub node: u16,
@@ -119,12 +128,16 @@ pub struct ServiceInfo {
     pub pid: u32,
     /// Largest UDP payload the service sends and accepts.
     pub udp_mtu: u32,
+    /// The node's Exanet endpoints when the service serves other nodes over Exanet
+    /// (endpoint 0 is the service's; a PE opens endpoint 1 + its index among the node's
+    /// PEs of the job).
+    pub exanet: Option<ExanetSite>,
 }
 
 impl ServiceInfo {
-    /// Writes the 32-byte encoding.
-    pub fn encode(&self) -> [u8; SERVICE_INFO_LEN] {
-        let mut b = [0u8; SERVICE_INFO_LEN];
+    /// Writes the encoding (32 bytes, more with Exanet endpoints).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; SERVICE_INFO_LEN];
         b[0..2].copy_from_slice(&PROTO_VERSION.to_le_bytes());
         b[2..4].copy_from_slice(&self.node.to_le_bytes());
         b[4..6].copy_from_slice(&self.udp.port().to_le_bytes());
@@ -140,6 +153,20 @@ impl ServiceInfo {
         }
         b[24..28].copy_from_slice(&self.pid.to_le_bytes());
         b[28..32].copy_from_slice(&self.udp_mtu.to_le_bytes());
+        if let Some(site) = &self.exanet {
+            let (kind, node, text) = match &site.source {
+                ExanetSource::Uio { devices } => (1u8, 0u16, devices.join("\n")),
+                ExanetSource::Emulated { root, node } => {
+                    (2, *node, root.to_string_lossy().into_owned())
+                }
+            };
+            b.extend_from_slice(&[kind, 0]);
+            b.extend_from_slice(&site.endpoints.to_le_bytes());
+            b.extend_from_slice(&site.coord.to_le_bytes());
+            b.extend_from_slice(&node.to_le_bytes());
+            b.extend_from_slice(&[0, 0]);
+            b.extend_from_slice(text.as_bytes());
+        }
         b
     }
 
@@ -163,11 +190,35 @@ impl ServiceInfo {
             }
             other => return Err(ProtoError::Malformed(format!("address family {other}"))),
         };
+        let exanet = match &bytes[SERVICE_INFO_LEN..] {
+            [] => None,
+            ext if ext.len() < EXANET_EXT_LEN => return Err(ProtoError::Truncated),
+            ext => {
+                let text = std::str::from_utf8(&ext[EXANET_EXT_LEN..])
+                    .map_err(|_| ProtoError::Malformed("Exanet endpoint text".into()))?;
+                let source = match ext[0] {
+                    1 => ExanetSource::Uio {
+                        devices: text.split('\n').map(str::to_owned).collect(),
+                    },
+                    2 => ExanetSource::Emulated {
+                        root: text.into(),
+                        node: u16::from_le_bytes([ext[8], ext[9]]),
+                    },
+                    k => return Err(ProtoError::Malformed(format!("Exanet endpoint kind {k}"))),
+                };
+                Some(ExanetSite {
+                    source,
+                    endpoints: u16::from_le_bytes([ext[2], ext[3]]),
+                    coord: u32::from_le_bytes([ext[4], ext[5], ext[6], ext[7]]),
+                })
+            }
+        };
         Ok(ServiceInfo {
             node: u16_at(2),
             udp: SocketAddr::new(ip, u16_at(4)),
             pid: u32_at(24),
             udp_mtu: u32_at(28),
+            exanet,
         })
     }
 }
@@ -669,8 +720,36 @@ mod tests {
                 udp: udp.parse().unwrap(),
                 pid: 42,
                 udp_mtu: 61440,
+                exanet: None,
             };
             assert_eq!(ServiceInfo::decode(&info.encode()), Ok(info));
+        }
+        for source in [
+            ExanetSource::Uio {
+                devices: vec!["exanet-ep0".into(), "exanet-ep1".into()],
+            },
+            ExanetSource::Emulated {
+                root: "/tmp/exa root".into(),
+                node: 3,
+            },
+        ] {
+            let info = ServiceInfo {
+                node: 3,
+                udp: "127.0.0.1:1".parse().unwrap(),
+                pid: 42,
+                udp_mtu: 61440,
+                exanet: Some(ExanetSite {
+                    source,
+                    coord: 0x3000,
+                    endpoints: 5,
+                }),
+            };
+            let bytes = info.encode();
+            assert_eq!(ServiceInfo::decode(&bytes), Ok(info));
+            assert_eq!(
+                ServiceInfo::decode(&bytes[..SERVICE_INFO_LEN + 4]),
+                Err(ProtoError::Truncated)
+            );
         }
         assert_eq!(ServiceInfo::decode(&[0; 5]), Err(ProtoError::Truncated));
         let mut bad = ServiceInfo {
@@ -678,6 +757,7 @@ mod tests {
             udp: "1.2.3.4:5".parse().unwrap(),
             pid: 0,
             udp_mtu: 0,
+            exanet: None,
         }
         .encode();
         bad[6] = 9;
