@@ -228,8 +228,8 @@ pub const GSAS_EXANET_EMU: EnvVar = EnvVar {
     name: "GSAS_EXANET_EMU",
     kind: Kind::Path,
     default: "unset: the UIO devices `uio_devices` of the node",
-    reader: Reader::Service,
-    doc: "Root of a running `exanet-emu`: Exanet endpoints are those of the emulated node whose coordinate is the node's `coord` (refused with a message if there is none, the emulator is not running, or an endpoint is busy or missing).",
+    reader: Reader::All,
+    doc: "Root of a running `exanet-emu`: Exanet endpoints are those of the emulated node whose coordinate is the node's `coord` (refused with a message if there is none, the emulator is not running, or an endpoint is busy or missing). Services and PEs of a node on the emulator both need it (`oshrun` passes its environment on).",
 };
 /// `GSAS_DEADLINE_MS`.
 pub const GSAS_DEADLINE_MS: EnvVar = EnvVar {

@@ -319,6 +319,50 @@ fn service_addr(info: &crate::service::proto::ServiceInfo) -> NetAddr {
     }
 }
 
+/// The node's Exanet endpoints as its service described them: the emulator of this PE's
+/// `GSAS_EXANET_EMU`, or the UIO devices of the cluster file's node (`exanet-ep<k>` when
+/// there is no file).
+fn pe_site(
+    x: &crate::service::proto::ExanetInfo,
+    env: &RuntimeConfig,
+    cluster: Option<&Cluster>,
+    node: u16,
+) -> Result<ExanetSite, NodeError> {
+    use crate::transport::exanet::ExanetSource;
+    let source = match x.emulated {
+        Some(emulated) => ExanetSource::Emulated {
+            root: env.exanet_emu.clone().ok_or_else(|| {
+                NodeError::Config(format!(
+                    "node {node}'s service serves the Exanet endpoints of emulated node {emulated}: set GSAS_EXANET_EMU to the emulator's root for the PEs too"
+                ))
+            })?,
+            node: emulated,
+        },
+        None => {
+            let listed = cluster
+                .and_then(|c| c.node(node))
+                .map(|n| n.uio_devices.clone())
+                .unwrap_or_default();
+            ExanetSource::Uio {
+                devices: if listed.is_empty() {
+                    (0..x.endpoints).map(|k| format!("exanet-ep{k}")).collect()
+                } else {
+                    listed
+                },
+            }
+        }
+    };
+    let endpoints = match &source {
+        ExanetSource::Uio { devices } => x.endpoints.min(devices.len() as u16),
+        ExanetSource::Emulated { .. } => x.endpoints,
+    };
+    Ok(ExanetSite {
+        source,
+        coord: x.coord,
+        endpoints,
+    })
+}
+
 /// Opens this PE's Exanet endpoint: 1 + its index among the node's PEs of the job.
 fn open_pe_endpoint(
     site: &ExanetSite,
@@ -639,10 +683,13 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         )));
     }
     let net = match &joined.info.exanet {
-        Some(site) => NetTransport::Exanet {
-            link: Box::new(open_pe_endpoint(site, &local_pes, rank, udp_mtu)?),
-            udp: None,
-        },
+        Some(x) => {
+            let site = pe_site(x, &env, cluster.as_ref(), node)?;
+            NetTransport::Exanet {
+                link: Box::new(open_pe_endpoint(&site, &local_pes, rank, udp_mtu)?),
+                udp: None,
+            }
+        }
         None => {
             let ip = match joined.info.udp.ip() {
                 IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),

@@ -31,8 +31,8 @@ use crate::transport::udp::{UdpConfig, UdpTransport};
 
 use super::net::{OwnedReliable, reliable_config};
 use super::proto::{
-    ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC,
-    SEGMENTS, ServiceInfo,
+    ControlReply, ControlRequest, ExanetInfo, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING,
+    SEG_SYNC, SEGMENTS, ServiceInfo,
 };
 use super::socket::{self, PeerCred};
 use super::stats::{Counters, Gauges};
@@ -1039,7 +1039,7 @@ impl Core {
             udp: self.udp_addr,
             pid: self.pid,
             udp_mtu: self.cfg.udp_mtu as u32,
-            exanet: self.cfg.exanet.clone(),
+            exanet: self.cfg.exanet.as_ref().map(ExanetInfo::of),
         };
         let dup_failed = |e: String| {
             (
@@ -1438,6 +1438,19 @@ impl Core {
             &self.counters,
             &self.gauges(),
         );
+        if let Some(link) = self.udp.inner().exanet() {
+            let st = link.stats();
+            for (name, value) in [
+                ("exanet.small_sent", st.small_sent),
+                ("exanet.bulk_sent", st.bulk_sent),
+                ("exanet.delivered", st.delivered),
+                ("exanet.pull_errors", st.pull_errors),
+                ("exanet.failures", st.failures),
+                ("exanet.foreign_dropped", link.dropped()),
+            ] {
+                text.push_str(&format!("{name} {value}\n"));
+            }
+        }
         if let Some(handler) = &self.fork {
             for (name, value) in handler.counters() {
                 text.push_str(&format!("{name} {value}\n"));

@@ -99,7 +99,7 @@ const JOIN_INFO_LEN: usize = 16;
 /// Bytes of [`ServiceInfo`].
 const SERVICE_INFO_LEN: usize = 32;
 /// Bytes of the fixed part of [`ServiceInfo`]'s Exanet extension.
-const EXANET_EXT_LEN: usize = 12;
+const EXANET_EXT_LEN: usize = 10;
 
 /// What a PE tells the service when it joins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,9 +115,10 @@ pub struct JoinInfo {
 /// What the service tells a PE that joined.
 ///
 /// Encoding: 32 bytes (version, node, UDP address, pid, MTU); a service on Exanet appends
-/// its endpoints: kind (1 UIO, 2 emulated), a reserved byte, the endpoint count (u16), the
-/// coordinate (u32), the emulated node (u16), a reserved u16, then UTF-8 text: the
-/// emulator root, or the UIO device names separated by newlines.
+/// 10 bytes: kind (1 UIO devices, 2 emulated), a reserved byte, the endpoint count (u16),
+/// the coordinate (u32) and the emulated node (u16). (A control reply carries at most 56
+/// bytes: the emulator root and the device names are not sent; a PE takes them from its
+/// own `GSAS_EXANET_EMU` and cluster file.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceInfo {
     /// The service's node id.
@@ -131,7 +132,32 @@ pub struct ServiceInfo {
     /// The node's Exanet endpoints when the service serves other nodes over Exanet
     /// (endpoint 0 is the service's; a PE opens endpoint 1 + its index among the node's
     /// PEs of the job).
-    pub exanet: Option<ExanetSite>,
+    pub exanet: Option<ExanetInfo>,
+}
+
+/// A service's Exanet endpoints as its PEs learn them (see [`ServiceInfo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExanetInfo {
+    /// The node's coordinate.
+    pub coord: u32,
+    /// Its endpoint count (0 is the service's).
+    pub endpoints: u16,
+    /// `Some(node)`: endpoints of that node of an emulator; `None`: UIO devices.
+    pub emulated: Option<u16>,
+}
+
+impl ExanetInfo {
+    /// What a service on `site` tells its PEs.
+    pub fn of(site: &ExanetSite) -> ExanetInfo {
+        ExanetInfo {
+            coord: site.coord,
+            endpoints: site.endpoints,
+            emulated: match &site.source {
+                ExanetSource::Emulated { node, .. } => Some(*node),
+                ExanetSource::Uio { .. } => None,
+            },
+        }
+    }
 }
 
 impl ServiceInfo {
@@ -153,19 +179,12 @@ impl ServiceInfo {
         }
         b[24..28].copy_from_slice(&self.pid.to_le_bytes());
         b[28..32].copy_from_slice(&self.udp_mtu.to_le_bytes());
-        if let Some(site) = &self.exanet {
-            let (kind, node, text) = match &site.source {
-                ExanetSource::Uio { devices } => (1u8, 0u16, devices.join("\n")),
-                ExanetSource::Emulated { root, node } => {
-                    (2, *node, root.to_string_lossy().into_owned())
-                }
-            };
+        if let Some(x) = &self.exanet {
+            let kind = if x.emulated.is_some() { 2u8 } else { 1 };
             b.extend_from_slice(&[kind, 0]);
-            b.extend_from_slice(&site.endpoints.to_le_bytes());
-            b.extend_from_slice(&site.coord.to_le_bytes());
-            b.extend_from_slice(&node.to_le_bytes());
-            b.extend_from_slice(&[0, 0]);
-            b.extend_from_slice(text.as_bytes());
+            b.extend_from_slice(&x.endpoints.to_le_bytes());
+            b.extend_from_slice(&x.coord.to_le_bytes());
+            b.extend_from_slice(&x.emulated.unwrap_or(0).to_le_bytes());
         }
         b
     }
@@ -194,22 +213,15 @@ impl ServiceInfo {
             [] => None,
             ext if ext.len() < EXANET_EXT_LEN => return Err(ProtoError::Truncated),
             ext => {
-                let text = std::str::from_utf8(&ext[EXANET_EXT_LEN..])
-                    .map_err(|_| ProtoError::Malformed("Exanet endpoint text".into()))?;
-                let source = match ext[0] {
-                    1 => ExanetSource::Uio {
-                        devices: text.split('\n').map(str::to_owned).collect(),
-                    },
-                    2 => ExanetSource::Emulated {
-                        root: text.into(),
-                        node: u16::from_le_bytes([ext[8], ext[9]]),
-                    },
+                let emulated = match ext[0] {
+                    1 => None,
+                    2 => Some(u16::from_le_bytes([ext[8], ext[9]])),
                     k => return Err(ProtoError::Malformed(format!("Exanet endpoint kind {k}"))),
                 };
-                Some(ExanetSite {
-                    source,
-                    endpoints: u16::from_le_bytes([ext[2], ext[3]]),
+                Some(ExanetInfo {
                     coord: u32::from_le_bytes([ext[4], ext[5], ext[6], ext[7]]),
+                    endpoints: u16::from_le_bytes([ext[2], ext[3]]),
+                    emulated,
                 })
             }
         };
@@ -733,18 +745,21 @@ mod tests {
                 node: 3,
             },
         ] {
+            let site = ExanetSite {
+                source,
+                coord: 0x3000,
+                endpoints: 5,
+            };
             let info = ServiceInfo {
                 node: 3,
-                udp: "127.0.0.1:1".parse().unwrap(),
+                udp: "[::1]:1".parse().unwrap(),
                 pid: 42,
                 udp_mtu: 61440,
-                exanet: Some(ExanetSite {
-                    source,
-                    coord: 0x3000,
-                    endpoints: 5,
-                }),
+                exanet: Some(ExanetInfo::of(&site)),
             };
             let bytes = info.encode();
+            // It fits a control reply's DATA.
+            assert!(bytes.len() <= gsas_core::wire::MAX_INLINE_DATA);
             assert_eq!(ServiceInfo::decode(&bytes), Ok(info));
             assert_eq!(
                 ServiceInfo::decode(&bytes[..SERVICE_INFO_LEN + 4]),
