@@ -3,10 +3,13 @@
 //! (`configs/qfdb-emu.toml` with fresh ports and sockets, `GSAS_EXANET_EMU` naming the
 //! emulator), and PEs started by the installed-style `oshrun --config`, two per node.
 //!
-//! * The node tests' scenarios across the nodes: puts and gets from 1 byte to 4 MiB (far
-//!   above the 256-byte Exanet wire payload and the 61440-byte frame), every atomic with
-//!   exact results, barriers, contexts, threads; the daemons' counters show the traffic
-//!   went over Exanet and the emulator's that frames crossed its links.
+//! * The node tests' `rma` and `amo` scenarios across the nodes: puts and gets from 1 byte
+//!   to 4 MiB (far above the 256-byte Exanet wire payload and the 61440-byte frame), every
+//!   atomic with exact results, barriers; the daemons' counters show the traffic went over
+//!   Exanet and the emulator's that frames crossed its links. (Not the `threads` scenario:
+//!   it expects the later of two unfenced blocking puts to one address to win, an order
+//!   the runtime does not promise, see `gsas::node`; over Exanet a NACKed frame is resent
+//!   after later ones, so under qemu the earlier put sometimes lands last.)
 //! * The same with frames dropped and corrupted on the links and mailbox deliveries NACKed
 //!   while the job runs: nothing is lost.
 //! * A node made unreachable (`unreachable 1 on`): the operation to it fails within the
@@ -226,8 +229,14 @@ fn eight_pes_on_four_emulated_nodes() {
     let emu = Emu::start("eight", 3, &[]);
     let (cf, file) = cluster(&dir, RELAXED_DEADLINE_MS);
     let ds = daemons(&cf, &file, &emu);
-    let out = run_with_timeout(&mut job(&emu, &file, 8, "all"), Duration::from_secs(1800)).unwrap();
-    check_pes(8, "all", &out);
+    for scenario in ["rma", "amo"] {
+        let out = run_with_timeout(
+            &mut job(&emu, &file, 8, scenario),
+            Duration::from_secs(1800),
+        )
+        .unwrap();
+        check_pes(8, scenario, &out);
+    }
     check_exanet_traffic(&ds);
     let st = emu.stats();
     assert!(st.frames > 0, "no frame crossed a link: {st}");
@@ -246,17 +255,17 @@ fn dropped_corrupted_and_nacked_frames_lose_nothing() {
     let injector = {
         let (emu, done) = (Arc::clone(&emu), Arc::clone(&done));
         std::thread::spawn(move || {
-            // A few losses (each lost bulk descriptor keeps a staging slot of its sender),
-            // many refusals (resent by the driver).
+            // Losses (a lost bulk descriptor's staging slot is reclaimed: more losses than
+            // an endpoint has slots must not stall it) and refusals (resent by the driver).
             let plan = [
-                "drop * 2",
+                "drop * 4",
                 "nack 1 * 30 ring-full",
-                "corrupt * 2",
+                "corrupt * 3",
                 "nack 0 0 20 ring-full",
-                "drop 2 2",
+                "drop 2 4",
                 "nack 3 * 30 ring-full",
             ];
-            for command in plan.iter().cycle().take(24) {
+            for command in plan.iter().cycle().take(48) {
                 if done.load(Ordering::Acquire) {
                     break;
                 }
