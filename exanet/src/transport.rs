@@ -53,10 +53,13 @@
 //! A send-staging slot is normally reused only once its receiver released it. A slot whose
 //! release does not come back within [`TransportConfig::release_timeout`] (or whose
 //! `BULK_DESC` timed out in the NI, so that it may have arrived) is reported once as a
-//! failure of that peer ([`TransportStats::overdue`]). With [`FailurePolicy::Report`] it
-//! stays held until the release arrives (a dead peer keeps the slots of the packets it was
-//! sent). With [`FailurePolicy::Lose`] it is freed at once (the packet counts as lost, the
-//! layer above resends it), which is safe because of the **generation stamps**: every staged
+//! failure of that peer ([`TransportStats::overdue`]) and stays held until the release
+//! arrives (an acknowledged descriptor will be pulled by a slow receiver; a dead peer keeps
+//! the slots of the packets it was sent). Except: with [`FailurePolicy::Lose`] the slot of
+//! a `BULK_DESC` that timed out in the NI (lost, or only its acknowledgement lost: the
+//! sender cannot tell) is freed at once (the packet counts as lost, the layer above resends
+//! it), so that lost descriptors do not use up the slots. That is safe because of the
+//! **generation stamps**: every staged
 //! packet is framed by an 8-byte stamp before and after it (magic, slot, generation), and
 //! the receiver delivers a pulled packet only if both stamps are those its `BULK_DESC`
 //! announced. Before refilling a slot the sender overwrites the previous packet's trailing
@@ -1022,7 +1025,10 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
                     attempts: 1,
                     tag: 0,
                 });
-                self.reclaim(slot);
+                // Not reclaimed: the descriptor was acknowledged, so the receiver has it
+                // and is only slow; a pull will come (or the peer is dead, which the
+                // layer above declares). Reclaiming here would turn a receiver slower
+                // than the timeout into a loss of every packet sent to it.
             }
         }
         if std::mem::take(&mut self.new_failure) {
