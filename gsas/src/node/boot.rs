@@ -56,7 +56,7 @@ use crate::service::proto::{
 };
 use crate::service::{ControlClient, Service, ServiceConfig, ServiceThread, UidPolicy};
 use crate::shm::{DataSegment, Segment};
-use crate::transport::exanet::{ExanetSite, WakeLine};
+use crate::transport::exanet::ExanetSite;
 use crate::transport::net::{NetAddr, NetPeer, NetTransport};
 use crate::transport::shmring::ShmRing;
 use crate::transport::udp::{UdpConfig, UdpTransport};
@@ -369,7 +369,7 @@ fn open_pe_endpoint(
     local_pes: &[u32],
     rank: u32,
     mtu: usize,
-) -> Result<(crate::transport::exanet::ExanetLink, Option<WakeLine>), NodeError> {
+) -> Result<crate::transport::exanet::ExanetLink, NodeError> {
     let index = local_pes.iter().position(|&p| p == rank).unwrap_or(0);
     if local_pes.len() >= usize::from(site.endpoints) {
         return Err(NodeError::Config(format!(
@@ -381,7 +381,11 @@ fn open_pe_endpoint(
         )));
     }
     let ep = u16::try_from(index + 1).unwrap_or(u16::MAX);
-    site.open(ep, mtu, true)
+    // No interrupt line for PEs: a waiting PE woken by every interrupt spins again, and
+    // with more processes than cores (qemu) that starved the services; bounded sleeps
+    // that poll the endpoint fared better.
+    site.open(ep, mtu, false)
+        .map(|(link, _)| link)
         .map_err(|e| NodeError::Transport(format!("PE {rank}: {e}")))
 }
 
@@ -681,14 +685,11 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
             service_addr(&joined.info)
         )));
     }
-    let mut wake_line = None;
     let net = match &joined.info.exanet {
         Some(x) => {
             let site = pe_site(x, &env, cluster.as_ref(), node)?;
-            let (link, line) = open_pe_endpoint(&site, &local_pes, rank, udp_mtu)?;
-            wake_line = line;
             NetTransport::Exanet {
-                link: Box::new(link),
+                link: Box::new(open_pe_endpoint(&site, &local_pes, rank, udp_mtu)?),
                 udp: None,
             }
         }
@@ -712,17 +713,13 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let rc_ack_delay = rc.ack_delay_ns;
     let layer = OwnedReliable::new(net, rc, nodes.len() + 1, PE_FRAMES)
         .map_err(|e| NodeError::Config(format!("reliability layer: {e}")))?;
-    let wake_fd = layer
-        .inner()
-        .udp()
-        .map(|u| u.as_fd())
-        .or(wake_line.as_ref().and_then(WakeLine::fd));
-    let udp_fd = match wake_fd {
-        Some(fd) => Some(fd.try_clone_to_owned().map_err(|e| {
-            NodeError::Transport(format!("duplicating the wake-up descriptor: {e}"))
-        })?),
-        None => None,
-    };
+    let udp_fd =
+        match layer.inner().udp() {
+            Some(u) => Some(u.as_fd().try_clone_to_owned().map_err(|e| {
+                NodeError::Transport(format!("duplicating the UDP descriptor: {e}"))
+            })?),
+            None => None,
+        };
     let control_fd = control
         .fd()
         .try_clone_to_owned()
@@ -762,7 +759,6 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         last_rx_ns: 0,
         last_poll_ns: 0,
         ack_delay_ns: rc_ack_delay,
-        wake: wake_line,
     };
     let pulse = Arc::new(Pulse::new(remote));
     // Only the network needs retransmissions and acknowledgements while the program

@@ -209,8 +209,8 @@ pub struct Node {
     keeper: Mutex<Option<Keeper>>,
     control: Mutex<ControlClient>,
     control_fd: OwnedFd,
-    /// What wakes a waiting PE: its UDP socket, or its Exanet endpoint's interrupt line
-    /// (`None`: waits block for bounded intervals and poll).
+    /// The UDP socket, woken by replies (none over Exanet: waits block for bounded
+    /// intervals and poll).
     udp_fd: Option<OwnedFd>,
     pmi: Mutex<pmi::Client>,
     heap: Mutex<SymHeap<Vec<Slot>>>,
@@ -448,9 +448,8 @@ impl Node {
     ) -> (Result<R, NodeError>, WaitStats) {
         let mut waiter = Waiter::new(config);
         let deadline = Instant::now() + limit;
-        // The UDP socket, or the Exanet endpoint's interrupt line (re-armed by idle steps
-        // below); without either the control socket stands in (poll accepts a descriptor
-        // twice) and the waiter's bounded blocks poll the endpoint.
+        // Over Exanet no descriptor announces replies: the control socket stands in (poll
+        // accepts a descriptor twice) and the waiter's bounded blocks poll the endpoint.
         let wake = self.udp_fd.as_ref().unwrap_or(&self.control_fd);
         let mut fds = [
             PollFd::readable(wake.as_fd()),
@@ -475,13 +474,8 @@ impl Node {
                 }
                 Ok(None) if activity => Progress::Busy,
                 Ok(None) => {
-                    idle_steps += 1;
-                    // Every few idle steps (the waiter blocks only after several): an
-                    // Exanet line that fired is drained and re-armed before a sleep.
-                    if idle_steps % 8 == 0 {
-                        remote.rearm_wake();
-                    }
                     drop(remote);
+                    idle_steps += 1;
                     if idle_steps % 128 == 0
                         && crate::service::socket::peer_closed(self.control_fd.as_fd())
                     {

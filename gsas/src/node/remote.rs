@@ -277,8 +277,6 @@ pub(crate) struct Remote {
     /// acknowledged by the first poll at `t + ack_delay_ns` or later (unless a data frame
     /// carried the acknowledgement before).
     pub(crate) ack_delay_ns: u64,
-    /// The Exanet endpoint's interrupt line (PEs on Exanet): waits sleep on it.
-    pub(crate) wake: Option<crate::transport::exanet::WakeLine>,
 }
 
 fn transport_error(e: TransportError) -> NodeError {
@@ -433,17 +431,6 @@ impl Remote {
             && self.ring.as_ref().is_none_or(|r| r.client.in_flight() == 0)
             && (self.last_rx_ns == 0
                 || self.last_poll_ns >= self.last_rx_ns.saturating_add(self.ack_delay_ns))
-    }
-
-    /// Before a waiter may sleep: consumes interrupts that fired and re-enables the
-    /// Exanet line, so the sleep ends when a message or completion arrives (level
-    /// triggered: what arrived since the last look fires at once). Two system calls; a
-    /// no-op over UDP.
-    pub(crate) fn rearm_wake(&mut self) {
-        if let Some(w) = &mut self.wake {
-            w.drain();
-            w.arm();
-        }
     }
 
     /// Whether a non-blocking start should receive replies first (see [`NBI_DRAIN_AT`]).
