@@ -50,12 +50,25 @@
 //! (a resent message may overtake later ones, and a bulk packet is delivered after its
 //! pull completes).
 //!
-//! A send-staging slot is reused only once its receiver released it, so a pull can never
-//! read a newer packet than the one announced. A slot whose release does not come back
-//! within [`TransportConfig::release_timeout`] (or whose `BULK_DESC` timed out in the NI,
-//! so that it may have arrived) is reported once as a failure of that peer
-//! ([`TransportStats::overdue`]) and stays held until the release arrives: a dead peer
-//! keeps the slots of the packets it was sent.
+//! A send-staging slot is normally reused only once its receiver released it. A slot whose
+//! release does not come back within [`TransportConfig::release_timeout`] (or whose
+//! `BULK_DESC` timed out in the NI, so that it may have arrived) is reported once as a
+//! failure of that peer ([`TransportStats::overdue`]) and stays held until the release
+//! arrives (an acknowledged descriptor will be pulled by a slow receiver; a dead peer keeps
+//! the slots of the packets it was sent). Except: with [`FailurePolicy::Lose`] the slot of
+//! a `BULK_DESC` that timed out in the NI (lost, or only its acknowledgement lost: the
+//! sender cannot tell) is freed at once (the packet counts as lost, the layer above resends
+//! it), so that lost descriptors do not use up the slots. That is safe because of the
+//! **generation stamps**: every staged
+//! packet is framed by an 8-byte stamp before and after it (magic, slot, generation), and
+//! the receiver delivers a pulled packet only if both stamps are those its `BULK_DESC`
+//! announced. Before refilling a slot the sender overwrites the previous packet's trailing
+//! stamp, then writes the new leading stamp and the packet, then (after a store barrier)
+//! the new trailing stamp. A late pull of an older generation therefore either read all of
+//! its bytes before the slot was touched (a correct, if duplicate, packet) or finds a stamp
+//! that does not match (counted in [`TransportStats::stale_pulls`] and dropped, so the
+//! layer above resends): a reused slot is never delivered as the packet a stale descriptor
+//! announced. The pull reads in address order (as the emulator's engine does).
 //!
 //! Thread safety: one thread, through `&mut self`.
 
@@ -87,6 +100,18 @@ const RELEASE_TAG: u16 = 0x4000;
 const RELEASE_ATTEMPTS: u8 = 8;
 /// User messages held between the mailbox and `recv`.
 const INBOX_CAP: usize = RX_DEPTH as usize;
+/// Bytes of each generation stamp around a staged bulk packet.
+const STAMP_LEN: usize = 8;
+/// High half of every stamp (`"STMP"`); a stamp of 0 marks a slot being rewritten.
+const STAMP_MAGIC: u64 = 0x5354_4D50 << 32;
+/// `BULK_RELEASE` status of a pull whose stamps did not match (the slot was reused).
+const STALE: u8 = 0xFE;
+
+/// The stamp of generation `generation` of send-staging slot `slot`.
+fn stamp(slot: u8, generation: u16) -> u64 {
+    STAMP_MAGIC | u64::from(slot) << 16 | u64::from(generation)
+}
+
 /// `BULK_DESC`s held while no receive slot is free.
 const DESC_QUEUE_CAP: usize = 256;
 const MAX_NOTIFICATIONS: usize = 256;
@@ -156,6 +181,12 @@ pub struct TransportStats {
     pub failures: u64,
     /// Notifications dropped because the queue was full.
     pub notifications_dropped: u64,
+    /// Bulk packets pulled from a slot that its sender had reused meanwhile (stamps did
+    /// not match): dropped.
+    pub stale_pulls: u64,
+    /// Send-staging slots freed without a release (the packet was presumed lost, with
+    /// [`FailurePolicy::Lose`]).
+    pub slots_reclaimed: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -164,6 +195,8 @@ struct TxSlot {
     /// Reported as a failure already (release overdue or descriptor timed out).
     overdue: bool,
     generation: u16,
+    /// Bytes of the packet staged last (where its trailing stamp is).
+    len: u32,
     peer: Dest,
     since: Instant,
 }
@@ -283,7 +316,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         let info = ep.info();
         let staging = MemSegment::create(
             &format!("exanet-staging-{:x}-{}", info.coord, info.ep),
-            (cfg.tx_slots + cfg.rx_slots) * cfg.mtu,
+            (cfg.tx_slots + cfg.rx_slots) * (cfg.mtu + 2 * STAMP_LEN),
         )?;
         let staging_nva = registrar.register(&staging)?;
         let now = Instant::now();
@@ -297,6 +330,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                     busy: false,
                     overdue: false,
                     generation: 0,
+                    len: 0,
                     peer: info.dest(),
                     since: now
                 };
@@ -345,6 +379,16 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         self.tx.iter().filter(|s| s.busy).count()
     }
 
+    /// Whether the transport has work of its own in progress that no interrupt announces:
+    /// bulk pulls waiting or running (their completion makes a packet deliverable) or
+    /// releases waiting to be sent. An owner that sleeps on the endpoint's interrupt line
+    /// should keep polling while this is true.
+    pub fn work_pending(&self) -> bool {
+        !self.pulls.is_empty()
+            || !self.releases.is_empty()
+            || self.rx.iter().any(|s| matches!(s, RxSlot::Pulling { .. }))
+    }
+
     /// Next undeliverable message or unresponsive peer, if any.
     pub fn take_failure(&mut self) -> Option<TxFailure> {
         self.failures.pop_front()
@@ -366,8 +410,19 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         self.registrar.unregister(base)
     }
 
+    /// Offset of staging slot `slot` (its leading stamp; the packet follows it).
     fn slot_off(&self, slot: usize) -> usize {
-        slot * self.cfg.mtu
+        slot * (self.cfg.mtu + 2 * STAMP_LEN)
+    }
+
+    /// Frees send slot `slot` whose packet is presumed lost, when the policy allows it
+    /// (see the module docs on generation stamps).
+    fn reclaim(&mut self, slot: usize) {
+        if self.cfg.on_failure == FailurePolicy::Lose && self.tx[slot].busy {
+            self.tx[slot].busy = false;
+            self.tx[slot].overdue = false;
+            self.stats.slots_reclaimed += 1;
+        }
     }
 
     fn fail(&mut self, failure: TxFailure) {
@@ -417,9 +472,11 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                 .filter(|s| s.busy && s.peer == f.dest && s.generation & 0x7F == generation)
             {
                 let reported = s.overdue;
-                if f.reason == nack::UNREACHABLE {
+                let maybe_arrived = f.reason == nack::UNREACHABLE;
+                if maybe_arrived {
                     // The descriptor may have arrived (only its ack was lost): a pull of the
-                    // slot may still come, so the slot stays held until released.
+                    // slot may still come, so the slot stays held until released, unless
+                    // the stamps make its reuse safe (`reclaim`).
                     s.overdue = true;
                 } else {
                     // Refused: the receiver never saw it.
@@ -428,6 +485,9 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                 }
                 if !reported {
                     self.fail(TxFailure { tag: 0, ..f });
+                }
+                if maybe_arrived {
+                    self.reclaim(slot);
                 }
             }
         } else if f.tag & RELEASE_TAG != 0 {
@@ -591,7 +651,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
             let desc = RdmaDesc {
                 op: RdmaOp::Read,
                 flags: 0,
-                len: p.len,
+                len: p.len + 2 * STAMP_LEN as u32,
                 local: self
                     .staging_nva
                     .add(self.slot_off(self.cfg.tx_slots + r) as u64),
@@ -636,10 +696,29 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         else {
             return;
         };
-        if rec.status == rdma_status::OK && rec.bytes == len {
-            self.rx[r] = RxSlot::Ready { peer, len };
-            self.ready.push_back(r);
-            self.queue_release(peer, src_slot, generation, 0);
+        if rec.status == rdma_status::OK && rec.bytes == len + 2 * STAMP_LEN as u32 {
+            let off = self.slot_off(self.cfg.tx_slots + r);
+            let (mut head, mut tail) = ([0u8; STAMP_LEN], [0u8; STAMP_LEN]);
+            crate::io::from_device_barrier();
+            let read = self
+                .staging
+                .read(off, &mut head)
+                .and_then(|()| self.staging.read(off + STAMP_LEN + len as usize, &mut tail));
+            let want = stamp(src_slot, generation);
+            if read.is_ok() && u64::from_le_bytes(head) == want && u64::from_le_bytes(tail) == want
+            {
+                self.rx[r] = RxSlot::Ready { peer, len };
+                self.ready.push_back(r);
+                self.queue_release(peer, src_slot, generation, 0);
+            } else {
+                log::debug!(
+                    "exanet {}: bulk packet from {peer} (slot {src_slot}, generation {generation}) was overwritten before the pull: dropped",
+                    self.ep.info().dest()
+                );
+                self.stats.stale_pulls += 1;
+                self.rx[r] = RxSlot::Free;
+                self.queue_release(peer, src_slot, generation, STALE);
+            }
         } else {
             log::warn!(
                 "exanet {}: bulk pull of {len} bytes from {peer} failed: {}",
@@ -854,14 +933,28 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
             }
         };
         let off = self.slot_off(slot);
-        // SAFETY: send-staging slot `slot` is free: no pull of it is in flight (its last
-        // receiver released it or it was never used), so nothing else touches these bytes
-        // while `fill` runs.
-        let buf = unsafe { self.staging.slice_mut(off, len) }
-            .map_err(|_| TransportError::Failed(libc::EINVAL))?;
+        let generation = self.tx[slot].generation.wrapping_add(1);
+        let new = stamp(slot as u8, generation).to_le_bytes();
+        let bad = |_| TransportError::Failed(libc::EINVAL);
+        // Stamps (see the module docs): the old trailing stamp goes first, so that a late
+        // pull of the previous packet that reads anything written below also reads a
+        // stamp that does not match.
+        let old_tail = off + STAMP_LEN + self.tx[slot].len as usize;
+        self.staging.write(old_tail, &[0; STAMP_LEN]).map_err(bad)?;
+        crate::io::to_device_barrier();
+        self.staging.write(off, &new).map_err(bad)?;
+        // SAFETY: send-staging slot `slot` is free: no receiver writes it (pulls only read
+        // it: a late pull of an older packet is rejected by its stamps), so nothing else
+        // writes these bytes while `fill` runs.
+        let buf = unsafe { self.staging.slice_mut(off + STAMP_LEN, len) }.map_err(bad)?;
         let out = fill(buf);
+        crate::io::to_device_barrier();
+        self.staging
+            .write(off + STAMP_LEN + len, &new)
+            .map_err(bad)?;
         let s = &mut self.tx[slot];
-        s.generation = s.generation.wrapping_add(1);
+        s.generation = generation;
+        s.len = len as u32;
         let mut desc = [0u8; 16];
         desc[0] = BULK_DESC;
         desc[1] = slot as u8;
@@ -876,6 +969,7 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
             busy: true,
             overdue: false,
             generation: self.tx[slot].generation,
+            len: len as u32,
             peer,
             since: Instant::now(),
         };
@@ -892,7 +986,7 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
             let RxSlot::Ready { peer, len } = self.rx[r] else {
                 return Err(TransportError::Failed(libc::EIO));
             };
-            let off = self.slot_off(self.cfg.tx_slots + r);
+            let off = self.slot_off(self.cfg.tx_slots + r) + STAMP_LEN;
             // SAFETY: receive slot `r` is Ready: its pull completed and no other operation
             // targets it until it is freed below, after `f` returned.
             let data = unsafe { self.staging.slice(off, len as usize) }
@@ -931,11 +1025,86 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
                     attempts: 1,
                     tag: 0,
                 });
+                // Not reclaimed: the descriptor was acknowledged, so the receiver has it
+                // and is only slow; a pull will come (or the peer is dead, which the
+                // layer above declares). Reclaiming here would turn a receiver slower
+                // than the timeout into a loss of every packet sent to it.
             }
         }
         if std::mem::take(&mut self.new_failure) {
             return Err(TransportError::Unreachable);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::io::model::{ModelConfig, ModelFabric, ModelRegistrar};
+    use crate::{Model, node_coord};
+
+    fn link(f: &ModelFabric, node: usize) -> ExanetTransport<Model, ModelRegistrar> {
+        let cfg = TransportConfig {
+            mtu: 4096,
+            tx_slots: 1,
+            rx_slots: 2,
+            on_failure: FailurePolicy::Lose,
+            ..TransportConfig::default()
+        };
+        ExanetTransport::new(f.endpoint(node, 0), f.registrar(node, 0), cfg).unwrap()
+    }
+
+    /// A `BULK_DESC` whose acknowledgement is lost (so it did arrive) frees its slot under
+    /// `FailurePolicy::Lose`; the slot is refilled, and the receiver's late pull of the old
+    /// descriptor finds the new stamps and drops it, while the new packet is delivered.
+    #[test]
+    fn a_reclaimed_slot_is_never_delivered_for_a_stale_descriptor() {
+        let f = ModelFabric::new(ModelConfig::default());
+        let mut a = link(&f, 0);
+        let mut b = link(&f, 1);
+        let to_b = b.local_peer();
+        f.set_step_mode(true);
+        a.send(to_b, 300, |buf| buf.fill(1)).unwrap();
+        // One poll pass: a's engine emits the descriptor; one delivery: b's mailbox takes it
+        // and b's engine queues the acknowledgement, which is lost on the way back.
+        assert!(f.step());
+        assert!(f.queued() > 0, "the descriptor is on the wire");
+        assert!(f.step());
+        f.faults().set_unreachable(node_coord(1), true);
+        while f.queued() > 0 {
+            f.step();
+        }
+        f.faults().set_unreachable(node_coord(1), false);
+        f.set_step_mode(false);
+        f.advance(Duration::from_millis(5));
+        a.poll(0).unwrap();
+        assert_eq!(a.stats().failures, 1, "{:?}", a.stats());
+        assert_eq!(a.stats().slots_reclaimed, 1, "{:?}", a.stats());
+        assert_eq!(a.bulk_in_flight(), 0);
+        // The only slot is reused for a second packet while b has not pulled the first.
+        a.send(to_b, 200, |buf| buf.fill(2)).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            if let Some(p) = b.recv(|_, d| d.to_vec()).unwrap() {
+                got.push(p);
+            }
+            a.poll(0).unwrap();
+        }
+        assert_eq!(got, [vec![2u8; 200]], "only the second packet is delivered");
+        assert_eq!(b.stats().stale_pulls, 1, "{:?}", b.stats());
+        assert_eq!(a.bulk_in_flight(), 0, "the second packet was released");
+        // And the slot keeps working.
+        a.send(to_b, 100, |buf| buf.fill(3)).unwrap();
+        let mut third = None;
+        for _ in 0..100 {
+            if let Some(p) = b.recv(|_, d| d.to_vec()).unwrap() {
+                third = Some(p);
+                break;
+            }
+        }
+        assert_eq!(third, Some(vec![3u8; 100]));
     }
 }

@@ -218,10 +218,18 @@ pub const GSAS_DIRECT: EnvVar = EnvVar {
 /// `GSAS_TRANSPORT`.
 pub const GSAS_TRANSPORT: EnvVar = EnvVar {
     name: "GSAS_TRANSPORT",
-    kind: Kind::Choice(&["udp"]),
-    default: "`udp`",
-    reader: Reader::Pe,
-    doc: "Transport to the services of other nodes.",
+    kind: Kind::Choice(&["udp", "exanet"]),
+    default: "the node's `transport` in the cluster file, else `udp`",
+    reader: Reader::Service,
+    doc: "Transport between nodes that the node's atomic service serves (`gsas-atomicd`, or a PE's embedded service): `exanet` opens the node's Exanet endpoint 0 (UIO devices `uio_devices`, or the emulator of `GSAS_EXANET_EMU`) and keeps UDP for host actions only (ping, remote FORK). A PE uses what its service serves: Exanet endpoint 1 + its index among the node's PEs.",
+};
+/// `GSAS_EXANET_EMU`.
+pub const GSAS_EXANET_EMU: EnvVar = EnvVar {
+    name: "GSAS_EXANET_EMU",
+    kind: Kind::Path,
+    default: "unset: the UIO devices `uio_devices` of the node",
+    reader: Reader::All,
+    doc: "Root of a running `exanet-emu`: Exanet endpoints are those of the emulated node whose coordinate is the node's `coord` (refused with a message if there is none, the emulator is not running, or an endpoint is busy or missing). Services and PEs of a node on the emulator both need it (`oshrun` passes its environment on).",
 };
 /// `GSAS_DEADLINE_MS`.
 pub const GSAS_DEADLINE_MS: EnvVar = EnvVar {
@@ -300,6 +308,7 @@ pub static VARS: &[EnvVar] = &[
     GSAS_JOB_KEY,
     GSAS_DIRECT,
     GSAS_TRANSPORT,
+    GSAS_EXANET_EMU,
     GSAS_DEADLINE_MS,
     GSAS_SPIN_US,
     GSAS_SERVICE_SPIN_US,
@@ -338,7 +347,15 @@ pub static CONFIG_KEYS: &[ConfigKeyUse] = &[
     },
     ConfigKeyUse {
         key: &board_config::keys::NODE_TRANSPORT,
-        use_: "`udp` and `shm` are served by this build; `exanet` and `verbs` are refused with a message",
+        use_: "`udp` and `shm`: UDP between nodes; `exanet`: the service serves other nodes over its Exanet endpoint 0 and hands endpoints 1.. to its PEs (`GSAS_TRANSPORT` overrides the key); `verbs` is refused with a message",
+    },
+    ConfigKeyUse {
+        key: &board_config::keys::NODE_COORD,
+        use_: "with `transport = \"exanet\"`: the coordinate every Exanet endpoint of the node must report (and, with `GSAS_EXANET_EMU`, which emulated node is this node)",
+    },
+    ConfigKeyUse {
+        key: &board_config::keys::NODE_UIO_DEVICES,
+        use_: "with `transport = \"exanet\"` on a board: the node's Exanet endpoints in order; the first serves the atomic service, the next ones a job's PEs on the node (one each)",
     },
     ConfigKeyUse {
         key: &board_config::keys::NODE_HOST,
@@ -371,6 +388,8 @@ pub static CONFIG_KEYS: &[ConfigKeyUse] = &[
 pub enum TransportKind {
     /// UDP datagrams with the reliability layer.
     Udp,
+    /// Exanet endpoints with the reliability layer.
+    Exanet,
 }
 
 /// The parsed environment. Fields left `None` were not set; the caller applies the
@@ -391,8 +410,10 @@ pub struct RuntimeConfig {
     pub job_key: Option<u64>,
     /// `GSAS_DIRECT`.
     pub direct: bool,
-    /// `GSAS_TRANSPORT`.
-    pub transport: TransportKind,
+    /// `GSAS_TRANSPORT` (`None`: the cluster file's, else UDP).
+    pub transport: Option<TransportKind>,
+    /// `GSAS_EXANET_EMU`.
+    pub exanet_emu: Option<PathBuf>,
     /// `GSAS_DEADLINE_MS`.
     pub deadline_ms: Option<u64>,
     /// `GSAS_SPIN_US`.
@@ -418,7 +439,8 @@ impl Default for RuntimeConfig {
             job_id: None,
             job_key: None,
             direct: true,
-            transport: TransportKind::Udp,
+            transport: None,
+            exanet_emu: None,
             deadline_ms: None,
             spin_us: DEFAULT_SPIN_US,
             service_spin_us: DEFAULT_SERVICE_SPIN_US,
@@ -570,7 +592,14 @@ impl RuntimeConfig {
             ("GSAS_JOB_ID", Value::Int(v)) => self.job_id = Some(v),
             ("GSAS_JOB_KEY", Value::Int(v)) => self.job_key = Some(v),
             ("GSAS_DIRECT", Value::Bool(b)) => self.direct = b,
-            ("GSAS_TRANSPORT", Value::Word(_)) => self.transport = TransportKind::Udp,
+            ("GSAS_TRANSPORT", Value::Word(w)) => {
+                self.transport = Some(if w == "exanet" {
+                    TransportKind::Exanet
+                } else {
+                    TransportKind::Udp
+                })
+            }
+            ("GSAS_EXANET_EMU", Value::Path(p)) => self.exanet_emu = Some(p),
             ("GSAS_DEADLINE_MS", Value::Int(v)) => self.deadline_ms = Some(v),
             ("GSAS_SPIN_US", Value::Int(v)) => self.spin_us = v,
             ("GSAS_SERVICE_SPIN_US", Value::Int(v)) => self.service_spin_us = v,
@@ -667,7 +696,8 @@ mod tests {
             ("GSAS_JOB_ID", "0xabc"),
             ("GSAS_JOB_KEY", "00000000000000ff"),
             ("GSAS_DIRECT", "off"),
-            ("GSAS_TRANSPORT", "UDP"),
+            ("GSAS_TRANSPORT", "Exanet"),
+            ("GSAS_EXANET_EMU", "/tmp/exa"),
             ("GSAS_DEADLINE_MS", "250"),
             ("GSAS_SPIN_US", "0"),
             ("GSAS_SERVICE_SPIN_US", "7"),
@@ -684,7 +714,8 @@ mod tests {
             job_id: Some(0xabc),
             job_key: Some(0xff),
             direct: false,
-            transport: TransportKind::Udp,
+            transport: Some(TransportKind::Exanet),
+            exanet_emu: Some("/tmp/exa".into()),
             deadline_ms: Some(250),
             spin_us: 0,
             service_spin_us: 7,
@@ -694,7 +725,7 @@ mod tests {
         };
         assert_eq!(cfg, want);
         // Every table entry was exercised above.
-        assert_eq!(VARS.len(), 14);
+        assert_eq!(VARS.len(), 15);
     }
 
     #[test]

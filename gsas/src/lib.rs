@@ -4,7 +4,8 @@
 //!
 //! * [`node`]: the node client, "the GSAS API" a PE programs against: bootstrap
 //!   ([`node::Node::init`]), put/get/atomics by `(pe, segment, offset)` to any PE (direct
-//!   loads, stores and CPU atomics for same-node PEs; atomic services over UDP otherwise),
+//!   loads, stores and CPU atomics for same-node PEs; atomic services over UDP or Exanet
+//!   otherwise),
 //!   contexts, quiet and fence, the symmetric heap, `barrier_all`, abort and finalize;
 //! * [`service`]: the atomic service that owns a node's shared memory per job and serves
 //!   remote requests (embedded in a launcher or a PE, or as the `gsas-atomicd` daemon);
@@ -15,7 +16,8 @@
 //!   authenticated with HMAC-SHA256 under a cluster secret (off unless configured);
 //! * the layers underneath: [`pmi`] (PMI-1 client and server), [`shm`] (memfd segments,
 //!   descriptor passing, the data-segment remap, the engine's memory access), [`transport`]
-//!   (UDP with the gsas header, the shared-memory ring), [`poll`] (the spin-yield-block
+//!   (UDP with the gsas header, Exanet endpoints with the job-key header, the enum of the
+//!   two that the reliability layer runs over, the shared-memory ring), [`poll`] (the spin-yield-block
 //!   waiter), [`config`] (the table of `GSAS_*` variables) and [`log`] (the logger);
 //! * [`testsupport`]: starting child processes from tests, also under qemu-user.
 //!

@@ -61,19 +61,31 @@ fn configuration_problems_are_reported_before_binding() {
     let dir = scratch("problems");
     let f = write_config(
         &dir,
-        "[cluster]\nname = \"t\"\n\n[[nodes]]\nid = 0\nhost = \"127.0.0.1\"\n\n[[nodes]]\nid = 1\nhost = \"127.0.0.2\"\ntransport = \"exanet\"\nuio_devices = [\"exanet-ep0\"]\n",
+        "[cluster]\nname = \"t\"\n\n[[nodes]]\nid = 0\nhost = \"127.0.0.1\"\n\n[[nodes]]\nid = 1\nhost = \"127.0.0.2\"\ntransport = \"exanet\"\nuio_devices = [\"exanet-ep0\"]\n\n[[nodes]]\nid = 2\nhost = \"127.0.0.3\"\ntransport = \"verbs\"\n",
     );
     let o = run(atomicd().arg("--config").arg(&f).args(["--node", "9"]));
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("node 9 is not in the cluster (nodes: 0, 1)"),
+        e.contains("node 9 is not in the cluster (nodes: 0, 1, 2)"),
         "{e}"
     );
-    let o = run(atomicd().arg("--config").arg(&f).args(["--node", "1"]));
+    let o = run(atomicd().arg("--config").arg(&f).args(["--node", "2"]));
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("nodes[1].transport = \"exanet\""), "{e}");
+    assert!(e.contains("nodes[2].transport = \"verbs\""), "{e}");
+    // An Exanet node is served; an emulator root that does not exist is named.
+    let o = run(atomicd()
+        .arg("--config")
+        .arg(&f)
+        .args(["--node", "1"])
+        .env("GSAS_EXANET_EMU", dir.join("no-emulator")));
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("node 1 (") && e.contains("no Exanet emulator at"),
+        "{e}"
+    );
     let o = run(atomicd()
         .arg("--config")
         .arg(dir.join("missing.toml"))

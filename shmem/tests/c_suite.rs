@@ -15,7 +15,13 @@
 //!   from a generated cluster file (`gsas-atomicd --config FILE --node I`), and the job
 //!   started by the installed `oshrun --config FILE -n N`, which places the ranks in
 //!   contiguous blocks per node, the first node taking the larger half (2 PEs: 1+1,
-//!   3 PEs: 2+1, 4 PEs: 2+2, 8 PEs: 4+4), and starts the PEs of both loopback nodes itself.
+//!   3 PEs: 2+1, 4 PEs: 2+2, 8 PEs: 4+4), and starts the PEs of both loopback nodes itself;
+//! * over Exanet, four emulated nodes (a representative subset, [`EXANET_PROGRAMS`] as
+//!   [`EXANET_MATRIX`]): an `exanet-emu` process (the one of this target directory, built
+//!   with cargo when missing) emulating a QFDB, four installed `gsas-atomicd` serving its
+//!   endpoints (`transport = "exanet"`, `GSAS_EXANET_EMU`), and the installed
+//!   `oshrun --config FILE -n N` (4 PEs: one per node, 8 PEs: two per node; under qemu
+//!   [`EXANET_EMULATED_PROGRAMS`] with 4 PEs only, unless `C_SUITE_MATRIX=full`).
 //!
 //! Every run has a time limit (the launcher's and, above it, this harness's); a failure
 //! shows the case, the exit status and everything the PEs printed. A program passes a case
@@ -110,6 +116,8 @@ enum Transport {
     Shm,
     /// Two nodes (two `gsas-atomicd`), UDP on loopback.
     Udp,
+    /// Four emulated Exanet nodes (`exanet-emu` and four `gsas-atomicd`).
+    Exanet,
 }
 
 /// One run of a program.
@@ -130,6 +138,7 @@ impl std::fmt::Display for Case {
         match self.transport {
             Transport::Shm => write!(f, "shm np={}", self.pes),
             Transport::Udp => write!(f, "udp np={} (2 nodes)", self.pes),
+            Transport::Exanet => write!(f, "exanet np={} (4 emulated nodes)", self.pes),
         }
     }
 }
@@ -171,6 +180,33 @@ const COLL_EMULATED_MATRIX: &[Case] = &[
     Case::new(2, Transport::Udp),
     Case::new(3, Transport::Udp),
     Case::new(4, Transport::Udp),
+];
+
+/// The Exanet cases of [`EXANET_PROGRAMS`]: one and two PEs per emulated node.
+const EXANET_MATRIX: &[Case] = &[
+    Case::new(4, Transport::Exanet),
+    Case::new(8, Transport::Exanet),
+];
+
+/// Under qemu (every PE, daemon and the emulator emulated): one PE per node, and only
+/// [`EXANET_EMULATED_PROGRAMS`] (`C_SUITE_MATRIX=full` runs everything).
+const EXANET_EMULATED_MATRIX: &[Case] = &[Case::new(4, Transport::Exanet)];
+
+/// The Exanet programs under qemu: RMA, atomics, a collective.
+const EXANET_EMULATED_PROGRAMS: &[&str] = &["rma_types", "amo", "coll_reduce"];
+
+/// The programs run over Exanet: RMA of every type and size class (up to megabytes, far
+/// above the 256-byte wire payload), atomics, signals, point-to-point synchronisation,
+/// contexts, and collectives.
+const EXANET_PROGRAMS: &[&str] = &[
+    "rma_types",
+    "rma_large",
+    "amo",
+    "signal",
+    "p2p",
+    "contexts",
+    "coll_reduce",
+    "coll_collect",
 ];
 
 /// The subset for quick runs (`C_SUITE_MATRIX=subset`).
@@ -373,12 +409,15 @@ struct Run {
     elapsed: Duration,
 }
 
-/// Two `gsas-atomicd` daemons on loopback, stopped when dropped.
+/// The `gsas-atomicd` daemons of a multi-node case (and, for Exanet, the emulator), stopped
+/// when dropped.
 struct Daemons {
     children: Vec<Child>,
     sockets: Vec<PathBuf>,
     config: PathBuf,
     dir: PathBuf,
+    /// The `exanet-emu` process and its root (Exanet cases).
+    emulator: Option<(Child, PathBuf)>,
 }
 
 impl Drop for Daemons {
@@ -395,6 +434,16 @@ impl Drop for Daemons {
                 ));
             }
         }
+        if let Some((c, root)) = &mut self.emulator {
+            let _ = gsas::launch::sys::kill(c.id(), libc::SIGTERM);
+            if gsas::testsupport::wait_timeout(c, Duration::from_secs(20)).is_err() {
+                report(&format!(
+                    "exanet-emu (pid {}) ignored SIGTERM and was killed",
+                    c.id()
+                ));
+            }
+            let _ = std::fs::remove_dir_all(root);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -405,39 +454,117 @@ fn free_port() -> u16 {
     s.local_addr().expect("local address").port()
 }
 
-/// Starts two daemons from a generated cluster file and waits until both answer.
-fn start_daemons(tag: &str) -> Daemons {
+/// The `exanet-emu` binary of this target directory, built with cargo when missing.
+fn emulator_binary() -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let above = tmp.parent().expect("CARGO_TARGET_TMPDIR has a parent");
+    let bin = above.join("debug").join("exanet-emu");
+    if bin.exists() {
+        return bin;
+    }
+    let s = suite();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-q", "-p", "exanet", "--bin", "exanet-emu"])
+        .arg("--manifest-path")
+        .arg(s.root.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir());
+    if above.file_name().is_some_and(|n| n == triple()) {
+        cmd.args(["--target", triple()]);
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(1800))
+        .unwrap_or_else(|e| panic!("building exanet-emu: {e}"));
+    assert!(
+        out.status.success() && bin.exists(),
+        "building exanet-emu failed:\n{}",
+        joined(&out)
+    );
+    bin
+}
+
+/// Starts `exanet-emu` (four nodes, `eps` endpoints each) under `root` and waits until it
+/// is ready.
+fn start_emulator(root: &Path, eps: u32) -> Child {
+    let s = suite();
+    let _ = std::fs::remove_dir_all(root);
+    let mut child = launch()
+        .command(emulator_binary())
+        .arg("--root")
+        .arg(root)
+        .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting exanet-emu: {e}"));
+    let until = Instant::now() + Duration::from_secs(if s.emulated { 300 } else { 60 });
+    while !root.join("ready").exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("exanet-emu --root {} exited: {st}", root.display());
+        }
+        assert!(Instant::now() < until, "exanet-emu not ready in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Starts the daemons of `transport` (two UDP nodes on loopback, or four emulated Exanet
+/// nodes with their emulator) from a generated cluster file and waits until all answer.
+fn start_daemons(tag: &str, transport: Transport) -> Daemons {
     let s = suite();
     // Unix socket paths are limited to 107 bytes: a short directory under the system's
     // temporary directory, not the (deep) target directory.
     let dir = std::env::temp_dir().join(format!("gsas-cs-{}-{}", std::process::id(), unique()));
     std::fs::create_dir_all(&dir).unwrap();
-    let sockets: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("node{i}.sock"))).collect();
+    let exanet = transport == Transport::Exanet;
+    let nodes = if exanet { 4 } else { 2 };
+    let sockets: Vec<PathBuf> = (0..nodes)
+        .map(|i| dir.join(format!("node{i}.sock")))
+        .collect();
     let mut toml = format!(
-        "# Generated by shmem/tests/c_suite.rs for {tag}: two nodes on loopback.\n\
-         [cluster]\nname = \"c-suite\"\n\n[defaults]\nservice_timeout_ms = 60000\n"
+        "# Generated by shmem/tests/c_suite.rs for {tag}: {nodes} nodes on loopback ({}).\n\
+         [cluster]\nname = \"c-suite\"\n\n[defaults]\nservice_timeout_ms = 60000\n",
+        if exanet { "Exanet, emulated" } else { "UDP" }
     );
     for (i, sock) in sockets.iter().enumerate() {
         write!(
             toml,
             "\n[[nodes]]\nid = {i}\nname = \"loop{i}\"\nhost = \"127.0.0.1\"\nudp_port = {}\n\
-             control_socket = \"{}\"\ntransport = \"udp\"\n",
+             control_socket = \"{}\"\n",
             free_port(),
             sock.display()
         )
         .unwrap();
+        if exanet {
+            write!(
+                toml,
+                "transport = \"exanet\"\ncoord = \"0.0.0.{i}.0\"\n\
+                 uio_devices = [\"exanet-ep0\", \"exanet-ep1\", \"exanet-ep2\"]\n"
+            )
+            .unwrap();
+        } else {
+            toml.push_str("transport = \"udp\"\n");
+        }
     }
     let config = dir.join("cluster.toml");
     std::fs::write(&config, toml).unwrap();
+    let emulator = exanet.then(|| {
+        let root = dir.join("exa");
+        (start_emulator(&root, 3), root)
+    });
     let mut d = Daemons {
         children: Vec::new(),
         sockets: sockets.clone(),
         config: config.clone(),
         dir,
+        emulator,
     };
-    for node in 0..2 {
-        let child = launch()
-            .command(s.prefix.join("bin/gsas-atomicd"))
+    for node in 0..nodes {
+        let mut cmd = launch().command(s.prefix.join("bin/gsas-atomicd"));
+        if let Some(root) = d.emulator_root() {
+            cmd.env("GSAS_EXANET_EMU", root);
+        }
+        let child = cmd
             .arg("--config")
             .arg(&config)
             .arg("--node")
@@ -474,6 +601,13 @@ fn start_daemons(tag: &str) -> Daemons {
     d
 }
 
+impl Daemons {
+    /// The emulator's root (Exanet cases).
+    fn emulator_root(&self) -> Option<&Path> {
+        self.emulator.as_ref().map(|(_, root)| root.as_path())
+    }
+}
+
 /// Runs `program args` as a job of the case.
 fn run_case(
     program: &Path,
@@ -485,11 +619,14 @@ fn run_case(
     let s = suite();
     let t0 = Instant::now();
     let mut cmd = launch().command(s.prefix.join("bin/oshrun"));
-    if case.transport == Transport::Udp {
-        // Across the two daemons: oshrun places the ranks in contiguous blocks per node
-        // from the cluster file and starts the PEs of both (loopback) nodes itself.
-        let d = daemons.expect("UDP cases need daemons");
+    if case.transport != Transport::Shm {
+        // Across the daemons: oshrun places the ranks in contiguous blocks per node from
+        // the cluster file and starts the PEs of every (loopback) node itself.
+        let d = daemons.expect("multi-node cases need daemons");
         cmd.arg("--config").arg(&d.config);
+        if let Some(root) = d.emulator_root() {
+            cmd.env("GSAS_EXANET_EMU", root);
+        }
     }
     cmd.arg("-n")
         .arg(case.pes.to_string())
@@ -602,12 +739,16 @@ fn run_cases(
     env: &[(&str, &str)],
     expect: Expect,
 ) {
-    let mut daemons = None;
+    let mut daemons: Option<(Transport, Daemons)> = None;
     for &case in cases {
-        if case.transport == Transport::Udp && daemons.is_none() {
-            daemons = Some(start_daemons(label));
+        if case.transport != Transport::Shm
+            && daemons.as_ref().is_none_or(|(t, _)| *t != case.transport)
+        {
+            // The previous transport's daemons (and emulator) stop first.
+            drop(daemons.take());
+            daemons = Some((case.transport, start_daemons(label, case.transport)));
         }
-        let run = run_case(binary, args, env, case, daemons.as_ref());
+        let run = run_case(binary, args, env, case, daemons.as_ref().map(|(_, d)| d));
         check_run(label, label, case, &run, expect);
     }
 }
@@ -649,7 +790,7 @@ fn legacy() {
     let mut runs_per_daemon = 0;
     for &case in matrix() {
         if case.transport == Transport::Udp && daemons.is_none() {
-            daemons = Some(start_daemons("legacy"));
+            daemons = Some(start_daemons("legacy", Transport::Udp));
         }
         let run = run_case(&bin, &[], &[], case, daemons.as_ref());
         check_run("legacy", "legacy", case, &run, Expect::Success);
@@ -792,6 +933,44 @@ fn team_split() {
     coll_program("team_split");
 }
 
+/// [`EXANET_PROGRAMS`] over four emulated Exanet nodes ([`EXANET_MATRIX`]; under qemu
+/// [`EXANET_EMULATED_PROGRAMS`] as [`EXANET_EMULATED_MATRIX`]), one emulator and set of
+/// daemons for all of them.
+#[test]
+fn exanet_programs() {
+    let full = std::env::var("C_SUITE_MATRIX").as_deref() == Ok("full");
+    let (programs, cases) = if suite().emulated && !full {
+        (EXANET_EMULATED_PROGRAMS, EXANET_EMULATED_MATRIX)
+    } else {
+        (EXANET_PROGRAMS, EXANET_MATRIX)
+    };
+    let daemons = start_daemons("exanet", Transport::Exanet);
+    for name in programs {
+        let bin = compile(
+            &format!("{name}-exanet"),
+            &format!("{name}.c"),
+            Lang::C,
+            &[],
+        );
+        for &case in cases {
+            let run = run_case(&bin, &[], &[], case, Some(&daemons));
+            check_run(name, name, case, &run, Expect::Success);
+        }
+    }
+    for sock in &daemons.sockets {
+        let stats = gsas::service::client::query_stats(sock, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("stats of the daemon at {}: {e}", sock.display()));
+        for key in ["exanet.bulk_sent", "exanet.delivered", "requests.atomic"] {
+            assert!(
+                stats.get(key).unwrap_or(0) > 0,
+                "{}: no {key}: {stats:?}",
+                sock.display()
+            );
+        }
+        assert_eq!(stats.get("refused.total"), Some(0), "{stats:?}");
+    }
+}
+
 #[test]
 fn cxx_program() {
     let bin = compile("cxx_program", "cxx_program.cpp", Lang::Cxx, &[]);
@@ -831,7 +1010,7 @@ fn symmetric_size_from_the_environment() {
     let daemons = cases
         .iter()
         .any(|c| c.transport == Transport::Udp)
-        .then(|| start_daemons("env_size"));
+        .then(|| start_daemons("env_size", Transport::Udp));
     for &case in cases {
         for &(var, value, bytes) in valid {
             let bytes_s = bytes.to_string();

@@ -147,12 +147,9 @@ pub fn launch_cluster(
         let Some(node) = cluster.node(id) else {
             continue;
         };
-        if matches!(
-            node.transport,
-            board_config::Transport::Exanet | board_config::Transport::Verbs
-        ) {
+        if node.transport == board_config::Transport::Verbs {
             return Err(usage(format!(
-                "node {id} ({}): transport {} is not served by this build (udp and shm are)",
+                "node {id} ({}): transport {} is not served by this build (udp, shm and exanet are)",
                 node.name, node.transport
             )));
         }

@@ -56,8 +56,10 @@ use crate::service::proto::{
 };
 use crate::service::{ControlClient, Service, ServiceConfig, ServiceThread, UidPolicy};
 use crate::shm::{DataSegment, Segment};
+use crate::transport::exanet::ExanetSite;
+use crate::transport::net::{NetAddr, NetPeer, NetTransport};
 use crate::transport::shmring::ShmRing;
-use crate::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
+use crate::transport::udp::{UdpConfig, UdpTransport};
 
 use super::error::{pmi as pmi_err, shm as shm_err};
 use super::keeper::{Keeper, Pulse};
@@ -279,14 +281,112 @@ pub(crate) fn stop_embedded(service: ServiceThread, limit: Duration) {
     }
 }
 
-fn node_value(udp: SocketAddr, path: &Path) -> Vec<u8> {
-    format!("{udp}\n{}", path.display()).into_bytes()
+/// What a node's leader publishes: where the service is reached (`<ip>:<port>`, or
+/// `exanet:<coord hex>:<ep>`) and its control socket.
+fn node_value(addr: NetAddr, path: &Path) -> Vec<u8> {
+    match addr {
+        NetAddr::Udp(a) => format!("{a}\n{}", path.display()).into_bytes(),
+        NetAddr::Exanet(d) => {
+            format!("exanet:{:x}:{}\n{}", d.coord, d.ep, path.display()).into_bytes()
+        }
+    }
 }
 
-fn parse_node_value(v: &[u8]) -> Option<(SocketAddr, PathBuf)> {
+fn parse_node_value(v: &[u8]) -> Option<(NetAddr, PathBuf)> {
     let s = std::str::from_utf8(v).ok()?;
     let (addr, path) = s.split_once('\n')?;
-    Some((addr.parse().ok()?, PathBuf::from(path)))
+    let addr = match addr.strip_prefix("exanet:") {
+        Some(rest) => {
+            let (coord, ep) = rest.split_once(':')?;
+            NetAddr::Exanet(exanet::Dest {
+                coord: u32::from_str_radix(coord, 16).ok()?,
+                ep: ep.parse().ok()?,
+            })
+        }
+        None => NetAddr::Udp(addr.parse().ok()?),
+    };
+    Some((addr, PathBuf::from(path)))
+}
+
+/// The service's address for other nodes: its Exanet endpoint 0, or its UDP socket.
+fn service_addr(info: &crate::service::proto::ServiceInfo) -> NetAddr {
+    match &info.exanet {
+        Some(site) => NetAddr::Exanet(exanet::Dest {
+            coord: site.coord,
+            ep: 0,
+        }),
+        None => NetAddr::Udp(info.udp),
+    }
+}
+
+/// The node's Exanet endpoints as its service described them: the emulator of this PE's
+/// `GSAS_EXANET_EMU`, or the UIO devices of the cluster file's node (`exanet-ep<k>` when
+/// there is no file).
+fn pe_site(
+    x: &crate::service::proto::ExanetInfo,
+    env: &RuntimeConfig,
+    cluster: Option<&Cluster>,
+    node: u16,
+) -> Result<ExanetSite, NodeError> {
+    use crate::transport::exanet::ExanetSource;
+    let source = match x.emulated {
+        Some(emulated) => ExanetSource::Emulated {
+            root: env.exanet_emu.clone().ok_or_else(|| {
+                NodeError::Config(format!(
+                    "node {node}'s service serves the Exanet endpoints of emulated node {emulated}: set GSAS_EXANET_EMU to the emulator's root for the PEs too"
+                ))
+            })?,
+            node: emulated,
+        },
+        None => {
+            let listed = cluster
+                .and_then(|c| c.node(node))
+                .map(|n| n.uio_devices.clone())
+                .unwrap_or_default();
+            ExanetSource::Uio {
+                devices: if listed.is_empty() {
+                    (0..x.endpoints).map(|k| format!("exanet-ep{k}")).collect()
+                } else {
+                    listed
+                },
+            }
+        }
+    };
+    let endpoints = match &source {
+        ExanetSource::Uio { devices } => x.endpoints.min(devices.len() as u16),
+        ExanetSource::Emulated { .. } => x.endpoints,
+    };
+    Ok(ExanetSite {
+        source,
+        coord: x.coord,
+        endpoints,
+    })
+}
+
+/// Opens this PE's Exanet endpoint: 1 + its index among the node's PEs of the job.
+fn open_pe_endpoint(
+    site: &ExanetSite,
+    local_pes: &[u32],
+    rank: u32,
+    mtu: usize,
+) -> Result<crate::transport::exanet::ExanetLink, NodeError> {
+    let index = local_pes.iter().position(|&p| p == rank).unwrap_or(0);
+    if local_pes.len() >= usize::from(site.endpoints) {
+        return Err(NodeError::Config(format!(
+            "the job puts {} PEs on the node of Exanet coordinate {:#x}, which has {} endpoint(s): endpoint 0 serves the node's atomic service and each PE needs one more, so at most {} PE(s) fit",
+            local_pes.len(),
+            site.coord,
+            site.endpoints,
+            site.endpoints.saturating_sub(1)
+        )));
+    }
+    let ep = u16::try_from(index + 1).unwrap_or(u16::MAX);
+    // No interrupt line for PEs: a waiting PE woken by every interrupt spins again, and
+    // with more processes than cores (qemu) that starved the services; bounded sleeps
+    // that poll the endpoint fared better.
+    site.open(ep, mtu, false)
+        .map(|(link, _)| link)
+        .map_err(|e| NodeError::Transport(format!("PE {rank}: {e}")))
 }
 
 /// [`Node::init`](super::Node::init).
@@ -447,6 +547,10 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
                     .as_ref()
                     .and_then(|c| c.node(node))
                     .and_then(|n| n.memory));
+                if let Some(n) = cluster.as_ref().and_then(|c| c.node(node)) {
+                    scfg.exanet =
+                        crate::service::daemon::exanet_site(n, &env).map_err(NodeError::Config)?;
+                }
                 let s = Service::bind(scfg).and_then(Service::spawn)?;
                 log::info!(
                     "started an embedded service for node {node} at {}",
@@ -459,8 +563,11 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         };
         let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
         let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
-        pmi.kvs_put(&format!("gsas-n{node}"), &node_value(j.info.udp, &path))
-            .map_err(pmi_err("publishing the node's service"))?;
+        pmi.kvs_put(
+            &format!("gsas-n{node}"),
+            &node_value(service_addr(&j.info), &path),
+        )
+        .map_err(pmi_err("publishing the node's service"))?;
         joined = Some((path, c, j));
     }
     pmi.barrier().map_err(pmi_err("PMI barrier (services)"))?;
@@ -568,33 +675,57 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     }
 
     // Engines.
-    let ip = match joined.info.udp.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        ip => ip,
+    let own_kind = std::mem::discriminant(&service_addr(&joined.info));
+    if let Some((n, a)) = node_addrs
+        .iter()
+        .find(|(_, a)| std::mem::discriminant(a) != own_kind)
+    {
+        return Err(NodeError::Config(format!(
+            "node {n}'s service is reached at {a}, but node {node}'s at {}: a job's nodes must all use the same inter-node transport (UDP or Exanet)",
+            service_addr(&joined.info)
+        )));
+    }
+    let net = match &joined.info.exanet {
+        Some(x) => {
+            let site = pe_site(x, &env, cluster.as_ref(), node)?;
+            NetTransport::Exanet {
+                link: Box::new(open_pe_endpoint(&site, &local_pes, rank, udp_mtu)?),
+                udp: None,
+            }
+        }
+        None => {
+            let ip = match joined.info.udp.ip() {
+                IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                ip => ip,
+            };
+            let udp = UdpTransport::bind(
+                SocketAddr::new(ip, 0),
+                UdpConfig {
+                    mtu: env.udp_mtu,
+                    ..UdpConfig::default()
+                },
+            )
+            .map_err(|e| NodeError::Transport(format!("PE {rank} UDP socket: {e}")))?;
+            NetTransport::Udp(udp)
+        }
     };
-    let udp = UdpTransport::bind(
-        SocketAddr::new(ip, 0),
-        UdpConfig {
-            mtu: env.udp_mtu,
-            ..UdpConfig::default()
-        },
-    )
-    .map_err(|e| NodeError::Transport(format!("PE {rank} UDP socket: {e}")))?;
     let rc = reliable_config(deadline);
     let rc_ack_delay = rc.ack_delay_ns;
-    let layer = OwnedReliable::new(udp, rc, nodes.len() + 1, PE_FRAMES)
+    let layer = OwnedReliable::new(net, rc, nodes.len() + 1, PE_FRAMES)
         .map_err(|e| NodeError::Config(format!("reliability layer: {e}")))?;
-    let udp_fd = layer
-        .inner()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| NodeError::Transport(format!("duplicating the UDP descriptor: {e}")))?;
+    let udp_fd =
+        match layer.inner().udp() {
+            Some(u) => Some(u.as_fd().try_clone_to_owned().map_err(|e| {
+                NodeError::Transport(format!("duplicating the UDP descriptor: {e}"))
+            })?),
+            None => None,
+        };
     let control_fd = control
         .fd()
         .try_clone_to_owned()
         .map_err(|e| NodeError::Transport(format!("duplicating the control descriptor: {e}")))?;
     let sender = SenderId::new(u64::from(rank)).unwrap_or_default();
-    let addr_of: HashMap<u16, SocketAddr> = node_addrs.iter().copied().collect();
+    let addr_of: HashMap<u16, NetAddr> = node_addrs.iter().copied().collect();
     let routes: Vec<Route> = (0..size)
         .map(|p| {
             let n = table.node_of[p as usize];
@@ -605,7 +736,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
                     Route::Ring
                 }
             } else {
-                Route::Udp(UdpPeer {
+                Route::Net(NetPeer {
                     addr: addr_of[&n],
                     key: table.job_key,
                 })
@@ -630,8 +761,9 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         ack_delay_ns: rc_ack_delay,
     };
     let pulse = Arc::new(Pulse::new(remote));
-    // Only UDP needs retransmissions and acknowledgements while the program computes.
-    let keeper = if routes.iter().any(|r| matches!(r, Route::Udp(_))) {
+    // Only the network needs retransmissions and acknowledgements while the program
+    // computes.
+    let keeper = if routes.iter().any(|r| matches!(r, Route::Net(_))) {
         Some(
             Keeper::spawn(Arc::clone(&pulse))
                 .map_err(|e| NodeError::Transport(format!("starting the progress keeper: {e}")))?,
@@ -734,14 +866,19 @@ mod tests {
 
     #[test]
     fn node_values() {
-        let v = node_value("127.0.0.1:9".parse().unwrap(), Path::new("/tmp/x y.sock"));
+        let udp = NetAddr::Udp("127.0.0.1:9".parse().unwrap());
+        let v = node_value(udp, Path::new("/tmp/x y.sock"));
         assert_eq!(
             parse_node_value(&v),
-            Some((
-                "127.0.0.1:9".parse().unwrap(),
-                PathBuf::from("/tmp/x y.sock")
-            ))
+            Some((udp, PathBuf::from("/tmp/x y.sock")))
         );
+        let exa = NetAddr::Exanet(exanet::Dest {
+            coord: 0x3000,
+            ep: 0,
+        });
+        let v = node_value(exa, Path::new("/s"));
+        assert_eq!(v, b"exanet:3000:0\n/s");
+        assert_eq!(parse_node_value(&v), Some((exa, PathBuf::from("/s"))));
         assert_eq!(parse_node_value(b"garbage"), None);
     }
 }

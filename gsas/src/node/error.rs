@@ -4,7 +4,6 @@
 //! said, which socket broke. Thread-safety: plain data, `Send + Sync`.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -46,7 +45,7 @@ pub enum NodeError {
         /// The node id.
         node: u16,
         /// Its service's address.
-        addr: SocketAddr,
+        addr: crate::transport::net::NetAddr,
         /// The deadline.
         waited: Duration,
     },

@@ -10,7 +10,7 @@
 //!   ([`Node::local_base`] gives the pointer, for `shmem_ptr`). With `GSAS_DIRECT=0` these
 //!   operations go through the local service over the PE's shm ring instead.
 //! * **Other nodes** are reached through their services: gsas-core's client engine over
-//!   `Reliable<UdpTransport>`, requests inline or as bulk fragments both ways, any length.
+//!   `Reliable<NetTransport>` (UDP or Exanet), requests inline or as bulk fragments both ways, any length.
 //!
 //! Segments: [`HEAP`] (0, the symmetric heap, allocated with [`Node::alloc`] and friends,
 //! deterministic so offsets agree on every PE), [`DATA`] (1, the executable's globals when
@@ -98,7 +98,6 @@ mod local;
 mod remote;
 mod spin;
 
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::ptr::NonNull;
@@ -114,6 +113,7 @@ use crate::pmi;
 use crate::poll::{PollFd, Progress, WaitConfig, WaitStats, Waiter, monotonic_ns};
 use crate::service::{ControlClient, ServiceThread};
 use crate::shm::Segment;
+use crate::transport::net::NetAddr;
 
 pub use error::NodeError;
 
@@ -209,7 +209,9 @@ pub struct Node {
     keeper: Mutex<Option<Keeper>>,
     control: Mutex<ControlClient>,
     control_fd: OwnedFd,
-    udp_fd: OwnedFd,
+    /// The UDP socket, woken by replies (none over Exanet: waits block for bounded
+    /// intervals and poll).
+    udp_fd: Option<OwnedFd>,
     pmi: Mutex<pmi::Client>,
     heap: Mutex<SymHeap<Vec<Slot>>>,
     contexts: Mutex<u64>,
@@ -217,7 +219,7 @@ pub struct Node {
     finalized: AtomicBool,
     service: Mutex<Option<ServiceThread>>,
     service_path: PathBuf,
-    nodes: Vec<(u16, SocketAddr)>,
+    nodes: Vec<(u16, NetAddr)>,
     wait: WaitConfig,
     /// How waits on replies from other nodes spin (see `spin.rs`).
     reply_spin: spin::ReplySpin,
@@ -319,8 +321,8 @@ impl Node {
         self.direct
     }
 
-    /// The nodes of the job with their services' UDP addresses.
-    pub fn nodes(&self) -> &[(u16, SocketAddr)] {
+    /// The nodes of the job with their services' addresses (UDP or Exanet).
+    pub fn nodes(&self) -> &[(u16, NetAddr)] {
         &self.nodes
     }
 
@@ -446,8 +448,11 @@ impl Node {
     ) -> (Result<R, NodeError>, WaitStats) {
         let mut waiter = Waiter::new(config);
         let deadline = Instant::now() + limit;
+        // Over Exanet no descriptor announces replies: the control socket stands in (poll
+        // accepts a descriptor twice) and the waiter's bounded blocks poll the endpoint.
+        let wake = self.udp_fd.as_ref().unwrap_or(&self.control_fd);
         let mut fds = [
-            PollFd::readable(self.udp_fd.as_fd()),
+            PollFd::readable(wake.as_fd()),
             PollFd::readable(self.control_fd.as_fd()),
         ];
         let mut failure = None;
@@ -578,7 +583,7 @@ impl Node {
                     return Err(e);
                 }
             }
-            if matches!(route, Route::Udp(_)) {
+            if matches!(route, Route::Net(_)) {
                 remote.set_clock();
             }
             match op(&mut remote, index as u64) {
@@ -652,7 +657,7 @@ impl Node {
         match (e, route) {
             (
                 ClientError::Transport(gsas_core::transport::TransportError::Unreachable),
-                Route::Udp(p),
+                Route::Net(p),
             ) => NodeError::Unreachable {
                 node,
                 addr: p.addr,
@@ -768,7 +773,7 @@ impl Node {
         };
         let rec = self.record(ctx, route, pe, desc, false, Target::Write { payload: None });
         let (index, issued) = self.start(route, rec, !nbi, |remote, tag| match route {
-            Route::Udp(peer) => remote::try_start(&mut remote.udp, |c, t| {
+            Route::Net(peer) => remote::try_start(&mut remote.udp, |c, t| {
                 c.write(t, peer, ctx, tag, addr, data)
             }),
             Route::Ring => match &mut remote.ring {
@@ -799,7 +804,7 @@ impl Node {
             self.op_limit(),
             |remote| {
                 let r = match route {
-                    Route::Udp(_) => {
+                    Route::Net(_) => {
                         remote
                             .udp
                             .client
@@ -936,7 +941,7 @@ impl Node {
             },
         );
         let (index, _) = self.start(route, rec, blocking, |remote, tag| match route {
-            Route::Udp(peer) => {
+            Route::Net(peer) => {
                 remote::try_start(&mut remote.udp, |c, t| c.read(t, peer, ctx, tag, addr, len))
             }
             Route::Ring => match &mut remote.ring {
@@ -1151,7 +1156,7 @@ impl Node {
             },
         );
         let (index, _) = self.start(route, rec, blocking, |remote, tag| match route {
-            Route::Udp(peer) => remote::try_start(&mut remote.udp, |c, t| {
+            Route::Net(peer) => remote::try_start(&mut remote.udp, |c, t| {
                 c.atomic(t, peer, ctx, tag, addr, desc, operand, comparand)
             }),
             Route::Ring => match &mut remote.ring {

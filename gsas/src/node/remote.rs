@@ -1,5 +1,5 @@
 //! The node client's path through atomic services: gsas-core client engines over
-//! `Reliable<UdpTransport>` (other nodes) and over the PE's shm ring (its own node's
+//! `Reliable<NetTransport>` (other nodes, over UDP or Exanet) and over the PE's shm ring (its own node's
 //! service, when direct access is off), with a table of operation records.
 //!
 //! Every operation started here gets a [`Record`]; its index is the engine's tag. Replies
@@ -13,7 +13,6 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use gsas_core::client::{Client, ClientError, Completion, OpError, OpHandle};
@@ -22,8 +21,8 @@ use gsas_core::transport::{Transport, TransportError};
 
 use crate::poll::monotonic_ns;
 use crate::service::net::OwnedReliable;
+use crate::transport::net::{NetAddr, NetPeer, NetTransport};
 use crate::transport::shmring::{RingPeer, ShmRing};
-use crate::transport::udp::{UdpPeer, UdpTransport};
 
 use super::NodeError;
 
@@ -47,7 +46,7 @@ pub(crate) const ACK_LINGER_NS: u64 = 50_000_000;
 /// instead of filling the operation table first).
 pub(crate) const NBI_DRAIN_AT: usize = OPS / 4;
 
-pub(crate) type UdpLayer = OwnedReliable<UdpTransport, UDP_WINDOW>;
+pub(crate) type UdpLayer = OwnedReliable<NetTransport, UDP_WINDOW>;
 
 /// A client engine and the transport it sends through.
 pub(crate) struct Engine<T: Transport> {
@@ -71,8 +70,8 @@ pub(crate) enum Route {
     Direct,
     /// Through the local service's ring.
     Ring,
-    /// Through a service over UDP.
-    Udp(UdpPeer),
+    /// Through a service over the network (UDP or Exanet).
+    Net(NetPeer),
 }
 
 /// What an operation was, for messages.
@@ -130,7 +129,7 @@ pub(crate) struct Book {
     /// First error of a non-blocking operation, per context.
     pub(crate) ctx_error: Vec<Option<NodeError>>,
     /// Services declared unreachable (or restarted under us).
-    pub(crate) failed: HashSet<SocketAddr>,
+    pub(crate) failed: HashSet<NetAddr>,
     /// Deadline of the reliability layer, for messages.
     pub(crate) deadline: Duration,
     /// Records of writes with fragments left to send.
@@ -178,7 +177,7 @@ impl Book {
     /// The error an operation of `record` ended with.
     pub(crate) fn op_error(&self, record: &Record, e: OpError) -> NodeError {
         let failed_peer = match record.route {
-            Route::Udp(p) if self.failed.contains(&p.addr) => Some(p.addr),
+            Route::Net(p) if self.failed.contains(&p.addr) => Some(p.addr),
             _ => None,
         };
         match (e, failed_peer) {
@@ -387,7 +386,7 @@ impl Remote {
                 continue;
             };
             let issued = match r.route {
-                Route::Udp(_) => self.udp.client.resume(&mut self.udp.transport, handle, p),
+                Route::Net(_) => self.udp.client.resume(&mut self.udp.transport, handle, p),
                 Route::Ring => match &mut self.ring {
                     Some(ring) => ring.client.resume(&mut ring.transport, handle, p),
                     None => Err(ClientError::StaleHandle),

@@ -1,7 +1,8 @@
-//! The service loop: job table, control connections, serving UDP and rings, polling.
+//! The service loop: job table, control connections, serving the network (UDP or Exanet)
+//! and rings, polling.
 //!
 //! See the [module docs](super) for the behaviour. Internals: one [`Core`] owns every
-//! descriptor and the gsas-core engine; [`serve_port`] serves one transport (UDP or a ring)
+//! descriptor and the gsas-core engine; [`serve_port`] serves one transport (the network or a ring)
 //! with the same code; replies that cannot be sent at once (window or ring full) are
 //! queued per transport, and no new request is taken from that transport until its queue
 //! has drained, so a reply is never lost and memory stays bounded.
@@ -23,13 +24,15 @@ use gsas_core::wire::{
 
 use crate::poll::monotonic_ns;
 use crate::shm::{Segment, ShmError, ShmMemory, recv_fds, send_fds};
+use crate::transport::exanet::{HEADER_LEN as EXA_HEADER_LEN, WakeLine};
+use crate::transport::net::{NetAddr, NetPeer, NetTransport};
 use crate::transport::shmring::{RingConfig, RingPeer, ShmRing};
-use crate::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
+use crate::transport::udp::{UdpConfig, UdpTransport};
 
 use super::net::{OwnedReliable, reliable_config};
 use super::proto::{
-    ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC,
-    SEGMENTS, ServiceInfo,
+    ControlReply, ControlRequest, ExanetInfo, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING,
+    SEG_SYNC, SEGMENTS, ServiceInfo,
 };
 use super::socket::{self, PeerCred};
 use super::stats::{Counters, Gauges};
@@ -61,7 +64,7 @@ const CONTROL_SEND_TIMEOUT: Duration = Duration::from_millis(500);
 /// Jobs whose end is remembered (for the message a late request gets).
 const TOMBSTONES: usize = 64;
 
-type Udp = OwnedReliable<UdpTransport, UDP_WINDOW>;
+type Udp = OwnedReliable<NetTransport, UDP_WINDOW>;
 type EngineT = Engine<ShmMemory, MAX_SEGMENTS>;
 
 /// A PE of a job.
@@ -125,7 +128,9 @@ pub(crate) struct Core {
     listener: OwnedFd,
     udp: Udp,
     udp_addr: SocketAddr,
-    udp_pending: VecDeque<Deferred<UdpPeer>>,
+    udp_pending: VecDeque<Deferred<NetPeer>>,
+    /// The Exanet endpoint's interrupt line (services on Exanet).
+    wake_line: Option<WakeLine>,
     engine: Box<EngineT>,
     conns: Vec<Option<Conn>>,
     jobs: HashMap<u64, Job>,
@@ -201,7 +206,9 @@ fn physical_memory() -> u64 {
     }
 }
 
-fn new_udp(cfg: &ServiceConfig) -> Result<Udp, ServiceError> {
+/// The service's network layer: UDP, or its Exanet endpoint 0 (with its interrupt line)
+/// plus the UDP socket for host actions (ping, remote FORK).
+fn new_udp(cfg: &ServiceConfig) -> Result<(Udp, Option<WakeLine>), ServiceError> {
     let udp = UdpTransport::bind(
         cfg.udp_bind,
         UdpConfig {
@@ -210,9 +217,25 @@ fn new_udp(cfg: &ServiceConfig) -> Result<Udp, ServiceError> {
         },
     )
     .map_err(io_err(format!("{}: UDP socket", cfg.name)))?;
+    let (net, line, what) = match &cfg.exanet {
+        None => (NetTransport::Udp(udp), None, "UDP"),
+        Some(site) => {
+            // Frames of the same size as over UDP: the Exanet packet's header is as long
+            // as the UDP one.
+            let (link, line) = site
+                .open(0, cfg.udp_mtu.max(EXA_HEADER_LEN + 65), true)
+                .map_err(|e| ServiceError::Config(format!("{}: {e}", cfg.name)))?;
+            let net = NetTransport::Exanet {
+                link: Box::new(link),
+                udp: Some(udp),
+            };
+            (net, line, "Exanet")
+        }
+    };
     let rc = reliable_config(cfg.deadline);
-    OwnedReliable::new(udp, rc, cfg.max_peers.max(1), UDP_FRAMES)
-        .map_err(|e| ServiceError::Config(format!("reliability layer over UDP: {e}")))
+    let layer = OwnedReliable::new(net, rc, cfg.max_peers.max(1), UDP_FRAMES)
+        .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
+    Ok((layer, line))
 }
 
 impl Core {
@@ -228,8 +251,11 @@ impl Core {
                 )))?;
             }
         }
-        let udp = new_udp(&cfg)?;
-        let udp_addr = udp.inner().local_addr();
+        let (udp, wake_line) = new_udp(&cfg)?;
+        let udp_addr = udp
+            .inner()
+            .udp()
+            .map_or(cfg.udp_bind, UdpTransport::local_addr);
         let listener = socket::listen(&cfg.socket_path, cfg.socket_mode).map_err(io_err(
             format!("{}: control socket {}", cfg.name, cfg.socket_path.display()),
         ))?;
@@ -255,13 +281,23 @@ impl Core {
             ),
             None => (physical_memory(), "this machine's physical memory"),
         };
-        log::info!(
-            "{}: node {} serving UDP {} and control socket {}",
-            cfg.name,
-            cfg.node,
-            udp_addr,
-            cfg.socket_path.display()
-        );
+        match udp.inner().exanet() {
+            Some(link) => log::info!(
+                "{}: node {} serving Exanet {} (host actions on UDP {}) and control socket {}",
+                cfg.name,
+                cfg.node,
+                link.local(),
+                udp_addr,
+                cfg.socket_path.display()
+            ),
+            None => log::info!(
+                "{}: node {} serving UDP {} and control socket {}",
+                cfg.name,
+                cfg.node,
+                udp_addr,
+                cfg.socket_path.display()
+            ),
+        }
         Ok(Core {
             scratch: vec![0u8; max_reply.max(64)],
             msg: vec![0u8; MAX_MESSAGE],
@@ -270,6 +306,7 @@ impl Core {
             udp,
             udp_addr,
             udp_pending: VecDeque::new(),
+            wake_line,
             engine,
             conns: Vec::new(),
             jobs: HashMap::new(),
@@ -365,6 +402,12 @@ impl Core {
                 self.doorbell.word().store(0, Ordering::Relaxed);
                 continue;
             }
+            if self.udp.inner().work_pending() {
+                // An Exanet pull in progress: its completion raises no interrupt.
+                self.doorbell.word().store(0, Ordering::Relaxed);
+                std::thread::yield_now();
+                continue;
+            }
             let bound = if self.udp.has_frames_in_use()
                 || !self.udp_pending.is_empty()
                 || self.rings.iter().any(|r| !r.pending.is_empty())
@@ -392,14 +435,19 @@ impl Core {
         let known = self.udp.peers_known();
         let mut cfg = self.cfg.clone();
         cfg.udp_bind = self.udp_addr;
-        // The old socket must be closed before the address can be bound again.
-        let placeholder = new_udp(&ServiceConfig {
+        // The old socket (and Exanet endpoint) must be closed before they can be opened
+        // again.
+        let (placeholder, _) = new_udp(&ServiceConfig {
             udp_bind: SocketAddr::new(self.udp_addr.ip(), 0),
             max_peers: 1,
+            exanet: None,
             ..cfg.clone()
         })?;
         drop(std::mem::replace(&mut self.udp, placeholder));
-        self.udp = new_udp(&cfg)?;
+        self.wake_line = None;
+        let (udp, wake_line) = new_udp(&cfg)?;
+        self.udp = udp;
+        self.wake_line = wake_line;
         self.counters.udp_recycled += 1;
         log::info!(
             "{}: no job left and {known} of {} UDP peers known: started a fresh UDP layer on {}",
@@ -413,7 +461,7 @@ impl Core {
     /// Drives timers and serves UDP and every ring once. Returns whether anything moved.
     fn step(&mut self) -> Result<bool, ServiceError> {
         let udp_err = |source| ServiceError::Transport {
-            context: "UDP socket of the service".into(),
+            context: "network transport of the service".into(),
             source,
         };
         self.udp.poll(monotonic_ns()).map_err(udp_err)?;
@@ -434,8 +482,8 @@ impl Core {
                 udp_pending,
                 scratch,
                 counters,
-                |p: &UdpPeer| p.key,
-                |peer: UdpPeer, repr: RequestRepr<'_>, out: &mut [u8], counters: &mut Counters| {
+                |p: &NetPeer| p.key,
+                |peer: NetPeer, repr: RequestRepr<'_>, out: &mut [u8], counters: &mut Counters| {
                     udp_host_action(fork, peer, repr, out, counters)
                 },
             )
@@ -500,16 +548,42 @@ impl Core {
         };
         push(self.wake.event.as_fd().as_raw_fd(), libc::POLLIN);
         push(self.listener.as_raw_fd(), libc::POLLIN);
+        let udp = self.udp.inner().udp();
         let mut udp_events = libc::POLLIN;
-        if self.udp.inner().wants_write() {
+        if udp.is_some_and(UdpTransport::wants_write) {
             udp_events |= libc::POLLOUT;
         }
-        push(self.udp.inner().as_raw_fd(), udp_events);
+        push(udp.map_or(-1, AsRawFd::as_raw_fd), udp_events);
         push(self.doorbell.event.as_fd().as_raw_fd(), libc::POLLIN);
         push(
             self.signals.as_ref().map_or(-1, SignalFd::raw_fd),
             libc::POLLIN,
         );
+        let wake_at = fds.len();
+        let timeout = match &mut self.wake_line {
+            Some(line) => {
+                line.arm();
+                match line.fd() {
+                    Some(fd) => {
+                        fds.push(libc::pollfd {
+                            fd: fd.as_raw_fd(),
+                            events: libc::POLLIN,
+                            revents: 0,
+                        });
+                        timeout
+                    }
+                    None => {
+                        fds.push(libc::pollfd {
+                            fd: -1,
+                            events: 0,
+                            revents: 0,
+                        });
+                        timeout.min(crate::transport::exanet::POLL_FALLBACK)
+                    }
+                }
+            }
+            None => timeout,
+        };
         let first_conn = fds.len();
         let mut owners = Vec::with_capacity(self.conns.len());
         for (i, c) in self.conns.iter().enumerate() {
@@ -545,6 +619,11 @@ impl Core {
         }
         if fds[3].revents != 0 {
             self.doorbell.event.drain();
+        }
+        if let Some(line) = &mut self.wake_line {
+            if fds.get(wake_at).is_some_and(|f| f.revents != 0) {
+                line.drain();
+            }
         }
         if fds[4].revents != 0 {
             if let Some(Ok(Some(sig))) = self.signals.as_ref().map(SignalFd::read) {
@@ -960,6 +1039,7 @@ impl Core {
             udp: self.udp_addr,
             pid: self.pid,
             udp_mtu: self.cfg.udp_mtu as u32,
+            exanet: self.cfg.exanet.as_ref().map(ExanetInfo::of),
         };
         let dup_failed = |e: String| {
             (
@@ -978,7 +1058,7 @@ impl Core {
             .as_fd()
             .try_clone_to_owned()
             .map_err(|e| dup_failed(e.to_string()))?;
-        Ok(Outcome::Data(info.encode().to_vec(), vec![page, event]))
+        Ok(Outcome::Data(info.encode(), vec![page, event]))
     }
 
     fn leave(&mut self, i: usize, key: u64, rank: u16) {
@@ -1349,10 +1429,28 @@ impl Core {
         let mut text = super::stats::render(
             self.engine.stats(),
             &self.udp.stats(),
-            &self.udp.inner().stats(),
+            &self
+                .udp
+                .inner()
+                .udp()
+                .map(UdpTransport::stats)
+                .unwrap_or_default(),
             &self.counters,
             &self.gauges(),
         );
+        if let Some(link) = self.udp.inner().exanet() {
+            let st = link.stats();
+            for (name, value) in [
+                ("exanet.small_sent", st.small_sent),
+                ("exanet.bulk_sent", st.bulk_sent),
+                ("exanet.delivered", st.delivered),
+                ("exanet.pull_errors", st.pull_errors),
+                ("exanet.failures", st.failures),
+                ("exanet.foreign_dropped", link.dropped()),
+            ] {
+                text.push_str(&format!("{name} {value}\n"));
+            }
+        }
         if let Some(handler) = &self.fork {
             for (name, value) in handler.counters() {
                 text.push_str(&format!("{name} {value}\n"));
@@ -1379,7 +1477,7 @@ fn refuse(out: &mut [u8], token: u32, code: ErrorCode) -> usize {
 /// refused), everything else is refused.
 fn udp_host_action(
     fork: &mut Option<Box<dyn ForkHandler>>,
-    peer: UdpPeer,
+    peer: NetPeer,
     repr: RequestRepr<'_>,
     out: &mut [u8],
     counters: &mut Counters,
@@ -1392,8 +1490,8 @@ fn udp_host_action(
             emit_reply_header(out, PacketType::Ack, 0, 0, repr.token);
             gsas_core::wire::REPLY_HEADER_LEN
         }
-        Request::Fork { frag, data } => match fork {
-            Some(handler) => match handler.fork(peer.addr, peer.key, frag, data) {
+        Request::Fork { frag, data } => match (fork, peer.addr) {
+            (Some(handler), NetAddr::Udp(from)) => match handler.fork(from, peer.key, frag, data) {
                 Ok(()) => {
                     emit_reply_header(out, PacketType::Ack, 0, 0, repr.token);
                     gsas_core::wire::REPLY_HEADER_LEN
@@ -1404,7 +1502,12 @@ fn udp_host_action(
                     refuse(out, repr.token, code)
                 }
             },
-            None => {
+            (Some(_), NetAddr::Exanet(from)) => {
+                counters.fork_refused += 1;
+                log::warn!("FORK request from exanet {from} refused: remote FORK comes over UDP");
+                refuse(out, repr.token, ErrorCode::NotSupported)
+            }
+            (None, _) => {
                 counters.fork_refused += 1;
                 // Every refusal is counted; the log stays readable under a flood.
                 if counters.fork_refused <= 32 || counters.fork_refused.is_power_of_two() {

@@ -88,12 +88,15 @@ Usage:
                [--log-level LEVEL]
   gsas-atomicd --stats SOCKET        (also: gsas-atomicd stats SOCKET)
 
-Serves remote reads, writes and atomics for the PEs of this node over UDP, and hands
-out their shared memory over the Unix control socket. With --config, the node's entry
-of the cluster file gives the UDP address (bind, udp_port), the control socket, the
-memory limit (memory), and its defaults the deadline (service_timeout_ms), the UDP MTU
-(udp_mtu) and remote FORK (fork_allowed, fork_secret_file). SIGTERM or SIGINT stop it
-cleanly.
+Serves remote reads, writes and atomics for the PEs of this node over UDP or Exanet,
+and hands out their shared memory over the Unix control socket. With --config, the
+node's entry of the cluster file gives the UDP address (bind, udp_port), the control
+socket, the memory limit (memory), the transport (transport; GSAS_TRANSPORT overrides
+it) with, for exanet, the coordinate (coord) and the endpoints (uio_devices, or the
+emulated node of GSAS_EXANET_EMU=<exanet-emu root>), and its defaults the deadline
+(service_timeout_ms), the UDP MTU (udp_mtu) and remote FORK (fork_allowed,
+fork_secret_file). Over Exanet the UDP socket still carries host actions (ping, remote
+FORK). SIGTERM or SIGINT stop it cleanly.
 
 Remote FORK lets a multi-node oshrun start PEs here; it is off unless enabled, and
 only requests signed with the cluster secret (a 0600 file owned by this user) are
@@ -223,6 +226,30 @@ pub struct DaemonConfig {
     pub udp_mtu: usize,
     /// The secret file when remote FORK is enabled (`defaults.fork_allowed`).
     pub fork_secret: Option<PathBuf>,
+    /// The node's entry (transport, coordinate and UIO devices for Exanet).
+    pub node: board_config::Node,
+}
+
+/// The Exanet endpoints a service of `node` serves with, if its transport (`GSAS_TRANSPORT`
+/// of `env`, else the node's `transport`) is Exanet.
+pub fn exanet_site(
+    node: &board_config::Node,
+    env: &RuntimeConfig,
+) -> Result<Option<crate::transport::exanet::ExanetSite>, String> {
+    let exanet = match env.transport {
+        Some(kind) => kind == crate::config::TransportKind::Exanet,
+        None => node.transport == board_config::Transport::Exanet,
+    };
+    if !exanet {
+        return Ok(None);
+    }
+    crate::transport::exanet::ExanetSite::resolve(
+        node.coord.raw(),
+        &node.uio_devices,
+        env.exanet_emu.as_deref(),
+    )
+    .map(Some)
+    .map_err(|e| format!("node {} ({}): {e}", node.id, node.name))
 }
 
 /// Reads node `node` of the cluster file `file`: the service configuration, the UDP MTU
@@ -242,12 +269,9 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
         .iter()
         .position(|x| x.id == node)
         .unwrap_or(0);
-    if !matches!(
-        n.transport,
-        board_config::Transport::Udp | board_config::Transport::Shm
-    ) {
+    if n.transport == board_config::Transport::Verbs {
         return Err(format!(
-            "{}: nodes[{index}].transport = \"{}\": this gsas-atomicd serves UDP only (the {} transport is not part of this build)",
+            "{}: nodes[{index}].transport = \"{}\": this gsas-atomicd serves UDP and Exanet only (the {} transport is not part of this build)",
             file.display(),
             n.transport,
             n.transport
@@ -287,6 +311,7 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
             .fork_allowed
             .then(|| d.fork_secret_file.clone().map(PathBuf::from))
             .flatten(),
+        node: n.clone(),
     })
 }
 
@@ -311,7 +336,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             return 2;
         }
     };
-    let (mut cfg, level, fork_secret, config_file, file_mtu) = match cmd {
+    let (mut cfg, level, fork_secret, config_file, file_mtu, file_node) = match cmd {
         Command::Help => {
             print!("{}", help());
             return 0;
@@ -345,6 +370,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
                     d.fork_secret,
                     Some(file),
                     Some(d.udp_mtu),
+                    Some(d.node),
                 )
             }
             Err(e) => {
@@ -362,6 +388,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             ServiceConfig::new(node, listen, socket),
             log_level,
             fork_secret,
+            None,
             None,
             None,
         ),
@@ -403,6 +430,22 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     if let Some(ms) = env.deadline_ms {
         cfg.deadline = Duration::from_millis(ms);
     }
+    cfg.exanet = match (&file_node, env.transport) {
+        (Some(n), _) => match exanet_site(n, &env) {
+            Ok(site) => site,
+            Err(e) => {
+                eprintln!("gsas-atomicd: {e}");
+                return 2;
+            }
+        },
+        (None, Some(crate::config::TransportKind::Exanet)) => {
+            eprintln!(
+                "gsas-atomicd: GSAS_TRANSPORT=exanet needs --config: the node's coordinate and Exanet endpoints come from the cluster file"
+            );
+            return 2;
+        }
+        (None, _) => None,
+    };
     let (node, deadline) = (cfg.node, cfg.deadline);
     let signals = match SignalFd::block(&[libc::SIGTERM, libc::SIGINT]) {
         Ok(s) => s,
@@ -573,5 +616,35 @@ mod tests {
                 .contains("node 4 is not in the cluster")
         );
         std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
+    fn exanet_nodes_are_served() {
+        let qfdb = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/qfdb.toml");
+        let d = daemon_config(std::path::Path::new(qfdb), 2).unwrap();
+        let env = RuntimeConfig::default();
+        let site = exanet_site(&d.node, &env).unwrap().expect("exanet node");
+        assert_eq!(site.coord, 0x2000);
+        assert_eq!(
+            site.source,
+            crate::transport::exanet::ExanetSource::Uio {
+                devices: (0..5).map(|k| format!("exanet-ep{k}")).collect()
+            }
+        );
+        // GSAS_TRANSPORT overrides the file; a missing emulator is named.
+        let udp = RuntimeConfig {
+            transport: Some(crate::config::TransportKind::Udp),
+            ..RuntimeConfig::default()
+        };
+        assert_eq!(exanet_site(&d.node, &udp), Ok(None));
+        let emu = RuntimeConfig {
+            exanet_emu: Some("/nonexistent/exa".into()),
+            ..RuntimeConfig::default()
+        };
+        let e = exanet_site(&d.node, &emu).unwrap_err();
+        assert!(
+            e.contains("node 2 (qfdb0-f2)") && e.contains("no Exanet emulator at /nonexistent/exa"),
+            "{e}"
+        );
     }
 }

@@ -14,6 +14,11 @@
 //!   datagram's header is handed to the gsas-core engine with the request, so a wrong key
 //!   is refused with ERROR(BadKey) and counted. Replies are batched: every reply produced
 //!   while serving a burst goes into the peer's open frame, flushed once per loop turn.
+//! * with [`ServiceConfig::exanet`], the node's **Exanet endpoint 0** instead carries the
+//!   other nodes' requests (the same reliability layer over
+//!   [`crate::transport::net::NetTransport`], the job key in each packet's header), and the
+//!   UDP socket only host actions (ping, remote FORK); PEs that join learn the endpoints
+//!   ([`proto::ExanetInfo`]) and open endpoint 1 + their index on the node.
 //! * the **shm rings** (segment 3) of local PEs that asked for one (`GSAS_DIRECT=0`),
 //!   served like UDP with the PE's job key.
 //!
@@ -33,7 +38,8 @@
 //! last activity (checking the control socket every millisecond; after the first
 //! [`PURE_SPIN`](crate::poll::PURE_SPIN) each idle turn yields the CPU, so a PE that shares
 //! the core gets it at once, see [`spin_pause`](crate::poll::spin_pause)), then yields a few times,
-//! then blocks in `poll(2)` on every descriptor (UDP, control sockets, a doorbell eventfd the
+//! then blocks in `poll(2)` on every descriptor (UDP, the Exanet endpoint's interrupt line,
+//! re-armed before each block, control sockets, a doorbell eventfd the
 //! PEs ring after queueing work in a ring while the service sleeps, a shutdown eventfd, the
 //! termination signals). The block is bounded: 1 ms while reliability timers are pending,
 //! 100 ms otherwise.
@@ -129,6 +135,10 @@ pub struct ServiceConfig {
     pub max_peers: usize,
     /// Most PEs joined at once, over all jobs.
     pub max_pes: usize,
+    /// Serve other nodes over these Exanet endpoints (endpoint 0 for the service, the
+    /// others handed to the PEs that join) instead of UDP; the UDP socket then carries
+    /// host actions only (ping, remote FORK). `None`: UDP.
+    pub exanet: Option<crate::transport::exanet::ExanetSite>,
 }
 
 impl ServiceConfig {
@@ -149,6 +159,7 @@ impl ServiceConfig {
             uid_policy: UidPolicy::SameUser,
             max_peers: 1024,
             max_pes: 1024,
+            exanet: None,
         }
     }
 }

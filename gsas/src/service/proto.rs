@@ -62,6 +62,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::transport::exanet::{ExanetSite, ExanetSource};
+
 use gsas_core::wire::{
     ControlCode, ErrorCode, GlobalAddr, HEADER_LEN, Packet, PacketType, REPLY_HEADER_LEN, Reply,
     ReplyRepr, Request, RequestRepr, SenderId,
@@ -96,6 +98,8 @@ pub const JOIN_RING: u16 = 1;
 const JOIN_INFO_LEN: usize = 16;
 /// Bytes of [`ServiceInfo`].
 const SERVICE_INFO_LEN: usize = 32;
+/// Bytes of the fixed part of [`ServiceInfo`]'s Exanet extension.
+const EXANET_EXT_LEN: usize = 10;
 
 /// What a PE tells the service when it joins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +113,13 @@ pub struct JoinInfo {
 }
 
 /// What the service tells a PE that joined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Encoding: 32 bytes (version, node, UDP address, pid, MTU); a service on Exanet appends
+/// 10 bytes: kind (1 UIO devices, 2 emulated), a reserved byte, the endpoint count (u16),
+/// the coordinate (u32) and the emulated node (u16). (A control reply carries at most 56
+/// bytes: the emulator root and the device names are not sent; a PE takes them from its
+/// own `GSAS_EXANET_EMU` and cluster file.)
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceInfo {
     /// The service's node id.
     pub node: u16,
@@ -119,12 +129,41 @@ pub struct ServiceInfo {
     pub pid: u32,
     /// Largest UDP payload the service sends and accepts.
     pub udp_mtu: u32,
+    /// The node's Exanet endpoints when the service serves other nodes over Exanet
+    /// (endpoint 0 is the service's; a PE opens endpoint 1 + its index among the node's
+    /// PEs of the job).
+    pub exanet: Option<ExanetInfo>,
+}
+
+/// A service's Exanet endpoints as its PEs learn them (see [`ServiceInfo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExanetInfo {
+    /// The node's coordinate.
+    pub coord: u32,
+    /// Its endpoint count (0 is the service's).
+    pub endpoints: u16,
+    /// `Some(node)`: endpoints of that node of an emulator; `None`: UIO devices.
+    pub emulated: Option<u16>,
+}
+
+impl ExanetInfo {
+    /// What a service on `site` tells its PEs.
+    pub fn of(site: &ExanetSite) -> ExanetInfo {
+        ExanetInfo {
+            coord: site.coord,
+            endpoints: site.endpoints,
+            emulated: match &site.source {
+                ExanetSource::Emulated { node, .. } => Some(*node),
+                ExanetSource::Uio { .. } => None,
+            },
+        }
+    }
 }
 
 impl ServiceInfo {
-    /// Writes the 32-byte encoding.
-    pub fn encode(&self) -> [u8; SERVICE_INFO_LEN] {
-        let mut b = [0u8; SERVICE_INFO_LEN];
+    /// Writes the encoding (32 bytes, more with Exanet endpoints).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; SERVICE_INFO_LEN];
         b[0..2].copy_from_slice(&PROTO_VERSION.to_le_bytes());
         b[2..4].copy_from_slice(&self.node.to_le_bytes());
         b[4..6].copy_from_slice(&self.udp.port().to_le_bytes());
@@ -140,6 +179,13 @@ impl ServiceInfo {
         }
         b[24..28].copy_from_slice(&self.pid.to_le_bytes());
         b[28..32].copy_from_slice(&self.udp_mtu.to_le_bytes());
+        if let Some(x) = &self.exanet {
+            let kind = if x.emulated.is_some() { 2u8 } else { 1 };
+            b.extend_from_slice(&[kind, 0]);
+            b.extend_from_slice(&x.endpoints.to_le_bytes());
+            b.extend_from_slice(&x.coord.to_le_bytes());
+            b.extend_from_slice(&x.emulated.unwrap_or(0).to_le_bytes());
+        }
         b
     }
 
@@ -163,11 +209,28 @@ impl ServiceInfo {
             }
             other => return Err(ProtoError::Malformed(format!("address family {other}"))),
         };
+        let exanet = match &bytes[SERVICE_INFO_LEN..] {
+            [] => None,
+            ext if ext.len() < EXANET_EXT_LEN => return Err(ProtoError::Truncated),
+            ext => {
+                let emulated = match ext[0] {
+                    1 => None,
+                    2 => Some(u16::from_le_bytes([ext[8], ext[9]])),
+                    k => return Err(ProtoError::Malformed(format!("Exanet endpoint kind {k}"))),
+                };
+                Some(ExanetInfo {
+                    coord: u32::from_le_bytes([ext[4], ext[5], ext[6], ext[7]]),
+                    endpoints: u16::from_le_bytes([ext[2], ext[3]]),
+                    emulated,
+                })
+            }
+        };
         Ok(ServiceInfo {
             node: u16_at(2),
             udp: SocketAddr::new(ip, u16_at(4)),
             pid: u32_at(24),
             udp_mtu: u32_at(28),
+            exanet,
         })
     }
 }
@@ -669,8 +732,39 @@ mod tests {
                 udp: udp.parse().unwrap(),
                 pid: 42,
                 udp_mtu: 61440,
+                exanet: None,
             };
             assert_eq!(ServiceInfo::decode(&info.encode()), Ok(info));
+        }
+        for source in [
+            ExanetSource::Uio {
+                devices: vec!["exanet-ep0".into(), "exanet-ep1".into()],
+            },
+            ExanetSource::Emulated {
+                root: "/tmp/exa root".into(),
+                node: 3,
+            },
+        ] {
+            let site = ExanetSite {
+                source,
+                coord: 0x3000,
+                endpoints: 5,
+            };
+            let info = ServiceInfo {
+                node: 3,
+                udp: "[::1]:1".parse().unwrap(),
+                pid: 42,
+                udp_mtu: 61440,
+                exanet: Some(ExanetInfo::of(&site)),
+            };
+            let bytes = info.encode();
+            // It fits a control reply's DATA.
+            assert!(bytes.len() <= gsas_core::wire::MAX_INLINE_DATA);
+            assert_eq!(ServiceInfo::decode(&bytes), Ok(info));
+            assert_eq!(
+                ServiceInfo::decode(&bytes[..SERVICE_INFO_LEN + 4]),
+                Err(ProtoError::Truncated)
+            );
         }
         assert_eq!(ServiceInfo::decode(&[0; 5]), Err(ProtoError::Truncated));
         let mut bad = ServiceInfo {
@@ -678,6 +772,7 @@ mod tests {
             udp: "1.2.3.4:5".parse().unwrap(),
             pid: 0,
             udp_mtu: 0,
+            exanet: None,
         }
         .encode();
         bad[6] = 9;

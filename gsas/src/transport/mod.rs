@@ -6,6 +6,10 @@
 //! * [`udp::UdpTransport`]: datagrams with the 16-byte gsas header, unreliable and
 //!   unordered; wrapped in gsas-core's [`Reliable`](gsas_core::reliable::Reliable) for the
 //!   remote path;
+//! * [`exanet::ExanetLink`]: an Exanet endpoint (real UIO device or `exanet-emu`) with
+//!   the job-key header, reliable below but lossy under the runtime's reliability layer;
+//! * [`net::NetTransport`]: UDP or Exanet behind one type, what the runtime's services and
+//!   PEs put their reliability layer over;
 //! * [`shmring::ShmRing`]: two single-producer/single-consumer rings in a memfd segment,
 //!   reliable and ordered, for a PE and its node's service;
 //! * [`conformance`]: one set of checks run against every transport (the gsas-core
@@ -35,5 +39,7 @@
 //! ```
 
 pub mod conformance;
+pub mod exanet;
+pub mod net;
 pub mod shmring;
 pub mod udp;

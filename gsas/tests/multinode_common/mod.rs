@@ -170,6 +170,17 @@ impl Daemon {
     /// Starts `gsas-atomicd --config file --node node` (prefixed by `wrap`, e.g.
     /// `ip netns exec NS`) and waits until it answers on `socket`.
     pub fn start_with(wrap: &[&str], file: &Path, node: u16, socket: &Path) -> Daemon {
+        Daemon::start_with_env(wrap, file, node, socket, &[])
+    }
+
+    /// [`Daemon::start_with`] with extra environment variables (e.g. `GSAS_EXANET_EMU`).
+    pub fn start_with_env(
+        wrap: &[&str],
+        file: &Path,
+        node: u16,
+        socket: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Daemon {
         let mut cmd = if wrap.is_empty() {
             launch().command(env!("CARGO_BIN_EXE_gsas-atomicd"))
         } else {
@@ -185,6 +196,7 @@ impl Daemon {
             .arg(node.to_string())
             .arg("--log-level")
             .arg("warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         // A file, not a pipe: a daemon that logs much must never block on a full pipe.
