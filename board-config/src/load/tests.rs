@@ -176,7 +176,17 @@ fn example_contents() {
     assert_eq!(fpgas, [0, 1, 2, 3]);
     for n in q.nodes() {
         assert_eq!(n.transport, Transport::Exanet);
-        assert_eq!(n.uio_devices, ["exanet-ep0"]);
+        // Endpoint 0 for the atomic service, 1..=4 for the node's PEs.
+        assert_eq!(
+            n.uio_devices,
+            [
+                "exanet-ep0",
+                "exanet-ep1",
+                "exanet-ep2",
+                "exanet-ep3",
+                "exanet-ep4"
+            ]
+        );
         assert_eq!(n.board, Some(0));
         assert_eq!(n.bind, "0.0.0.0");
     }
