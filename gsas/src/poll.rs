@@ -564,7 +564,16 @@ mod tests {
         assert!(msg.starts_with("timed out after "), "{msg}");
         assert!(msg.ends_with("waiting for the answer of node 7"), "{msg}");
         match e {
-            WaitError::TimedOut { waited, .. } => assert!(waited >= Duration::from_millis(30)),
+            // The waiter's clock starts at its first step, a little after `start`: the
+            // deadline has passed for the caller, and the wait took at most that long.
+            WaitError::TimedOut { waited, .. } => {
+                let total = start.elapsed();
+                assert!(total >= Duration::from_millis(30), "{total:?}");
+                assert!(
+                    waited <= total && waited > Duration::ZERO,
+                    "{waited:?} {total:?}"
+                );
+            }
             WaitError::Poll(e) => panic!("{e}"),
         }
         // 30 ms of waiting in blocks of at most 5 ms: several blocks, and yields before.
