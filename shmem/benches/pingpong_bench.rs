@@ -18,7 +18,8 @@
 //! **`gap`** measures how soon a waiter that has been waiting for a while (and so sleeps
 //! in its longest steps) sees an update: the pinger sleeps [`GAP`] between updates and
 //! sends its `CLOCK_MONOTONIC` time as the flag's value; the waiter takes the difference to
-//! its own clock when `shmem_wait_until` returns (one clock: all PEs run on this machine).
+//! its own clock when `shmem_wait_until` returns (one clock: all PEs run on this machine)
+//! and acknowledges the update, which the pinger waits for before its next pause.
 //! The figures are the median and 90th percentile of that one-way latency over all updates
 //! of the slowest waiter.
 //!
@@ -189,15 +190,20 @@ fn gap(
 ) {
     let (me, n) = (shmem.my_pe(), shmem.n_pes());
     shmem.barrier_all();
+    // The waiter acknowledges every update, and the pinger sends the next one only after
+    // the acknowledgement: two updates never meet in the flag.
+    let ack = shmem.alloc_box(0i64).unwrap();
     let mut lat_us = Vec::with_capacity(updates);
     let mut last = 0i64;
-    for _ in 0..updates {
+    for round in 1..=updates as i64 {
         if pinger {
             std::thread::sleep(GAP);
             shmem.p(flag, now_ns(), other);
+            shmem.wait_until(&ack, Cmp::Ge, round);
         } else {
             last = shmem.wait_until(flag, Cmp::Gt, last);
             lat_us.push((now_ns() - last) as f64 / 1e3);
+            shmem.p(&ack, round, other);
         }
     }
     lat_us.sort_by(f64::total_cmp);
@@ -225,5 +231,5 @@ fn gap(
         std::fs::write(std::env::var_os(OUT).expect("PINGPONG_BENCH_OUT"), table)
             .expect("writing the table");
     }
-    drop((mine, all));
+    drop((ack, mine, all));
 }
