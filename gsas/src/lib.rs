@@ -46,6 +46,7 @@
 //! # Ok::<(), gsas::node::NodeError>(())
 //! ```
 
+pub mod bell;
 pub mod config;
 pub mod fork;
 pub mod launch;

@@ -24,6 +24,14 @@
 //!    descriptor signals, such as a flag in shared memory, is still seen within
 //!    `max_block`).
 //!
+//! With a [`Bell`] ([`Waiter::wait_bell`], for a condition in memory that the node's
+//! service updates on behalf of other nodes) and no descriptors, phase 3 instead announces
+//! a sleeper on the bell, calls the step once more (the re-check), and if that finds
+//! nothing sleeps on the bell with `futex(2)` for the same bounded step: a write the
+//! service applies to this PE's memory ends the sleep at once instead of after up to
+//! `max_block`, and a bell that never rings costs exactly the sleep of before. See
+//! [`crate::bell`] for the protocol.
+//!
 //! Any activity returns the waiter to phase 1. When the deadline passes the wait fails with
 //! [`WaitError::TimedOut`], whose message names what was waited for, e.g. `timed out after
 //! 10.0 s waiting for node 1 (127.0.0.1:7101): reply to READ`.
@@ -59,6 +67,8 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use crate::bell::{Bell, Sleeper};
 
 /// Nanoseconds since a fixed, process-wide monotonic epoch (the first call). This is the
 /// time the gsas-core transports and engines take in `poll(now_ns)`.
@@ -245,11 +255,26 @@ pub struct WaitStats {
     pub waited: Duration,
 }
 
+/// Counters of a [`Waiter`]'s sleeps on a [`Bell`] (over all its waits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BellStats {
+    /// Sleepers announced (each followed by a re-check of the condition).
+    pub announced: u64,
+    /// Re-checks after an announcement that found the condition true or activity: no sleep.
+    pub rechecked: u64,
+    /// Sleeps that ended because the bell rang (including rings between the announcement
+    /// and the sleep, which skip the `futex` call).
+    pub rung: u64,
+    /// Sleeps that ended without a ring (the bounded step passed).
+    pub slept_out: u64,
+}
+
 /// The adaptive spin-yield-block waiter; see the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct Waiter {
     config: WaitConfig,
     stats: WaitStats,
+    bell_stats: BellStats,
 }
 
 impl Waiter {
@@ -258,6 +283,7 @@ impl Waiter {
         Waiter {
             config,
             stats: WaitStats::default(),
+            bell_stats: BellStats::default(),
         }
     }
 
@@ -271,6 +297,11 @@ impl Waiter {
         self.stats
     }
 
+    /// What the waiter's sleeps on bells did so far.
+    pub fn bell_stats(&self) -> BellStats {
+        self.bell_stats
+    }
+
     /// Calls `step` until it returns [`Progress::Done`] or `deadline` passes, spinning,
     /// yielding and blocking on `fds` as described in the [module docs](self). `step` is
     /// called at least once, even if the deadline has passed already.
@@ -282,19 +313,47 @@ impl Waiter {
         what: D,
         deadline: Instant,
         fds: &mut [PollFd<'_>],
+        step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        self.wait_bell(what, deadline, fds, None, step)
+    }
+
+    /// [`Waiter::wait`] whose blocks, when `fds` is empty and `bell` is given, are sleeps
+    /// on `bell` (see the [module docs](self)): announce, call `step` again, sleep on the
+    /// bell for the bounded step unless that found the condition or activity.
+    ///
+    /// Errors: as [`Waiter::wait`].
+    pub fn wait_bell<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        bell: Option<&Bell>,
         mut step: F,
     ) -> Result<T, WaitError>
     where
         D: fmt::Display,
         F: FnMut() -> Progress<T>,
     {
+        let bell = bell.filter(|_| fds.is_empty());
+        // Set in the block phase: the next step is the re-check after announcing.
+        let mut announced: Option<Sleeper<'_>> = None;
         let start = Instant::now();
         let mut last_activity = start;
         let mut yields_left = self.config.yields;
         let mut backoff = self.config.min_block;
         loop {
             self.stats.steps += 1;
-            let wake = match step() {
+            let progress = step();
+            let sleeper = announced.take();
+            if sleeper.is_some() && !matches!(progress, Progress::Idle(_)) {
+                self.bell_stats.rechecked += 1;
+            }
+            let wake = match progress {
                 Progress::Done(value) => {
                     self.stats.waited += start.elapsed();
                     return Ok(value);
@@ -315,6 +374,24 @@ impl Waiter {
                     waited: now - start,
                 });
             }
+            if let Some(sleeper) = sleeper {
+                // The re-check after announcing found nothing: sleep on the bell.
+                let mut until = deadline.min(now + backoff);
+                if let Some(wake) = wake {
+                    until = until.min(wake);
+                }
+                self.stats.blocks += 1;
+                if sleeper.sleep(until.saturating_duration_since(now)) {
+                    // Memory was written: the next step re-checks at once, and if that
+                    // finds nothing the waiter announces itself and sleeps again (no
+                    // spinning: an unrelated write must not cost a spin phase).
+                    self.bell_stats.rung += 1;
+                } else {
+                    self.bell_stats.slept_out += 1;
+                    backoff = (backoff * 2).min(self.config.max_block);
+                }
+                continue;
+            }
             let idle = now.duration_since(last_activity);
             if idle < self.config.spin {
                 spin_pause(idle);
@@ -324,6 +401,11 @@ impl Waiter {
                 yields_left -= 1;
                 self.stats.yields += 1;
                 std::thread::yield_now();
+                continue;
+            }
+            if let Some(bell) = bell {
+                self.bell_stats.announced += 1;
+                announced = Some(bell.announce());
                 continue;
             }
             let mut until = deadline.min(now + backoff);
@@ -482,7 +564,16 @@ mod tests {
         assert!(msg.starts_with("timed out after "), "{msg}");
         assert!(msg.ends_with("waiting for the answer of node 7"), "{msg}");
         match e {
-            WaitError::TimedOut { waited, .. } => assert!(waited >= Duration::from_millis(30)),
+            // The waiter's clock starts at its first step, a little after `start`: the
+            // deadline has passed for the caller, and the wait took at most that long.
+            WaitError::TimedOut { waited, .. } => {
+                let total = start.elapsed();
+                assert!(total >= Duration::from_millis(30), "{total:?}");
+                assert!(
+                    waited <= total && waited > Duration::ZERO,
+                    "{waited:?} {total:?}"
+                );
+            }
             WaitError::Poll(e) => panic!("{e}"),
         }
         // 30 ms of waiting in blocks of at most 5 ms: several blocks, and yields before.
@@ -598,6 +689,134 @@ mod tests {
         assert_eq!(s.blocks, 0, "still inside the spin: {s:?}");
         spin_pause(Duration::ZERO);
         spin_pause(PURE_SPIN);
+    }
+
+    /// Blocks so long that a sleep the bell does not end shows in the counters (and the
+    /// test's duration) instead of passing unnoticed.
+    fn long_blocks() -> WaitConfig {
+        WaitConfig {
+            spin: Duration::ZERO,
+            yields: 0,
+            min_block: Duration::from_secs(30),
+            max_block: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn a_ring_between_announcement_and_sleep_skips_the_sleep() {
+        let bell = Bell::new();
+        let mut w = Waiter::new(long_blocks());
+        let mut rang = false;
+        let got = w.wait_bell(
+            "the ring",
+            Instant::now() + Duration::from_secs(120),
+            &mut [],
+            Some(&bell),
+            || {
+                if rang {
+                    return Progress::Done(bell.seq());
+                }
+                if bell.sleepers() > 0 {
+                    // The re-check after the announcement: the service applies an update
+                    // now, after the re-check has read memory, before the waiter sleeps.
+                    rang = bell.ring();
+                }
+                Progress::Idle(None)
+            },
+        );
+        assert_eq!(got.unwrap(), 1);
+        let b = w.bell_stats();
+        assert_eq!(
+            b,
+            BellStats {
+                announced: 1,
+                rechecked: 0,
+                rung: 1,
+                slept_out: 0
+            }
+        );
+        assert_eq!(bell.sleepers(), 0, "the announcement is withdrawn");
+    }
+
+    #[test]
+    fn the_recheck_after_announcing_ends_the_wait_without_sleeping() {
+        let bell = Bell::new();
+        let mut w = Waiter::new(long_blocks());
+        w.wait_bell(
+            "the re-check",
+            Instant::now() + Duration::from_secs(120),
+            &mut [],
+            Some(&bell),
+            // Holds as soon as a sleeper is announced: found by the re-check.
+            || {
+                if bell.sleepers() > 0 {
+                    Progress::Done(())
+                } else {
+                    Progress::Idle(None)
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(w.bell_stats().announced, 1);
+        assert_eq!(w.bell_stats().rechecked, 1);
+        assert_eq!(w.stats().blocks, 0, "{:?}", w.stats());
+        assert_eq!(bell.seq(), 0);
+        assert_eq!(bell.sleepers(), 0);
+    }
+
+    #[test]
+    fn an_update_from_another_thread_is_never_slept_through() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let bell = Bell::new();
+        let flag = AtomicBool::new(false);
+        let mut w = Waiter::new(long_blocks());
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                // What the service does: store the update, then ring.
+                flag.store(true, Ordering::Relaxed);
+                bell.ring();
+            });
+            w.wait_bell(
+                "the flag",
+                Instant::now() + Duration::from_secs(120),
+                &mut [],
+                Some(&bell),
+                || {
+                    if flag.load(Ordering::Relaxed) {
+                        Progress::Done(())
+                    } else {
+                        Progress::Idle(None)
+                    }
+                },
+            )
+            .unwrap();
+        });
+        // Whatever the interleaving, the update was seen by a step, by the re-check, or
+        // by a ring: never by a 30 s sleep running out.
+        assert_eq!(w.bell_stats().slept_out, 0, "{:?}", w.bell_stats());
+    }
+
+    #[test]
+    fn an_unrung_bell_sleeps_the_bounded_step_and_times_out() {
+        let bell = Bell::new();
+        let mut w = Waiter::new(no_spin());
+        let e = w
+            .wait_bell(
+                "a flag nobody sets",
+                Instant::now() + Duration::from_millis(30),
+                &mut [],
+                Some(&bell),
+                || Progress::<()>::Idle(None),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("a flag nobody sets"), "{e}");
+        let b = w.bell_stats();
+        assert!(b.slept_out >= 1 && b.rung == 0, "{b:?}");
+        // Each sleep follows an announcement; the last announcement may end in the
+        // timeout instead.
+        assert!(b.announced - b.slept_out <= 1, "{b:?}");
+        assert_eq!(bell.sleepers(), 0);
     }
 
     #[test]

@@ -485,3 +485,77 @@ fn socket_lifecycle() {
         "{e}"
     );
 }
+
+#[test]
+fn remote_updates_ring_the_bell_of_the_pe_they_update() {
+    use gsas::bell::{Bell, slot_offset};
+    let s = service("bells", None);
+    let key = 0xbe11_0001;
+    let info = JoinInfo {
+        npes: 2,
+        node: 0,
+        flags: 0,
+    };
+    let mut pes = Vec::new();
+    let mut bells = Vec::new();
+    for rank in 0..2u16 {
+        let mut c = ControlClient::connect(s.socket_path(), T).unwrap();
+        let joined = c.join(rank, 1, key, info).unwrap();
+        let (page, _event) = joined
+            .doorbell
+            .expect("the Join reply carries the doorbell");
+        let page = Segment::map(page, "doorbell (test)").unwrap();
+        bells.push((page, joined.info.bell.expect("a free bell slot")));
+        c.create_segment(rank, SEG_HEAP, 65536).unwrap();
+        pes.push(c);
+    }
+    assert_ne!(bells[0].1, bells[1].1, "every PE has its own bell");
+    let bell = |i: usize| -> &Bell { Bell::at(&bells[i].0, slot_offset(bells[i].1)).unwrap() };
+    remote!(r);
+    let svc = UdpPeer {
+        addr: s.udp_addr(),
+        key,
+    };
+    let at = |pe, off| GlobalAddr::new(pe, SEG_HEAP, off).unwrap();
+    // Nobody sleeps: nothing rings.
+    r.call(|c, t| c.write(t, svc, 0, 1, at(0, 64), b"quiet"))
+        .0
+        .unwrap();
+    assert_eq!((bell(0).seq(), bell(1).seq()), (0, 0));
+    // PE 0 announces a sleeper: updates of PE 0's memory ring PE 0's bell only.
+    let sleeper = bell(0).announce();
+    r.call(|c, t| c.write(t, svc, 0, 2, at(0, 64), b"ring!"))
+        .0
+        .unwrap();
+    assert_eq!(bell(0).seq(), 1);
+    assert!(sleeper.rung());
+    let fadd = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
+    r.call(|c, t| c.atomic(t, svc, 0, 3, at(0, 128), fadd, 1, 0))
+        .0
+        .unwrap();
+    assert_eq!(bell(0).seq(), 2);
+    let (res, data) = r.call(|c, t| c.read(t, svc, 0, 4, at(0, 64), 5));
+    assert_eq!((res, &data[..]), (Ok(None), &b"ring!"[..]));
+    r.call(|c, t| c.write(t, svc, 0, 5, at(1, 64), b"other"))
+        .0
+        .unwrap();
+    assert_eq!(
+        (bell(0).seq(), bell(1).seq()),
+        (2, 0),
+        "reads and other PEs do not ring"
+    );
+    drop(sleeper);
+    r.call(|c, t| c.write(t, svc, 0, 6, at(0, 64), b"again"))
+        .0
+        .unwrap();
+    assert_eq!(bell(0).seq(), 2, "the sleeper left");
+    for (rank, mut c) in pes.into_iter().enumerate() {
+        c.leave(rank as u16, 1).unwrap();
+    }
+    // The job ended: its slots are free again for the next job.
+    let mut c = ControlClient::connect(s.socket_path(), T).unwrap();
+    let joined = c.join(0, 2, key + 1, JoinInfo { npes: 1, ..info }).unwrap();
+    assert_eq!(joined.info.bell, Some(bells[0].1.min(bells[1].1)));
+    c.leave(0, 2).unwrap();
+    s.stop().unwrap();
+}

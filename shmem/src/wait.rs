@@ -11,6 +11,15 @@
 //! `SHMEM_WAIT_TIMEOUT`; when that passes the job ends with a message naming the routine
 //! and what it waited for.
 //!
+//! The sleeps are sleeps on this PE's doorbell ([`gsas::node::Node::bell`], see
+//! [`gsas::bell`]): the waiter announces itself, re-evaluates the condition, and sleeps in
+//! `futex(2)` for at most the sleep step. An update that another node's PE makes to this
+//! PE's memory is applied by this node's atomic service, which rings the bell when a waiter
+//! sleeps, so the waiter wakes at once instead of after up to 1 ms (with more processes
+//! than cores those sleeps dominated cross-node ping-pong). Stores of same-node PEs go
+//! directly into memory and do not ring; the waiter's spin phase sees those, and a sleeping
+//! waiter sees them at the end of its (bounded) sleep step as before.
+//!
 //! **What it is not.** Not a scheduler: the condition is re-evaluated by polling.
 //!
 //! **Thread-safety.** Each call waits on the calling thread only.
@@ -51,7 +60,7 @@ pub fn wait_for<R>(
     }
     let mut waiter = Waiter::new(st.wait);
     let deadline = Instant::now() + st.wait_timeout();
-    let got = waiter.wait(&what, deadline, &mut [], || {
+    let got = waiter.wait_bell(&what, deadline, &mut [], st.node.bell(), || {
         progress(st, call);
         match cond() {
             Some(r) => Progress::Done(r),

@@ -47,6 +47,7 @@ use gsas_core::client::Client;
 use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::SenderId;
 
+use crate::bell::{BellRef, slot_offset};
 use crate::config::{self, RuntimeConfig};
 use crate::pmi::{self, ClientConfig};
 use crate::poll::WaitConfig;
@@ -745,11 +746,24 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         .collect();
     let doorbell = match joined.doorbell {
         Some((page, efd)) => Some((
-            Segment::map_len(page, 4096, "service doorbell")
-                .map_err(shm_err("mapping the doorbell"))?,
+            Arc::new(
+                Segment::map(page, "service doorbell").map_err(shm_err("mapping the doorbell"))?,
+            ),
             efd,
         )),
         None => None,
+    };
+    // The bell the service rings after updating this PE's memory (see crate::bell).
+    let bell = match (&doorbell, joined.info.bell) {
+        (Some((page, _)), Some(slot)) => Some(
+            BellRef::new(Arc::clone(page), slot_offset(slot)).ok_or_else(|| {
+                NodeError::Service(crate::service::ServiceError::Protocol(format!(
+                    "the service gave bell slot {slot}, outside its {}-byte doorbell page",
+                    page.len()
+                )))
+            })?,
+        ),
+        _ => None,
     };
     let remote = Remote {
         udp: Engine::new(Box::new(Client::new(sender)), layer),
@@ -796,6 +810,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         _maps: maps,
         data,
         pulse,
+        bell,
         keeper: Mutex::new(keeper),
         control: Mutex::new(control),
         control_fd,

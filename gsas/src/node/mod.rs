@@ -205,6 +205,8 @@ pub struct Node {
     data: Option<crate::shm::DataSegment>,
     /// The remote path behind its lock, and what its callers publish for the keeper.
     pulse: Arc<Pulse>,
+    /// This PE's bell in the service's doorbell page (see [`Node::bell`]).
+    bell: Option<crate::bell::BellRef>,
     /// The progress keeper (jobs with other nodes), stopped by finalize.
     keeper: Mutex<Option<Keeper>>,
     control: Mutex<ControlClient>,
@@ -553,6 +555,18 @@ impl Node {
         } else {
             Ok(())
         }
+    }
+
+    /// This PE's doorbell: the service rings it after applying an update that arrived
+    /// from another node (or over the PE ring) to this PE's memory. Hand it to
+    /// [`Waiter::wait_bell`](crate::poll::Waiter::wait_bell) when waiting for memory to
+    /// change, so that the waiter's sleeps end when such an update lands instead of after
+    /// their bounded step. Stores of same-node PEs made directly into this PE's mappings
+    /// do not ring it. `None` when the service had no free slot (then waits sleep their
+    /// bounded steps as without a bell).
+    #[inline]
+    pub fn bell(&self) -> Option<&crate::bell::Bell> {
+        self.bell.as_ref().map(crate::bell::BellRef::bell)
     }
 
     /// Starts an operation through the engine of `route`; returns the record index.

@@ -267,7 +267,7 @@ pub(crate) struct Remote {
     pub(crate) ring: Option<Engine<ShmRing>>,
     pub(crate) book: Book,
     /// The service's doorbell (page word, eventfd) for ring users.
-    pub(crate) doorbell: Option<(crate::shm::Segment, std::os::fd::OwnedFd)>,
+    pub(crate) doorbell: Option<(std::sync::Arc<crate::shm::Segment>, std::os::fd::OwnedFd)>,
     /// `monotonic_ns` of the last round of progress that received anything over UDP (0:
     /// never); acknowledgements may be owed until [`ACK_LINGER_NS`] after it.
     pub(crate) last_rx_ns: u64,

@@ -22,6 +22,7 @@ use gsas_core::wire::{
     ControlCode, ErrorCode, PacketType, Request, RequestRepr, SenderId, emit_reply_header,
 };
 
+use crate::bell::{Bell, BellRef, slot_offset};
 use crate::poll::monotonic_ns;
 use crate::shm::{Segment, ShmError, ShmMemory, recv_fds, send_fds};
 use crate::transport::exanet::{HEADER_LEN as EXA_HEADER_LEN, WakeLine};
@@ -74,6 +75,8 @@ struct Pe {
     left: bool,
     /// Segments 0..=2 (registered with the engine).
     segments: [Option<Arc<Segment>>; 3],
+    /// The PE's slot in the doorbell page (its bell), if one was free.
+    bell: Option<u32>,
 }
 
 /// A job with PEs on this node.
@@ -108,13 +111,38 @@ struct RingPort {
     pending: VecDeque<Deferred<RingPeer>>,
 }
 
-/// The page PEs look at to decide whether to ring the eventfd.
+/// The page PEs look at to decide whether to ring the eventfd; it also holds the PEs'
+/// bells ([`crate::bell`]), one slot per joined PE.
 struct Doorbell {
-    page: Segment,
+    page: Arc<Segment>,
     event: EventFd,
+    /// Which bell slots belong to a PE.
+    taken: Vec<bool>,
 }
 
+/// Most bells in the doorbell page (512 KiB of page).
+const MAX_BELLS: usize = 1 << 16;
+
 impl Doorbell {
+    /// Takes a free bell slot and clears the bell's announcements.
+    fn take_bell(&mut self) -> Option<u32> {
+        let slot = self.taken.iter().position(|t| !t)?;
+        let n = u32::try_from(slot).ok()?;
+        Bell::at(&self.page, slot_offset(n))?.reset();
+        self.taken[slot] = true;
+        Some(n)
+    }
+
+    fn release_bell(&mut self, slot: u32) {
+        if let Some(t) = self.taken.get_mut(slot as usize) {
+            *t = false;
+        }
+    }
+
+    fn bell(&self, slot: u32) -> Option<BellRef> {
+        BellRef::new(Arc::clone(&self.page), slot_offset(slot))
+    }
+
     fn word(&self) -> &AtomicU32 {
         // Offset 0 of a mapping of at least one page: always valid and aligned.
         self.page
@@ -259,8 +287,12 @@ impl Core {
         let listener = socket::listen(&cfg.socket_path, cfg.socket_mode).map_err(io_err(
             format!("{}: control socket {}", cfg.name, cfg.socket_path.display()),
         ))?;
-        let page = Segment::create(&format!("gsas-node{}-doorbell", cfg.node), 4096)
-            .map_err(shm_err("creating the doorbell page"))?;
+        let bells = cfg.max_pes.min(MAX_BELLS);
+        let page = Segment::create(
+            &format!("gsas-node{}-doorbell", cfg.node),
+            crate::bell::page_len(bells),
+        )
+        .map_err(shm_err("creating the doorbell page"))?;
         let event = EventFd::new().map_err(io_err("creating the doorbell eventfd"))?;
         let wake = Arc::new(Wake {
             flag: atomic::AtomicBool::new(false),
@@ -314,7 +346,11 @@ impl Core {
             next_number: 1,
             memory_used: 0,
             rings: Vec::new(),
-            doorbell: Doorbell { page, event },
+            doorbell: Doorbell {
+                page: Arc::new(page),
+                event,
+                taken: vec![false; bells],
+            },
             wake,
             signals: None,
             fork: None,
@@ -1013,6 +1049,7 @@ impl Core {
                 cred.uid
             );
         }
+        let bell = self.doorbell.take_bell();
         let job = self
             .jobs
             .get_mut(&job_key)
@@ -1024,6 +1061,7 @@ impl Core {
                 pid: cred.pid,
                 left: false,
                 segments: [None, None, None],
+                bell,
             },
         );
         if let Some(Some(c)) = self.conns.get_mut(i) {
@@ -1039,6 +1077,7 @@ impl Core {
             udp: self.udp_addr,
             pid: self.pid,
             udp_mtu: self.cfg.udp_mtu as u32,
+            bell,
             exanet: self.cfg.exanet.as_ref().map(ExanetInfo::of),
         };
         let dup_failed = |e: String| {
@@ -1205,10 +1244,16 @@ impl Core {
         let len = seg.len() as u64;
         let seg = Arc::new(seg);
         let name = seg.name().to_owned();
-        self.engine
-            .memory()
-            .insert(Arc::clone(&seg))
-            .map_err(|e| (ErrorCode::HostFailure, format!("mapping {name}: {e}")))?;
+        // Updates of the PE's memory ring its bell (see crate::bell).
+        let bell = job.pes.get(&pe).and_then(|p| p.bell);
+        match bell.and_then(|b| self.doorbell.bell(b)) {
+            Some(bell) => self
+                .engine
+                .memory()
+                .insert_with_bell(Arc::clone(&seg), bell),
+            None => self.engine.memory().insert(Arc::clone(&seg)),
+        }
+        .map_err(|e| (ErrorCode::HostFailure, format!("mapping {name}: {e}")))?;
         let registered = self.engine.register(EngineSegment {
             job: number,
             key,
@@ -1382,6 +1427,9 @@ impl Core {
         };
         self.engine.unregister_job(job.number);
         for (rank, p) in &job.pes {
+            if let Some(b) = p.bell {
+                self.doorbell.release_bell(b);
+            }
             for seg in p.segments.iter().flatten() {
                 self.engine.memory().remove(seg.addr());
                 self.memory_used = self.memory_used.saturating_sub(seg.len() as u64);

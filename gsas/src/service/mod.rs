@@ -29,6 +29,14 @@
 //! limit. Segments 0-2 are registered with the engine, which checks every remote request
 //! against them (key, PE, segment, bounds, alignment).
 //!
+//! **Waking waiters.** The doorbell page (a memfd every joined PE maps) also holds one
+//! [`Bell`](crate::bell::Bell) per PE (up to `max_pes`, at most 65536; the slot travels in
+//! the Join reply). After applying a WRITE, a BULK_WRITE fragment or a modifying atomic to
+//! a PE's heap, data or sync segment, the engine's memory rings that PE's bell: one fence
+//! and one relaxed load when no thread of the PE sleeps, a `FUTEX_WAKE` when one does (see
+//! [`crate::bell`]). So a PE sleeping in a wait for a flag set from another node wakes when
+//! the flag lands.
+//!
 //! **Reclamation.** A job ends when all its PEs that joined have left (Leave), or at once
 //! when one PE's control connection ends without Leave (the PE died): its segments are
 //! unregistered from the engine and unmapped here, remaining requests for it are refused

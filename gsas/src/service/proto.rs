@@ -7,7 +7,7 @@
 //!
 //! | request | encoding | reply |
 //! |---|---|---|
-//! | Join | CONTROL `Join`, sender = rank, w1 = job id, w2 = job key, then a 16-byte [`JoinInfo`] | DATA [`ServiceInfo`] + the service's doorbell (memfd, eventfd) |
+//! | Join | CONTROL `Join`, sender = rank, w1 = job id, w2 = job key, then a 16-byte [`JoinInfo`] | DATA [`ServiceInfo`] (with the PE's bell slot) + the service's doorbell (memfd, eventfd) |
 //! | Leave | CONTROL `Leave`, sender = rank, w1 = job id | ACK; the PE is gone, its job reclaimed when it was the last |
 //! | create segment | ALLOC, address = (own rank, segment id, 0), w2 = size > 0 | DATA (u64 size) + memfd |
 //! | open a peer's segment | ALLOC, address = (peer rank, segment id, 0), w2 = 0 | DATA (u64 size) + memfd; ERROR(NoSegment) if the peer has not created it |
@@ -97,7 +97,9 @@ pub const JOIN_RING: u16 = 1;
 /// Bytes of [`JoinInfo`] after the 32-byte CONTROL header.
 const JOIN_INFO_LEN: usize = 16;
 /// Bytes of [`ServiceInfo`].
-const SERVICE_INFO_LEN: usize = 32;
+const SERVICE_INFO_LEN: usize = 36;
+/// [`ServiceInfo::bell`] on the wire when there is none.
+const NO_BELL: u32 = u32::MAX;
 /// Bytes of the fixed part of [`ServiceInfo`]'s Exanet extension.
 const EXANET_EXT_LEN: usize = 10;
 
@@ -129,6 +131,10 @@ pub struct ServiceInfo {
     pub pid: u32,
     /// Largest UDP payload the service sends and accepts.
     pub udp_mtu: u32,
+    /// The PE's slot in the doorbell page: the [`Bell`](crate::bell::Bell) at
+    /// [`slot_offset`](crate::bell::slot_offset) that the service rings after updating the
+    /// PE's memory. `None` when the page has no free slot (waits then sleep unrung).
+    pub bell: Option<u32>,
     /// The node's Exanet endpoints when the service serves other nodes over Exanet
     /// (endpoint 0 is the service's; a PE opens endpoint 1 + its index among the node's
     /// PEs of the job).
@@ -161,7 +167,7 @@ impl ExanetInfo {
 }
 
 impl ServiceInfo {
-    /// Writes the encoding (32 bytes, more with Exanet endpoints).
+    /// Writes the encoding (36 bytes, more with Exanet endpoints).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; SERVICE_INFO_LEN];
         b[0..2].copy_from_slice(&PROTO_VERSION.to_le_bytes());
@@ -179,6 +185,7 @@ impl ServiceInfo {
         }
         b[24..28].copy_from_slice(&self.pid.to_le_bytes());
         b[28..32].copy_from_slice(&self.udp_mtu.to_le_bytes());
+        b[32..36].copy_from_slice(&self.bell.unwrap_or(NO_BELL).to_le_bytes());
         if let Some(x) = &self.exanet {
             let kind = if x.emulated.is_some() { 2u8 } else { 1 };
             b.extend_from_slice(&[kind, 0]);
@@ -230,6 +237,7 @@ impl ServiceInfo {
             udp: SocketAddr::new(ip, u16_at(4)),
             pid: u32_at(24),
             udp_mtu: u32_at(28),
+            bell: Some(u32_at(32)).filter(|&b| b != NO_BELL),
             exanet,
         })
     }
@@ -726,12 +734,17 @@ mod tests {
 
     #[test]
     fn service_info_round_trips_both_families() {
-        for udp in ["127.0.0.1:7470", "[::1]:9"] {
+        for (udp, bell) in [
+            ("127.0.0.1:7470", Some(0)),
+            ("[::1]:9", None),
+            ("[::1]:9", Some(77)),
+        ] {
             let info = ServiceInfo {
                 node: 3,
                 udp: udp.parse().unwrap(),
                 pid: 42,
                 udp_mtu: 61440,
+                bell,
                 exanet: None,
             };
             assert_eq!(ServiceInfo::decode(&info.encode()), Ok(info));
@@ -755,6 +768,7 @@ mod tests {
                 udp: "[::1]:1".parse().unwrap(),
                 pid: 42,
                 udp_mtu: 61440,
+                bell: Some(7),
                 exanet: Some(ExanetInfo::of(&site)),
             };
             let bytes = info.encode();
@@ -766,12 +780,17 @@ mod tests {
                 Err(ProtoError::Truncated)
             );
         }
+        assert_eq!(
+            ServiceInfo::decode(&[0; SERVICE_INFO_LEN - 1]),
+            Err(ProtoError::Truncated)
+        );
         assert_eq!(ServiceInfo::decode(&[0; 5]), Err(ProtoError::Truncated));
         let mut bad = ServiceInfo {
             node: 0,
             udp: "1.2.3.4:5".parse().unwrap(),
             pid: 0,
             udp_mtu: 0,
+            bell: None,
             exanet: None,
         }
         .encode();

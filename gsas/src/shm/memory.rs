@@ -16,6 +16,11 @@
 //!   are `AcqRel`, fetches `Acquire`, sets `Release`. Float SET/SWAP/FETCH arrive as bit
 //!   patterns and are executed bitwise, so they are exact.
 //!
+//! * **Doorbells.** A mapping inserted with [`ShmMemory::insert_with_bell`] rings its
+//!   [`Bell`](crate::bell::Bell) after every write and every atomic except a fetch: one
+//!   fence and one relaxed load when nobody sleeps on it, a `FUTEX_WAKE` when its PE has
+//!   announced a sleeping waiter (see [`crate::bell`]).
+//!
 //! Same-node PEs access the same memory directly with their own CPU atomics, and the two
 //! kinds of access are coherent because both are plain CPU atomics on the same physical
 //! pages.
@@ -51,12 +56,34 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use gsas_core::service::{AmoKind, Memory, Segment as ServiceSegment};
 
 use super::{Segment, ShmError};
+use crate::bell::BellRef;
+
+/// A mapping and the bell of the PE it belongs to.
+#[derive(Debug)]
+struct Region {
+    segment: Arc<Segment>,
+    bell: Option<BellRef>,
+}
+
+impl Region {
+    #[inline]
+    fn addr(&self) -> usize {
+        self.segment.addr()
+    }
+
+    #[inline]
+    fn ring(&self) {
+        if let Some(b) = &self.bell {
+            b.bell().ring();
+        }
+    }
+}
 
 /// The engine's [`Memory`] over mapped shared-memory segments; see the [module docs](self).
 #[derive(Debug, Default)]
 pub struct ShmMemory {
     /// Mappings sorted by address; they never overlap (distinct live mappings).
-    regions: RwLock<Vec<Arc<Segment>>>,
+    regions: RwLock<Vec<Region>>,
 }
 
 impl ShmMemory {
@@ -65,7 +92,7 @@ impl ShmMemory {
         ShmMemory::default()
     }
 
-    fn regions(&self) -> RwLockReadGuard<'_, Vec<Arc<Segment>>> {
+    fn regions(&self) -> RwLockReadGuard<'_, Vec<Region>> {
         // A panic while holding the lock cannot leave the vector inconsistent (insert and
         // remove complete or do nothing), so a poisoned lock is still usable.
         self.regions.read().unwrap_or_else(PoisonError::into_inner)
@@ -75,6 +102,18 @@ impl ShmMemory {
     ///
     /// Errors: [`ShmError::Invalid`] if the same mapping was inserted already.
     pub fn insert(&self, segment: Arc<Segment>) -> Result<(), ShmError> {
+        self.insert_region(segment, None)
+    }
+
+    /// Makes `segment`'s mapping accessible and rings `bell` after every update of it
+    /// (see the [module docs](self)).
+    ///
+    /// Errors: [`ShmError::Invalid`] if the same mapping was inserted already.
+    pub fn insert_with_bell(&self, segment: Arc<Segment>, bell: BellRef) -> Result<(), ShmError> {
+        self.insert_region(segment, Some(bell))
+    }
+
+    fn insert_region(&self, segment: Arc<Segment>, bell: Option<BellRef>) -> Result<(), ShmError> {
         let mut regions = self.regions.write().unwrap_or_else(PoisonError::into_inner);
         let at = regions.partition_point(|r| r.addr() < segment.addr());
         if regions.get(at).is_some_and(|r| r.addr() == segment.addr()) {
@@ -83,7 +122,7 @@ impl ShmMemory {
                 "inserted twice",
             ));
         }
-        regions.insert(at, segment);
+        regions.insert(at, Region { segment, bell });
         Ok(())
     }
 
@@ -92,7 +131,7 @@ impl ShmMemory {
     pub fn remove(&self, addr: usize) -> Option<Arc<Segment>> {
         let mut regions = self.regions.write().unwrap_or_else(PoisonError::into_inner);
         let at = regions.binary_search_by_key(&addr, |r| r.addr()).ok()?;
-        Some(regions.remove(at))
+        Some(regions.remove(at).segment)
     }
 
     /// Number of mappings.
@@ -109,16 +148,21 @@ impl ShmMemory {
     /// `regions`. Panics otherwise: the engine's checks make that impossible, and a panic
     /// is the sound answer to a caller that bypassed them.
     #[inline]
-    fn locate(regions: &[Arc<Segment>], seg: &ServiceSegment, offset: u64, len: usize) -> *mut u8 {
+    fn locate<'r>(
+        regions: &'r [Region],
+        seg: &ServiceSegment,
+        offset: u64,
+        len: usize,
+    ) -> (*mut u8, &'r Region) {
         let addr = usize::try_from(offset)
             .ok()
             .and_then(|o| seg.base.checked_add(o));
         if let Some(addr) = addr {
             let at = regions.partition_point(|r| r.addr() <= addr);
             if let Some(r) = at.checked_sub(1).map(|i| &regions[i]) {
-                if r.contains(addr, len) {
+                if r.segment.contains(addr, len) {
                     // Within the mapping: the pointer arithmetic stays in bounds.
-                    return r.as_ptr().wrapping_add(addr - r.addr());
+                    return (r.segment.as_ptr().wrapping_add(addr - r.addr()), r);
                 }
             }
         }
@@ -137,13 +181,13 @@ impl Memory for ShmMemory {
         let regions = self.regions();
         let at = regions.partition_point(|r| r.addr() <= base);
         at.checked_sub(1)
-            .is_some_and(|i| regions[i].contains(base, len))
+            .is_some_and(|i| regions[i].segment.contains(base, len))
     }
 
     #[inline]
     fn read(&self, seg: &ServiceSegment, offset: u64, out: &mut [u8]) {
         let regions = self.regions();
-        let src = Self::locate(&regions, seg, offset, out.len());
+        let (src, _) = Self::locate(&regions, seg, offset, out.len());
         // SAFETY: `src .. src + out.len()` lies in a live mapping (checked by `locate`;
         // the read lock keeps it mapped); `out` is a private Rust buffer, so the ranges do
         // not overlap. Concurrent writers are other processes or threads using raw copies
@@ -155,11 +199,12 @@ impl Memory for ShmMemory {
     #[inline]
     fn write(&self, seg: &ServiceSegment, offset: u64, data: &[u8]) {
         let regions = self.regions();
-        let dst = Self::locate(&regions, seg, offset, data.len());
+        let (dst, region) = Self::locate(&regions, seg, offset, data.len());
         fence(Ordering::Release);
         // SAFETY: as in `read`, with the mapping writable (all segments are mapped
         // read-write) and `data` a private Rust buffer.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        region.ring();
     }
 
     #[inline]
@@ -172,7 +217,7 @@ impl Memory for ShmMemory {
         comparand: u32,
     ) -> u32 {
         let regions = self.regions();
-        let p = Self::locate(&regions, seg, offset, 4);
+        let (p, region) = Self::locate(&regions, seg, offset, 4);
         assert!(
             p as usize % 4 == 0,
             "misaligned 32-bit atomic at {p:p} (the engine checks alignment)"
@@ -181,7 +226,7 @@ impl Memory for ShmMemory {
         // that the read lock keeps mapped until `a` is dropped at the end of this call;
         // shared memory is accessed concurrently only through atomics and raw copies.
         let a = unsafe { AtomicU32::from_ptr(p.cast::<u32>()) };
-        match op {
+        let old = match op {
             AmoKind::Fetch => a.load(Ordering::Acquire),
             AmoKind::Set => {
                 a.store(operand, Ordering::Release);
@@ -197,7 +242,11 @@ impl Memory for ShmMemory {
             AmoKind::And => a.fetch_and(operand, Ordering::AcqRel),
             AmoKind::Or => a.fetch_or(operand, Ordering::AcqRel),
             AmoKind::Xor => a.fetch_xor(operand, Ordering::AcqRel),
+        };
+        if !matches!(op, AmoKind::Fetch) {
+            region.ring();
         }
+        old
     }
 
     #[inline]
@@ -210,14 +259,14 @@ impl Memory for ShmMemory {
         comparand: u64,
     ) -> u64 {
         let regions = self.regions();
-        let p = Self::locate(&regions, seg, offset, 8);
+        let (p, region) = Self::locate(&regions, seg, offset, 8);
         assert!(
             p as usize % 8 == 0,
             "misaligned 64-bit atomic at {p:p} (the engine checks alignment)"
         );
         // SAFETY: as in `atomic32`, with 8 bytes and 8-byte alignment.
         let a = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) };
-        match op {
+        let old = match op {
             AmoKind::Fetch => a.load(Ordering::Acquire),
             AmoKind::Set => {
                 a.store(operand, Ordering::Release);
@@ -233,7 +282,11 @@ impl Memory for ShmMemory {
             AmoKind::And => a.fetch_and(operand, Ordering::AcqRel),
             AmoKind::Or => a.fetch_or(operand, Ordering::AcqRel),
             AmoKind::Xor => a.fetch_xor(operand, Ordering::AcqRel),
+        };
+        if !matches!(op, AmoKind::Fetch) {
+            region.ring();
         }
+        old
     }
 }
 
@@ -320,6 +373,49 @@ mod tests {
         assert!(m.remove(s.addr()).is_none());
         assert!(!m.contains(seg.base, 1));
         assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn updates_ring_the_bell_only_when_someone_sleeps() {
+        use crate::bell::{BellRef, page_len, slot_offset};
+        let page = Arc::new(Segment::create("memory-test-bells", page_len(2)).unwrap());
+        let bell = BellRef::new(Arc::clone(&page), slot_offset(1)).unwrap();
+        let m = ShmMemory::new();
+        let s = Arc::new(Segment::create("memory-test-rung", 4096).unwrap());
+        m.insert_with_bell(s.clone(), bell.clone()).unwrap();
+        let (plain, _plain_seg, plain_ss) = setup(4096);
+        let seg = ServiceSegment {
+            job: 1,
+            key: 2,
+            pe: 4,
+            segment: 0,
+            base: s.addr(),
+            len: 4096,
+        };
+        let b = bell.bell();
+        // Nobody sleeps: updates leave the sequence alone.
+        m.write(&seg, 0, &[1u8; 8]);
+        m.atomic64(&seg, 8, AmoKind::Add, 1, 0);
+        assert_eq!(b.seq(), 0);
+        let sleeper = b.announce();
+        // A sleeper: every write and modifying atomic rings, fetches and reads do not.
+        m.write(&seg, 0, &[2u8; 8]);
+        assert_eq!(b.seq(), 1);
+        m.atomic32(&seg, 16, AmoKind::Set, 5, 0);
+        m.atomic64(&seg, 8, AmoKind::CompareSwap, 7, 1);
+        assert_eq!(b.seq(), 3);
+        m.atomic64(&seg, 8, AmoKind::Fetch, 0, 0);
+        m.atomic32(&seg, 16, AmoKind::Fetch, 0, 0);
+        m.read(&seg, 0, &mut [0u8; 8]);
+        assert_eq!(b.seq(), 3);
+        // A mapping without a bell rings nothing.
+        plain.write(&plain_ss, 0, &[3u8; 8]);
+        assert_eq!(b.seq(), 3);
+        assert!(sleeper.rung());
+        drop(sleeper);
+        m.write(&seg, 0, &[4u8; 8]);
+        assert_eq!(b.seq(), 3, "the sleeper left");
+        assert!(Arc::ptr_eq(&m.remove(s.addr()).unwrap(), &s));
     }
 
     #[test]

@@ -1,0 +1,235 @@
+//! Cross-node ping-pong: the time of one round of a flag bounced between two PEs on two
+//! nodes with `shmem_p` and `shmem_wait_until`, with several pairs at once so that there
+//! are more processes than cores (the case where waits sleep).
+//!
+//! ```sh
+//! cargo bench -p shmem --bench pingpong_bench          # 4 pairs: 8 PEs on two nodes
+//! cargo bench -p shmem --bench pingpong_bench -- 1     # 1 pair
+//! cargo bench -p shmem --bench pingpong_bench -- 4 quick
+//! cargo bench -p shmem --bench pingpong_bench -- 1 gap # wake-up after an idle gap
+//! ```
+//!
+//! **Method.** Two atomic services on loopback, `pairs` PEs on each node; PE `i` on node 0
+//! pings PE `i + pairs` on node 1, which answers. Every pair runs a warm-up, then batches of
+//! rounds (each batch starts after a barrier); each PE takes the median time per round over
+//! its batches, and the figure is the largest median of all PEs (the slowest pair), with
+//! the best batch of that PE beside it.
+//!
+//! **`gap`** measures how soon a waiter that has been waiting for a while (and so sleeps
+//! in its longest steps) sees an update: the pinger sleeps [`GAP`] between updates and
+//! sends its `CLOCK_MONOTONIC` time as the flag's value; the waiter takes the difference to
+//! its own clock when `shmem_wait_until` returns (one clock: all PEs run on this machine)
+//! and acknowledges the update, which the pinger waits for before its next pause.
+//! The figures are the median and 90th percentile of that one-way latency over all updates
+//! of the slowest waiter.
+//!
+//! A benchmark, not a test: it asserts nothing about the figures.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gsas::launch::job::{JobSpec, PeLaunch, run_job};
+use gsas::launch::pe_env;
+use gsas::service::{Service, ServiceConfig};
+use shmem::Cmp;
+
+const CHILD: &str = "PINGPONG_BENCH_CHILD";
+const OUT: &str = "PINGPONG_BENCH_OUT";
+const GAP_ENV: &str = "PINGPONG_BENCH_GAP";
+/// The pinger's pause between updates in `gap` mode.
+const GAP: Duration = Duration::from_millis(3);
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the same clock in every process of the machine).
+fn now_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+fn main() {
+    if std::env::var_os(CHILD).is_some() {
+        child();
+        return;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "quick");
+    let gap = args.iter().any(|a| a == "gap");
+    let pairs: u32 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(4).max(1);
+    let dir = std::env::temp_dir().join(format!("pingpong-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let services: Vec<_> = (0..2u16)
+        .map(|node| {
+            let cfg = ServiceConfig::new(
+                node,
+                "127.0.0.1:0".parse().expect("an address"),
+                dir.join(format!("node{node}.sock")),
+            );
+            Service::bind(cfg)
+                .and_then(Service::spawn)
+                .expect("starting a service")
+        })
+        .collect();
+    let exe = std::env::current_exe().expect("the benchmark's path");
+    let out: PathBuf = dir.join("table.txt");
+    let pid = u64::from(std::process::id());
+    let size = 2 * pairs;
+    let pes = (0..size)
+        .map(|rank| {
+            let node = rank / pairs;
+            let mut env = pe_env(
+                services[node as usize].socket_path().as_os_str(),
+                0x7000_0000 ^ pid << 8,
+                0x9196_0000_0000_0000 | pid << 16,
+                node as u16,
+            );
+            env.push((CHILD.into(), if quick { "quick" } else { "full" }.into()));
+            env.push((OUT.into(), out.clone().into_os_string()));
+            if gap {
+                env.push((GAP_ENV.into(), "1".into()));
+            }
+            PeLaunch {
+                rank,
+                program: exe.clone().into_os_string(),
+                args: Vec::new(),
+                env,
+            }
+        })
+        .collect();
+    let mut spec = JobSpec::single_node(pes);
+    spec.node_of_rank = (0..size).map(|r| r / pairs).collect();
+    spec.time_limit = Some(Duration::from_secs(600));
+    let report = run_job(spec).expect("launching the PEs");
+    for svc in services {
+        let _ = svc.stop();
+    }
+    assert_eq!(report.exit_code, 0, "the benchmark job failed: {report:?}");
+    let table = std::fs::read_to_string(&out).expect("PE 0's table");
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("pingpong_bench: {pairs} pair(s), {size} PEs on two nodes\n{table}");
+}
+
+fn child() {
+    let shmem = shmem::init().expect("shmem::init");
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let pairs = n / 2;
+    let (other, pinger) = if me < pairs {
+        (me + pairs, true)
+    } else {
+        (me - pairs, false)
+    };
+    let quick = std::env::var(CHILD).as_deref() == Ok("quick");
+    let (warm, batches, per) = if quick { (20, 3, 20) } else { (200, 15, 200) };
+    let flag = shmem.alloc_box(0i64).unwrap();
+    if std::env::var_os(GAP_ENV).is_some() {
+        gap(&shmem, &flag, other, pinger, if quick { 20 } else { 300 });
+        drop(flag);
+        shmem.finalize().unwrap();
+        return;
+    }
+    let mut round = 0i64;
+    let mut bounce = |count: usize| {
+        for _ in 0..count {
+            round += 1;
+            if pinger {
+                shmem.p(&flag, round, other);
+            }
+            shmem.wait_until(&flag, Cmp::Ge, round);
+            if !pinger {
+                shmem.p(&flag, round, other);
+            }
+        }
+    };
+    shmem.barrier_all();
+    bounce(warm);
+    let mut times: Vec<f64> = (0..batches)
+        .map(|_| {
+            shmem.barrier_all();
+            let t = Instant::now();
+            bounce(per);
+            t.elapsed().as_secs_f64() * 1e6 / per as f64
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let mine = shmem.alloc_vec::<f64>(2).unwrap();
+    let all = shmem.alloc_vec::<f64>(2 * n).unwrap();
+    mine.write(0, times[times.len() / 2]);
+    mine.write(1, times[0]);
+    shmem.barrier_all();
+    shmem.team_world().fcollect(&all, &mine).unwrap();
+    if me == 0 {
+        let slowest = (0..n)
+            .max_by(|&a, &b| all.read(2 * a).total_cmp(&all.read(2 * b)))
+            .unwrap_or(0);
+        let medians: Vec<String> = (0..n).map(|p| format!("{:.1}", all.read(2 * p))).collect();
+        let table = format!(
+            "  round trip (us): median {:.1}, best batch {:.1} (slowest PE {slowest})\n  \
+             per-PE medians: {}\n  ({batches} batches of {per} rounds after {warm})\n",
+            all.read(2 * slowest),
+            all.read(2 * slowest + 1),
+            medians.join(" ")
+        );
+        std::fs::write(std::env::var_os(OUT).expect("PINGPONG_BENCH_OUT"), table)
+            .expect("writing the table");
+    }
+    drop((flag, mine, all));
+    shmem.finalize().unwrap();
+}
+
+/// The `gap` mode (see the module docs).
+fn gap(
+    shmem: &shmem::Shmem,
+    flag: &shmem::SymBox<i64>,
+    other: usize,
+    pinger: bool,
+    updates: usize,
+) {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    shmem.barrier_all();
+    // The waiter acknowledges every update, and the pinger sends the next one only after
+    // the acknowledgement: two updates never meet in the flag.
+    let ack = shmem.alloc_box(0i64).unwrap();
+    let mut lat_us = Vec::with_capacity(updates);
+    let mut last = 0i64;
+    for round in 1..=updates as i64 {
+        if pinger {
+            std::thread::sleep(GAP);
+            shmem.p(flag, now_ns(), other);
+            shmem.wait_until(&ack, Cmp::Ge, round);
+        } else {
+            last = shmem.wait_until(flag, Cmp::Gt, last);
+            lat_us.push((now_ns() - last) as f64 / 1e3);
+            shmem.p(&ack, round, other);
+        }
+    }
+    lat_us.sort_by(f64::total_cmp);
+    let pick = |q: f64| {
+        lat_us
+            .get((q * lat_us.len() as f64) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let mine = shmem.alloc_vec::<f64>(2).unwrap();
+    let all = shmem.alloc_vec::<f64>(2 * n).unwrap();
+    mine.write(0, pick(0.5));
+    mine.write(1, pick(0.9));
+    shmem.barrier_all();
+    shmem.team_world().fcollect(&all, &mine).unwrap();
+    if me == 0 {
+        let slowest = (0..n)
+            .max_by(|&a, &b| all.read(2 * a).total_cmp(&all.read(2 * b)))
+            .unwrap_or(0);
+        let table = format!(
+            "  one-way latency after a {GAP:?} gap (us): median {:.1}, p90 {:.1} (slowest waiter {slowest}; {updates} updates)\n",
+            all.read(2 * slowest),
+            all.read(2 * slowest + 1),
+        );
+        std::fs::write(std::env::var_os(OUT).expect("PINGPONG_BENCH_OUT"), table)
+            .expect("writing the table");
+    }
+    drop((ack, mine, all));
+}
