@@ -932,3 +932,50 @@ fn an_ack_owed_at_once_carries_the_lazy_packets() {
     assert_eq!(frames[0].0.ack.unwrap().cum, Seq(24));
     assert_eq!(r.stats().acks_sent, 0);
 }
+
+/// Data frames from the raw peer until the layer sends a pure ack at once (before its ack
+/// delay), for a layer with a window of `W2` frames.
+fn frames_until_immediate_ack<const W2: usize>() -> u32 {
+    let mut net = net_storage();
+    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let mut peers = vec![PeerSlot::<usize, W2>::new(); 3];
+    let mut buf = vec![0u8; buffer_len(MTU, MTU, W2)];
+    let config = Config {
+        ack_delay_ns: 1_000_000,
+        min_rto_ns: 2_000_000,
+        initial_rto_ns: 2_000_000,
+        max_rto_ns: 8_000_000,
+        deadline_ns: 50_000_000,
+        ..Config::new(5)
+    };
+    let mut r: Reliable<'_, _, W2> =
+        Reliable::new(hub.endpoint(0).unwrap(), config, &mut peers, &mut buf).unwrap();
+    let mut raw = hub.endpoint(1).unwrap();
+    let peer = Raw { epoch: 3, dest: 0 };
+    r.poll(1_000).unwrap();
+    for i in 0..64u32 {
+        put(&mut raw, 0, &peer.data(20 + i, 20, None, &[&[i as u8]]));
+        assert!(recv_one_any(&mut r).is_some());
+        r.flush().unwrap();
+        let acks: Vec<_> = drain(&mut raw)
+            .into_iter()
+            .filter_map(|(f, _)| f.ack)
+            .collect();
+        if let Some(ack) = acks.first() {
+            assert_eq!(ack.cum, Seq(20 + i), "the ack covers every frame so far");
+            return i + 1;
+        }
+    }
+    panic!("no immediate ack in 64 frames");
+}
+
+#[test]
+fn immediate_acks_come_every_quarter_window_between_4_and_8_frames() {
+    // The runtime's 32-frame window: a one-way stream is acknowledged every 8 frames.
+    assert_eq!(frames_until_immediate_ack::<32>(), 8);
+    assert_eq!(frames_until_immediate_ack::<64>(), 8);
+    assert_eq!(frames_until_immediate_ack::<24>(), 6);
+    // Small windows keep an ack every 4 frames.
+    assert_eq!(frames_until_immediate_ack::<16>(), 4);
+    assert_eq!(frames_until_immediate_ack::<8>(), 4);
+}

@@ -11,7 +11,8 @@
 //! / [`poll`](crate::transport::Transport::poll) is called. Each data frame has a 32-bit
 //! sequence number, is kept until acknowledged and retransmitted on timeout. Acks ride on
 //! data frames going the other way and are otherwise sent on their own after `ack_delay_ns`,
-//! at once when a gap or a duplicate is seen, or after every 4 unacknowledged frames.
+//! at once when a gap or a duplicate is seen, or after every 4 to 8 unacknowledged frames
+//! (a quarter of the window, within those bounds).
 //!
 //! **Order**: packets of one frame are delivered in the order sent; frames may be delivered
 //! out of order (a frame is handed over as soon as it arrives, never held for a missing
@@ -91,7 +92,8 @@
 //! non-final bulk-write fragments) share one datagram instead of one each. It goes out as
 //! soon as
 //!
-//! * an ack is owed to the peer at once (every 4 unacknowledged frames, a gap, a duplicate):
+//! * an ack is owed to the peer at once (every 4 to 8 unacknowledged frames, a gap, a
+//!   duplicate):
 //!   the frame carries that ack instead of a pure ack frame,
 //! * a delayed ack falls due, or `ack_delay_ns` passed since the frame's first packet (at a
 //!   `poll`; the same bound as a delayed ack),
