@@ -472,9 +472,26 @@ fn supervise(
     let mut remote_events = Vec::new();
     let mut remote_pes = Vec::new();
     let step = Duration::from_millis(10);
+    let mut ended = Vec::new();
     loop {
+        for r in running.iter_mut().filter(|r| r.status.is_none()) {
+            match r.child.try_wait() {
+                Ok(Some(status)) => {
+                    r.status = Some(status);
+                    log::debug!("PE {} (pid {}) ended: {status}", r.rank, r.pid);
+                    ended.push((r.rank, r.pid, status));
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("waiting for PE {} (pid {}): {e}", r.rank, r.pid),
+            }
+        }
         if !pmi_done {
-            match server.step(step, |e| events.push(e)) {
+            let wait = if ended.is_empty() {
+                step
+            } else {
+                Duration::ZERO
+            };
+            match server.step(wait, |e| events.push(e)) {
                 Ok(Some(Stop::Done | Stop::Shutdown)) => pmi_done = true,
                 Ok(None) => {}
                 Err(e) => {
@@ -516,17 +533,12 @@ fn supervise(
                 }
             }
         }
-        for r in running.iter_mut().filter(|r| r.status.is_none()) {
-            match r.child.try_wait() {
-                Ok(Some(status)) => {
-                    r.status = Some(status);
-                    log::debug!("PE {} (pid {}) ended: {status}", r.rank, r.pid);
-                    if failure.is_none() {
-                        failure = failure_of(r.rank, r.pid, None, status);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => log::warn!("waiting for PE {} (pid {}): {e}", r.rank, r.pid),
+        // PEs that ended since the last look, classified after the PMI messages below: a PE
+        // that aborts writes its abort to PMI before it exits, so an exit seen here has its
+        // abort (if any) already readable, and the abort is what the user must be told.
+        for (rank, pid, status) in ended.drain(..) {
+            if failure.is_none() {
+                failure = failure_of(rank, pid, None, status);
             }
         }
         if let Some(rj) = remote.as_deref_mut() {
