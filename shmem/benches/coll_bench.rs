@@ -24,13 +24,10 @@
 //! prints PE 0's table with the targets of the issue beside the one-node figures. A
 //! benchmark, not a test: it asserts nothing about the figures.
 
-use std::ffi::{c_int, c_void};
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+mod common;
 
-use gsas::launch::job::{JobSpec, PeLaunch, run_job};
-use gsas::launch::pe_env;
-use gsas::service::{Service, ServiceConfig};
+use std::ffi::{c_int, c_void};
+use std::time::Instant;
 
 unsafe extern "C" {
     static gsas_shmem_team_world: u8;
@@ -109,58 +106,20 @@ fn main() {
 
 /// Runs one configuration; returns PE 0's table.
 fn launch(s: &Setup, quick: bool) -> String {
-    let dir = std::env::temp_dir().join(format!("coll-bench-{}-{}", std::process::id(), s.nodes));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    let services: Vec<_> = (0..s.nodes as u16)
-        .map(|node| {
-            let cfg = ServiceConfig::new(
-                node,
-                "127.0.0.1:0".parse().expect("an address"),
-                dir.join(format!("node{node}.sock")),
-            );
-            Service::bind(cfg)
-                .and_then(Service::spawn)
-                .expect("starting a service")
-        })
-        .collect();
-    let exe = std::env::current_exe().expect("the benchmark's path");
-    let out: PathBuf = dir.join("table.txt");
-    let pid = u64::from(std::process::id());
-    let size = s.nodes * s.ppn;
-    let pes = (0..size)
-        .map(|rank| {
-            let node = rank / s.ppn;
-            let mut env = pe_env(
-                services[node as usize].socket_path().as_os_str(),
-                0x6000_0000 ^ pid << 8 ^ u64::from(s.nodes),
-                0xc011_0000_0000_0000 | pid << 16,
-                node as u16,
-            );
-            env.push((CHILD.into(), if quick { "quick" } else { "full" }.into()));
-            env.push((OUT.into(), out.clone().into_os_string()));
-            if s.pin {
-                env.push(("COLL_BENCH_PIN".into(), "1".into()));
-            }
-            PeLaunch {
-                rank,
-                program: exe.clone().into_os_string(),
-                args: Vec::new(),
-                env,
-            }
-        })
-        .collect();
-    let mut spec = JobSpec::single_node(pes);
-    spec.node_of_rank = (0..size).map(|r| r / s.ppn).collect();
-    spec.time_limit = Some(Duration::from_secs(600));
-    let report = run_job(spec).expect("launching the PEs");
-    for svc in services {
-        let _ = svc.stop();
+    let mut env = Vec::new();
+    if s.pin {
+        env.push(("COLL_BENCH_PIN".into(), "1".into()));
     }
-    assert_eq!(report.exit_code, 0, "the benchmark job failed: {report:?}");
-    let table = std::fs::read_to_string(&out).expect("PE 0's table");
-    let _ = std::fs::remove_dir_all(&dir);
-    table
+    common::run(&common::BenchJob {
+        name: "coll-bench",
+        nodes: s.nodes,
+        ppn: s.ppn,
+        salt: u64::from(s.nodes),
+        child_var: CHILD,
+        out_var: OUT,
+        quick,
+        env,
+    })
 }
 
 /// Pins this process to CPU `cpu` (modulo the CPUs present).

@@ -25,12 +25,10 @@
 //!
 //! A benchmark, not a test: it asserts nothing about the figures.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use gsas::launch::job::{JobSpec, PeLaunch, run_job};
-use gsas::launch::pe_env;
-use gsas::service::{Service, ServiceConfig};
 use shmem::Cmp;
 
 const CHILD: &str = "PINGPONG_BENCH_CHILD";
@@ -59,57 +57,21 @@ fn main() {
     let quick = args.iter().any(|a| a == "quick");
     let gap = args.iter().any(|a| a == "gap");
     let pairs: u32 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(4).max(1);
-    let dir = std::env::temp_dir().join(format!("pingpong-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    let services: Vec<_> = (0..2u16)
-        .map(|node| {
-            let cfg = ServiceConfig::new(
-                node,
-                "127.0.0.1:0".parse().expect("an address"),
-                dir.join(format!("node{node}.sock")),
-            );
-            Service::bind(cfg)
-                .and_then(Service::spawn)
-                .expect("starting a service")
-        })
-        .collect();
-    let exe = std::env::current_exe().expect("the benchmark's path");
-    let out: PathBuf = dir.join("table.txt");
-    let pid = u64::from(std::process::id());
-    let size = 2 * pairs;
-    let pes = (0..size)
-        .map(|rank| {
-            let node = rank / pairs;
-            let mut env = pe_env(
-                services[node as usize].socket_path().as_os_str(),
-                0x7000_0000 ^ pid << 8,
-                0x9196_0000_0000_0000 | pid << 16,
-                node as u16,
-            );
-            env.push((CHILD.into(), if quick { "quick" } else { "full" }.into()));
-            env.push((OUT.into(), out.clone().into_os_string()));
-            if gap {
-                env.push((GAP_ENV.into(), "1".into()));
-            }
-            PeLaunch {
-                rank,
-                program: exe.clone().into_os_string(),
-                args: Vec::new(),
-                env,
-            }
-        })
-        .collect();
-    let mut spec = JobSpec::single_node(pes);
-    spec.node_of_rank = (0..size).map(|r| r / pairs).collect();
-    spec.time_limit = Some(Duration::from_secs(600));
-    let report = run_job(spec).expect("launching the PEs");
-    for svc in services {
-        let _ = svc.stop();
+    let mut env = Vec::new();
+    if gap {
+        env.push((GAP_ENV.into(), "1".into()));
     }
-    assert_eq!(report.exit_code, 0, "the benchmark job failed: {report:?}");
-    let table = std::fs::read_to_string(&out).expect("PE 0's table");
-    let _ = std::fs::remove_dir_all(&dir);
+    let table = common::run(&common::BenchJob {
+        name: "pingpong-bench",
+        nodes: 2,
+        ppn: pairs,
+        salt: 0x70,
+        child_var: CHILD,
+        out_var: OUT,
+        quick,
+        env,
+    });
+    let size = 2 * pairs;
     println!("pingpong_bench: {pairs} pair(s), {size} PEs on two nodes\n{table}");
 }
 
