@@ -192,8 +192,11 @@ const EXANET_MATRIX: &[Case] = &[
 /// [`EXANET_EMULATED_PROGRAMS`] (`C_SUITE_MATRIX=full` runs everything).
 const EXANET_EMULATED_MATRIX: &[Case] = &[Case::new(4, Transport::Exanet)];
 
-/// The Exanet programs under qemu: RMA, atomics, a collective.
-const EXANET_EMULATED_PROGRAMS: &[&str] = &["rma_types", "amo", "coll_reduce"];
+/// The Exanet program under qemu: RMA of every type and size class (bulk transfers pulled
+/// by RDMA included). Each program takes about 5 minutes there (rma_types 314 s, amo 346 s
+/// in CI), because a blocked PE does not drain its endpoint (docs/exanet.md), so the
+/// atomics and collectives run under qemu only with `C_SUITE_MATRIX=full`.
+const EXANET_EMULATED_PROGRAMS: &[&str] = &["rma_types"];
 
 /// The programs run over Exanet: RMA of every type and size class (up to megabytes, far
 /// above the 256-byte wire payload), atomics, signals, point-to-point synchronisation,
