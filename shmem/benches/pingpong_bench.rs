@@ -117,28 +117,20 @@ fn child() {
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    let mine = shmem.alloc_vec::<f64>(2).unwrap();
-    let all = shmem.alloc_vec::<f64>(2 * n).unwrap();
-    mine.write(0, times[times.len() / 2]);
-    mine.write(1, times[0]);
-    shmem.barrier_all();
-    shmem.team_world().fcollect(&all, &mine).unwrap();
-    if me == 0 {
-        let slowest = (0..n)
-            .max_by(|&a, &b| all.read(2 * a).total_cmp(&all.read(2 * b)))
-            .unwrap_or(0);
-        let medians: Vec<String> = (0..n).map(|p| format!("{:.1}", all.read(2 * p))).collect();
+    if let Some(all) = gather(&shmem, times[times.len() / 2], times[0]) {
+        let slowest = slowest(&all);
+        let medians: Vec<String> = all.iter().map(|f| format!("{:.1}", f.0)).collect();
         let table = format!(
             "  round trip (us): median {:.1}, best batch {:.1} (slowest PE {slowest})\n  \
              per-PE medians: {}\n  ({batches} batches of {per} rounds after {warm})\n",
-            all.read(2 * slowest),
-            all.read(2 * slowest + 1),
+            all[slowest].0,
+            all[slowest].1,
             medians.join(" ")
         );
         std::fs::write(std::env::var_os(OUT).expect("PINGPONG_BENCH_OUT"), table)
             .expect("writing the table");
     }
-    drop((flag, mine, all));
+    drop(flag);
     shmem.finalize().unwrap();
 }
 
@@ -150,7 +142,6 @@ fn gap(
     pinger: bool,
     updates: usize,
 ) {
-    let (me, n) = (shmem.my_pe(), shmem.n_pes());
     shmem.barrier_all();
     // The waiter acknowledges every update, and the pinger sends the next one only after
     // the acknowledgement: two updates never meet in the flag.
@@ -175,23 +166,40 @@ fn gap(
             .copied()
             .unwrap_or(0.0)
     };
-    let mine = shmem.alloc_vec::<f64>(2).unwrap();
-    let all = shmem.alloc_vec::<f64>(2 * n).unwrap();
-    mine.write(0, pick(0.5));
-    mine.write(1, pick(0.9));
-    shmem.barrier_all();
-    shmem.team_world().fcollect(&all, &mine).unwrap();
-    if me == 0 {
-        let slowest = (0..n)
-            .max_by(|&a, &b| all.read(2 * a).total_cmp(&all.read(2 * b)))
-            .unwrap_or(0);
+    if let Some(all) = gather(shmem, pick(0.5), pick(0.9)) {
+        let slowest = slowest(&all);
         let table = format!(
             "  one-way latency after a {GAP:?} gap (us): median {:.1}, p90 {:.1} (slowest waiter {slowest}; {updates} updates)\n",
-            all.read(2 * slowest),
-            all.read(2 * slowest + 1),
+            all[slowest].0, all[slowest].1,
         );
         std::fs::write(std::env::var_os(OUT).expect("PINGPONG_BENCH_OUT"), table)
             .expect("writing the table");
     }
-    drop((ack, mine, all));
+    drop(ack);
+}
+
+/// Collects every PE's two figures (a median and a second one) on PE 0: `Some` there,
+/// `None` elsewhere. Collective.
+fn gather(shmem: &shmem::Shmem, median: f64, other: f64) -> Option<Vec<(f64, f64)>> {
+    let n = shmem.n_pes();
+    let mine = shmem.alloc_vec::<f64>(2).unwrap();
+    let all = shmem.alloc_vec::<f64>(2 * n).unwrap();
+    mine.write(0, median);
+    mine.write(1, other);
+    shmem.barrier_all();
+    shmem.team_world().fcollect(&all, &mine).unwrap();
+    let figures = (shmem.my_pe() == 0).then(|| {
+        (0..n)
+            .map(|p| (all.read(2 * p), all.read(2 * p + 1)))
+            .collect()
+    });
+    drop((mine, all));
+    figures
+}
+
+/// The PE with the largest median.
+fn slowest(all: &[(f64, f64)]) -> usize {
+    (0..all.len())
+        .max_by(|&a, &b| all[a].0.total_cmp(&all[b].0))
+        .unwrap_or(0)
 }
