@@ -28,7 +28,7 @@ mod node_common;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -37,7 +37,9 @@ use exanet::emu::{EmuPaths, EmuStats};
 use gsas::node::{Ctx, HEAP, Node, NodeError, NodeOptions};
 use gsas::testsupport::{launch, run_with_timeout, self_test_argv};
 use gsas_core::wire::{AtomicOp, AtomicType};
-use multinode_common::{ClusterFile, Daemon, RELAXED_DEADLINE_MS, oshrun, shipped_config, show};
+use multinode_common::{
+    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, oshrun, shipped_config, show,
+};
 
 /// Whether the tests run under qemu-user.
 fn emulated() -> bool {
@@ -202,15 +204,6 @@ fn job(emu: &Emu, file: &Path, n: u32, scenario: &str) -> Command {
         .env("GSAS_EXANET_EMU", emu.root())
         .env_remove("GSAS_UDP_MTU");
     cmd
-}
-
-fn check_pes(n: u32, scenario: &str, out: &Output) {
-    assert!(out.status.success(), "{}", show(out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    for pe in 0..n {
-        let line = format!("[{pe}] PE {pe} of {n}: {scenario} ok");
-        assert!(stdout.contains(&line), "missing {line:?}: {}", show(out));
-    }
 }
 
 /// Every daemon served its share over Exanet and refused nothing.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use gsas::testsupport::{run_with_timeout, self_test_argv};
 use multinode_common::{
-    ClusterFile, Daemon, RELAXED_DEADLINE_MS, daemons, oshrun, shipped_config, show,
+    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, daemons, oshrun, shipped_config, show,
 };
 
 /// The child entry point (see `node_common`).
@@ -36,15 +36,6 @@ fn run_all(file: &Path, n: u32, extra: &[&str]) -> Output {
         .args(self_test_argv("child_pe").unwrap())
         .env(node_common::SCENARIO, "all");
     run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap()
-}
-
-fn check_all(n: u32, out: &Output) {
-    assert!(out.status.success(), "{}", show(out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    for pe in 0..n {
-        let line = format!("[{pe}] PE {pe} of {n}: all ok");
-        assert!(stdout.contains(&line), "missing {line:?}: {}", show(out));
-    }
 }
 
 /// Every daemon served remote traffic of the job and refused nothing.
@@ -80,7 +71,7 @@ fn two_nodes_from_the_shipped_config() {
     let file = cf.write(&dir.join("cluster.toml"));
     let ds = daemons(&cf, &file);
     let out = run_all(&file, 4, &[]);
-    check_all(4, &out);
+    check_pes(4, "all", &out);
     check_traffic(&ds);
     drop(ds);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -95,7 +86,7 @@ fn four_nodes_with_uneven_blocks() {
     let ds = daemons(&cf, &file);
     // Six PEs on four nodes: 2, 2, 1, 1.
     let out = run_all(&file, 6, &[]);
-    check_all(6, &out);
+    check_pes(6, "all", &out);
     check_traffic(&ds);
     drop(ds);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -319,3 +319,14 @@ pub fn show(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Asserts that an `oshrun --tag-output` job of `n` PEs succeeded and that every PE printed
+/// `PE i of n: <scenario> ok`.
+pub fn check_pes(n: u32, scenario: &str, out: &std::process::Output) {
+    assert!(out.status.success(), "{}", show(out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for pe in 0..n {
+        let line = format!("[{pe}] PE {pe} of {n}: {scenario} ok");
+        assert!(stdout.contains(&line), "missing {line:?}: {}", show(out));
+    }
+}
