@@ -55,10 +55,12 @@
 //! `BULK_DESC` timed out in the NI, so that it may have arrived) is reported once as a
 //! failure of that peer ([`TransportStats::overdue`]) and stays held until the release
 //! arrives (an acknowledged descriptor will be pulled by a slow receiver; a dead peer keeps
-//! the slots of the packets it was sent). Except: with [`FailurePolicy::Lose`] the slot of
-//! a `BULK_DESC` that timed out in the NI (lost, or only its acknowledgement lost: the
-//! sender cannot tell) is freed at once (the packet counts as lost, the layer above resends
-//! it), so that lost descriptors do not use up the slots. That is safe because of the
+//! the slots of the packets it was sent). Except with [`FailurePolicy::Lose`] (a
+//! reliability layer above resends what counts as lost): there the slot of a `BULK_DESC`
+//! that timed out in the NI (lost, or only its acknowledgement lost: the sender cannot
+//! tell) is freed at once, and so is a slot whose release is overdue (typically its
+//! receiver ended with a resent packet still in its mailbox), so that neither lost
+//! descriptors nor departed peers use up the slots. That is safe because of the
 //! **generation stamps**: every staged
 //! packet is framed by an 8-byte stamp before and after it (magic, slot, generation), and
 //! the receiver delivers a pulled packet only if both stamps are those its `BULK_DESC`
@@ -126,7 +128,9 @@ pub struct TransportConfig {
     /// Receive-staging slots (bulk pulls in flight into this endpoint), 1..=16.
     pub rx_slots: usize,
     /// A send-staging slot not released by its receiver within this time is reported as a
-    /// failure of that peer (once; the slot stays held until the release arrives).
+    /// failure of that peer (once; the slot stays held until the release arrives, except
+    /// under [`FailurePolicy::Lose`], where the packet counts as lost and the slot is
+    /// reused).
     pub release_timeout: Duration,
     /// Driver parameters.
     pub driver: DriverConfig,
@@ -1015,20 +1019,34 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
             if s.busy && !s.overdue && now.saturating_duration_since(s.since) > timeout {
                 self.tx[slot].overdue = true;
                 self.stats.overdue += 1;
-                log::warn!(
-                    "exanet: {} did not release a bulk packet within {timeout:?}",
-                    s.peer
-                );
+                if self.cfg.on_failure == FailurePolicy::Lose {
+                    // Under a reliability layer the packet counts as lost and its slot is
+                    // reused (the stamps make a late pull safe; the layer resends what
+                    // was not acknowledged). Typically the receiver is gone: a process
+                    // that ended with a resent reply still in its mailbox. Holding the
+                    // slot until that endpoint is opened again would let departed peers
+                    // use up every slot.
+                    log::debug!(
+                        "exanet: {} did not release a bulk packet within {timeout:?}: presumed lost, slot {slot} reused",
+                        s.peer
+                    );
+                } else {
+                    log::warn!(
+                        "exanet: {} did not release a bulk packet within {timeout:?}",
+                        s.peer
+                    );
+                }
                 self.fail(TxFailure {
                     dest: s.peer,
                     reason: nack::UNREACHABLE,
                     attempts: 1,
                     tag: 0,
                 });
-                // Not reclaimed: the descriptor was acknowledged, so the receiver has it
-                // and is only slow; a pull will come (or the peer is dead, which the
-                // layer above declares). Reclaiming here would turn a receiver slower
-                // than the timeout into a loss of every packet sent to it.
+                // With FailurePolicy::Report not reclaimed: the descriptor was
+                // acknowledged, so the receiver has it and may only be slow; a pull will
+                // come (or the peer is dead). Reclaiming would turn a receiver slower than
+                // the timeout into a loss the caller has no layer to repair.
+                self.reclaim(slot);
             }
         }
         if std::mem::take(&mut self.new_failure) {
@@ -1047,14 +1065,62 @@ mod tests {
     use crate::{Model, node_coord};
 
     fn link(f: &ModelFabric, node: usize) -> ExanetTransport<Model, ModelRegistrar> {
+        link_with(f, node, FailurePolicy::Lose, Duration::from_secs(10))
+    }
+
+    fn link_with(
+        f: &ModelFabric,
+        node: usize,
+        on_failure: FailurePolicy,
+        release_timeout: Duration,
+    ) -> ExanetTransport<Model, ModelRegistrar> {
         let cfg = TransportConfig {
             mtu: 4096,
             tx_slots: 1,
             rx_slots: 2,
-            on_failure: FailurePolicy::Lose,
+            on_failure,
+            release_timeout,
             ..TransportConfig::default()
         };
         ExanetTransport::new(f.endpoint(node, 0), f.registrar(node, 0), cfg).unwrap()
+    }
+
+    /// A bulk packet whose receiver never pulls it (a process that ended with it in its
+    /// mailbox): after the release timeout, under `FailurePolicy::Lose` its slot is reused
+    /// (else departed peers would hold every slot), and a late pull of the old descriptor
+    /// is dropped; under `FailurePolicy::Report` the slot stays held.
+    #[test]
+    fn an_unreleased_slot_is_reused_after_the_timeout_only_under_a_reliability_layer() {
+        let timeout = Duration::from_millis(30);
+        for policy in [FailurePolicy::Lose, FailurePolicy::Report] {
+            let f = ModelFabric::new(ModelConfig::default());
+            let mut a = link_with(&f, 0, policy, timeout);
+            let mut b = link_with(&f, 1, policy, timeout);
+            let to_b = b.local_peer();
+            a.send(to_b, 300, |buf| buf.fill(1)).unwrap();
+            // b does not run: the descriptor waits in its mailbox, acknowledged.
+            std::thread::sleep(timeout + Duration::from_millis(20));
+            let _ = a.poll(0);
+            assert_eq!(a.stats().overdue, 1, "{policy:?}: {:?}", a.stats());
+            let reused = policy == FailurePolicy::Lose;
+            assert_eq!(a.bulk_in_flight(), usize::from(!reused), "{policy:?}");
+            let second = a.send(to_b, 200, |buf| buf.fill(2));
+            assert_eq!(second.is_ok(), reused, "{policy:?}: {:?}", second.err());
+            let mut got = Vec::new();
+            for _ in 0..100 {
+                if let Some(p) = b.recv(|_, d| d.to_vec()).unwrap() {
+                    got.push(p);
+                }
+                let _ = a.poll(0);
+            }
+            if reused {
+                assert_eq!(got, [vec![2u8; 200]], "only the second packet is delivered");
+                assert_eq!(b.stats().stale_pulls, 1, "{:?}", b.stats());
+            } else {
+                assert_eq!(got, [vec![1u8; 300]], "the slow receiver gets the packet");
+            }
+            assert_eq!(a.bulk_in_flight(), 0, "{policy:?}: the slot came back");
+        }
     }
 
     /// A `BULK_DESC` whose acknowledgement is lost (so it did arrive) frees its slot under
