@@ -32,6 +32,11 @@
 //! `max_block`, and a bell that never rings costs exactly the sleep of before. See
 //! [`crate::bell`] for the protocol.
 //!
+//! With an arming hook ([`Waiter::wait_armed`], for descriptors that signal only once
+//! armed, such as an Exanet endpoint's interrupt line, which fires once per enable), phase
+//! 3 first calls the hook, then the step once more (the re-check: what came before the
+//! arming raised no interrupt), and blocks only if that found nothing.
+//!
 //! Any activity returns the waiter to phase 1. When the deadline passes the wait fails with
 //! [`WaitError::TimedOut`], whose message names what was waited for, e.g. `timed out after
 //! 10.0 s waiting for node 1 (127.0.0.1:7101): reply to READ`.
@@ -319,7 +324,7 @@ impl Waiter {
         D: fmt::Display,
         F: FnMut() -> Progress<T>,
     {
-        self.wait_bell(what, deadline, fds, None, step)
+        self.run(what, deadline, fds, None, None, step)
     }
 
     /// [`Waiter::wait`] whose blocks, when `fds` is empty and `bell` is given, are sleeps
@@ -333,6 +338,44 @@ impl Waiter {
         deadline: Instant,
         fds: &mut [PollFd<'_>],
         bell: Option<&Bell>,
+        step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        self.run(what, deadline, fds, bell, None, step)
+    }
+
+    /// [`Waiter::wait`] for descriptors that signal only once armed (an Exanet endpoint's
+    /// interrupt line, which fires once per enable): before each block `arm` is called and
+    /// then `step` once more (the re-check), so that an event that came before the arming
+    /// is found by the step and one that comes after it makes a descriptor ready.
+    ///
+    /// Errors: as [`Waiter::wait`].
+    pub fn wait_armed<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        arm: &mut dyn FnMut(),
+        step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        self.run(what, deadline, fds, None, Some(arm), step)
+    }
+
+    /// The loop behind [`Waiter::wait`], [`Waiter::wait_bell`] and [`Waiter::wait_armed`].
+    fn run<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        bell: Option<&Bell>,
+        mut arm: Option<&mut dyn FnMut()>,
         mut step: F,
     ) -> Result<T, WaitError>
     where
@@ -342,6 +385,8 @@ impl Waiter {
         let bell = bell.filter(|_| fds.is_empty());
         // Set in the block phase: the next step is the re-check after announcing.
         let mut announced: Option<Sleeper<'_>> = None;
+        // Set in the block phase when `arm` was called: the next idle step blocks.
+        let mut armed = false;
         let start = Instant::now();
         let mut last_activity = start;
         let mut yields_left = self.config.yields;
@@ -359,6 +404,7 @@ impl Waiter {
                     return Ok(value);
                 }
                 Progress::Busy => {
+                    armed = false;
                     last_activity = Instant::now();
                     yields_left = self.config.yields;
                     backoff = self.config.min_block;
@@ -408,12 +454,18 @@ impl Waiter {
                 announced = Some(bell.announce());
                 continue;
             }
+            if let Some(arm) = arm.as_mut().filter(|_| !armed) {
+                arm();
+                armed = true;
+                continue;
+            }
             let mut until = deadline.min(now + backoff);
             if let Some(wake) = wake {
                 until = until.min(wake);
             }
             if until > now {
                 self.stats.blocks += 1;
+                armed = false;
                 if block(fds, until - now).map_err(WaitError::Poll)? {
                     self.stats.fd_wakeups += 1;
                 }
@@ -700,6 +752,81 @@ mod tests {
             min_block: Duration::from_secs(30),
             max_block: Duration::from_secs(30),
         }
+    }
+
+    #[test]
+    fn the_line_is_armed_and_the_condition_rechecked_before_each_block() {
+        // The condition becomes true just before the arming (a reply that came while the
+        // line was not armed, so no interrupt announces it): the re-check after arming
+        // finds it, no block of 30 s happens.
+        let (_tx, rx) = UnixStream::pair().unwrap();
+        let mut fds = [PollFd::readable(rx.as_fd())];
+        let arms = std::cell::Cell::new(0);
+        let mut w = Waiter::new(long_blocks());
+        let mut looks = 0;
+        let got = w.wait_armed(
+            "the reply",
+            Instant::now() + Duration::from_secs(120),
+            &mut fds,
+            &mut || arms.set(arms.get() + 1),
+            || {
+                looks += 1;
+                if arms.get() > 0 {
+                    Progress::Done(looks)
+                } else {
+                    Progress::Idle(None)
+                }
+            },
+        );
+        assert_eq!(got.unwrap(), 2, "one look, the arming, the re-check");
+        assert_eq!(arms.get(), 1);
+        assert_eq!(w.stats().blocks, 0, "{:?}", w.stats());
+    }
+
+    #[test]
+    fn an_event_after_the_arming_ends_the_block_and_the_line_is_armed_again() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        // Two events, each 20 ms into a block of up to 30 s: both end their block through
+        // the descriptor, and the line is armed before each block.
+        let (mut tx, rx) = UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let seen = AtomicU32::new(0);
+        let mut arms = 0;
+        let mut w = Waiter::new(long_blocks());
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for k in 1..=2 {
+                    std::thread::sleep(Duration::from_millis(20));
+                    tx.write_all(b"i").unwrap();
+                    while seen.load(Ordering::Acquire) < k {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            });
+            let mut fds = [PollFd::readable(rx.as_fd())];
+            let got = w.wait_armed(
+                "two events",
+                Instant::now() + Duration::from_secs(120),
+                &mut fds,
+                &mut || arms += 1,
+                || {
+                    // What the step sees: the event's effect (here, the byte).
+                    let mut b = [0u8; 8];
+                    if (&rx).read(&mut b).is_ok_and(|n| n > 0) {
+                        seen.fetch_add(1, Ordering::Release);
+                    }
+                    match seen.load(Ordering::Acquire) {
+                        2 => Progress::Done(2),
+                        _ => Progress::Idle(None),
+                    }
+                },
+            );
+            assert_eq!(got.unwrap(), 2);
+        });
+        let s = w.stats();
+        assert_eq!(s.fd_wakeups, 2, "{s:?}");
+        assert_eq!(s.blocks, 2, "{s:?}");
+        assert_eq!(arms, 2, "armed before each block");
     }
 
     #[test]

@@ -364,13 +364,14 @@ fn pe_site(
     })
 }
 
-/// Opens this PE's Exanet endpoint: 1 + its index among the node's PEs of the job.
+/// Opens this PE's Exanet endpoint, 1 + its index among the node's PEs of the job, with
+/// its interrupt line (which the PE's waits sleep on, see [`super::PeWake`]).
 fn open_pe_endpoint(
     site: &ExanetSite,
     local_pes: &[u32],
     rank: u32,
     mtu: usize,
-) -> Result<crate::transport::exanet::ExanetLink, NodeError> {
+) -> Result<(crate::transport::exanet::ExanetLink, super::PeWake), NodeError> {
     let index = local_pes.iter().position(|&p| p == rank).unwrap_or(0);
     if local_pes.len() >= usize::from(site.endpoints) {
         return Err(NodeError::Config(format!(
@@ -382,12 +383,17 @@ fn open_pe_endpoint(
         )));
     }
     let ep = u16::try_from(index + 1).unwrap_or(u16::MAX);
-    // No interrupt line for PEs: a waiting PE woken by every interrupt spins again, and
-    // with more processes than cores (qemu) that starved the services; bounded sleeps
-    // that poll the endpoint fared better.
-    site.open(ep, mtu, false)
-        .map(|(link, _)| link)
-        .map_err(|e| NodeError::Transport(format!("PE {rank}: {e}")))
+    let (link, line) = site
+        .open(ep, mtu, true)
+        .map_err(|e| NodeError::Transport(format!("PE {rank}: {e}")))?;
+    let line = line.ok_or_else(|| {
+        NodeError::Transport(format!(
+            "PE {rank}: endpoint {ep} opened without its interrupt line"
+        ))
+    })?;
+    let wake = super::PeWake::new(line)
+        .map_err(|e| NodeError::Transport(format!("PE {rank}: Exanet interrupt line: {e}")))?;
+    Ok((link, wake))
 }
 
 /// [`Node::init`](super::Node::init).
@@ -686,11 +692,14 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
             service_addr(&joined.info)
         )));
     }
+    let mut exanet_wake = None;
     let net = match &joined.info.exanet {
         Some(x) => {
             let site = pe_site(x, &env, cluster.as_ref(), node)?;
+            let (link, wake) = open_pe_endpoint(&site, &local_pes, rank, udp_mtu)?;
+            exanet_wake = Some(wake);
             NetTransport::Exanet {
-                link: Box::new(open_pe_endpoint(&site, &local_pes, rank, udp_mtu)?),
+                link: Box::new(link),
                 udp: None,
             }
         }
@@ -815,6 +824,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         control: Mutex::new(control),
         control_fd,
         udp_fd,
+        exanet_wake,
         pmi: Mutex::new(pmi),
         heap: Mutex::new(heap),
         contexts: Mutex::new(1),

@@ -54,7 +54,9 @@
 //! * **Waits for replies** (blocking gets and atomics to other nodes, `quiet`) spin for
 //!   `GSAS_SPIN_US` before they block in `ppoll`, or only 5 us and without yielding when
 //!   most recent waits blocked in the end anyway (more busy processes than cores: spinning
-//!   then only delays the service that must answer); see `spin.rs`.
+//!   then only delays the service that must answer); see `spin.rs`. They block on the UDP
+//!   socket, or over Exanet on the PE's endpoint interrupt line, armed before each block
+//!   (`wake.rs`).
 //!
 //! **Failures.** Every wait is bounded. An operation to a node whose service stops
 //! answering fails after the deadline (`GSAS_DEADLINE_MS`) with
@@ -97,6 +99,7 @@ mod keeper;
 mod local;
 mod remote;
 mod spin;
+mod wake;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -119,6 +122,7 @@ pub use error::NodeError;
 
 use keeper::{Keeper, Pulse};
 use remote::{OpDesc, Record, Remote, Route, Target};
+pub(crate) use wake::PeWake;
 
 /// Segment id of the symmetric heap.
 pub const HEAP: u8 = crate::service::proto::SEG_HEAP;
@@ -211,9 +215,10 @@ pub struct Node {
     keeper: Mutex<Option<Keeper>>,
     control: Mutex<ControlClient>,
     control_fd: OwnedFd,
-    /// The UDP socket, woken by replies (none over Exanet: waits block for bounded
-    /// intervals and poll).
+    /// The UDP socket, woken by replies (none over Exanet).
     udp_fd: Option<OwnedFd>,
+    /// Over Exanet: the endpoint's interrupt line, which waits sleep on.
+    exanet_wake: Option<PeWake>,
     pmi: Mutex<pmi::Client>,
     heap: Mutex<SymHeap<Vec<Slot>>>,
     contexts: Mutex<u64>,
@@ -450,16 +455,28 @@ impl Node {
     ) -> (Result<R, NodeError>, WaitStats) {
         let mut waiter = Waiter::new(config);
         let deadline = Instant::now() + limit;
-        // Over Exanet no descriptor announces replies: the control socket stands in (poll
-        // accepts a descriptor twice) and the waiter's bounded blocks poll the endpoint.
-        let wake = self.udp_fd.as_ref().unwrap_or(&self.control_fd);
+        // What announces replies: the UDP socket, or the Exanet endpoint's interrupt line
+        // (armed before each block). Without either (a closed line) the control socket
+        // stands in (poll accepts a descriptor twice) and the bounded blocks poll.
+        let line = self.exanet_wake.as_ref().filter(|w| w.usable());
+        let wake = match (&self.udp_fd, line) {
+            (Some(fd), _) => fd.as_fd(),
+            (None, Some(w)) => w.fd.as_fd(),
+            (None, None) => self.control_fd.as_fd(),
+        };
         let mut fds = [
-            PollFd::readable(wake.as_fd()),
+            PollFd::readable(wake),
             PollFd::readable(self.control_fd.as_fd()),
         ];
+        let mut arm = || {
+            if let Some(w) = line {
+                w.arm();
+            }
+        };
+        let arm: &mut dyn FnMut() = &mut arm;
         let mut failure = None;
         let mut idle_steps = 0u32;
-        let got = waiter.wait(what, deadline, &mut fds, || {
+        let got = waiter.wait_armed(what, deadline, &mut fds, arm, || {
             let mut remote = self.pulse.lock();
             let activity = match self.drive(&mut remote) {
                 Ok(a) => a,

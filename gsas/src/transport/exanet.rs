@@ -18,7 +18,8 @@
 //!   with it; data frames are pulled by RDMA whatever their header.
 //! * [`WakeLine`]: the endpoint's interrupt as a pollable descriptor (the emulator's IRQ
 //!   socket or `/dev/uioN`): [`WakeLine::arm`] before sleeping, [`WakeLine::drain`] after.
-//!   The endpoint raises it for mailbox messages, NACKs and RDMA notifications; pulls in
+//!   The service and every PE sleep on their endpoint's line. The endpoint raises it for
+//!   mailbox messages, NACKs and RDMA notifications; pulls in
 //!   progress are not announced, so an owner keeps polling while
 //!   [`ExanetLink::work_pending`] says so.
 //!
