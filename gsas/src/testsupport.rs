@@ -122,6 +122,31 @@ fn runs_natively(kernel: &str, target: &str) -> bool {
         )
 }
 
+/// The variable naming an `exanet-emu` for the end-to-end tests to run *as it is* (see
+/// [`host_exanet_emu`]).
+pub const HOST_EXANET_EMU: &str = "GSAS_TEST_EXANET_EMU";
+
+/// The `exanet-emu` named by [`HOST_EXANET_EMU`], as a `Command` that runs it directly (no
+/// qemu prefix), or `None` when the variable is unset or empty.
+///
+/// Why: the emulator stands in for hardware, and the Exanet issue lets it run natively while
+/// the PEs and daemons under test are aarch64 code under qemu. Emulated, the emulator is the
+/// bottleneck (the 4-PE `rma_types` C program over it took 314-416 s with the emulator under
+/// qemu, 17 s with the host's). `scripts/test-all` sets the variable to the host build for
+/// the aarch64 stage; the emulator's own tests (crate `exanet`) still run it under qemu.
+///
+/// Panics (a test setup error, reported at once) when the variable names no file.
+pub fn host_exanet_emu() -> Option<Command> {
+    let path = std::env::var_os(HOST_EXANET_EMU).filter(|p| !p.is_empty())?;
+    let path = PathBuf::from(path);
+    assert!(
+        path.is_file(),
+        "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet --bin exanet-emu`)",
+        path.display()
+    );
+    Some(Command::new(path))
+}
+
 /// The decision of [`Launch::detect`] for this process, made once.
 pub fn launch() -> &'static Launch {
     static LAUNCH: OnceLock<Launch> = OnceLock::new();

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use exanet::emu::{EmuPaths, EmuStats};
 use gsas::node::{Ctx, HEAP, Node, NodeError, NodeOptions};
-use gsas::testsupport::{launch, run_with_timeout, self_test_argv};
+use gsas::testsupport::{host_exanet_emu, launch, run_with_timeout, self_test_argv};
 use gsas_core::wire::{AtomicOp, AtomicType};
 use multinode_common::{
     ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, oshrun, shipped_config, show,
@@ -114,7 +114,7 @@ impl Emu {
     fn start(tag: &str, eps: usize, extra: &[&str]) -> Emu {
         let root = std::env::temp_dir().join(format!("gsas-exa-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let mut cmd = launch().command(emulator_binary());
+        let mut cmd = host_exanet_emu().unwrap_or_else(|| launch().command(emulator_binary()));
         cmd.arg("--root")
             .arg(&root)
             .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])

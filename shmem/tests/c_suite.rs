@@ -18,10 +18,11 @@
 //!   3 PEs: 2+1, 4 PEs: 2+2, 8 PEs: 4+4), and starts the PEs of both loopback nodes itself;
 //! * over Exanet, four emulated nodes (a representative subset, [`EXANET_PROGRAMS`] as
 //!   [`EXANET_MATRIX`]): an `exanet-emu` process (the one of this target directory, built
-//!   with cargo when missing) emulating a QFDB, four installed `gsas-atomicd` serving its
-//!   endpoints (`transport = "exanet"`, `GSAS_EXANET_EMU`), and the installed
+//!   with cargo when missing, or the host build `GSAS_TEST_EXANET_EMU` names, run
+//!   natively) emulating a QFDB, four installed `gsas-atomicd` serving its endpoints
+//!   (`transport = "exanet"`, `GSAS_EXANET_EMU`), and the installed
 //!   `oshrun --config FILE -n N` (4 PEs: one per node, 8 PEs: two per node; under qemu
-//!   [`EXANET_EMULATED_PROGRAMS`] with 4 PEs only, unless `C_SUITE_MATRIX=full`).
+//!   4 PEs only, [`EXANET_EMULATED_MATRIX`], unless `C_SUITE_MATRIX=full`).
 //!
 //! Every run has a time limit (the launcher's and, above it, this harness's); a failure
 //! shows the case, the exit status and everything the PEs printed. A program passes a case
@@ -63,7 +64,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gsas::service::ControlClient;
-use gsas::testsupport::{Launch, launch, run_with_timeout};
+use gsas::testsupport::{Launch, host_exanet_emu, launch, run_with_timeout};
 
 /// The symbol-table categories whose symbols (and `pshmem_` twins) `libshmem.so` must
 /// export: all 19 (issue 5's and issue 6's collectives and teams).
@@ -188,15 +189,12 @@ const EXANET_MATRIX: &[Case] = &[
     Case::new(8, Transport::Exanet),
 ];
 
-/// Under qemu (every PE, daemon and the emulator emulated): one PE per node, and only
-/// [`EXANET_EMULATED_PROGRAMS`] (`C_SUITE_MATRIX=full` runs everything).
+/// Under qemu (every PE, launcher and daemon emulated): one PE per node
+/// (`C_SUITE_MATRIX=full` adds two per node). The emulator runs natively when
+/// `GSAS_TEST_EXANET_EMU` names a host build, as `scripts/test-all` arranges: emulated
+/// itself it was the bottleneck (rma_types took 314-416 s with an unoptimized emulator
+/// under qemu, 17 s with the host's optimized one; all eight programs at 4 PEs 86 s).
 const EXANET_EMULATED_MATRIX: &[Case] = &[Case::new(4, Transport::Exanet)];
-
-/// The Exanet program under qemu: RMA of every type and size class (bulk transfers pulled
-/// by RDMA included). Each program takes about 5 minutes there (rma_types 314 s, amo 346 s
-/// in CI), because a blocked PE does not drain its endpoint (docs/exanet.md), so the
-/// atomics and collectives run under qemu only with `C_SUITE_MATRIX=full`.
-const EXANET_EMULATED_PROGRAMS: &[&str] = &["rma_types"];
 
 /// The programs run over Exanet: RMA of every type and size class (up to megabytes, far
 /// above the 256-byte wire payload), atomics, signals, point-to-point synchronisation,
@@ -491,8 +489,8 @@ fn emulator_binary() -> PathBuf {
 fn start_emulator(root: &Path, eps: u32) -> Child {
     let s = suite();
     let _ = std::fs::remove_dir_all(root);
-    let mut child = launch()
-        .command(emulator_binary())
+    let mut child = host_exanet_emu()
+        .unwrap_or_else(|| launch().command(emulator_binary()))
         .arg("--root")
         .arg(root)
         .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])
@@ -937,18 +935,17 @@ fn team_split() {
 }
 
 /// [`EXANET_PROGRAMS`] over four emulated Exanet nodes ([`EXANET_MATRIX`]; under qemu
-/// [`EXANET_EMULATED_PROGRAMS`] as [`EXANET_EMULATED_MATRIX`]), one emulator and set of
-/// daemons for all of them.
+/// [`EXANET_EMULATED_MATRIX`]), one emulator and set of daemons for all of them.
 #[test]
 fn exanet_programs() {
     let full = std::env::var("C_SUITE_MATRIX").as_deref() == Ok("full");
-    let (programs, cases) = if suite().emulated && !full {
-        (EXANET_EMULATED_PROGRAMS, EXANET_EMULATED_MATRIX)
+    let cases = if suite().emulated && !full {
+        EXANET_EMULATED_MATRIX
     } else {
-        (EXANET_PROGRAMS, EXANET_MATRIX)
+        EXANET_MATRIX
     };
     let daemons = start_daemons("exanet", Transport::Exanet);
-    for name in programs {
+    for name in EXANET_PROGRAMS {
         let bin = compile(
             &format!("{name}-exanet"),
             &format!("{name}.c"),
