@@ -3,13 +3,11 @@
 //! (`configs/qfdb-emu.toml` with fresh ports and sockets, `GSAS_EXANET_EMU` naming the
 //! emulator), and PEs started by the installed-style `oshrun --config`, two per node.
 //!
-//! * The node tests' `rma` and `amo` scenarios across the nodes: puts and gets from 1 byte
-//!   to 4 MiB (far above the 256-byte Exanet wire payload and the 61440-byte frame), every
-//!   atomic with exact results, barriers; the daemons' counters show the traffic went over
-//!   Exanet and the emulator's that frames crossed its links. (Not the `threads` scenario:
-//!   it expects the later of two unfenced blocking puts to one address to win, an order
-//!   the runtime does not promise, see `gsas::node`; over Exanet a NACKed frame is resent
-//!   after later ones, so under qemu the earlier put sometimes lands last.)
+//! * The node tests' `rma`, `amo` and `threads` scenarios across the nodes: puts and gets
+//!   from 1 byte to 4 MiB (far above the 256-byte Exanet wire payload and the 61440-byte
+//!   frame), every atomic with exact results, barriers, four threads per PE with their own
+//!   contexts; the daemons' counters show the traffic went over Exanet and the emulator's
+//!   that frames crossed its links.
 //! * The same with frames dropped and corrupted on the links and mailbox deliveries NACKed
 //!   while the job runs: nothing is lost.
 //! * A node made unreachable (`unreachable 1 on`): the operation to it fails within the
@@ -238,7 +236,7 @@ fn eight_pes_on_four_emulated_nodes() {
     let emu = Emu::start("eight", 3, &[]);
     let (cf, file) = cluster(&dir, RELAXED_DEADLINE_MS);
     let ds = daemons(&cf, &file, &emu);
-    for scenario in ["rma", "amo"] {
+    for scenario in ["rma", "amo", "threads"] {
         let out = run_with_timeout(
             &mut job(&emu, &file, 8, scenario),
             Duration::from_secs(1800),

@@ -21,8 +21,8 @@
 //!   with cargo when missing, or the host build `GSAS_TEST_EXANET_EMU` names, run
 //!   natively) emulating a QFDB, four installed `gsas-atomicd` serving its endpoints
 //!   (`transport = "exanet"`, `GSAS_EXANET_EMU`), and the installed
-//!   `oshrun --config FILE -n N` (4 PEs: one per node, 8 PEs: two per node; under qemu
-//!   4 PEs only, [`EXANET_EMULATED_MATRIX`], unless `C_SUITE_MATRIX=full`).
+//!   `oshrun --config FILE -n N` (4 PEs: one per node, 8 PEs: two per node; on both
+//!   targets).
 //!
 //! Every run has a time limit (the launcher's and, above it, this harness's); a failure
 //! shows the case, the exit status and everything the PEs printed. A program passes a case
@@ -188,13 +188,6 @@ const EXANET_MATRIX: &[Case] = &[
     Case::new(4, Transport::Exanet),
     Case::new(8, Transport::Exanet),
 ];
-
-/// Under qemu (every PE, launcher and daemon emulated): one PE per node
-/// (`C_SUITE_MATRIX=full` adds two per node). The emulator runs natively when
-/// `GSAS_TEST_EXANET_EMU` names a host build, as `scripts/test-all` arranges: emulated
-/// itself it was the bottleneck (rma_types took 314-416 s with an unoptimized emulator
-/// under qemu, 17 s with the host's optimized one; all eight programs at 4 PEs 86 s).
-const EXANET_EMULATED_MATRIX: &[Case] = &[Case::new(4, Transport::Exanet)];
 
 /// The programs run over Exanet: RMA of every type and size class (up to megabytes, far
 /// above the 256-byte wire payload), atomics, signals, point-to-point synchronisation,
@@ -934,16 +927,12 @@ fn team_split() {
     coll_program("team_split");
 }
 
-/// [`EXANET_PROGRAMS`] over four emulated Exanet nodes ([`EXANET_MATRIX`]; under qemu
-/// [`EXANET_EMULATED_MATRIX`]), one emulator and set of daemons for all of them.
+/// [`EXANET_PROGRAMS`] over four emulated Exanet nodes ([`EXANET_MATRIX`], on both targets:
+/// under qemu the emulator runs natively when `GSAS_TEST_EXANET_EMU` names the host's
+/// build, as `scripts/test-all` arranges; emulated itself it was the bottleneck, rma_types
+/// at 4 PEs took 314-416 s against 17 s), one emulator and set of daemons for all of them.
 #[test]
 fn exanet_programs() {
-    let full = std::env::var("C_SUITE_MATRIX").as_deref() == Ok("full");
-    let cases = if suite().emulated && !full {
-        EXANET_EMULATED_MATRIX
-    } else {
-        EXANET_MATRIX
-    };
     let daemons = start_daemons("exanet", Transport::Exanet);
     for name in EXANET_PROGRAMS {
         let bin = compile(
@@ -952,7 +941,7 @@ fn exanet_programs() {
             Lang::C,
             &[],
         );
-        for &case in cases {
+        for &case in EXANET_MATRIX {
             let run = run_case(&bin, &[], &[], case, Some(&daemons));
             check_run(name, name, case, &run, Expect::Success);
         }

@@ -434,7 +434,10 @@ fn contexts(node: &Node) {
     node.free(region).unwrap();
 }
 
-/// Four threads, each with its own context, hammer every PE with atomics and puts.
+/// Four threads, each with its own context, hammer every PE with atomics and puts. Each
+/// round ends with a fence: two blocking puts to one address land in either order
+/// otherwise (OpenSHMEM promises the order only across a fence or quiet), and the check
+/// below wants the last round's value.
 fn threads(node: &Node) {
     let (me, n) = (node.rank(), node.size());
     const THREADS: u64 = 4;
@@ -467,6 +470,8 @@ fn threads(node: &Node) {
                     }
                     if round % 10 == 0 {
                         node.quiet(ctx).unwrap();
+                    } else {
+                        node.fence(ctx).unwrap();
                     }
                 }
                 node.ctx_destroy(ctx).unwrap();
