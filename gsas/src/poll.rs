@@ -350,7 +350,8 @@ impl Waiter {
     /// [`Waiter::wait`] for descriptors that signal only once armed (an Exanet endpoint's
     /// interrupt line, which fires once per enable): before each block `arm` is called and
     /// then `step` once more (the re-check), so that an event that came before the arming
-    /// is found by the step and one that comes after it makes a descriptor ready.
+    /// is found by the step and one that comes after it makes a descriptor ready. With
+    /// `arm` `None` it is [`Waiter::wait`].
     ///
     /// Errors: as [`Waiter::wait`].
     pub fn wait_armed<T, D, F>(
@@ -358,14 +359,14 @@ impl Waiter {
         what: D,
         deadline: Instant,
         fds: &mut [PollFd<'_>],
-        arm: &mut dyn FnMut(),
+        arm: Option<&mut dyn FnMut()>,
         step: F,
     ) -> Result<T, WaitError>
     where
         D: fmt::Display,
         F: FnMut() -> Progress<T>,
     {
-        self.run(what, deadline, fds, None, Some(arm), step)
+        self.run(what, deadline, fds, None, arm, step)
     }
 
     /// The loop behind [`Waiter::wait`], [`Waiter::wait_bell`] and [`Waiter::wait_armed`].
@@ -768,7 +769,7 @@ mod tests {
             "the reply",
             Instant::now() + Duration::from_secs(120),
             &mut fds,
-            &mut || arms.set(arms.get() + 1),
+            Some(&mut || arms.set(arms.get() + 1)),
             || {
                 looks += 1;
                 if arms.get() > 0 {
@@ -808,7 +809,7 @@ mod tests {
                 "two events",
                 Instant::now() + Duration::from_secs(120),
                 &mut fds,
-                &mut || arms += 1,
+                Some(&mut || arms += 1),
                 || {
                     // What the step sees: the event's effect (here, the byte).
                     let mut b = [0u8; 8];

@@ -468,12 +468,15 @@ impl Node {
             PollFd::readable(wake),
             PollFd::readable(self.control_fd.as_fd()),
         ];
-        let mut arm = || {
+        let mut arm_line = || {
             if let Some(w) = line {
                 w.arm();
             }
         };
-        let arm: &mut dyn FnMut() = &mut arm;
+        let arm: Option<&mut dyn FnMut()> = match line {
+            Some(_) => Some(&mut arm_line),
+            None => None,
+        };
         let mut failure = None;
         let mut idle_steps = 0u32;
         let got = waiter.wait_armed(what, deadline, &mut fds, arm, || {
