@@ -123,28 +123,77 @@ fn runs_natively(kernel: &str, target: &str) -> bool {
 }
 
 /// The variable naming an `exanet-emu` for the end-to-end tests to run *as it is* (see
-/// [`host_exanet_emu`]).
+/// [`exanet_emu_command`]).
 pub const HOST_EXANET_EMU: &str = "GSAS_TEST_EXANET_EMU";
 
-/// The `exanet-emu` named by [`HOST_EXANET_EMU`], as a `Command` that runs it directly (no
-/// qemu prefix), or `None` when the variable is unset or empty.
+/// A `Command` that starts `exanet-emu`, for the end-to-end Exanet tests: the build named by
+/// [`HOST_EXANET_EMU`], run as it is (natively), when that variable is set; otherwise the
+/// `exanet-emu` of the running test's target directory and profile, built with cargo when
+/// missing, started through [`launch`] (so under qemu when the tests run there).
 ///
-/// Why: the emulator stands in for hardware, and the Exanet issue lets it run natively while
-/// the PEs and daemons under test are aarch64 code under qemu. Emulated, the emulator is the
-/// bottleneck (the 4-PE `rma_types` C program over it took 314-416 s with the emulator under
-/// qemu, 17 s with the host's). `scripts/test-all` sets the variable to the host build for
-/// the aarch64 stage; the emulator's own tests (crate `exanet`) still run it under qemu.
+/// Why the variable: the emulator stands in for hardware, and the Exanet issue lets it run
+/// natively while the PEs and daemons under test are aarch64 code under qemu. Emulated, the
+/// emulator is the bottleneck (the 4-PE `rma_types` C program over it took 314-416 s with
+/// the emulator under qemu, 17 s with the host's). `scripts/test-all` sets the variable to
+/// the host build for the aarch64 stage; the emulator's own tests (crate `exanet`) still run
+/// it under qemu.
 ///
-/// Panics (a test setup error, reported at once) when the variable names no file.
-pub fn host_exanet_emu() -> Option<Command> {
-    let path = std::env::var_os(HOST_EXANET_EMU).filter(|p| !p.is_empty())?;
-    let path = PathBuf::from(path);
+/// Panics (a test setup error, reported at once) when the variable names no file, or when
+/// building the emulator fails (with cargo's output).
+pub fn exanet_emu_command() -> Command {
+    if let Some(path) = std::env::var_os(HOST_EXANET_EMU).filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet --bin exanet-emu`)",
+            path.display()
+        );
+        return Command::new(path);
+    }
+    launch().command(target_exanet_emu())
+}
+
+/// The `exanet-emu` beside the running test binary (`<target>[/<triple>]/<profile>/deps/
+/// <test>`), built with cargo for the same target and profile when missing.
+fn target_exanet_emu() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("test executable in <profile>/deps");
+    let bin = profile_dir.join("exanet-emu");
+    if bin.exists() {
+        return bin;
+    }
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let above = profile_dir.parent().expect("target directory");
+    let cross = above.file_name() == Some(OsStr::new(&triple));
+    let target_dir = if cross {
+        above.parent().expect("target directory")
+    } else {
+        above
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-q", "-p", "exanet", "--bin", "exanet-emu"])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir);
+    if cross {
+        cmd.args(["--target", &triple]);
+    }
+    if profile_dir.file_name() == Some(OsStr::new("release")) {
+        cmd.arg("--release");
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(1800)).expect("running cargo");
     assert!(
-        path.is_file(),
-        "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet --bin exanet-emu`)",
-        path.display()
+        out.status.success() && bin.exists(),
+        "building exanet-emu failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
-    Some(Command::new(path))
+    bin
 }
 
 /// The decision of [`Launch::detect`] for this process, made once.

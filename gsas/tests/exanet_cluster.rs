@@ -14,9 +14,10 @@
 //!   deadline with an error naming the node and its endpoint, and the `oshrun` job ends
 //!   non-zero with that message.
 //!
-//! The emulator binary is the `exanet-emu` of the same target directory (built with
-//! `cargo build -p exanet --bin exanet-emu` when missing); under qemu-user it runs under
-//! qemu too. Deadlines are generous: these tests must pass on a loaded 2-core host. The
+//! The emulator is started by `gsas::testsupport::exanet_emu_command`: the host build named
+//! by `GSAS_TEST_EXANET_EMU`, natively (what `scripts/test-all` arranges under qemu), else
+//! the `exanet-emu` of the same target directory (built when missing, under qemu-user when
+//! the tests run there). Deadlines are generous: these tests must pass on a loaded 2-core host. The
 //! three cluster tests take turns ([`one_cluster_at_a_time`]): each starts an emulator,
 //! four daemons and up to eight PEs, and under qemu two such clusters at once on 2 cores
 //! made requests miss the 60 s deadline.
@@ -24,7 +25,6 @@
 mod multinode_common;
 mod node_common;
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -33,10 +33,10 @@ use std::time::{Duration, Instant};
 
 use exanet::emu::{EmuPaths, EmuStats};
 use gsas::node::{Ctx, HEAP, Node, NodeError, NodeOptions};
-use gsas::testsupport::{host_exanet_emu, launch, run_with_timeout, self_test_argv};
+use gsas::testsupport::{exanet_emu_command, launch, run_with_timeout, self_test_argv};
 use gsas_core::wire::{AtomicOp, AtomicType};
 use multinode_common::{
-    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, oshrun, shipped_config, show,
+    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, oshrun, shipped_config,
 };
 
 /// Whether the tests run under qemu-user.
@@ -61,47 +61,6 @@ fn child_pe() {
     }
 }
 
-/// The `exanet-emu` binary of this target directory, built when missing.
-fn emulator_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // <target>[/<triple>]/<profile>/deps/<test>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable in <profile>/deps");
-    let bin = profile_dir.join("exanet-emu");
-    if bin.exists() {
-        return bin;
-    }
-    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    let above = profile_dir.parent().expect("target directory");
-    let (target_dir, cross) = if above.file_name() == Some(OsStr::new(&triple)) {
-        (above.parent().expect("target directory"), true)
-    } else {
-        (above, false)
-    };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "exanet", "--bin", "exanet-emu"])
-        .arg("--manifest-path")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir);
-    if cross {
-        cmd.args(["--target", &triple]);
-    }
-    if profile_dir.file_name() == Some(OsStr::new("release")) {
-        cmd.arg("--release");
-    }
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(1200)).expect("running cargo");
-    assert!(
-        out.status.success() && bin.exists(),
-        "building exanet-emu failed: {}",
-        show(&out)
-    );
-    bin
-}
-
 /// A running `exanet-emu` with its own root; SIGTERM and cleanup on drop.
 struct Emu {
     paths: EmuPaths,
@@ -112,7 +71,7 @@ impl Emu {
     fn start(tag: &str, eps: usize, extra: &[&str]) -> Emu {
         let root = std::env::temp_dir().join(format!("gsas-exa-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let mut cmd = host_exanet_emu().unwrap_or_else(|| launch().command(emulator_binary()));
+        let mut cmd = exanet_emu_command();
         cmd.arg("--root")
             .arg(&root)
             .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])

@@ -64,7 +64,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gsas::service::ControlClient;
-use gsas::testsupport::{Launch, host_exanet_emu, launch, run_with_timeout};
+use gsas::testsupport::{Launch, exanet_emu_command, launch, run_with_timeout};
 
 /// The symbol-table categories whose symbols (and `pshmem_` twins) `libshmem.so` must
 /// export: all 19 (issue 5's and issue 6's collectives and teams).
@@ -448,42 +448,12 @@ fn free_port() -> u16 {
     s.local_addr().expect("local address").port()
 }
 
-/// The `exanet-emu` binary of this target directory, built with cargo when missing.
-fn emulator_binary() -> PathBuf {
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let above = tmp.parent().expect("CARGO_TARGET_TMPDIR has a parent");
-    let bin = above.join("debug").join("exanet-emu");
-    if bin.exists() {
-        return bin;
-    }
-    let s = suite();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "exanet", "--bin", "exanet-emu"])
-        .arg("--manifest-path")
-        .arg(s.root.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir());
-    if above.file_name().is_some_and(|n| n == triple()) {
-        cmd.args(["--target", triple()]);
-    }
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(1800))
-        .unwrap_or_else(|e| panic!("building exanet-emu: {e}"));
-    assert!(
-        out.status.success() && bin.exists(),
-        "building exanet-emu failed:\n{}",
-        joined(&out)
-    );
-    bin
-}
-
 /// Starts `exanet-emu` (four nodes, `eps` endpoints each) under `root` and waits until it
 /// is ready.
 fn start_emulator(root: &Path, eps: u32) -> Child {
     let s = suite();
     let _ = std::fs::remove_dir_all(root);
-    let mut child = host_exanet_emu()
-        .unwrap_or_else(|| launch().command(emulator_binary()))
+    let mut child = exanet_emu_command()
         .arg("--root")
         .arg(root)
         .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])
