@@ -1019,13 +1019,15 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
             if s.busy && !s.overdue && now.saturating_duration_since(s.since) > timeout {
                 self.tx[slot].overdue = true;
                 self.stats.overdue += 1;
+                // Under FailurePolicy::Lose (a reliability layer above) the packet counts
+                // as lost and `reclaim` frees the slot: the stamps make a late pull safe and
+                // the layer resends what was not acknowledged. Typically the receiver is
+                // gone, a process that ended with a resent reply in its mailbox; holding the
+                // slot until that endpoint is opened again would let departed peers use up
+                // every slot. Under FailurePolicy::Report the slot stays held: the
+                // descriptor was acknowledged, so the receiver may only be slow, and the
+                // caller has no layer to repair a loss.
                 if self.cfg.on_failure == FailurePolicy::Lose {
-                    // Under a reliability layer the packet counts as lost and its slot is
-                    // reused (the stamps make a late pull safe; the layer resends what
-                    // was not acknowledged). Typically the receiver is gone: a process
-                    // that ended with a resent reply still in its mailbox. Holding the
-                    // slot until that endpoint is opened again would let departed peers
-                    // use up every slot.
                     log::debug!(
                         "exanet: {} did not release a bulk packet within {timeout:?}: presumed lost, slot {slot} reused",
                         s.peer
@@ -1042,10 +1044,6 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
                     attempts: 1,
                     tag: 0,
                 });
-                // With FailurePolicy::Report not reclaimed: the descriptor was
-                // acknowledged, so the receiver has it and may only be slow; a pull will
-                // come (or the peer is dead). Reclaiming would turn a receiver slower than
-                // the timeout into a loss the caller has no layer to repair.
                 self.reclaim(slot);
             }
         }

@@ -459,6 +459,14 @@ impl WakeLine {
             if n == 0 {
                 log::warn!("Exanet interrupt line closed by the other side; polling instead");
                 self.closed = true;
+            } else {
+                // A reset connection (the other side closed with our enable unread) stays
+                // readable like an end of file: closed too, or its owner would spin.
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
+                    log::warn!("Exanet interrupt line failed ({e}); polling instead");
+                    self.closed = true;
+                }
             }
             return any;
         }
