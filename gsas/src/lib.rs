@@ -58,3 +58,4 @@ pub mod service;
 pub mod shm;
 pub mod testsupport;
 pub mod transport;
+pub mod watched;

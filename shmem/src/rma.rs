@@ -31,6 +31,7 @@ use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use gsas::watched::{self, load_once, store_once};
 use gsas_core::wire::{AtomicOp, AtomicType};
 
 use crate::ctx::{self, CtxRef};
@@ -105,7 +106,7 @@ unsafe fn put_as<const NBI: bool>(
             // SAFETY: `p .. p + n` lies in the heap mapping of a same-node PE (checked by
             // `heap_direct`, which also bounds `n`), `src` is readable by the caller's
             // contract; overlap (the target is this PE) is tolerated.
-            unsafe { copy_small(src, p, n) };
+            unsafe { store_once(src, p, n) };
             return;
         }
     }
@@ -161,7 +162,7 @@ unsafe fn put_general_body(
     if let Some(p) = st.direct_ptr(target, sym) {
         // SAFETY: `p .. p + n` lies in the mapping of the target's segment (same length as
         // this PE's, in which `translate` placed the range).
-        unsafe { std::ptr::copy(src, p, n) };
+        unsafe { store_once(src, p, n) };
         return;
     }
     // SAFETY: `src` is readable for `n` bytes by the caller's contract.
@@ -217,7 +218,7 @@ unsafe fn get_as<const NBI: bool>(
         if let Some(p) = HOT.heap_direct(src as usize, n, pe) {
             // SAFETY: `p .. p + n` lies in a same-node heap mapping (`n <= SMALL`); `dest` is
             // writable by the caller's contract.
-            unsafe { copy_small(p, dest, n) };
+            unsafe { load_once(p, dest, n) };
             return;
         }
     }
@@ -269,7 +270,7 @@ unsafe fn get_general_body(
     let sym = st.translate(src, n, call);
     if let Some(p) = st.direct_ptr(target, sym) {
         // SAFETY: `p .. p + n` lies in the target's mapped segment; `dest` is writable.
-        unsafe { std::ptr::copy(p, dest, n) };
+        unsafe { load_once(p, dest, n) };
         return;
     }
     let res = if nbi {
@@ -378,34 +379,6 @@ unsafe extern "C" fn g_general<T: Copy>(src: *const T, pe: c_int, ctx: CtxRef, c
     }
 }
 
-/// Copies `n <= SMALL` bytes with at most four loads and stores, all loads first (so
-/// overlapping ranges behave as `memmove`).
-///
-/// # Safety
-///
-/// Both ranges valid for `n` bytes.
-#[inline(always)]
-unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
-    use std::ptr::{read_unaligned as rd, write_unaligned as wr};
-    // SAFETY: every access lies in `0..n` of its range.
-    unsafe {
-        if n >= 8 {
-            let (a, b) = (rd(src.cast::<u64>()), rd(src.add(n - 8).cast::<u64>()));
-            wr(dst.cast::<u64>(), a);
-            wr(dst.add(n - 8).cast::<u64>(), b);
-        } else if n >= 4 {
-            let (a, b) = (rd(src.cast::<u32>()), rd(src.add(n - 4).cast::<u32>()));
-            wr(dst.cast::<u32>(), a);
-            wr(dst.add(n - 4).cast::<u32>(), b);
-        } else if n > 0 {
-            let (a, b, c) = (*src, *src.add(n / 2), *src.add(n - 1));
-            *dst = a;
-            *dst.add(n / 2) = b;
-            *dst.add(n - 1) = c;
-        }
-    }
-}
-
 /// The byte extent of `nelems` elements of `elem` bytes with stride `stride` elements.
 fn extent(nelems: usize, stride: usize, elem: usize, call: &str) -> usize {
     (nelems - 1)
@@ -427,13 +400,14 @@ fn stride(s: isize, which: &str, call: &str) -> usize {
     s as usize
 }
 
-/// Copies `n` elements of `E` bytes with byte strides.
+/// Copies `n` elements of `E` bytes with byte strides, each element by one access on the
+/// watched side (`dst` when `INTO_WATCHED`, else `src`) when it is aligned.
 ///
 /// # Safety
 ///
 /// Both strided ranges valid for their accesses.
 #[inline(always)]
-unsafe fn strided_fixed<const E: usize>(
+unsafe fn strided_fixed<const E: usize, const INTO_WATCHED: bool>(
     src: *const u8,
     sst: usize,
     dst: *mut u8,
@@ -443,19 +417,24 @@ unsafe fn strided_fixed<const E: usize>(
     for i in 0..n {
         // SAFETY: the caller guarantees every element of both strided ranges is valid.
         unsafe {
-            let v = std::ptr::read_unaligned(src.add(i * sst).cast::<[u8; E]>());
-            std::ptr::write_unaligned(dst.add(i * dstr).cast::<[u8; E]>(), v);
+            let (s, d) = (src.add(i * sst), dst.add(i * dstr));
+            if INTO_WATCHED {
+                watched::store_elem::<E>(s, d)
+            } else {
+                watched::load_elem::<E>(s, d)
+            }
         }
     }
 }
 
 /// Copies `n` elements of `elem` bytes from `src` (stride `sst` bytes) to `dst` (stride
-/// `dstr` bytes).
+/// `dstr` bytes); the watched side (a same-node PE's segment) is `dst` when
+/// `INTO_WATCHED`, else `src` (see `gsas::watched`).
 ///
 /// # Safety
 ///
 /// Both strided ranges valid for their accesses.
-unsafe fn strided_copy(
+unsafe fn strided_copy<const INTO_WATCHED: bool>(
     src: *const u8,
     sst: usize,
     dst: *mut u8,
@@ -466,14 +445,18 @@ unsafe fn strided_copy(
     // SAFETY: forwarded to the element copies.
     unsafe {
         match elem {
-            1 => strided_fixed::<1>(src, sst, dst, dstr, n),
-            2 => strided_fixed::<2>(src, sst, dst, dstr, n),
-            4 => strided_fixed::<4>(src, sst, dst, dstr, n),
-            8 => strided_fixed::<8>(src, sst, dst, dstr, n),
-            16 => strided_fixed::<16>(src, sst, dst, dstr, n),
+            1 => strided_fixed::<1, INTO_WATCHED>(src, sst, dst, dstr, n),
+            2 => strided_fixed::<2, INTO_WATCHED>(src, sst, dst, dstr, n),
+            4 => strided_fixed::<4, INTO_WATCHED>(src, sst, dst, dstr, n),
+            8 => strided_fixed::<8, INTO_WATCHED>(src, sst, dst, dstr, n),
             _ => {
                 for i in 0..n {
-                    std::ptr::copy(src.add(i * sst), dst.add(i * dstr), elem);
+                    let (s, d) = (src.add(i * sst), dst.add(i * dstr));
+                    if INTO_WATCHED {
+                        store_once(s, d, elem)
+                    } else {
+                        load_once(s, d, elem)
+                    }
                 }
             }
         }
@@ -513,14 +496,14 @@ pub unsafe fn iput(
     if let Some(p) = st.direct_ptr(target, sym) {
         // SAFETY: the destination extent lies in the target's mapping; the source elements
         // are readable by the caller's contract.
-        unsafe { strided_copy(src, sst * elem, p, dst * elem, elem, nelems) };
+        unsafe { strided_copy::<true>(src, sst * elem, p, dst * elem, elem, nelems) };
         return;
     }
     let res = if dst == 1 {
         // Contiguous at the target: gather locally, send once.
         let mut buf = vec![0u8; nelems * elem];
         // SAFETY: `buf` holds `nelems * elem` bytes; the source elements are readable.
-        unsafe { strided_copy(src, sst * elem, buf.as_mut_ptr(), elem, elem, nelems) };
+        unsafe { strided_copy::<false>(src, sst * elem, buf.as_mut_ptr(), elem, elem, nelems) };
         st.node.put(r.node_ctx, target, sym.seg, sym.off, &buf)
     } else {
         // One request per element, sharing frames (the node client copies what it cannot
@@ -573,7 +556,7 @@ pub unsafe fn iget(
     if let Some(p) = st.direct_ptr(target, sym) {
         // SAFETY: the source extent lies in the target's mapping; the destination elements
         // are writable by the caller's contract.
-        unsafe { strided_copy(p, sst * elem, dest, dst * elem, elem, nelems) };
+        unsafe { strided_copy::<false>(p, sst * elem, dest, dst * elem, elem, nelems) };
         return;
     }
     let payload = nelems * elem;
@@ -584,7 +567,9 @@ pub unsafe fn iget(
             .get(r.node_ctx, target, sym.seg, sym.off, &mut buf)
             .map(|()| {
                 // SAFETY: `buf` covers the extent; the destination elements are writable.
-                unsafe { strided_copy(buf.as_ptr(), sst * elem, dest, dst * elem, elem, nelems) }
+                unsafe {
+                    strided_copy::<true>(buf.as_ptr(), sst * elem, dest, dst * elem, elem, nelems)
+                }
             })
     } else {
         (0..nelems).try_for_each(|i| {
@@ -643,7 +628,7 @@ pub unsafe fn put_signal(
         let sym = st.translate(dest, n, call);
         if let Some(p) = st.direct_ptr(target, sym) {
             // SAFETY: as in `put_general`.
-            unsafe { std::ptr::copy(src, p, n) };
+            unsafe { store_once(src, p, n) };
         } else {
             // SAFETY: `src` is readable for `n` bytes by the caller's contract.
             let data = unsafe { std::slice::from_raw_parts(src, n) };

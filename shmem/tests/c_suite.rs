@@ -930,6 +930,59 @@ fn exanet_programs() {
     }
 }
 
+/// The concurrent-observer family (`observer.c`, issue 13): every put flavour (p to the
+/// heap, to a static and through a created context; typed puts of one and five elements;
+/// putmem of 1..=64 bytes, into a static array and of 4 KiB; iput; put_nbi + quiet;
+/// put-with-signal; AMO set and swap; broadcast and collect into a flag array) checked by a
+/// target that reads the exact sequence number and clears, at 2 and 4 PEs on every path:
+/// same node direct, same node through the atomic service (`GSAS_DIRECT=0`), two UDP
+/// nodes on loopback (the pairs cross the nodes), four emulated Exanet nodes.
+///
+/// Rounds per flavour ([`OBSERVER_ROUNDS`]): 10,000 on the direct path; on the paths where
+/// every put crosses a service (150-2,000 us a round here) fewer, to keep the test command
+/// in its budget (about 3 minutes of job time natively on a busy 2-core machine); a
+/// twentieth under qemu, where it checks the aarch64 copy code rather than races.
+/// `OBSERVER_ROUNDS=1000000` in the environment makes every case the soak.
+#[test]
+fn observer() {
+    let bin = compile("observer", "observer.c", Lang::C, &[]);
+    let emulated = matches!(launch(), Launch::Emulated { .. });
+    let rounds = |path: usize| OBSERVER_ROUNDS[path] / if emulated { 20 } else { 1 };
+    let check =
+        |label: &str, case: Case, path: usize, env: &[(&str, &str)], d: Option<&Daemons>| {
+            let rounds = rounds(path).to_string();
+            let run = run_case(&bin, &[&rounds], env, case, d);
+            check_run(label, "observer", case, &run, Expect::Success);
+        };
+    for pes in [2, 4] {
+        check("observer", Case::new(pes, Transport::Shm), 0, &[], None);
+        let service = [("GSAS_DIRECT", "0")];
+        check(
+            "observer GSAS_DIRECT=0",
+            Case::new(pes, Transport::Shm),
+            1,
+            &service,
+            None,
+        );
+    }
+    for (transport, path) in [(Transport::Udp, 2), (Transport::Exanet, 3)] {
+        let daemons = start_daemons("observer", transport);
+        for pes in [2, 4] {
+            check(
+                "observer",
+                Case::new(pes, transport),
+                path,
+                &[],
+                Some(&daemons),
+            );
+        }
+    }
+}
+
+/// Rounds per flavour of [`observer`] on each path: same node direct, same node through the
+/// service, two UDP nodes, four emulated Exanet nodes.
+const OBSERVER_ROUNDS: [u32; 4] = [10_000, 2_000, 2_000, 500];
+
 #[test]
 fn cxx_program() {
     let bin = compile("cxx_program", "cxx_program.cpp", Lang::Cxx, &[]);

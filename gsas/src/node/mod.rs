@@ -117,6 +117,7 @@ use crate::poll::{PollFd, Progress, WaitConfig, WaitStats, Waiter, monotonic_ns}
 use crate::service::{ControlClient, ServiceThread};
 use crate::shm::Segment;
 use crate::transport::net::NetAddr;
+use crate::watched;
 
 pub use error::NodeError;
 
@@ -793,7 +794,7 @@ impl Node {
             // SAFETY: `p .. p + len` lies inside a live shared mapping (checked by
             // direct_ptr); `data` is a valid slice and cannot overlap a mapping of another
             // PE's segment (or is the same bytes if the program copies within its own).
-            unsafe { std::ptr::copy(data.as_ptr(), p, data.len()) };
+            unsafe { watched::store_once(data.as_ptr(), p, data.len()) };
             return Ok(());
         }
         let ctx = self.ctx_index(ctx)?;
@@ -890,7 +891,7 @@ impl Node {
         if let Some(p) = self.direct_ptr(pe, seg, offset, dest.len())? {
             // SAFETY: `p .. p + len` lies inside a live shared mapping; `dest` is a valid,
             // exclusively borrowed slice.
-            unsafe { std::ptr::copy(p, dest.as_mut_ptr(), dest.len()) };
+            unsafe { watched::load_once(p, dest.as_mut_ptr(), dest.len()) };
             return Ok(());
         }
         // SAFETY: `dest` stays borrowed (and valid) until this call returns, which waits
@@ -930,7 +931,7 @@ impl Node {
         if let Some(p) = self.direct_ptr(pe, seg, offset, len)? {
             // SAFETY: `p .. p + len` lies inside a live mapping; the caller guarantees
             // `dest` is valid for `len` bytes.
-            unsafe { std::ptr::copy(p, dest, len) };
+            unsafe { watched::load_once(p, dest, len) };
             return Ok(());
         }
         // SAFETY: forwarded from the caller's contract.
@@ -1137,7 +1138,7 @@ impl Node {
             let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
             if let Some(d) = dest {
                 // SAFETY: the caller guarantees `d` is valid for `width` bytes.
-                unsafe { std::ptr::copy_nonoverlapping(old.to_le_bytes().as_ptr(), d, width) };
+                unsafe { watched::store_once(old.to_le_bytes().as_ptr(), d, width) };
             }
             return Ok(());
         }

@@ -217,7 +217,7 @@ pub(crate) fn on_completion(book: &mut Book, c: Completion<'_>) {
                 // caller waits; nbi: the caller's contract until quiet). The engine checked
                 // that `offset + data.len()` lies within the operation's length.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(
+                    crate::watched::store_once(
                         data.as_ptr(),
                         (dest as *mut u8).add(offset as usize),
                         data.len(),
@@ -241,7 +241,7 @@ pub(crate) fn on_completion(book: &mut Book, c: Completion<'_>) {
                 // SAFETY: `d` points at `width` (4 or 8) writable bytes the caller of
                 // `atomic_fetch_nbi` keeps valid until quiet.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(v.to_le_bytes().as_ptr(), *d as *mut u8, *width);
+                    crate::watched::store_once(v.to_le_bytes().as_ptr(), *d as *mut u8, *width);
                 }
             }
             r.result = Some(result);

@@ -7,9 +7,10 @@
 //! that the range lies inside one of its mappings (a cheap binary search) so that it stays
 //! sound whatever it is called with.
 //!
-//! * Reads and writes are `copy_nonoverlapping`; a write is preceded by a release fence and
-//!   a read followed by an acquire fence, so a put followed by a flag write reaches a local
-//!   reader in that order.
+//! * Reads and writes are [`load_once`] and [`store_once`] (every byte once, aligned
+//!   elements by one access: PEs watch this memory); a write is preceded by a release fence
+//!   and a read followed by an acquire fence, so a put followed by a flag write reaches a
+//!   local reader in that order.
 //! * Atomics are CPU atomics of the requested width: `AtomicU32::from_ptr` for 32-bit
 //!   operations, `AtomicU64::from_ptr` for 64-bit ones (compare-and-swap, swap, fetch-add,
 //!   and/or/xor as the single instructions or LL/SC loops of the CPU). Read-modify-writes
@@ -57,6 +58,7 @@ use gsas_core::service::{AmoKind, Memory, Segment as ServiceSegment};
 
 use super::{Segment, ShmError};
 use crate::bell::BellRef;
+use crate::watched::{load_once, store_once};
 
 /// A mapping and the bell of the PE it belongs to.
 #[derive(Debug)]
@@ -192,7 +194,7 @@ impl Memory for ShmMemory {
         // the read lock keeps it mapped); `out` is a private Rust buffer, so the ranges do
         // not overlap. Concurrent writers are other processes or threads using raw copies
         // and atomics on shared memory, never Rust references.
-        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+        unsafe { load_once(src, out.as_mut_ptr(), out.len()) };
         fence(Ordering::Acquire);
     }
 
@@ -203,7 +205,7 @@ impl Memory for ShmMemory {
         fence(Ordering::Release);
         // SAFETY: as in `read`, with the mapping writable (all segments are mapped
         // read-write) and `data` a private Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        unsafe { store_once(data.as_ptr(), dst, data.len()) };
         region.ring();
     }
 

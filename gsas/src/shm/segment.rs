@@ -313,7 +313,7 @@ impl Segment {
         // SAFETY: `offset + out.len() <= self.len` was checked, so the source lies in our
         // live mapping; `out` is a distinct Rust buffer, so the ranges do not overlap.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.as_ptr().add(offset), out.as_mut_ptr(), out.len())
+            crate::watched::load_once(self.as_ptr().add(offset), out.as_mut_ptr(), out.len())
         };
         Ok(())
     }
@@ -325,9 +325,7 @@ impl Segment {
         self.check(offset, data.len())?;
         // SAFETY: the destination lies in our live, writable mapping (checked above) and
         // `data` is a distinct Rust buffer.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(offset), data.len())
-        };
+        unsafe { crate::watched::store_once(data.as_ptr(), self.as_ptr().add(offset), data.len()) };
         Ok(())
     }
 

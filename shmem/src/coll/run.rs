@@ -361,8 +361,8 @@ impl<'a> Run<'a> {
         }
         let d = self.peer(m, dest, off);
         // SAFETY: `d` maps `len` bytes of the member's copy of the object (the caller keeps
-        // the range inside it); `copy` tolerates `src == d` (an in-place collective).
-        unsafe { std::ptr::copy(src, d, len) };
+        // the range inside it); `store_once` tolerates `src == d` (an in-place collective).
+        unsafe { gsas::watched::store_once(src, d, len) };
     }
 
     /// Puts `len` bytes from local `src` to `dest + off` of member `m` (another cell);

@@ -1,0 +1,385 @@
+/*
+ * observer.c - the concurrent-observer test: every put lands exactly once.
+ *
+ * The target of a put waits for the value, reads it, checks the exact sequence number of
+ * the round and clears the location, then answers; a put path that writes a byte twice (a
+ * memcpy that stores overlapping chunks, a copy repeated by a retransmission) brings an old
+ * value back after the clear, and the next round sees a byte that is neither zero nor the
+ * new value.  Every byte of every message depends on the round, so a stale byte anywhere is
+ * caught; a word-sized message carries the round in both halves.
+ *
+ * Pairs: PE p talks to PE p ^ (npes / 2) (npes a power of two), so that with the launcher's
+ * contiguous blocks per node the pairs cross nodes whenever the job spans two.  In round k
+ * the lower PE of a pair sends message k, the upper one waits, checks, clears and echoes
+ * it, and the lower one waits, checks and clears the echo.  The collective modes use every
+ * PE.
+ *
+ *   observer [ROUNDS [MODE...]]    ROUNDS default 10000 (OBSERVER_ROUNDS overrides);
+ *                                  MODE default: all of them, in the order of MODES below.
+ *
+ * Modes: p (shmem_long_p to the heap), p_static (to a static variable: the data segment),
+ * p_ctx (through a created context), put1 (shmem_long_put of 1 element), putn (shmem_int_put
+ * of 5), putmem (shmem_putmem of 1..64 bytes, the size cycling with the round), putmem_static
+ * (8/16/32/64 bytes into a static array), putmem_4k (4 KiB), iput (shmem_long_iput, stride 2),
+ * put_nbi (shmem_long_put_nbi of 3 + shmem_quiet), put_signal (shmem_putmem_signal, 1..64
+ * bytes, signal SET to the round), amo_set, amo_swap (the swap must fetch 0: the target
+ * cleared it), bcast (shmem_long_broadcast of 4 elements, root rotating), collect
+ * (shmem_long_fcollect and shmem_long_collect into a flag array).
+ *
+ * Each wait has a deadline of 60 s; a failure names the mode, the round,
+ * the byte and what it held.
+ */
+#define CTEST_NAME "observer"
+#include "ctest.h"
+
+#include <sched.h>
+
+enum { MAXMSG = 4096, NELEM_BCAST = 4, NELEM_COLLECT = 2 };
+
+static int me, npes, peer, lower;
+static long rounds;
+static const char *mode;
+
+static long *word;                 /* heap: the long of the word modes */
+static long static_word;           /* data segment */
+static unsigned char static_buf[64] __attribute__((aligned(8)));
+static unsigned char *msg;         /* heap: MAXMSG bytes */
+static long *arr;                  /* heap: 8 longs (iput, put_nbi) */
+static uint64_t *sig;              /* heap: the signal word */
+static long *bdest, *bsrc;         /* heap: broadcast */
+static long *cdest, *csrc;         /* heap: collect, flag array of npes * NELEM_COLLECT */
+static int *dummy;                 /* heap: polled by shmem_int_test for progress */
+static shmem_ctx_t ctx;
+
+/* The word of round k: the round in both halves. */
+static long wval(long k) { return (long)(((unsigned long)k << 32) | (unsigned long)k); }
+
+/* Byte i of the message of round k: never 0, different from round k - 1 and k + 1. */
+static unsigned char pat(long k, size_t i) { return (unsigned char)((k * 7 + (long)i * 13) % 255 + 1); }
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* One step of a polling wait that read `weight` words: a tight poll most of the time (the
+ * window in which a second store can bring an old value back is short), library progress
+ * every 16 words read, and the core for the others every 1024 (jobs with more PEs than
+ * cores). */
+static void poll_step(unsigned long *spins, unsigned long weight, double *t0, const char *what, long k) {
+    unsigned long before = *spins;
+    *spins += weight;
+    if (*spins / 16 != before / 16)
+        (void)shmem_int_test(dummy, SHMEM_CMP_EQ, 1);
+    if (*spins / 1024 != before / 1024) {
+        sched_yield();
+        if (*t0 == 0)
+            *t0 = now();
+        else
+            CHECK(now() - *t0 < 60.0, "%s round %ld: nothing arrived for 60 s", what, k);
+    }
+}
+
+/* Waits until the n bytes at p hold the message of round k, checking every byte seen on
+ * the way (a byte is 0 or pat(k, i), nothing else), then clears them. */
+static void await_bytes(volatile unsigned char *p, size_t n, long k) {
+    unsigned long spins = 0;
+    double t0 = 0;
+    for (;;) {
+        size_t have = 0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char b = p[i];
+            if (b == 0)
+                continue;
+            CHECK(b == pat(k, i), "%s round %ld (%zu bytes): byte %zu is %u, expected 0 or %u%s", mode,
+                  k, n, i, b, pat(k, i), b == pat(k - 1, i) ? " (the previous round's value came back)" : "");
+            have++;
+        }
+        if (have == n)
+            break;
+        poll_step(&spins, 1 + n / 8, &t0, mode, k);
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = 0;
+}
+
+/* Waits for the word of round k at w (a symmetric long), checks it exactly, clears it. */
+static void await_word(long *w, long k) {
+    shmem_long_wait_until(w, SHMEM_CMP_NE, 0);
+    long v = *(volatile long *)w;
+    CHECK(v == wval(k), "%s round %ld: got %#lx, expected %#lx%s", mode, k, (unsigned long)v,
+          (unsigned long)wval(k), v == wval(k - 1) ? " (the previous round's value came back)" : "");
+    *(volatile long *)w = 0;
+}
+
+static void fill(unsigned char *b, size_t n, long k) {
+    for (size_t i = 0; i < n; i++)
+        b[i] = pat(k, i);
+}
+
+/* One exchange of round k: `send` puts message k to the peer, `await` checks and clears the
+ * local copy; the lower PE sends first, the upper PE echoes. */
+typedef void (*send_fn)(long k);
+typedef void (*await_fn)(long k);
+
+static void exchange(send_fn send, await_fn await_msg) {
+    for (long k = 1; k <= rounds; k++) {
+        if (lower) {
+            send(k);
+            await_msg(k);
+        } else {
+            await_msg(k);
+            send(k);
+        }
+    }
+}
+
+/* --- the word modes ----------------------------------------------------------------- */
+static void send_p(long k) { shmem_long_p(word, wval(k), peer); }
+static void await_heap_word(long k) { await_word(word, k); }
+static void send_p_static(long k) { shmem_long_p(&static_word, wval(k), peer); }
+static void await_static_word(long k) { await_word(&static_word, k); }
+static void send_p_ctx(long k) { shmem_ctx_long_p(ctx, word, wval(k), peer); }
+static void send_put1(long k) {
+    long v = wval(k);
+    shmem_long_put(word, &v, 1, peer);
+}
+static void send_amo_set(long k) { shmem_long_atomic_set(word, wval(k), peer); }
+static void send_amo_swap(long k) {
+    long old = shmem_long_atomic_swap(word, wval(k), peer);
+    CHECK(old == 0, "amo_swap round %ld: fetched %#lx, expected 0 (cleared by the target)", k,
+          (unsigned long)old);
+}
+
+/* --- the byte modes ----------------------------------------------------------------- */
+static size_t sweep_len(long k) { return (size_t)((k - 1) % 64) + 1; }
+
+static void send_bytes(void *dest, size_t n, long k) {
+    unsigned char src[MAXMSG];
+    fill(src, n, k);
+    shmem_putmem(dest, src, n, peer);
+}
+static void send_putmem(long k) { send_bytes(msg, sweep_len(k), k); }
+static void await_putmem(long k) { await_bytes(msg, sweep_len(k), k); }
+static size_t static_len(long k) { return (size_t)8 << (k % 4); }
+static void send_putmem_static(long k) { send_bytes(static_buf, static_len(k), k); }
+static void await_putmem_static(long k) { await_bytes(static_buf, static_len(k), k); }
+static void send_putmem_4k(long k) { send_bytes(msg, MAXMSG, k); }
+static void await_putmem_4k(long k) { await_bytes(msg, MAXMSG, k); }
+static void send_putn(long k) {
+    int src[5];
+    fill((unsigned char *)src, sizeof src, k);
+    shmem_int_put((int *)msg, src, 5, peer);
+}
+static void await_putn(long k) { await_bytes(msg, 5 * sizeof(int), k); }
+
+/* put_signal: data of 1..64 bytes, then the signal SET to k. */
+static void send_put_signal(long k) {
+    unsigned char src[64];
+    size_t n = sweep_len(k);
+    fill(src, n, k);
+    shmem_putmem_signal(msg, src, n, sig, (uint64_t)k, SHMEM_SIGNAL_SET, peer);
+}
+static void await_put_signal(long k) {
+    uint64_t s = shmem_signal_wait_until(sig, SHMEM_CMP_NE, 0);
+    CHECK(s == (uint64_t)k, "put_signal round %ld: signal %llu, expected %ld%s", k, (unsigned long long)s,
+          k, s == (uint64_t)(k - 1) ? " (the previous round's signal came back)" : "");
+    /* The data precedes the signal: it must all be there. */
+    size_t n = sweep_len(k);
+    for (size_t i = 0; i < n; i++)
+        CHECK(msg[i] == pat(k, i), "put_signal round %ld: byte %zu of %zu is %u after the signal, expected %u",
+              k, i, n, msg[i], pat(k, i));
+    await_bytes(msg, n, k);
+    *(volatile uint64_t *)sig = 0;
+}
+
+/* --- strided and non-blocking ------------------------------------------------------- */
+static void send_iput(long k) {
+    long src[4];
+    for (int i = 0; i < 4; i++)
+        src[i] = wval(k) + i;
+    shmem_long_iput(arr, src, 2, 1, 4, peer);
+}
+static void await_iput(long k) {
+    /* The last element comes last from every path; wait for it, then check all. */
+    shmem_long_wait_until(&arr[6], SHMEM_CMP_NE, 0);
+    unsigned long spins = 0;
+    double t0 = 0;
+    for (int i = 0; i < 8; i++) {
+        volatile long *e = &arr[i];
+        if (i % 2) {
+            CHECK(*e == 0, "iput round %ld: the gap element %d was written (%#lx)", k, i, (unsigned long)*e);
+            continue;
+        }
+        while (*e == 0)
+            poll_step(&spins, 1, &t0, "iput", k);
+        CHECK(*e == wval(k) + i / 2, "iput round %ld: element %d is %#lx, expected %#lx", k, i,
+              (unsigned long)*e, (unsigned long)(wval(k) + i / 2));
+        *e = 0;
+    }
+}
+static void send_put_nbi(long k) {
+    long src[3] = {wval(k), wval(k) + 1, wval(k) + 2};
+    shmem_long_put_nbi(arr, src, 3, peer);
+    shmem_quiet();
+}
+static void await_put_nbi(long k) {
+    shmem_long_wait_until(&arr[2], SHMEM_CMP_NE, 0);
+    for (int i = 0; i < 3; i++) {
+        unsigned long spins = 0;
+        double t0 = 0;
+        volatile long *e = &arr[i];
+        while (*e == 0)
+            poll_step(&spins, 1, &t0, "put_nbi", k);
+        CHECK(*e == wval(k) + i, "put_nbi round %ld: element %d is %#lx, expected %#lx", k, i,
+              (unsigned long)*e, (unsigned long)(wval(k) + i));
+        *e = 0;
+    }
+}
+
+/* --- collectives: every PE ---------------------------------------------------------- */
+/* A collective's destination is checked at return and cleared; a barrier makes every
+ * destination ready for the next round (the caller's duty, OpenSHMEM 1.5 §9.9.7), and at
+ * the start of the next round it must still be zero or already hold that round's data. */
+static void check_clear_longs(long *d, size_t n, const long *want, long k, int cleared_only) {
+    for (size_t i = 0; i < n; i++) {
+        long v = ((volatile long *)d)[i];
+        if (cleared_only) {
+            CHECK(v == 0 || v == want[i], "%s before round %ld: element %zu is %#lx, neither 0 nor the new %#lx",
+                  mode, k, i, (unsigned long)v, (unsigned long)want[i]);
+        } else {
+            CHECK(v == want[i], "%s round %ld: element %zu is %#lx, expected %#lx", mode, k, i,
+                  (unsigned long)v, (unsigned long)want[i]);
+        }
+    }
+}
+
+static void run_bcast(void) {
+    long want[NELEM_BCAST];
+    for (long k = 1; k <= rounds; k++) {
+        int root = (int)(k % npes);
+        for (int i = 0; i < NELEM_BCAST; i++)
+            want[i] = wval(k) + i;
+        check_clear_longs(bdest, NELEM_BCAST, want, k, 1);
+        if (me == root)
+            for (int i = 0; i < NELEM_BCAST; i++)
+                bsrc[i] = want[i];
+        CHECK(shmem_long_broadcast(SHMEM_TEAM_WORLD, bdest, bsrc, NELEM_BCAST, root) == 0,
+              "bcast round %ld: shmem_long_broadcast failed", k);
+        check_clear_longs(bdest, NELEM_BCAST, want, k, 0);
+        for (int i = 0; i < NELEM_BCAST; i++)
+            ((volatile long *)bdest)[i] = 0;
+        shmem_barrier_all();
+    }
+}
+
+static void run_collect(void) {
+    size_t total = (size_t)npes * NELEM_COLLECT;
+    long *want = malloc(total * sizeof(long));
+    CHECK(want != NULL, "collect: out of memory");
+    for (long k = 1; k <= rounds; k++) {
+        for (size_t i = 0; i < total; i++)
+            want[i] = wval(k) + (long)i;
+        check_clear_longs(cdest, total, want, k, 1);
+        for (int i = 0; i < NELEM_COLLECT; i++)
+            csrc[i] = wval(k) + me * NELEM_COLLECT + i;
+        int rc = (k % 2) ? shmem_long_fcollect(SHMEM_TEAM_WORLD, cdest, csrc, NELEM_COLLECT)
+                         : shmem_long_collect(SHMEM_TEAM_WORLD, cdest, csrc, NELEM_COLLECT);
+        CHECK(rc == 0, "collect round %ld: the collective failed (%d)", k, rc);
+        check_clear_longs(cdest, total, want, k, 0);
+        for (size_t i = 0; i < total; i++)
+            ((volatile long *)cdest)[i] = 0;
+        shmem_barrier_all();
+    }
+    free(want);
+}
+
+/* --- the table ---------------------------------------------------------------------- */
+struct mode {
+    const char *name;
+    send_fn send;
+    await_fn await_msg;
+    void (*run)(void); /* collectives */
+};
+
+static const struct mode MODES[] = {
+    {"p", send_p, await_heap_word, NULL},
+    {"p_static", send_p_static, await_static_word, NULL},
+    {"p_ctx", send_p_ctx, await_heap_word, NULL},
+    {"put1", send_put1, await_heap_word, NULL},
+    {"putn", send_putn, await_putn, NULL},
+    {"putmem", send_putmem, await_putmem, NULL},
+    {"putmem_static", send_putmem_static, await_putmem_static, NULL},
+    {"putmem_4k", send_putmem_4k, await_putmem_4k, NULL},
+    {"iput", send_iput, await_iput, NULL},
+    {"put_nbi", send_put_nbi, await_put_nbi, NULL},
+    {"put_signal", send_put_signal, await_put_signal, NULL},
+    {"amo_set", send_amo_set, await_heap_word, NULL},
+    {"amo_swap", send_amo_swap, await_heap_word, NULL},
+    {"bcast", NULL, NULL, run_bcast},
+    {"collect", NULL, NULL, run_collect},
+};
+enum { NMODES = sizeof MODES / sizeof MODES[0] };
+
+static void run_mode(const struct mode *m) {
+    mode = m->name;
+    double t = now();
+    if (m->run)
+        m->run();
+    else
+        exchange(m->send, m->await_msg);
+    shmem_barrier_all();
+    if (me == 0)
+        printf("observer: %-13s %ld rounds, %d PEs: ok (%.2f s)\n", m->name, rounds, npes, now() - t);
+}
+
+int main(int argc, char **argv) {
+    shmem_init();
+    ctest_begin();
+    me = shmem_my_pe();
+    npes = shmem_n_pes();
+    CHECK(npes >= 2 && (npes & (npes - 1)) == 0, "needs a power-of-two number of PEs, not %d", npes);
+    peer = me ^ (npes / 2);
+    lower = me < peer;
+    rounds = argc > 1 ? atol(argv[1]) : 10000;
+    const char *env = getenv("OBSERVER_ROUNDS");
+    if (env && *env)
+        rounds = atol(env);
+    CHECK(rounds > 0, "ROUNDS must be a positive number");
+
+    word = shmem_calloc(1, sizeof(long));
+    msg = shmem_calloc(MAXMSG, 1);
+    arr = shmem_calloc(8, sizeof(long));
+    sig = shmem_calloc(1, sizeof(uint64_t));
+    bdest = shmem_calloc(NELEM_BCAST, sizeof(long));
+    bsrc = shmem_calloc(NELEM_BCAST, sizeof(long));
+    cdest = shmem_calloc((size_t)npes * NELEM_COLLECT, sizeof(long));
+    csrc = shmem_calloc(NELEM_COLLECT, sizeof(long));
+    dummy = shmem_calloc(1, sizeof(int));
+    CHECK(word && msg && arr && sig && bdest && bsrc && cdest && csrc && dummy, "shmem_calloc failed");
+    CHECK(shmem_ctx_create(0, &ctx) == 0, "shmem_ctx_create failed");
+    shmem_barrier_all();
+
+    for (int a = 2; a < argc; a++) {
+        int known = 0;
+        for (int i = 0; i < NMODES; i++)
+            known |= strcmp(argv[a], MODES[i].name) == 0;
+        CHECK(known, "unknown mode '%s'", argv[a]);
+    }
+    int ran = 0;
+    for (int i = 0; i < NMODES; i++) {
+        int wanted = argc <= 2;
+        for (int a = 2; a < argc; a++)
+            wanted |= strcmp(argv[a], MODES[i].name) == 0;
+        if (wanted) {
+            run_mode(&MODES[i]);
+            ran++;
+        }
+    }
+    CHECK(ran > 0, "no mode ran");
+    shmem_ctx_destroy(ctx);
+    shmem_finalize();
+    ctest_ok(me, npes);
+    return 0;
+}
