@@ -152,13 +152,15 @@ unsafe fn bounce<const BY_DST: bool>(src: *const u8, dst: *mut u8, n: usize) {
     unsafe { copy::<BY_DST>(tmp.as_ptr(), dst, n) }
 }
 
-/// The out-of-line body of [`store_once`].
+/// The out-of-line body of [`store_once`]. It has the C ABI, which cannot unwind, so that
+/// callers in `extern "C"` functions (the C ABI's put fast paths) need no landing pad and
+/// reach it by a tail jump, without a stack frame of their own.
 ///
 /// # Safety
 ///
 /// As [`store_once`].
 #[inline(never)]
-pub unsafe fn store_general(src: *const u8, dst: *mut u8, n: usize) {
+pub unsafe extern "C" fn store_general(src: *const u8, dst: *mut u8, n: usize) {
     if overlaps_ahead(src, dst, n) {
         // SAFETY: forwarded.
         return unsafe { bounce::<true>(src, dst, n) };
@@ -167,13 +169,13 @@ pub unsafe fn store_general(src: *const u8, dst: *mut u8, n: usize) {
     unsafe { copy::<true>(src, dst, n) }
 }
 
-/// The out-of-line body of [`load_once`].
+/// The out-of-line body of [`load_once`] (C ABI: see [`store_general`]).
 ///
 /// # Safety
 ///
 /// As [`store_once`].
 #[inline(never)]
-pub unsafe fn load_general(src: *const u8, dst: *mut u8, n: usize) {
+pub unsafe extern "C" fn load_general(src: *const u8, dst: *mut u8, n: usize) {
     if overlaps_ahead(src, dst, n) {
         // SAFETY: forwarded.
         return unsafe { bounce::<false>(src, dst, n) };
