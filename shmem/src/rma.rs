@@ -323,8 +323,9 @@ unsafe extern "C" fn p_general<T: Copy>(
     ctx: CtxRef,
     call: &str,
 ) {
-    // SAFETY: the value is a local, readable for its size.
-    unsafe {
+    // SAFETY: the value is a local, readable for its size. A panic inside becomes a fatal
+    // error naming the call (this function cannot unwind).
+    boundary(call, || unsafe {
         put_general_body(
             ctx,
             dest.cast(),
@@ -334,7 +335,7 @@ unsafe extern "C" fn p_general<T: Copy>(
             false,
             call,
         )
-    }
+    })
 }
 
 /// `shmem_TYPE_g`: one element by value (fast path as [`p`]).
@@ -364,8 +365,9 @@ pub unsafe fn g<T: Copy>(ctx: CtxRef, src: *const T, pe: c_int, call: &str) -> T
 #[allow(improper_ctypes_definitions)]
 unsafe extern "C" fn g_general<T: Copy>(src: *const T, pe: c_int, ctx: CtxRef, call: &str) -> T {
     let mut v = MaybeUninit::<T>::uninit();
-    // SAFETY: `v` is writable for its size; after the get every byte is written.
-    unsafe {
+    // SAFETY: `v` is writable for its size; after the get every byte is written (a panic
+    // inside becomes a fatal error naming the call, so `v` is never read unwritten).
+    boundary(call, || unsafe {
         get_general_body(
             ctx,
             v.as_mut_ptr().cast(),
@@ -376,7 +378,7 @@ unsafe extern "C" fn g_general<T: Copy>(src: *const T, pe: c_int, ctx: CtxRef, c
             call,
         );
         v.assume_init()
-    }
+    })
 }
 
 /// The byte extent of `nelems` elements of `elem` bytes with stride `stride` elements.
