@@ -64,7 +64,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gsas::service::ControlClient;
-use gsas::testsupport::{Launch, exanet_emu_command, launch, run_with_timeout};
+use gsas::testsupport::{Launch, exanet_emu_command, hydra_fork, launch, run_with_timeout};
 
 /// The symbol-table categories whose symbols (and `pshmem_` twins) `libshmem.so` must
 /// export: all 19 of OpenSHMEM 1.5 (issue 5's and issue 6's collectives and teams), and the
@@ -964,35 +964,21 @@ fn global_exit_status_reaches_the_launcher() {
     let bin = compile("global_exit", "global_exit.c", Lang::C, &[]);
     let text = global_exit_text(42);
     run_program("global_exit", &bin, &[], &[], Expect::Status(42, &text));
-    let cases = [Case::new(2, Transport::Shm), Case::new(2, Transport::Udp)];
-    for status in [0, 3, 255] {
-        let text = global_exit_text(status);
-        run_cases(
-            &format!("global_exit({status})"),
-            &bin,
-            &cases,
-            &[&status.to_string()],
-            &[],
-            Expect::Status(status, &text),
-        );
+    let daemons = start_daemons("global_exit", Transport::Udp);
+    for case in [Case::new(2, Transport::Shm), Case::new(2, Transport::Udp)] {
+        for status in [0, 3, 255] {
+            let run = run_case(&bin, &[&status.to_string()], &[], case, Some(&daemons));
+            let text = global_exit_text(status);
+            let label = format!("global_exit({status})");
+            check_run(
+                &label,
+                "global_exit",
+                case,
+                &run,
+                Expect::Status(status, &text),
+            );
+        }
     }
-}
-
-/// Where MPICH's Hydra is (CI installs `mpich`); the test fails, never skips, without it.
-fn mpiexec_hydra() -> PathBuf {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|d| d.join("mpiexec.hydra"))
-        .find(|c| c.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "mpiexec.hydra not found in PATH or /usr/bin: install MPICH's Hydra \
-                 (Debian/Ubuntu: apt-get install mpich); CI installs it"
-            )
-        })
 }
 
 /// `shmem_global_exit(S)` in a job started by MPICH's `mpiexec.hydra -launcher fork -n 2`
@@ -1001,47 +987,42 @@ fn mpiexec_hydra() -> PathBuf {
 /// docs/runtime.md).
 #[test]
 fn global_exit_under_hydra() {
-    let s = suite();
-    let hydra = mpiexec_hydra();
     let bin = compile("global_exit-hydra", "global_exit.c", Lang::C, &[]);
-    let case = Case::new(2, Transport::Shm);
     for status in [0, 3, 42, 255] {
-        let t0 = Instant::now();
-        let mut cmd = Command::new(&hydra);
-        cmd.args(["-launcher", "fork", "-n", "2"])
+        let mut cmd = hydra_fork();
+        cmd.args(["-n", "2"])
             .args(launch().prefix())
             .arg(&bin)
             .arg(status.to_string());
-        for v in [
-            "PMI_FD",
-            "PMI_PORT",
-            "PMI_ID",
-            "PMI_RANK",
-            "PMI_SIZE",
-            "GSAS_SERVICE",
-            "GSAS_NODE",
-            "GSAS_JOB_ID",
-            "GSAS_JOB_KEY",
-            "GSAS_CONFIG",
-        ] {
-            cmd.env_remove(v);
-        }
-        let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit))
-            .unwrap_or_else(|e| panic!("mpiexec.hydra {}: {e}", bin.display()));
-        let run = Run {
-            status: out.status.code(),
-            output: joined(&out),
-            elapsed: t0.elapsed(),
-        };
-        let text = global_exit_text(status);
-        check_run(
+        global_exit_job(
             &format!("global_exit({status}) under mpiexec.hydra"),
-            "global_exit",
-            case,
-            &run,
-            Expect::Status(status, &text),
+            cmd,
+            status,
         );
     }
+}
+
+/// Runs `cmd`, a job of 2 PEs on one node running `global_exit.c` with `status`, and checks
+/// that it ends with `status` and the calling PE's text.
+fn global_exit_job(label: &str, mut cmd: Command, status: i32) {
+    let s = suite();
+    let t0 = Instant::now();
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit + 60))
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let run = Run {
+        status: out.status.code(),
+        output: joined(&out),
+        elapsed: t0.elapsed(),
+    };
+    let text = global_exit_text(status);
+    let case = Case::new(2, Transport::Shm);
+    check_run(
+        label,
+        "global_exit",
+        case,
+        &run,
+        Expect::Status(status, &text),
+    );
 }
 
 #[test]
@@ -1469,28 +1450,13 @@ fn other_implementations_names() {
         &[],
     );
     assert!(ok, "shmemcc global_exit.c: {err}");
-    let case = Case::new(2, Transport::Shm);
     for status in [0, 7] {
-        let t0 = Instant::now();
         let mut cmd = launch().command(bin.join("shmemrun"));
         cmd.args(["-n", "2", "--timeout", &s.job_limit.to_string(), "--"])
             .args(launch().prefix())
             .arg(&prog)
             .arg(status.to_string());
-        let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit + 60)).unwrap();
-        let run = Run {
-            status: out.status.code(),
-            output: joined(&out),
-            elapsed: t0.elapsed(),
-        };
-        let text = global_exit_text(status);
-        check_run(
-            &format!("shmemrun global_exit({status})"),
-            "global_exit",
-            case,
-            &run,
-            Expect::Status(status, &text),
-        );
+        global_exit_job(&format!("shmemrun global_exit({status})"), cmd, status);
     }
 }
 
