@@ -30,10 +30,12 @@
 //! `<program>: PE i of n: ok` line. Each case is reported on stderr as it finishes
 //! (`c_suite: rma_types shm np=2 ... ok (1.4 s)`), outside libtest's output capture.
 //!
-//! Besides the programs: `nm -D` of the installed `libshmem.so` against the symbol table
-//! (`docs/spec/openshmem-1.5-c-symbols.tsv`, the categories in [`EXPORTED_CATEGORIES`]),
-//! the wrappers' `-showme` modes and flag rules, the pkg-config file, and that a second
-//! install changes nothing.
+//! Besides the programs: `nm -D` of the installed `libshmem.so` against the symbol tables
+//! (`docs/spec/openshmem-1.5-c-symbols.tsv` and `gsas-beyond-1.5-c-symbols.tsv`, the
+//! categories in [`EXPORTED_CATEGORIES`]), the wrappers' `-showme` modes and flag rules, the
+//! names of other implementations (`shmemcc`, `shmemrun`, ...), `shmem_global_exit`'s status
+//! under `mpiexec.hydra` (the test fails when Hydra is missing; CI installs `mpich`), the
+//! pkg-config file, and that a second install changes nothing.
 //!
 //! **aarch64.** Built for aarch64 and run under qemu-user, the harness installs the
 //! aarch64 build (cross compiler `aarch64-linux-gnu-gcc`, recorded in the wrappers) and the
