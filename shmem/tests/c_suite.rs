@@ -960,15 +960,19 @@ fn global_exit_text(status: i32) -> String {
 }
 
 /// `shmem_global_exit(S)`: the launcher exits with S, 0 included: S = 42 over the whole
-/// matrix, 0, 3 and 255 at 2 PEs on one node and on two.
+/// matrix, 0, 3 and 255 at 2 PEs on one node, 0 at 2 PEs on two nodes (the calling PE on
+/// node 1, served by its own daemon).
 #[test]
 fn global_exit_status_reaches_the_launcher() {
     let bin = compile("global_exit", "global_exit.c", Lang::C, &[]);
     let text = global_exit_text(42);
     run_program("global_exit", &bin, &[], &[], Expect::Status(42, &text));
     let daemons = start_daemons("global_exit", Transport::Udp);
-    for case in [Case::new(2, Transport::Shm), Case::new(2, Transport::Udp)] {
-        for status in [0, 3, 255] {
+    for (case, statuses) in [
+        (Case::new(2, Transport::Shm), &[0, 3, 255][..]),
+        (Case::new(2, Transport::Udp), &[0][..]),
+    ] {
+        for &status in statuses {
             let run = run_case(&bin, &[&status.to_string()], &[], case, Some(&daemons));
             let text = global_exit_text(status);
             let label = format!("global_exit({status})");
