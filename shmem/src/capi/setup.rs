@@ -89,11 +89,11 @@ fn ptr(dest: *const c_void, pe: c_int, call: &str) -> *mut c_void {
 ///
 /// `team` a team handle from the library.
 unsafe fn team_ptr(team: RawTeam, dest: *const c_void, pe: c_int, call: &str) -> *mut c_void {
+    let st = state::live(call);
     // SAFETY: forwarded.
     let Some(t) = (unsafe { team::resolve(team, call) }) else {
         return std::ptr::null_mut();
     };
-    let st = state::live(call);
     u32::try_from(pe)
         .ok()
         .and_then(|pe| t.world_pe(pe))
