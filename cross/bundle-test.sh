@@ -10,6 +10,9 @@
 #   * the unpacked oshcc (bundle built with --prefix = the unpack directory) compiles and
 #     links a C program against the bundled headers and libraries, shared and static, and
 #     the result is aarch64 too;
+#   * the other implementations' names are links to the right wrapper or launcher (oshcxx,
+#     shmemc++, shmemcxx -> oshc++; shmemcc -> oshcc; shmemrun -> oshrun), and shmemcc
+#     builds the same program;
 #   * the systemd unit starts PREFIX/bin/gsas-atomicd with PREFIX/etc/gsas/cluster.toml.
 #
 #   cross/bundle-test.sh            exit 0 when every check passed, 1 otherwise
@@ -45,6 +48,10 @@ for f in bin/gsas-atomicd bin/oshrun bin/gshrun bin/oshcc bin/oshc++ lib/libshme
     include/shmemx.h include/pshmem.h include/mpp/shmem.h etc/gsas/cluster.toml \
     systemd/gsas-atomicd@.service README.md MANIFEST; do
     check "has $f" test -e "$PREFIX/$f"
+done
+for alias in oshcxx:oshc++ shmemcc:oshcc shmemc++:oshc++ shmemcxx:oshc++ shmemrun:oshrun; do
+    check "bin/${alias%%:*} is a link to ${alias#*:}" \
+        bash -c "[ -L '$PREFIX/bin/${alias%%:*}' ] && [ \"\$(readlink '$PREFIX/bin/${alias%%:*}')\" = '${alias#*:}' ]"
 done
 check "MANIFEST verifies" bash -c "cd '$PREFIX' && sha256sum --quiet -c MANIFEST"
 check "cluster.toml is configs/qfdb.toml" cmp "$ROOT/configs/qfdb.toml" "$PREFIX/etc/gsas/cluster.toml"
@@ -91,6 +98,9 @@ check "the program is aarch64 and links the bundled libshmem.so" \
              aarch64-linux-gnu-readelf -d '$WORK/hello' | grep -q 'NEEDED.*libshmem.so'"
 check "oshcc -static-shmem builds a program against libshmem.a" \
     "$PREFIX/bin/oshcc" -static-shmem "$WORK/hello.c" -o "$WORK/hello-static"
+check "shmemcc (Open MPI's name) builds the same program" \
+    bash -c "$(declare -f is_aarch64); '$PREFIX/bin/shmemcc' '$WORK/hello.c' -o '$WORK/hello-shmemcc' &&
+             is_aarch64 '$WORK/hello-shmemcc'"
 check "the static-shmem program needs no libshmem.so" \
     bash -c "! aarch64-linux-gnu-readelf -d '$WORK/hello-static' | grep -q 'NEEDED.*libshmem'"
 

@@ -9,12 +9,15 @@
 # packs, under a top directory gsas-qfdb-VERSION/:
 #
 #   bin/{gsas-atomicd,oshrun,gshrun,oshcc,oshc++}     aarch64 binaries and compiler wrappers
+#   bin/{oshcxx,shmemcc,shmemc++,shmemcxx,shmemrun}   links to them under the names of other
+#                                                     implementations (as scripts/install)
 #   lib/libshmem.so*, lib/libshmem.a, lib/pkgconfig/  the shared and static library
 #   include/                                          shmem.h, shmemx.h, pshmem.h, mpp/
 #   etc/gsas/cluster.toml                             configs/qfdb.toml (one QFDB, 4 nodes)
 #   systemd/gsas-atomicd@.service                     the unit, ExecStart pointed at PREFIX
 #   README.md                                         copying, starting, running a job
-#   MANIFEST                                          every file with its sha256
+#   MANIFEST                                          every file with its sha256 (the
+#                                                     links are not files: tar keeps them)
 #
 # PREFIX (default /opt/gsas) is where the bundle is meant to be unpacked on the boards: the
 # compiler wrappers and the pkg-config file carry it (they name the headers and libraries),

@@ -221,6 +221,53 @@ pub fn self_test_argv(test_name: &str) -> io::Result<Vec<OsString>> {
     Ok(argv)
 }
 
+/// The variables through which a launcher hands a job to its PEs (PMI-1's and gsas's). A
+/// command that starts a job with another launcher removes them, so that the environment of
+/// the test (which may itself run as a PE of a job) does not leak into the new job.
+pub const JOB_VARIABLES: &[&str] = &[
+    "PMI_FD",
+    "PMI_PORT",
+    "PMI_ID",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "GSAS_SERVICE",
+    "GSAS_NODE",
+    "GSAS_JOB_ID",
+    "GSAS_JOB_KEY",
+    "GSAS_CONFIG",
+];
+
+/// MPICH's Hydra launcher, `mpiexec.hydra` in `PATH` or `/usr/bin`. Panics naming the
+/// package when it is missing: the tests that need Hydra fail, never skip, without it (CI
+/// installs `mpich`).
+pub fn mpiexec_hydra() -> PathBuf {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|d| d.join("mpiexec.hydra"))
+        .find(|c| c.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "mpiexec.hydra not found in PATH or /usr/bin: install MPICH's Hydra \
+                 (Debian/Ubuntu: apt-get install mpich); CI installs it"
+            )
+        })
+}
+
+/// `mpiexec.hydra -launcher fork` (every rank on this machine) without [`JOB_VARIABLES`];
+/// the caller adds `-n N` and the program (through [`Launch::prefix`] or
+/// [`self_test_argv`]).
+pub fn hydra_fork() -> Command {
+    let mut cmd = Command::new(mpiexec_hydra());
+    cmd.args(["-launcher", "fork"]);
+    for v in JOB_VARIABLES {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
 /// [`self_test_argv`] as a `Command`.
 pub fn self_test(test_name: &str) -> io::Result<Command> {
     let argv = self_test_argv(test_name)?;

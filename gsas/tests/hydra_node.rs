@@ -6,7 +6,6 @@
 
 mod node_common;
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -18,42 +17,9 @@ fn child_pe() {
     node_common::child_or_singleton();
 }
 
-fn mpiexec_hydra() -> PathBuf {
-    let candidates = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|d| d.join("mpiexec.hydra"));
-    for c in candidates {
-        if c.is_file() {
-            return c;
-        }
-    }
-    panic!(
-        "mpiexec.hydra not found in PATH or /usr/bin: install MPICH's Hydra \
-         (Debian/Ubuntu: apt-get install mpich); CI installs it"
-    );
-}
-
-/// `mpiexec.hydra -launcher fork` with a clean gsas environment.
+/// `mpiexec.hydra -launcher fork` with a clean gsas environment, running the full scenario.
 fn hydra() -> Command {
-    let mut cmd = Command::new(mpiexec_hydra());
-    cmd.args(["-launcher", "fork"]);
-    for v in [
-        "PMI_FD",
-        "PMI_PORT",
-        "PMI_ID",
-        "PMI_RANK",
-        "PMI_SIZE",
-        "GSAS_SERVICE",
-        "GSAS_NODE",
-        "GSAS_JOB_ID",
-        "GSAS_JOB_KEY",
-        "GSAS_CONFIG",
-    ] {
-        cmd.env_remove(v);
-    }
+    let mut cmd = gsas::testsupport::hydra_fork();
     cmd.env(node_common::SCENARIO, "all");
     cmd
 }

@@ -5,42 +5,19 @@
 
 mod pmi_common;
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use gsas::testsupport;
 use pmi_common::{ABORT_CODE, BAD_RANK, EXPECT_NODES, ROLE, WAIT_AFTER_ABORT, child_entry};
 
-fn mpiexec_hydra() -> PathBuf {
-    let candidates = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|d| d.join("mpiexec.hydra"));
-    for c in candidates {
-        if c.is_file() {
-            return c;
-        }
-    }
-    panic!(
-        "mpiexec.hydra not found in PATH or /usr/bin: install MPICH's Hydra \
-         (Debian/Ubuntu: apt-get install mpich); CI installs it"
-    );
-}
-
 /// `mpiexec.hydra -launcher fork [extra] -n N <this binary, test `test`, role `role`>`.
 fn hydra_job(test: &str, role: &str, n: u32, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(mpiexec_hydra());
-    cmd.args(["-launcher", "fork"])
-        .args(extra)
+    let mut cmd = testsupport::hydra_fork();
+    cmd.args(extra)
         .args(["-n", &n.to_string()])
         .args(testsupport::self_test_argv(test).unwrap())
         .env(ROLE, role);
-    for v in ["PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE"] {
-        cmd.env_remove(v);
-    }
     cmd
 }
 

@@ -5,9 +5,13 @@
  *   The complete C binding of OpenSHMEM 1.5 as implemented by the gsas library: every one of
  *   the 1610 C routines of the specification (current and deprecated, including the legacy
  *   names start_pes, _my_pe, shmalloc, ...), the library constants and handles, and the C11
- *   type-generic interfaces for the 67 generic names.  The list of routines is the contract in
- *   docs/spec/openshmem-1.5-c-symbols.tsv; shmem/tests/c/headers/check.sh verifies that this
- *   header declares exactly that set, with the 1.5 signatures.
+ *   type-generic interfaces for the 67 generic names.  Besides: shmem_team_ptr (OpenSHMEM
+ *   1.6, already used by public test suites) and the six cache management routines that 1.5
+ *   removed (shmem_clear_cache_inv, ..., shmem_udcflush_line: no-ops, declared deprecated, so
+ *   that older programs compile with a warning and link).  The list of routines is the
+ *   contract in docs/spec/openshmem-1.5-c-symbols.tsv plus docs/spec/gsas-beyond-1.5-c-symbols.tsv;
+ *   shmem/tests/c/headers/check.sh verifies that this header declares exactly that set, with
+ *   the specification's signatures.
  *
  * What it is not
  *   It contains no code: every routine is implemented by the gsas library (libshmem), which
@@ -230,6 +234,16 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
 #define GSAS_SHMEM_NORETURN __attribute__((__noreturn__))
 #else
 #define GSAS_SHMEM_NORETURN
+#endif
+
+/* GSAS_SHMEM_DEPRECATED(MSG): marks a routine the specification has removed, so that a call
+ * compiles (and links) with a deprecation warning. */
+#if defined(__GNUC__)
+#define GSAS_SHMEM_DEPRECATED(MSG) __attribute__((__deprecated__(MSG)))
+#elif defined(__cplusplus) && __cplusplus >= 201402L
+#define GSAS_SHMEM_DEPRECATED(MSG) [[deprecated(MSG)]]
+#else
+#define GSAS_SHMEM_DEPRECATED(MSG)
 #endif
 
 /* ------------------------------------------------------------------------------------------
@@ -575,6 +589,7 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
                     shmem_team_config_t *config)                                              \
     GSAS_SHMEM_DECL(int, P, team_translate_pe, shmem_team_t src_team, int src_pe,             \
                     shmem_team_t dest_team)                                                   \
+    GSAS_SHMEM_DECL(void *, P, team_ptr, shmem_team_t team, const void *dest, int pe)         \
     GSAS_SHMEM_DECL(int, P, team_split_strided, shmem_team_t parent_team, int start,          \
                     int stride, int size, const shmem_team_config_t *config,                  \
                     long config_mask, shmem_team_t *new_team)                                 \
@@ -652,10 +667,31 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     void *pshrealloc(void *ptr, size_t size);                                                 \
     void *pshmemalign(size_t alignment, size_t size);
 
-/* All 1610 routines of OpenSHMEM 1.5 with the name prefix P (`shmem_` or `pshmem_`). */
+/* The cache management routines (deprecated in 1.3, removed in 1.5), so that older programs
+ * link: no-ops in gsas (PEs of a node share cache-coherent memory; data from other nodes is
+ * written by the node's atomic service with ordinary stores), declared deprecated so that a
+ * call compiles with a warning. */
+#define GSAS_SHMEM_CACHE_REMOVED "removed in OpenSHMEM 1.5; a no-op in gsas"
+#define GSAS_SHMEM_D_CACHE(P)                                                                 \
+    GSAS_SHMEM_DEPRECATED(GSAS_SHMEM_CACHE_REMOVED)                                           \
+    GSAS_SHMEM_DECL(void, P, clear_cache_inv, void)                                           \
+    GSAS_SHMEM_DEPRECATED(GSAS_SHMEM_CACHE_REMOVED)                                           \
+    GSAS_SHMEM_DECL(void, P, set_cache_inv, void)                                             \
+    GSAS_SHMEM_DEPRECATED(GSAS_SHMEM_CACHE_REMOVED)                                           \
+    GSAS_SHMEM_DECL(void, P, clear_cache_line_inv, void *dest)                                \
+    GSAS_SHMEM_DEPRECATED(GSAS_SHMEM_CACHE_REMOVED)                                           \
+    GSAS_SHMEM_DECL(void, P, set_cache_line_inv, void *dest)                                  \
+    GSAS_SHMEM_DEPRECATED(GSAS_SHMEM_CACHE_REMOVED)                                           \
+    GSAS_SHMEM_DECL(void, P, udcflush, void)                                                  \
+    GSAS_SHMEM_DEPRECATED(GSAS_SHMEM_CACHE_REMOVED)                                           \
+    GSAS_SHMEM_DECL(void, P, udcflush_line, void *dest)
+
+/* All 1610 routines of OpenSHMEM 1.5, shmem_team_ptr of 1.6 and the six cache routines of
+ * 1.4, with the name prefix P (`shmem_` or `pshmem_`). */
 #define GSAS_SHMEM_DECLARE_ALL(P)                                                             \
     GSAS_SHMEM_D_UNTYPED(P)                                                                   \
     GSAS_SHMEM_D_LEGACY(P)                                                                    \
+    GSAS_SHMEM_D_CACHE(P)                                                                     \
     GSAS_SHMEM_RMA_TYPES(GSAS_SHMEM_D_RMA, P, )                                               \
     GSAS_SHMEM_RMA_SIZES(GSAS_SHMEM_D_RMA_SIZED, P, )                                         \
     GSAS_SHMEM_RMA_TYPES(GSAS_SHMEM_D_SIGNAL, P, )                                            \

@@ -6,7 +6,10 @@
 //! and Rust standard output, and ends every PE of the job through the process manager (PMI
 //! abort with [`FATAL_EXIT_CODE`], so the launcher exits with that status), or exits this
 //! process when the library is not initialized. [`boundary`] runs the body of an exported
-//! function and turns a panic into the same path, naming the function.
+//! function and turns a panic into the same path, naming the function. Before the abort it
+//! waits (at most half a second) until the launcher has read this process's output pipes,
+//! so that the message and the program's last output survive launchers that stop reading
+//! when a job is aborted (Hydra).
 //!
 //! **What it is not.** Not an error type: routines that can report failure (initialization,
 //! allocation, context creation) return their own codes or `Result`s.
@@ -23,6 +26,7 @@ use std::fmt::Display;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// Exit status of a job ended by a fatal library error.
 pub const FATAL_EXIT_CODE: i32 = 255;
@@ -75,18 +79,48 @@ pub fn fatal(call: &str, message: impl Display) -> ! {
     end_job(FATAL_EXIT_CODE, &line)
 }
 
+/// How long [`end_job`] waits for the launcher to read what this process wrote.
+const DRAIN_LIMIT: Duration = Duration::from_millis(500);
+
+/// Waits (at most [`DRAIN_LIMIT`]) until the launcher has read everything this process
+/// wrote to standard output and error when they are pipes. A process manager that ends
+/// the job on a PMI abort may stop reading its pipes at once (Hydra does: without this wait
+/// about one `shmem_global_exit` in 25 under `mpiexec.hydra` lost the calling PE's last
+/// output), so the abort is sent only once the pipes are empty.
+fn drain_output_pipes() {
+    let until = Instant::now() + DRAIN_LIMIT;
+    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: an all-zero `stat` is a valid value for fstat to overwrite.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes into `st`, which lives for the call.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            continue;
+        }
+        loop {
+            let mut unread: libc::c_int = 0;
+            // SAFETY: FIONREAD on a pipe writes the number of unread bytes into `unread`.
+            let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) };
+            if rc != 0 || unread == 0 || Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Ends every PE of the job with `code` (PMI abort), or this process if the library is not
 /// running; never returns.
 pub(crate) fn end_job(code: i32, message: &str) -> ! {
     if ENDING.swap(true, Ordering::AcqRel) {
         // Another thread is already ending the job: give it time to tell the process
         // manager, then end this process in any case.
-        std::thread::sleep(std::time::Duration::from_secs(30));
+        std::thread::sleep(Duration::from_secs(30));
         exit_process(code);
     }
     flush_stdio();
     if let Some(s) = crate::state::get() {
         if !s.is_finalized() {
+            drain_output_pipes();
             s.node.report_abort(code, message);
         }
     }

@@ -18,7 +18,9 @@
 //! * the **C ABI**: every routine of OpenSHMEM 1.5 (setup, thread, memory, team, context,
 //!   RMA, AMO, signaling, collective, point-to-point, ordering, lock, legacy and profiling
 //!   categories) under its `shmem_` name and its `pshmem_` profiling twin, matching
-//!   `include/shmem.h`; the handles `SHMEM_CTX_DEFAULT`, `SHMEM_TEAM_WORLD` and
+//!   `include/shmem.h`, plus `shmem_team_ptr` of OpenSHMEM 1.6 ([`Team::ptr`] in Rust) and
+//!   the six cache routines 1.5 removed (`shmem_clear_cache_inv` ... `shmem_udcflush_line`:
+//!   no-ops, declared deprecated); the handles `SHMEM_CTX_DEFAULT`, `SHMEM_TEAM_WORLD` and
 //!   `SHMEM_TEAM_SHARED` are the addresses of the exported objects `gsas_shmem_ctx_default`,
 //!   `gsas_shmem_team_world` and `gsas_shmem_team_shared`. The staticlib build of this crate
 //!   is `libshmem.a`; `scripts/install` makes `libshmem.so`, `oshcc` and `oshrun` from it.
@@ -58,7 +60,9 @@
 //!   strides count elements; `shmem_ptr` works for this PE and every same-node PE, heap and
 //!   data; allocators are collective with the exact barrier rules; locks are FIFO ticket
 //!   locks; waits spin, yield, then sleep, bounded by `SHMEM_WAIT_TIMEOUT`;
-//!   `shmem_global_exit` flushes stdio and ends every PE with its status.
+//!   `shmem_global_exit` flushes stdio and ends every PE with its status (0 included: the
+//!   job then succeeds); `shmem_align` rounds an alignment below the pointer size up to it;
+//!   the allocation routines leave `errno` unchanged.
 //! * **Progress** without quiet: a blocking put or AMO to another node has sent its request
 //!   when it returns, and every wait and test (`shmem_TYPE_test*`, `shmem_signal_fetch`)
 //!   drives this PE's own remote operations while anything is in flight, so a PE that sets

@@ -9,10 +9,14 @@
 //! realloc; size 0 (calloc: count or size 0) returns NULL with **no** barrier; `free(NULL)`
 //! is a no-op without barrier; `realloc(NULL, n)` is malloc, `realloc(p, 0)` is free;
 //! a failed allocation returns NULL on every PE (the allocators agree) and leaves a
-//! reallocated block unchanged. Alignments must be powers of two and multiples of
-//! `sizeof(void *)`, and at most the alignment of the heap mapping (the heap size rounded
-//! up to a power of two, at most 1 GiB; see `gsas::shm::mapping_alignment`), else NULL is
-//! returned (on every PE, without barrier). Unknown
+//! reallocated block unchanged. Alignments must be powers of two (a smaller one than
+//! `sizeof(void *)`, 1, 2 or 4, is rounded up to it, as other implementations do: every
+//! block is at least pointer-aligned) and at most the alignment of the heap mapping (the
+//! heap size rounded up to a power of two, at most 1 GiB; see
+//! `gsas::shm::mapping_alignment`), else NULL is returned (on every PE, without barrier).
+//! These routines leave `errno` as they found it (system calls inside a barrier may set it
+//! on the way; a C program that checks `errno` after a successful `shmem_malloc` must not
+//! see that). Unknown
 //! `malloc_with_hints` bits are ignored (reported with `SHMEM_DEBUG`): hints only permit
 //! optimisations.
 //!
@@ -38,6 +42,25 @@ use crate::state::{self, State};
 pub const MALLOC_ATOMICS_REMOTE: c_long = 1 << 0;
 /// `SHMEM_MALLOC_SIGNAL_REMOTE`.
 pub const MALLOC_SIGNAL_REMOTE: c_long = 1 << 1;
+
+/// Restores the calling thread's `errno` when dropped: the memory routines report through
+/// their results, never through `errno`, and must not leave behind what a system call of
+/// the barrier or the allocator's lock set on the way.
+struct KeepErrno(std::ffi::c_int);
+
+impl KeepErrno {
+    fn new() -> KeepErrno {
+        // SAFETY: `__errno_location` returns the calling thread's errno, always valid.
+        KeepErrno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for KeepErrno {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`; the same thread (the guard is a local of the routine).
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+}
 
 fn barrier(st: &State, call: &str) {
     if let Err(e) = st.node.barrier_all() {
@@ -85,6 +108,7 @@ fn offset_of(st: &State, ptr: *mut c_void, call: &str) -> u64 {
 
 /// `shmem_malloc` (§9.3.1).
 pub fn malloc(size: usize, call: &str) -> *mut c_void {
+    let _errno = KeepErrno::new();
     let st = state::live(call);
     if size == 0 {
         return std::ptr::null_mut();
@@ -108,6 +132,7 @@ pub fn malloc_with_hints(size: usize, hints: c_long, call: &str) -> *mut c_void 
 
 /// `shmem_calloc` (§9.3.3): zeroed.
 pub fn calloc(count: usize, size: usize, call: &str) -> *mut c_void {
+    let _errno = KeepErrno::new();
     let st = state::live(call);
     if count == 0 || size == 0 {
         return std::ptr::null_mut();
@@ -119,20 +144,20 @@ pub fn calloc(count: usize, size: usize, call: &str) -> *mut c_void {
 
 /// `shmem_align` (§9.3.1).
 pub fn align(alignment: usize, size: usize, call: &str) -> *mut c_void {
+    let _errno = KeepErrno::new();
     let st = state::live(call);
     if size == 0 {
         return std::ptr::null_mut();
     }
-    if !alignment.is_power_of_two() || alignment % size_of::<*const c_void>() != 0 {
+    if !alignment.is_power_of_two() {
         debug(
             call,
-            format_args!(
-                "alignment {alignment} is not a power of two multiple of {}",
-                size_of::<*const c_void>()
-            ),
+            format_args!("alignment {alignment} is not a power of two"),
         );
         return std::ptr::null_mut();
     }
+    // Every block is pointer-aligned: 1, 2 and 4 mean the pointer size.
+    let alignment = alignment.max(size_of::<*const c_void>());
     // The allocator aligns offsets; an offset is an aligned address because every heap
     // mapping starts at a multiple of this (the same on every PE: it depends on the heap
     // size only).
@@ -151,6 +176,7 @@ pub fn align(alignment: usize, size: usize, call: &str) -> *mut c_void {
 
 /// `shmem_free` (§9.3.1).
 pub fn free(ptr: *mut c_void, call: &str) {
+    let _errno = KeepErrno::new();
     let st = state::live(call);
     if ptr.is_null() {
         return;
@@ -164,6 +190,7 @@ pub fn free(ptr: *mut c_void, call: &str) {
 
 /// `shmem_realloc` (§9.3.1).
 pub fn realloc(ptr: *mut c_void, size: usize, call: &str) -> *mut c_void {
+    let _errno = KeepErrno::new();
     let st = state::live(call);
     if ptr.is_null() {
         return malloc(size, call);

@@ -468,6 +468,24 @@ impl State {
         self.node.local_base(pe, seg).map(|p| p.as_ptr() as usize)
     }
 
+    /// What `shmem_ptr` and `shmem_team_ptr` return: the address through which loads and
+    /// stores reach the symmetric object at `addr` (an address of this PE) on world PE
+    /// `pe`: `addr` itself for this PE, the object in `pe`'s mapped segment for a same-node
+    /// PE, `None` for a PE of another node, a PE out of range, or an address that is not
+    /// symmetric.
+    pub fn local_ptr(&self, addr: usize, pe: u32) -> Option<std::ptr::NonNull<u8>> {
+        if pe >= self.npes {
+            return None;
+        }
+        let sym = self.segs.translate(addr, 1)?;
+        let local = if pe == self.me {
+            addr
+        } else {
+            self.mapped_base(pe, sym.seg)? + sym.off as usize
+        };
+        std::ptr::NonNull::new(local as *mut u8)
+    }
+
     /// How long user-level waits may block (`SHMEM_WAIT_TIMEOUT`).
     pub fn wait_timeout(&self) -> Duration {
         self.config.wait_timeout

@@ -30,10 +30,12 @@
 //! `<program>: PE i of n: ok` line. Each case is reported on stderr as it finishes
 //! (`c_suite: rma_types shm np=2 ... ok (1.4 s)`), outside libtest's output capture.
 //!
-//! Besides the programs: `nm -D` of the installed `libshmem.so` against the symbol table
-//! (`docs/spec/openshmem-1.5-c-symbols.tsv`, the categories in [`EXPORTED_CATEGORIES`]),
-//! the wrappers' `-showme` modes and flag rules, the pkg-config file, and that a second
-//! install changes nothing.
+//! Besides the programs: `nm -D` of the installed `libshmem.so` against the symbol tables
+//! (`docs/spec/openshmem-1.5-c-symbols.tsv` and `gsas-beyond-1.5-c-symbols.tsv`, the
+//! categories in [`EXPORTED_CATEGORIES`]), the wrappers' `-showme` modes and flag rules, the
+//! names of other implementations (`shmemcc`, `shmemrun`, ...), `shmem_global_exit`'s status
+//! under `mpiexec.hydra` (the test fails when Hydra is missing; CI installs `mpich`), the
+//! pkg-config file, and that a second install changes nothing.
 //!
 //! **aarch64.** Built for aarch64 and run under qemu-user, the harness installs the
 //! aarch64 build (cross compiler `aarch64-linux-gnu-gcc`, recorded in the wrappers) and the
@@ -64,10 +66,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gsas::service::ControlClient;
-use gsas::testsupport::{Launch, exanet_emu_command, launch, run_with_timeout};
+use gsas::testsupport::{Launch, exanet_emu_command, hydra_fork, launch, run_with_timeout};
 
 /// The symbol-table categories whose symbols (and `pshmem_` twins) `libshmem.so` must
-/// export: all 19 (issue 5's and issue 6's collectives and teams).
+/// export: all 19 of OpenSHMEM 1.5 (issue 5's and issue 6's collectives and teams), and the
+/// two of the routines beyond it (`docs/spec/gsas-beyond-1.5-c-symbols.tsv`).
 const EXPORTED_CATEGORIES: &[&str] = &[
     "Setup/query",
     "Setup/query (accessibility/ptr)",
@@ -88,6 +91,8 @@ const EXPORTED_CATEGORIES: &[&str] = &[
     "Collectives: sync/barrier",
     "Collectives: data movement",
     "Collectives: reductions/scan",
+    "Teams (OpenSHMEM 1.6)",
+    "Cache (deprecated 1.3, removed 1.5; no-ops)",
 ];
 
 /// Exported names allowed besides the prefixes of [`EXPORTED_PREFIXES`] (the version
@@ -389,11 +394,11 @@ fn compile(name: &str, source: &str, lang: Lang, extra: &[&str]) -> PathBuf {
 
 /// What a run must end with.
 #[derive(Clone, Copy)]
-enum Expect {
+enum Expect<'a> {
     /// Exit status 0 and every PE's ok line.
     Success,
     /// This exit status, and this text somewhere in the output.
-    Status(i32, &'static str),
+    Status(i32, &'a str),
 }
 
 /// The outcome of one job.
@@ -634,7 +639,7 @@ fn fail_run(label: &str, case: Case, run: &Run, why: &str) -> ! {
 
 /// Checks a run of `program` (reported as `label`) against its expectation; panics with
 /// the whole output otherwise.
-fn check_run(label: &str, program: &str, case: Case, run: &Run, expect: Expect) {
+fn check_run(label: &str, program: &str, case: Case, run: &Run, expect: Expect<'_>) {
     match expect {
         Expect::Success => {
             if run.status != Some(0) {
@@ -690,7 +695,13 @@ fn coll_matrix() -> &'static [Case] {
 }
 
 /// Builds a program and runs it over the whole matrix.
-fn run_program(label: &str, binary: &Path, args: &[&str], env: &[(&str, &str)], expect: Expect) {
+fn run_program(
+    label: &str,
+    binary: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    expect: Expect<'_>,
+) {
     run_cases(label, binary, matrix(), args, env, expect);
 }
 
@@ -701,7 +712,7 @@ fn run_cases(
     cases: &[Case],
     args: &[&str],
     env: &[(&str, &str)],
-    expect: Expect,
+    expect: Expect<'_>,
 ) {
     let mut daemons: Option<(Transport, Daemons)> = None;
     for &case in cases {
@@ -892,6 +903,13 @@ fn coll_mixed() {
     coll_program("coll_mixed");
 }
 
+/// `shmem_team_ptr` (OpenSHMEM 1.6) on the world, shared and a strided team, over the
+/// whole matrix (two nodes: the pointers of the other node's PEs are NULL).
+#[test]
+fn team_ptr() {
+    c_program("team_ptr", &[]);
+}
+
 #[test]
 fn team_split() {
     coll_program("team_split");
@@ -989,15 +1007,80 @@ fn cxx_program() {
     run_program("cxx_program", &bin, &[], &[], Expect::Success);
 }
 
+/// The text `global_exit.c` prints (unflushed) before it calls `shmem_global_exit(status)`.
+fn global_exit_text(status: i32) -> String {
+    format!("calls shmem_global_exit({status}) [unflushed]")
+}
+
+/// `shmem_global_exit(S)`: the launcher exits with S, 0 included: S = 42 over the whole
+/// matrix, 0, 3 and 255 at 2 PEs on one node, 0 at 2 PEs on two nodes (the calling PE on
+/// node 1, served by its own daemon).
 #[test]
 fn global_exit_status_reaches_the_launcher() {
     let bin = compile("global_exit", "global_exit.c", Lang::C, &[]);
-    run_program(
+    let text = global_exit_text(42);
+    run_program("global_exit", &bin, &[], &[], Expect::Status(42, &text));
+    let daemons = start_daemons("global_exit", Transport::Udp);
+    for (case, statuses) in [
+        (Case::new(2, Transport::Shm), &[0, 3, 255][..]),
+        (Case::new(2, Transport::Udp), &[0][..]),
+    ] {
+        for &status in statuses {
+            let run = run_case(&bin, &[&status.to_string()], &[], case, Some(&daemons));
+            let text = global_exit_text(status);
+            let label = format!("global_exit({status})");
+            check_run(
+                &label,
+                "global_exit",
+                case,
+                &run,
+                Expect::Status(status, &text),
+            );
+        }
+    }
+}
+
+/// `shmem_global_exit(S)` in a job started by MPICH's `mpiexec.hydra -launcher fork -n 2`
+/// (the PEs bootstrap through Hydra's PMI-1 and start their own service): Hydra exits with
+/// S for S = 0, 3, 42 and 255, as with `oshrun` (measured with MPICH 4.0 of Debian 12; see
+/// docs/runtime.md).
+#[test]
+fn global_exit_under_hydra() {
+    let bin = compile("global_exit-hydra", "global_exit.c", Lang::C, &[]);
+    for status in [0, 3, 42, 255] {
+        let mut cmd = hydra_fork();
+        cmd.args(["-n", "2"])
+            .args(launch().prefix())
+            .arg(&bin)
+            .arg(status.to_string());
+        global_exit_job(
+            &format!("global_exit({status}) under mpiexec.hydra"),
+            cmd,
+            status,
+        );
+    }
+}
+
+/// Runs `cmd`, a job of 2 PEs on one node running `global_exit.c` with `status`, and checks
+/// that it ends with `status` and the calling PE's text.
+fn global_exit_job(label: &str, mut cmd: Command, status: i32) {
+    let s = suite();
+    let t0 = Instant::now();
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit + 60))
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let run = Run {
+        status: out.status.code(),
+        output: joined(&out),
+        elapsed: t0.elapsed(),
+    };
+    let text = global_exit_text(status);
+    let case = Case::new(2, Transport::Shm);
+    check_run(
+        label,
         "global_exit",
-        &bin,
-        &[],
-        &[],
-        Expect::Status(42, "calls shmem_global_exit(42) [unflushed]"),
+        case,
+        &run,
+        Expect::Status(status, &text),
     );
 }
 
@@ -1082,26 +1165,31 @@ fn symmetric_size_from_the_environment() {
     }
 }
 
-/// Parses the symbol table: (symbol, category) of every row.
+/// Parses the symbol tables (OpenSHMEM 1.5's and the routines beyond it): (symbol,
+/// category) of every row.
 fn tsv_symbols(root: &Path) -> Vec<(String, String)> {
-    let path = root.join("docs/spec/openshmem-1.5-c-symbols.tsv");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("header line").split('\t').collect();
-    assert_eq!(
-        &header[..3],
-        ["symbol", "family_template", "category"],
-        "unexpected header of {}",
-        path.display()
-    );
-    lines
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
+    let mut rows = Vec::new();
+    for table in [
+        "openshmem-1.5-c-symbols.tsv",
+        "gsas-beyond-1.5-c-symbols.tsv",
+    ] {
+        let path = root.join("docs/spec").join(table);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("header line").split('\t').collect();
+        assert_eq!(
+            &header[..3],
+            ["symbol", "family_template", "category"],
+            "unexpected header of {}",
+            path.display()
+        );
+        rows.extend(lines.filter(|l| !l.trim().is_empty()).map(|l| {
             let cols: Vec<&str> = l.split('\t').collect();
             (cols[0].to_owned(), cols[2].to_owned())
-        })
-        .collect()
+        }));
+    }
+    rows
 }
 
 /// The profiling twin of a routine name: a `p` in front of the whole name.
@@ -1363,6 +1451,71 @@ fn wrappers_add_the_right_flags() {
     }
     for b in ["oshcc", "oshc++", "oshrun", "gshrun", "gsas-atomicd"] {
         assert!(s.prefix.join("bin").join(b).is_file(), "bin/{b} missing");
+    }
+}
+
+/// The names other implementations install (Sandia OpenSHMEM's `oshcxx`, Open MPI's
+/// `shmemcc`, `shmemc++`, `shmemcxx`, `shmemrun`) are links to our wrappers and launcher:
+/// they print the same commands, and a program built with `shmemcc` runs under `shmemrun`
+/// (with the job status of `shmem_global_exit`, 0 and 7).
+#[test]
+fn other_implementations_names() {
+    let s = suite();
+    let bin = s.prefix.join("bin");
+    for (alias, target) in [
+        ("oshcxx", "oshc++"),
+        ("shmemcc", "oshcc"),
+        ("shmemc++", "oshc++"),
+        ("shmemcxx", "oshc++"),
+        ("shmemrun", "oshrun"),
+    ] {
+        let link = std::fs::read_link(bin.join(alias))
+            .unwrap_or_else(|e| panic!("bin/{alias} is not a link: {e}"));
+        assert_eq!(link, Path::new(target), "bin/{alias}");
+        if target != "oshrun" {
+            let args = ["-showme", "-O2", "app.c", "-o", "app"];
+            assert_eq!(
+                wrapper(alias, &args, &[]),
+                wrapper(target, &args, &[]),
+                "{alias} -showme differs from {target} -showme"
+            );
+        }
+    }
+    let o = run_with_timeout(
+        launch().command(bin.join("shmemrun")).arg("--version"),
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    assert!(
+        o.status.success() && joined(&o).contains(env!("CARGO_PKG_VERSION")),
+        "shmemrun --version: {}",
+        joined(&o)
+    );
+    // A real build with shmemcc and runs with shmemrun.
+    let prog = s.build.join("global_exit-shmemcc");
+    let (ok, _, err) = wrapper(
+        "shmemcc",
+        &[
+            "-std=c11",
+            "-Wall",
+            "-Werror",
+            &s.root
+                .join("shmem/tests/c/global_exit.c")
+                .display()
+                .to_string(),
+            "-o",
+            &prog.display().to_string(),
+        ],
+        &[],
+    );
+    assert!(ok, "shmemcc global_exit.c: {err}");
+    for status in [0, 7] {
+        let mut cmd = launch().command(bin.join("shmemrun"));
+        cmd.args(["-n", "2", "--timeout", &s.job_limit.to_string(), "--"])
+            .args(launch().prefix())
+            .arg(&prog)
+            .arg(status.to_string());
+        global_exit_job(&format!("shmemrun global_exit({status})"), cmd, status);
     }
 }
 

@@ -2,7 +2,8 @@
 //! `SHMEM_TEAM_SHARED` is exactly the PEs `shmem_ptr` reaches; strided splits (positive and
 //! negative strides, one PE), 2-D splits (clamped `xrange`), nested splits, with
 //! `translate_pe`, `num_contexts`, and collectives on the new teams in team numbering;
-//! contexts of a split team numbering PEs in the team; refused splits (the same on every
+//! contexts of a split team numbering PEs in the team; `Team::ptr` (`shmem_team_ptr`) equal
+//! to `shmem_ptr` of the member and usable for loads; refused splits (the same on every
 //! PE) and non-members getting `SHMEM_TEAM_INVALID`; the C ABI of splits, destroy and
 //! queries; many splits and destroys in a row (blocks reused), and splits until no block is
 //! left.
@@ -120,6 +121,18 @@ fn exercise(shmem: &Shmem, b: &Bufs<'_>, team: Team<'_>, members: &[usize]) {
     team.sync().unwrap();
     b.v.write(0, me as u64);
     team.sync().unwrap();
+    // shmem_team_ptr: the world pointer of the member (same node: usable for loads, which
+    // see the member's own value), nothing past the team.
+    for (t, &w) in members.iter().enumerate() {
+        let p = team.ptr(b.v.at(0), t);
+        assert_eq!(p, shmem.ptr(b.v.at(0), w), "team PE {t} (world {w})");
+        if let Some(p) = p {
+            // SAFETY: a pointer into the member's symmetric heap, mapped here; the member
+            // wrote the value before the sync and changes it only after the next one.
+            assert_eq!(unsafe { p.as_ptr().read_volatile() }, w as u64);
+        }
+    }
+    assert_eq!(team.ptr(b.v.at(0), k), None);
     team.reduce(op::Sum, &b.s, &b.v).unwrap();
     assert_eq!(b.s.read(0), members.iter().sum::<usize>() as u64);
     team.broadcast(&b.t, &b.v, k - 1).unwrap();

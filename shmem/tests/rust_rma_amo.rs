@@ -3,13 +3,13 @@
 //!
 //! RMA: several element types and sizes from 1 byte to 4 MiB (beyond the UDP MTU), p/g,
 //! strided iput/iget, non-blocking puts and scoped non-blocking gets, contexts, zero-length
-//! transfers. AMOs: every operation with exact expected results while all PEs hammer PE 0,
+//! transfers, blocks of `alloc_vec_aligned` (alignments 1 to 4096). AMOs: every operation with exact expected results while all PEs hammer PE 0,
 //! and the non-blocking fetching forms.
 
 mod rust_common;
 
 use rust_common::{ONE_NODE, TWO_NODES, pattern, run_and_check};
-use shmem::{CtxOptions, Shmem};
+use shmem::{CtxOptions, ErrorKind, Shmem};
 
 /// The child entry point: one PE of a job (or, outside a job, every scenario as a job of
 /// one PE).
@@ -176,6 +176,22 @@ fn rma(shmem: &Shmem) -> String {
     shmem.get(&c, &mut [], right);
     shmem.put_nbi(&c, &[], right);
     shmem.barrier_all();
+
+    // Aligned blocks: alignments below the pointer size mean the pointer size; one that is
+    // not a power of two is refused (on every PE alike: no collective happens).
+    for al in [1usize, 2, 4, 8, 64, 4096] {
+        let a = shmem.alloc_vec_aligned::<u8>(al, 24).unwrap();
+        let want = al.max(size_of::<usize>());
+        assert_eq!(a.as_ptr() as usize % want, 0, "alignment {al}");
+        shmem.put(&a, &pattern(me + al, 24), right);
+        shmem.barrier_all();
+        assert!(a.to_vec() == pattern(left + al, 24), "alignment {al}");
+        shmem.barrier_all();
+    }
+    for al in [0usize, 3, 24] {
+        let e = shmem.alloc_vec_aligned::<u8>(al, 24).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "alignment {al}: {e}");
+    }
     format!(
         "rma ok: {} sizes up to {} bytes, {} same-node PEs",
         sizes.len(),

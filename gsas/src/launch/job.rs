@@ -163,18 +163,13 @@ pub enum Failure {
 
 impl Failure {
     /// The exit status the launcher reports: the PE's status, 128 + signal, the abort
-    /// code (at least 1), 128 + the launcher's signal, or 124 for the time limit.
+    /// code as asked for (0 included: `shmem_global_exit(0)` ends the job successfully;
+    /// like a process's own exit status, only its low 8 bits reach the shell), 128 + the
+    /// launcher's signal, or 124 for the time limit.
     pub fn exit_code(&self) -> i32 {
         match *self {
-            Failure::Exited { code, .. } => code,
+            Failure::Exited { code, .. } | Failure::Aborted { code, .. } => code,
             Failure::Signaled { signal, .. } | Failure::Interrupted { signal } => 128 + signal,
-            Failure::Aborted { code, .. } => {
-                if code == 0 {
-                    1
-                } else {
-                    code
-                }
-            }
             Failure::TimedOut { .. } => 124,
             Failure::Node { .. } => 1,
         }
@@ -787,6 +782,21 @@ mod tests {
             report.statuses[0].and_then(|s| s.signal()),
             Some(libc::SIGTERM)
         );
+    }
+
+    #[test]
+    fn an_abort_gives_its_code_zero_included() {
+        // shmem_global_exit(0) ends the job successfully (issue 13); other codes as asked.
+        for code in [0, 3, 255] {
+            let f = Failure::Aborted {
+                rank: 1,
+                pid: 42,
+                node: None,
+                code,
+                message: Some(format!("PE 1 called shmem_global_exit({code})")),
+            };
+            assert_eq!(f.exit_code(), code);
+        }
     }
 
     #[test]

@@ -238,14 +238,8 @@ impl Shmem {
         pe: usize,
     ) -> Option<std::ptr::NonNull<T>> {
         let st = live("shmem::Shmem::ptr");
-        let obj = obj.into();
-        let pe = u32::try_from(pe).ok().filter(|&p| p < st.npes)?;
-        let sym = st.segs.translate(obj.as_ptr() as usize, 1)?;
-        if pe == st.me {
-            return std::ptr::NonNull::new(obj.as_ptr().cast_mut());
-        }
-        let base = st.mapped_base(pe, sym.seg)?;
-        std::ptr::NonNull::new((base + sym.off as usize) as *mut T)
+        st.local_ptr(obj.into().as_ptr() as usize, u32::try_from(pe).ok()?)
+            .map(std::ptr::NonNull::cast)
     }
 
     /// `shmem_barrier_all` (OpenSHMEM 1.5 §9.9.1): quiet on the default context, then wait

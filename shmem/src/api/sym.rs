@@ -145,8 +145,9 @@ impl Shmem {
     }
 
     /// `shmem_align` (OpenSHMEM 1.5 §9.3.1): `len` elements aligned to `alignment` bytes (a
-    /// power of two, at least the pointer size), a collective. The contents are unspecified
-    /// (whatever the heap held) until written.
+    /// power of two; below the pointer size it means the pointer size, the least alignment
+    /// of every block), a collective. The contents are unspecified (whatever the heap held)
+    /// until written.
     ///
     /// Errors: [`ErrorKind::InvalidArgument`] for a bad alignment,
     /// [`ErrorKind::OutOfMemory`] as [`Shmem::alloc_vec`].
@@ -156,13 +157,10 @@ impl Shmem {
         len: usize,
     ) -> Result<SymVec<'_, T>, Error> {
         const CALL: &str = "shmem::Shmem::alloc_vec_aligned";
-        if !alignment.is_power_of_two() || alignment < size_of::<usize>() {
+        if !alignment.is_power_of_two() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!(
-                    "{CALL}: alignment {alignment} is not a power of two >= {}",
-                    size_of::<usize>()
-                ),
+                format!("{CALL}: alignment {alignment} is not a power of two"),
             ));
         }
         let bytes = len

@@ -14,7 +14,9 @@ use std::marker::PhantomData;
 
 use super::Error;
 use super::ctx::{Ctx, CtxOptions};
+use super::sym::SymSlice;
 use crate::team::{self, RawTeam};
+use crate::types::Symmetric;
 
 /// A team handle; see the [API overview](crate::api).
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +73,22 @@ impl<'s> Team<'s> {
         const CALL: &str = "shmem::Team::translate_pe";
         let (s, d) = (self.get(CALL)?, dest.get(CALL)?);
         s.translate(u32::try_from(pe).ok()?, d).map(|p| p as usize)
+    }
+
+    /// `shmem_team_ptr` (OpenSHMEM 1.6, team management routines; the team-relative
+    /// [`Shmem::ptr`](super::Shmem::ptr)): a local pointer to `obj` on team PE `pe` if that
+    /// PE is this one or on this node (loads and stores through it reach its memory);
+    /// `None` for a PE number outside the team, a PE of another node, or an invalid team.
+    pub fn ptr<'a, T: Symmetric>(
+        &self,
+        obj: impl Into<SymSlice<'a, T>>,
+        pe: usize,
+    ) -> Option<std::ptr::NonNull<T>> {
+        const CALL: &str = "shmem::Team::ptr";
+        let world = self.get(CALL)?.world_pe(u32::try_from(pe).ok()?)?;
+        crate::state::live(CALL)
+            .local_ptr(obj.into().as_ptr() as usize, world)
+            .map(std::ptr::NonNull::cast)
     }
 
     /// `shmem_team_create_ctx` (OpenSHMEM 1.5 §9.5.2): a context whose PE numbers are this

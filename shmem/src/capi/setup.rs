@@ -76,22 +76,29 @@ fn global_exit(status: c_int, call: &str) -> std::convert::Infallible {
 /// `shmem_ptr`: a local pointer to `dest` on `pe`, or NULL.
 fn ptr(dest: *const c_void, pe: c_int, call: &str) -> *mut c_void {
     let st = state::live(call);
-    let Ok(pe) = u32::try_from(pe) else {
+    u32::try_from(pe)
+        .ok()
+        .and_then(|pe| st.local_ptr(dest as usize, pe))
+        .map_or(std::ptr::null_mut(), |p| p.as_ptr().cast())
+}
+
+/// `shmem_team_ptr` (OpenSHMEM 1.6): [`ptr`] with `pe` numbered in `team`; NULL for
+/// `SHMEM_TEAM_INVALID` or a PE number outside the team.
+///
+/// # Safety
+///
+/// `team` a team handle from the library.
+unsafe fn team_ptr(team: RawTeam, dest: *const c_void, pe: c_int, call: &str) -> *mut c_void {
+    let st = state::live(call);
+    // SAFETY: forwarded.
+    let Some(t) = (unsafe { team::resolve(team, call) }) else {
         return std::ptr::null_mut();
     };
-    if pe >= st.npes {
-        return std::ptr::null_mut();
-    }
-    let Some(sym) = st.segs.translate(dest as usize, 1) else {
-        return std::ptr::null_mut();
-    };
-    if pe == st.me {
-        return dest.cast_mut();
-    }
-    st.mapped_base(pe, sym.seg)
-        .map_or(std::ptr::null_mut(), |b| {
-            (b + sym.off as usize) as *mut c_void
-        })
+    u32::try_from(pe)
+        .ok()
+        .and_then(|pe| t.world_pe(pe))
+        .and_then(|world| st.local_ptr(dest as usize, world))
+        .map_or(std::ptr::null_mut(), |p| p.as_ptr().cast())
 }
 
 /// `shmem_addr_accessible`.
@@ -222,6 +229,8 @@ abi! {
     plain team_get_config [team_get_config]
         (team: RawTeam, config_mask: c_long, config: *mut TeamConfig) -> c_int
         => |call| team_get_config(team, config_mask, config, call);
+    plain team_ptr [team_ptr] (team: RawTeam, dest: *const c_void, pe: c_int) -> *mut c_void
+        => |call| team_ptr(team, dest, pe, call);
     plain ctx_create [ctx_create] (options: c_long, ctx: *mut RawCtx) -> c_int
         => |call| ctx::create(team::world_handle(), options, ctx, call);
     plain team_create_ctx [team_create_ctx] (team: RawTeam, options: c_long, ctx: *mut RawCtx)
@@ -286,7 +295,36 @@ abi! {
         => |call| memory::align(alignment, size, call);
 }
 
+// The cache management routines (deprecated in OpenSHMEM 1.3, removed in 1.5), kept so that
+// older programs link: no-ops, since there is nothing to invalidate or flush (PEs of a node
+// share cache-coherent memory, and data from other nodes is written by the node's service
+// with ordinary stores). shmem.h declares them deprecated, so calls compile with a warning.
+abi! {
+    const CACHE;
+    plain clear_cache_inv [clear_cache_inv] () => |call| {
+        let _ = call;
+    };
+    plain set_cache_inv [set_cache_inv] () => |call| {
+        let _ = call;
+    };
+    plain clear_cache_line_inv [clear_cache_line_inv] (dest: *mut c_void) => |call| {
+        let _ = (dest, call);
+    };
+    plain set_cache_line_inv [set_cache_line_inv] (dest: *mut c_void) => |call| {
+        let _ = (dest, call);
+    };
+    plain udcflush [udcflush] () => |call| {
+        let _ = call;
+    };
+    plain udcflush_line [udcflush_line] (dest: *mut c_void) => |call| {
+        let _ = (dest, call);
+    };
+}
+
 /// The names of this module.
 pub fn names(out: &mut Vec<&'static str>) {
-    super::extend(out, &[SETUP, MEMORY, TEAMS_AND_CONTEXTS, SYNC, LEGACY]);
+    super::extend(
+        out,
+        &[SETUP, MEMORY, TEAMS_AND_CONTEXTS, SYNC, LEGACY, CACHE],
+    );
 }

@@ -2,7 +2,11 @@
  * legacy.c - the names deprecated since OpenSHMEM 1.2 that 1.5 still requires: start_pes
  * (a second call is a no-op), _my_pe, _num_pes, shmalloc, shfree, shrealloc, shmemalign.
  * The program never calls shmem_finalize, as programs written for start_pes do: the
- * library must finish the PE cleanly when main returns.
+ * library must finish the PE cleanly when main returns.  It also calls the cache routines
+ * that 1.5 removed (shmem_clear_cache_inv ... shmem_udcflush_line): they link and do
+ * nothing (the data written before them is still there after them).  shmem.h declares them
+ * deprecated; the warning is silenced here because the suite compiles with -Werror
+ * (shmem/tests/c/headers/check.sh checks that each call warns).
  */
 #define CTEST_NAME "legacy"
 #include "ctest.h"
@@ -38,6 +42,17 @@ int main(void) {
     shmem_double_p(&c[9], 0.5 + me, right);
     ctest_barrier();
     CHECK(c[9] == 0.5 + left, "shmemalign block: c[9] = %g", c[9]);
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    shmem_clear_cache_inv();
+    shmem_set_cache_inv();
+    shmem_clear_cache_line_inv(&c[9]);
+    shmem_set_cache_line_inv(&c[9]);
+    shmem_udcflush();
+    shmem_udcflush_line(&c[9]);
+#pragma GCC diagnostic pop
+    CHECK(c[9] == 0.5 + left && b[4000] == me, "the cache routines changed memory");
 
     ctest_barrier();
     shfree(c);

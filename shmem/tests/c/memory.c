@@ -6,9 +6,22 @@
  * realloc(p, 0), hints, the rules that size 0 and free(NULL) do nothing and are no
  * collective (only PE 0 calls them here: a barrier inside would deadlock the job), and
  * that an impossible request fails with NULL on every PE without harming later ones.
+ * shmem_align with a power of two below sizeof(void *) (1, 2, 4) gives a valid block, as
+ * other implementations do; a non-power-of-two alignment (0, 3, 12, 24) is refused with
+ * NULL on every PE.  A successful call leaves errno as it was.
  */
 #define CTEST_NAME "memory"
 #include "ctest.h"
+
+#include <errno.h>
+
+/* A value no system call sets, planted in errno before each call. */
+#define ERRNO_MARK 4242
+
+/* Checks that the call just made left errno at ERRNO_MARK. */
+#define CHECK_ERRNO(what)                                                                     \
+    CHECK(errno == ERRNO_MARK, "%s changed errno from %d to %d (%s)", what, ERRNO_MARK, errno, \
+          strerror(errno))
 
 static int me, npes, right, left;
 
@@ -93,6 +106,49 @@ int main(void) {
         check_symmetric(p, 100, 200 + (long)al, "shmem_align block");
         shmem_free(p);
     }
+
+    /* align below the pointer size: rounded up to it, a valid symmetric block. */
+    for (size_t al = 1; al < sizeof(void *); al *= 2) {
+        errno = ERRNO_MARK;
+        void *p = shmem_align(al, 24);
+        CHECK_ERRNO("shmem_align");
+        CHECK(p != NULL, "shmem_align(%zu, 24) returned NULL", al);
+        CHECK(((uintptr_t)p & (sizeof(void *) - 1)) == 0, "shmem_align(%zu) gave %p", al, p);
+        check_symmetric(p, 24, 250 + (long)al, "shmem_align block (small alignment)");
+        errno = ERRNO_MARK;
+        shmem_free(p);
+        CHECK_ERRNO("shmem_free");
+    }
+    /* Not a power of two: NULL on every PE (no barrier inside: all PEs call it alike). */
+    size_t bad_al[] = {0, 3, 12, 24};
+    for (size_t i = 0; i < sizeof bad_al / sizeof bad_al[0]; i++)
+        CHECK(shmem_align(bad_al[i], 64) == NULL, "shmem_align(%zu, 64) did not fail", bad_al[i]);
+    ctest_barrier();
+
+    /* errno after each successful allocation routine. */
+    errno = ERRNO_MARK;
+    long *e1 = (long *)shmem_malloc(4096);
+    CHECK_ERRNO("shmem_malloc");
+    errno = ERRNO_MARK;
+    long *e2 = (long *)shmem_calloc(512, sizeof(long));
+    CHECK_ERRNO("shmem_calloc");
+    errno = ERRNO_MARK;
+    long *e3 = (long *)shmem_malloc_with_hints(64, SHMEM_MALLOC_ATOMICS_REMOTE);
+    CHECK_ERRNO("shmem_malloc_with_hints");
+    errno = ERRNO_MARK;
+    long *e4 = (long *)shmem_align(4096, 100);
+    CHECK_ERRNO("shmem_align");
+    errno = ERRNO_MARK;
+    e1 = (long *)shmem_realloc(e1, 1 << 20);
+    CHECK_ERRNO("shmem_realloc");
+    CHECK(e1 != NULL && e2 != NULL && e3 != NULL && e4 != NULL,
+          "an allocation for the errno checks returned NULL");
+    errno = ERRNO_MARK;
+    shmem_free(e4);
+    shmem_free(e3);
+    shmem_free(e2);
+    shmem_free(e1);
+    CHECK_ERRNO("shmem_free");
 
     /* malloc_with_hints: each hint, both, and none. */
     long hints[4] = {0, SHMEM_MALLOC_ATOMICS_REMOTE, SHMEM_MALLOC_SIGNAL_REMOTE,

@@ -15,7 +15,11 @@
 #   3. C++11/14/17: typed calls, a complex reduction, shmem_global_exit in a [[noreturn]]
 #      function, <mpp/shmem.h> and <pshmem.h>;
 #   4. C99/C11/C17/C2x: the constants (compile-time assertions) and the handles;
-#   5. header hygiene: every header alone and twice, with strict extra warnings.
+#   5. header hygiene: every header alone and twice, with strict extra warnings;
+#   6. the cache routines that 1.5 removed (declared by gsas as deprecated no-ops): calls
+#      compile in C and C++, each with a deprecation warning.
+# The symbols are those of docs/spec/openshmem-1.5-c-symbols.tsv and of
+# docs/spec/gsas-beyond-1.5-c-symbols.tsv (shmem_team_ptr of 1.6, the cache routines).
 # Plus, once: the gsas version in shmemx.h equals the Cargo workspace version.
 #
 # Environment: CHECK_AARCH64=0 skips the board compilers (they are required by default).
@@ -208,6 +212,47 @@ check_toolchain() {
     done
     if [ "$hdr_ok" -eq 1 ]; then
         ok "each header alone and twice: C99/C11/C17, C++11/C++17 with strict warnings"
+    fi
+
+    # 6. The cache routines 1.5 removed: calls compile, each with a deprecation warning.
+    local fn ncache=0 cache_ok=1
+    {
+        printf '#include <shmem.h>
+#include <pshmem.h>
+static long x;
+int main(void) {
+'
+        for fn in clear_cache_inv set_cache_inv udcflush; do
+            printf '    shmem_%s();
+    pshmem_%s();
+' "$fn" "$fn"
+        done
+        for fn in clear_cache_line_inv set_cache_line_inv udcflush_line; do
+            printf '    shmem_%s(&x);
+    pshmem_%s(&x);
+' "$fn" "$fn"
+        done
+        printf '    return 0;
+}
+'
+    } >"$out/cache.c"
+    for std in c99 c11 c++11 c++17; do
+        local comp=$cc lang=c
+        case $std in c++*) comp=$cxx lang=c++ ;; esac
+        if ! quiet "$out/cache_$std.log" "$comp" -std=$std -Wall -Wextra -pedantic "${I[@]}"             -x $lang -c "$out/cache.c" -o "$out/cache.o"; then
+            bad "$std: calls of the cache routines do not compile"
+            cache_ok=0
+            continue
+        fi
+        ncache=$(grep -c "deprecated.*removed in OpenSHMEM 1.5" "$out/cache_$std.log" || true)
+        if [ "$ncache" -ne 12 ]; then
+            bad "$std: $ncache deprecation warnings for 12 calls of the cache routines"
+            sed 's/^/        | /' "$out/cache_$std.log" | head -n 20
+            cache_ok=0
+        fi
+    done
+    if [ "$cache_ok" -eq 1 ]; then
+        ok "C99/C11, C++11/C++17: the 12 calls of the cache routines compile, each with a deprecation warning"
     fi
 }
 
