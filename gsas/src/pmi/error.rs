@@ -26,6 +26,14 @@ pub enum PmiError {
         /// The variable that revealed the PMIx launcher.
         var: &'static str,
     },
+    /// This process is one task of a multi-task Slurm step that srun started without a
+    /// PMI plugin: alone it would run as PE 0 of 1, silently.
+    SrunWithoutPmi {
+        /// The variable that gave the task count.
+        var: &'static str,
+        /// The number of tasks of the step.
+        tasks: u32,
+    },
     /// A system call failed.
     Io {
         /// What was being done.
@@ -125,6 +133,13 @@ impl fmt::Display for PmiError {
                 "PMI: {var} is set: this process was started by a PMIx launcher (Open MPI \
                  mpirun/oshrun, prterun, or srun --mpi=pmix), which gsas does not speak; \
                  start it with gsas's oshrun, MPICH's mpiexec.hydra, or srun --mpi=pmi2"
+            ),
+            PmiError::SrunWithoutPmi { var, tasks } => write!(
+                f,
+                "PMI: srun started this process as one of {tasks} tasks ({var}={tasks}) but \
+                 gave it no PMI connection (srun --mpi=none, or the site's MpiDefault), so \
+                 every task would run alone as PE 0 of 1; start the job with \
+                 `srun --mpi=pmi2`"
             ),
             PmiError::Io { context, source } => write!(f, "PMI: {context}: {source}"),
             PmiError::Timeout {
