@@ -11,8 +11,10 @@
 //!    for rank 0, the job id and key (from `GSAS_JOB_ID`/`GSAS_JOB_KEY`, else drawn from
 //!    `getrandom`).
 //! 5. **Exchange 2** (barrier): rank 0 reads every entry and publishes the job table: job
-//!    id and key, and the node of every rank, from the hints, or, when no rank has one, by
-//!    host name (distinct host names in rank order become nodes 0, 1, ...). Every rank reads
+//!    id and key, and the node of every rank, from the hints; when no rank has one, from
+//!    the launcher's `PMI_process_mapping` (every block of the vector, cyclic placements
+//!    included: Slurm, Hydra, gsas's launcher); only when the launcher gives none, by host
+//!    name (distinct host names in rank order become nodes 0, 1, ...). Every rank reads
 //!    it. Mixed hints, or `GSAS_JOB_*` values that differ between ranks, fail every rank with
 //!    the same message.
 //! 6. **Service** (barrier): the lowest rank of each node (its leader) finds the node's
@@ -178,11 +180,21 @@ impl Table {
     }
 }
 
-/// Rank 0's decision from every rank's entry; `Err` is the message every rank reports.
-fn make_table(entries: &[Entry], job: (u64, u64)) -> Result<Table, String> {
+/// Rank 0's decision from every rank's entry and the launcher's node of every rank
+/// (`launcher`, from `PMI_process_mapping`); `Err` is the message every rank reports.
+fn make_table(
+    entries: &[Entry],
+    job: (u64, u64),
+    launcher: Option<&[u32]>,
+) -> Result<Table, String> {
     let hinted = entries.iter().filter(|e| e.hint.is_some()).count();
+    let from_launcher = launcher
+        .filter(|l| l.len() == entries.len())
+        .and_then(|l| l.iter().map(|&n| u16::try_from(n).ok()).collect());
     let node_of = if hinted == entries.len() {
         entries.iter().map(|e| e.hint.unwrap_or(0)).collect()
+    } else if let (0, Some(nodes)) = (hinted, from_launcher) {
+        nodes
     } else if hinted == 0 {
         let mut names: HashMap<&str, u16> = HashMap::new();
         let mut out = Vec::with_capacity(entries.len());
@@ -204,6 +216,22 @@ fn make_table(entries: &[Entry], job: (u64, u64)) -> Result<Table, String> {
         job_key: job.1,
         node_of,
     })
+}
+
+/// The node of every rank as the launcher describes it (`PMI_process_mapping`); `None`,
+/// with the reason logged, when it gives none or one that does not describe this job.
+fn launcher_nodes(pmi: &mut pmi::Client, size: u32) -> Option<Vec<u32>> {
+    match pmi.node_of_rank() {
+        Ok(Some(nodes)) => Some(nodes),
+        Ok(None) => {
+            log::debug!("the launcher publishes no PMI_process_mapping: nodes by host name");
+            None
+        }
+        Err(e) => {
+            log::warn!("{e}; of {size} PEs, the nodes are told apart by host name instead");
+            None
+        }
+    }
 }
 
 /// Remaps the executable's data segment onto a new sealed memfd.
@@ -477,7 +505,8 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
             }
         }
         let job = rank0_job.unwrap_or((0, 0));
-        let value = match bad.map_or_else(|| make_table(&entries, job), Err) {
+        let launcher = launcher_nodes(&mut pmi, size);
+        let value = match bad.map_or_else(|| make_table(&entries, job, launcher.as_deref()), Err) {
             Ok(t) => t.encode(),
             Err(msg) => {
                 let mut v = vec![TABLE_ERROR];
@@ -877,16 +906,48 @@ mod tests {
 
     #[test]
     fn node_assignment() {
-        let t = make_table(&[e(Some(3), "a"), e(Some(3), "a"), e(Some(1), "b")], (1, 2)).unwrap();
-        assert_eq!(t.node_of, [3, 3, 1]);
+        let t = make_table(
+            &[e(Some(3), "a"), e(Some(3), "a"), e(Some(1), "b")],
+            (1, 2),
+            Some(&[0, 1, 2]),
+        )
+        .unwrap();
+        assert_eq!(t.node_of, [3, 3, 1], "hints come first");
         let t = make_table(
             &[e(None, "b"), e(None, "a"), e(None, "b"), e(None, "c")],
             (1, 2),
+            None,
         )
         .unwrap();
         assert_eq!(t.node_of, [0, 1, 0, 2]);
-        let err = make_table(&[e(Some(0), "a"), e(None, "a")], (1, 2)).unwrap_err();
+        let err = make_table(&[e(Some(0), "a"), e(None, "a")], (1, 2), None).unwrap_err();
         assert!(err.contains("PE 0 but not for PE 1"), "{err}");
+    }
+
+    #[test]
+    fn launcher_mapping_beats_host_names() {
+        // Four PEs that all report the same host name (containers, several slurmd on one
+        // host) but that the launcher placed cyclically on two nodes.
+        let same = [e(None, "h"), e(None, "h"), e(None, "h"), e(None, "h")];
+        let cyclic = pmi::ProcessMapping::parse("(vector,(0,2,1))")
+            .unwrap()
+            .node_of_rank(4)
+            .unwrap();
+        let t = make_table(&same, (1, 2), Some(&cyclic)).unwrap();
+        assert_eq!(t.node_of, [0, 1, 0, 1]);
+        // An uneven Slurm placement: 3 + 3 on nodes 0, 1, then 2 on node 2.
+        let uneven = pmi::ProcessMapping::parse("(vector,(0,2,3),(2,1,2))")
+            .unwrap()
+            .node_of_rank(8)
+            .unwrap();
+        let eight = vec![e(None, "h"); 8];
+        let t = make_table(&eight, (1, 2), Some(&uneven)).unwrap();
+        assert_eq!(t.node_of, [0, 0, 0, 1, 1, 1, 2, 2]);
+        // A mapping for another job size, or node numbers past u16: host names.
+        let t = make_table(&same, (1, 2), Some(&[0, 1])).unwrap();
+        assert_eq!(t.node_of, [0, 0, 0, 0]);
+        let t = make_table(&same[..1], (1, 2), Some(&[70_000])).unwrap();
+        assert_eq!(t.node_of, [0]);
     }
 
     #[test]
