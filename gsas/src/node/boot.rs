@@ -446,6 +446,11 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         )));
     }
     crate::log::init(&format!("pe{rank}"), env.log);
+    log::debug!(
+        "PMI: rank {rank} of {size}, {:?} over {:?}",
+        pmi.protocol(),
+        pmi.connection()
+    );
     let cluster = load_cluster(&env)?;
     let host = crate::launch::sys::hostname().unwrap_or_else(|_| "localhost".into());
     let hint = env.node.or_else(|| {
