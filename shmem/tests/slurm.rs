@@ -16,6 +16,9 @@
 //!   PEs bootstrap through PMI-2, take their nodes from `PMI_process_mapping`, and each
 //!   node's first PE hosts the node's atomic service (no `gsas-atomicd` runs: an srun job
 //!   needs none);
+//! * the same over PMIx, `srun --mpi=pmix` (the PEs load the system's libpmix at run
+//!   time; each node's PMIx plugin gets a directory of its own through an `mpi.conf`
+//!   beside the node's copy of `slurm.conf`);
 //! * a PE killed with SIGKILL in the middle of a job: the step ends non-zero and srun
 //!   names the task;
 //! * `srun --mpi=none -n 2`: both PEs stop with the message that names `--mpi=pmi2`.
@@ -27,8 +30,7 @@
 //! when a step fails (the scratch directory is kept, and the daemons' logs printed, on
 //! failure). The whole test takes about 20-40 s on an idle 2-core machine.
 //!
-//! **What it is not.** A test of Slurm itself, or of PMIx (`--mpi=pmix` is refused by
-//! the PEs with a clear message; see `docs/slurm.md`).
+//! **What it is not.** A test of Slurm itself.
 
 use std::io::{BufRead, BufReader, Write as _};
 use std::os::unix::fs::PermissionsExt;
@@ -204,6 +206,18 @@ impl Lab {
         };
         write("hosts", &hosts)?;
         write("slurm.conf", &slurm_conf(&d))?;
+        // Each node reads its own directory: the same slurm.conf, and an mpi.conf that
+        // gives its PMIx plugin a directory of its own (the nodes share /tmp).
+        for i in 0..NODES {
+            let node_dir = d.join(format!("sn{i}"));
+            std::fs::create_dir_all(node_dir.join("pmix"))
+                .map_err(|e| format!("{}: {e}", node_dir.display()))?;
+            write(&format!("sn{i}/slurm.conf"), &slurm_conf(&d))?;
+            write(
+                &format!("sn{i}/mpi.conf"),
+                &format!("PMIxCliTmpDirBase={}\n", node_dir.join("pmix").display()),
+            )?;
+        }
 
         // munge with a fresh key.
         let key = d.join("munge.key");
@@ -253,7 +267,7 @@ impl Lab {
             let node = in_host(
                 lab.ns_path(&format!("n{i}")),
                 &format!("sn{i}"),
-                &format!("slurmd -D -N sn{i} -f {}", conf.display()),
+                &format!("slurmd -D -N sn{i} -f {}/sn{i}/slurm.conf", d.display()),
             );
             lab.daemon(&format!("slurmd-sn{i}"), node)?;
         }
@@ -489,8 +503,16 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// A job of `program` that must pass: exit 0 and every PE's `ok` line.
-fn passing_job(lab: &Lab, program: &Path, args: &[&str], pes: u32) -> Result<(), String> {
+/// A job of `program` that must pass: exit 0, every PE's `ok` line, every PE bootstrapped
+/// through `protocol` (`Pmi2`, `Pmix`: the PEs' `GSAS_LOG=info` line), and one node
+/// service on each of the four nodes.
+fn passing_job(
+    lab: &Lab,
+    program: &Path,
+    args: &[&str],
+    pes: u32,
+    protocol: &str,
+) -> Result<(), String> {
     let t0 = Instant::now();
     let mut all = args.to_vec();
     let p = program.to_string_lossy().into_owned();
@@ -508,8 +530,18 @@ fn passing_job(lab: &Lab, program: &Path, args: &[&str], pes: u32) -> Result<(),
             text(&out)
         ));
     }
-    // GSAS_LOG=info: each node's first PE says it started the node's service.
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let other: Vec<u32> = (0..pes)
+        .filter(|pe| !stderr.contains(&format!("PMI: rank {pe} of {pes}, {protocol} over")))
+        .collect();
+    if !other.is_empty() {
+        return Err(format!(
+            "srun {}: PEs {other:?} did not bootstrap through {protocol}\n{}",
+            all.join(" "),
+            text(&out)
+        ));
+    }
+    // GSAS_LOG=info: each node's first PE says it started the node's service.
     let mut nodes: Vec<&str> = stderr
         .lines()
         .filter_map(|l| l.split("started an embedded service for node ").nth(1))
@@ -525,7 +557,7 @@ fn passing_job(lab: &Lab, program: &Path, args: &[&str], pes: u32) -> Result<(),
         ));
     }
     report(&format!(
-        "srun {}: {pes} PEs ok on 4 nodes ({:.1} s)",
+        "srun {}: {pes} PEs ok on 4 nodes through {protocol} ({:.1} s)",
         all.join(" "),
         t0.elapsed().as_secs_f64()
     ));
@@ -654,9 +686,11 @@ fn slurm_cluster() {
         }
         build(&prefix, &victim_src, &bin.join("victim"))?;
         let pmi2 = ["--mpi=pmi2", "-K", "-N", "4", "-n", "8"];
-        passing_job(&lab, &bin.join("rma_types"), &pmi2, 8)?;
+        passing_job(&lab, &bin.join("rma_types"), &pmi2, 8, "Pmi2")?;
         let cyclic = ["--mpi=pmi2", "-K", "-N", "4", "-n", "8", "-m", "cyclic"];
-        passing_job(&lab, &bin.join("coll_reduce"), &cyclic, 8)?;
+        passing_job(&lab, &bin.join("coll_reduce"), &cyclic, 8, "Pmi2")?;
+        let pmix = ["--mpi=pmix", "-K", "-N", "4", "-n", "8"];
+        passing_job(&lab, &bin.join("rma_types"), &pmix, 8, "Pmix")?;
         killed_pe(&lab, &bin.join("victim"))?;
         without_pmi(&lab, &bin.join("rma_types"))?;
         Ok(())

@@ -3,7 +3,9 @@
 //! 1. **Data segment** (only with [`NodeOptions::remap_data`](super::NodeOptions)): before
 //!    anything else (the process must still be single-threaded), the executable's globals
 //!    are remapped onto a sealed memfd of the PE's own; it is handed to the service later.
-//! 2. **PMI**: `pmi::Client::from_env` (a launcher's `PMI_FD`/`PMI_PORT`, or a singleton).
+//! 2. **PMI**: `pmi::Client::from_env` (a launcher's `PMI_FD`/`PMI_PORT` with PMI-1 or
+//!    PMI-2, PMIx through libpmix, or a singleton). Every read names the rank that
+//!    published the key, as PMIx requires.
 //! 3. **Environment and cluster file**: the `GSAS_*` table ([`crate::config`]); the cluster
 //!    file of `GSAS_CONFIG`, or `/etc/gsas/cluster.toml` if it exists.
 //! 4. **Exchange 1** (PMI put + barrier): every rank publishes its node hint (`GSAS_NODE`,
@@ -446,7 +448,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         )));
     }
     crate::log::init(&format!("pe{rank}"), env.log);
-    log::debug!(
+    log::info!(
         "PMI: rank {rank} of {size}, {:?} over {:?}",
         pmi.protocol(),
         pmi.connection()
@@ -495,7 +497,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         let mut bad = None;
         for r in 0..size {
             let v = pmi
-                .kvs_get(&format!("gsas-r{r}"))
+                .kvs_get_from(r, &format!("gsas-r{r}"))
                 .map_err(pmi_err(format!("reading the entry of PE {r}")))?;
             match v.as_deref().and_then(Entry::decode) {
                 Some(e) => entries.push(e),
@@ -524,7 +526,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     }
     pmi.barrier().map_err(pmi_err("PMI barrier (job table)"))?;
     let table_bytes = pmi
-        .kvs_get("gsas-table")
+        .kvs_get_from(0, "gsas-table")
         .map_err(pmi_err("reading the job table"))?
         .ok_or_else(|| NodeError::Config("rank 0 published no job table".into()))?;
     let table = Table::decode(&table_bytes).map_err(NodeError::Config)?;
@@ -615,8 +617,9 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let mut node_addrs = Vec::with_capacity(nodes.len());
     let mut leader_path = None;
     for &n in &nodes {
+        let node_leader = table.node_of.iter().position(|&m| m == n).unwrap_or(0) as u32;
         let v = pmi
-            .kvs_get(&format!("gsas-n{n}"))
+            .kvs_get_from(node_leader, &format!("gsas-n{n}"))
             .map_err(pmi_err(format!("reading the service of node {n}")))?
             .and_then(|v| parse_node_value(&v))
             .ok_or_else(|| {

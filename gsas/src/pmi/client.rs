@@ -12,11 +12,13 @@
 //!   `finalize`); otherwise PMI-1 lines;
 //! * `PMI_PORT=host:port` + `PMI_ID`: a TCP connection and the `initack` handshake, which
 //!   delivers size, rank and debug flag (PMI-1);
-//! * neither: a singleton (rank 0 of 1) with an in-process key-value space. A PMIx
-//!   launcher (`PMIX_VERSION`, `PMIX_RANK`, `PRTE_LAUNCHED`) is refused with a clear error
-//!   rather than silently running every process as rank 0, and so is a task of a
-//!   multi-task Slurm step that srun started without PMI (`srun --mpi=none`,
-//!   [`PmiError::SrunWithoutPmi`]).
+//! * `PMIX_RANK`, `PMIX_VERSION` or `PRTE_LAUNCHED` (a PMIx launcher: `srun --mpi=pmix`,
+//!   Open MPI's `mpirun`): **PMIx** through the system's libpmix, loaded at run time
+//!   (`pmix.rs`); where it cannot be loaded the process stops with an error naming the
+//!   library rather than running as rank 0 of 1;
+//! * none of these: a singleton (rank 0 of 1) with an in-process key-value space, unless
+//!   the process is a task of a multi-task Slurm step that srun started without PMI
+//!   (`srun --mpi=none`), which is refused ([`PmiError::SrunWithoutPmi`]).
 //!
 //! Values are bytes: the client hex-encodes them and splits values that do not fit in
 //! one line across `key`, `key#1`, ... (see `value.rs`), so callers never see the
@@ -28,9 +30,11 @@
 //! The same calls work over both protocols: [`Client::barrier`] is `barrier_in` or
 //! `kvs-fence`, [`Client::get_raw`] is a `get` or an `info-getjobattr` (where Slurm keeps
 //! `PMI_process_mapping` and `universeSize`). Node attributes ([`Client::node_put`],
-//! [`Client::node_get`]) exist only in PMI-2 and in the singleton.
+//! [`Client::node_get`]) exist only in PMI-2 and in the singleton. PMIx stores a value
+//! per (rank, key), so a reader names the rank that published the key
+//! ([`Client::kvs_get_from`]; PMI-1 and PMI-2 ignore the rank).
 //!
-//! What it is not: PMIx; `spawn`; a blocking get (there is none in PMI-1).
+//! What it is not: `spawn`; a blocking get (there is none in PMI-1).
 //!
 //! Every wait is bounded: a request that gets no complete response within
 //! [`ClientConfig::timeout`] ([`ClientConfig::barrier_timeout`] for barriers) fails with
@@ -47,6 +51,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::mapping::ProcessMapping;
+use super::pmix::{self, Pmix};
 use super::value::{self, Plan};
 use super::wire::{LineBuf, MAX_RESPONSE_LINE, Message, excerpt, excerpt_bytes, is_token};
 use super::{PmiError, sys};
@@ -63,6 +68,9 @@ pub struct ClientConfig {
     pub barrier_timeout: Duration,
     /// Longest wait for the TCP connection in `PMI_PORT` mode (default 30 s).
     pub connect_timeout: Duration,
+    /// Use the system's libpmix under a PMIx launcher (default `true`); `false` refuses
+    /// such launchers with [`PmiError::PmixLauncher`].
+    pub pmix: bool,
 }
 
 impl Default for ClientConfig {
@@ -71,6 +79,7 @@ impl Default for ClientConfig {
             timeout: Duration::from_secs(30),
             barrier_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(30),
+            pmix: true,
         }
     }
 }
@@ -84,6 +93,8 @@ pub enum Connection {
     Port,
     /// No process manager: rank 0 of 1.
     Singleton,
+    /// The system's libpmix, which reaches the PMIx server itself.
+    Pmix,
 }
 
 /// The server's size limits, from `get_maxes`.
@@ -116,6 +127,8 @@ pub enum Protocol {
     Pmi1,
     /// PMI-2 frames (Slurm's `mpi/pmi2`).
     Pmi2,
+    /// PMIx through libpmix.
+    Pmix,
 }
 
 /// The key under which process managers publish the rank-to-node mapping.
@@ -130,6 +143,7 @@ const PMIX_VARS: [&str; 3] = ["PMIX_VERSION", "PMIX_RANK", "PRTE_LAUNCHED"];
 enum Link {
     Remote(Conn),
     Local(HashMap<String, String>),
+    Pmix(Box<Pmix>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,10 +263,20 @@ impl Client {
             let id: u32 = parse_var("PMI_ID", lookup("PMI_ID"))?;
             return Self::connect(&port, id, config);
         }
-        for var in PMIX_VARS {
-            if lookup(var).is_some() {
-                return Err(PmiError::PmixLauncher { var });
+        if let Some(var) = PMIX_VARS.into_iter().find(|v| lookup(v).is_some()) {
+            if !config.pmix {
+                return Err(PmiError::PmixLauncher {
+                    var,
+                    reason: "PMIx is switched off in this client".into(),
+                });
             }
+            return match Pmix::init() {
+                Ok(p) => Ok(Self::from_pmix(p, config)),
+                Err(e) => Err(PmiError::PmixLauncher {
+                    var,
+                    reason: e.to_string().trim_start_matches("PMI: ").to_owned(),
+                }),
+            };
         }
         if let Some((var, tasks)) = srun_tasks(&lookup) {
             return Err(PmiError::SrunWithoutPmi { var, tasks });
@@ -391,6 +415,32 @@ impl Client {
         let mut conn = Conn::new(OwnedFd::from(stream))?;
         let (rank, size, debug) = initack(&mut conn, id, config.timeout)?;
         Self::start(conn, Connection::Port, rank, size, debug, config)
+    }
+
+    fn from_pmix(p: Pmix, config: ClientConfig) -> Client {
+        let universe = p
+            .get_u64(pmix::RANK_WILDCARD, "pmix.univ.size")
+            .ok()
+            .flatten()
+            .and_then(|u| u32::try_from(u).ok());
+        Client {
+            rank: p.rank(),
+            size: p.size(),
+            kvsname: p.nspace(),
+            link: Link::Pmix(Box::new(p)),
+            state: State::Active,
+            connection: Connection::Pmix,
+            appnum: 0,
+            universe_size: universe,
+            maxes: Maxes {
+                kvsname_max: 256,
+                keylen_max: 512,
+                vallen_max: usize::MAX,
+            },
+            debug: false,
+            protocol: Protocol::Pmix,
+            config,
+        }
     }
 
     /// A client without process manager: rank 0 of 1, with an in-process key-value space
@@ -570,6 +620,9 @@ impl Client {
     pub fn kvs_put(&mut self, key: &str, value: &[u8]) -> Result<(), PmiError> {
         self.check_active("kvs_put")?;
         value::check_key(key, self.maxes.keylen_max)?;
+        if let Link::Pmix(p) = &mut self.link {
+            return p.put(key, value);
+        }
         let plan = self.plan(key)?;
         let chunks = value::encode(key, value, plan)?;
         // The head, which names the chunk count, goes last: whoever finds it finds all.
@@ -581,9 +634,17 @@ impl Client {
 
     /// Reads the value stored under `key` by [`Client::kvs_put`] of any rank; `Ok(None)`
     /// when the key does not exist (yet: values of other ranks appear after a barrier).
+    ///
+    /// Under PMIx, which keeps values per publishing rank, use [`Client::kvs_get_from`].
     pub fn kvs_get(&mut self, key: &str) -> Result<Option<Vec<u8>>, PmiError> {
         self.check_active("kvs_get")?;
         value::check_key(key, self.maxes.keylen_max)?;
+        if let Link::Pmix(_) = self.link {
+            return Err(PmiError::Invalid(format!(
+                "PMIx keeps values per rank: reading {key:?} needs the rank that published it \
+                 (kvs_get_from)"
+            )));
+        }
         let Some(head) = self.raw_get(key)? else {
             return Ok(None);
         };
@@ -597,6 +658,39 @@ impl Client {
             bytes.extend(value::decode_chunk(key, i, &chunk)?);
         }
         Ok(Some(bytes))
+    }
+
+    /// Reads the value `source` stored under `key` with [`Client::kvs_put`]: under PMIx
+    /// the value of that rank, under PMI-1 and PMI-2 (one flat space) the value of `key`.
+    pub fn kvs_get_from(&mut self, source: u32, key: &str) -> Result<Option<Vec<u8>>, PmiError> {
+        self.check_active("kvs_get")?;
+        match &mut self.link {
+            Link::Pmix(p) => {
+                value::check_key(key, self.maxes.keylen_max)?;
+                p.get_bytes(source, key)
+            }
+            _ => self.kvs_get(key),
+        }
+    }
+
+    /// The ranks on this process's node, this one included, in increasing order: under
+    /// PMIx `PMIX_LOCAL_PEERS`, otherwise from [`Client::node_of_rank`]; `None` when the
+    /// launcher says nothing about nodes.
+    pub fn local_peers(&mut self) -> Result<Option<Vec<u32>>, PmiError> {
+        self.check_active("local_peers")?;
+        if let Link::Pmix(p) = &self.link {
+            if let Some(mut peers) = p.local_peers()? {
+                peers.sort_unstable();
+                return Ok(Some(peers));
+            }
+        }
+        let rank = self.rank;
+        Ok(self.node_of_rank()?.map(|nodes| {
+            let mine = nodes[rank as usize];
+            (0..nodes.len() as u32)
+                .filter(|&r| nodes[r as usize] == mine)
+                .collect()
+        }))
     }
 
     /// Reads a value published by the process manager itself, verbatim (no hex
@@ -650,7 +744,9 @@ impl Client {
                 kvs.insert(format!("node:{key}"), hex);
                 Ok(())
             }
-            (Link::Remote(_), Protocol::Pmi1) => Err(no_node_attrs("node_put")),
+            (Link::Pmix(_), _) | (Link::Remote(_), Protocol::Pmi1 | Protocol::Pmix) => {
+                Err(no_node_attrs("node_put"))
+            }
             (Link::Remote(_), Protocol::Pmi2) => {
                 let label = format!("cmd=info-putnodeattr key={key}");
                 let m = Message::new("info-putnodeattr")
@@ -675,7 +771,9 @@ impl Client {
         value::check_key(key, self.maxes.keylen_max)?;
         let hex = match (&mut self.link, self.protocol) {
             (Link::Local(kvs), _) => kvs.get(&format!("node:{key}")).cloned(),
-            (Link::Remote(_), Protocol::Pmi1) => return Err(no_node_attrs("node_get")),
+            (Link::Pmix(_), _) | (Link::Remote(_), Protocol::Pmi1 | Protocol::Pmix) => {
+                return Err(no_node_attrs("node_get"));
+            }
             (Link::Remote(_), Protocol::Pmi2) => {
                 let label = format!("cmd=info-getnodeattr key={key}");
                 let m = Message::new("info-getnodeattr")
@@ -703,12 +801,11 @@ impl Client {
     /// at most [`ClientConfig::barrier_timeout`]. Makes earlier puts visible to all.
     pub fn barrier(&mut self) -> Result<(), PmiError> {
         self.check_active("barrier")?;
-        if matches!(self.link, Link::Local(_)) {
-            return Ok(());
-        }
-        let (cmd, label, expect) = match self.protocol {
-            Protocol::Pmi1 => ("barrier_in", "cmd=barrier_in", "barrier_out"),
-            Protocol::Pmi2 => ("kvs-fence", "cmd=kvs-fence", "kvs-fence-response"),
+        let (cmd, label, expect) = match (&mut self.link, self.protocol) {
+            (Link::Local(_), _) => return Ok(()),
+            (Link::Pmix(p), _) => return p.fence(),
+            (_, Protocol::Pmi2) => ("kvs-fence", "cmd=kvs-fence", "kvs-fence-response"),
+            _ => ("barrier_in", "cmd=barrier_in", "barrier_out"),
         };
         let m = self.request(
             &Message::new(cmd),
@@ -723,15 +820,25 @@ impl Client {
     /// The parsed `PMI_process_mapping`, or `None` when the process manager publishes
     /// none.
     pub fn process_mapping(&mut self) -> Result<Option<ProcessMapping>, PmiError> {
+        if let Link::Pmix(p) = &self.link {
+            return Ok(p
+                .node_of_rank()?
+                .map(|n| ProcessMapping::from_node_of_rank(&n)));
+        }
         match self.get_raw(PROCESS_MAPPING_KEY)? {
             None => Ok(None),
             Some(s) => ProcessMapping::parse(&s).map(Some),
         }
     }
 
-    /// The node index of every rank, from `PMI_process_mapping`; `None` when the process
-    /// manager publishes no mapping.
+    /// The node index of every rank, from `PMI_process_mapping` (under PMIx: from every
+    /// rank's `PMIX_NODEID`, renumbered 0, 1, ... and checked against
+    /// `PMIX_LOCAL_PEERS`); `None` when the process manager publishes no mapping.
     pub fn node_of_rank(&mut self) -> Result<Option<Vec<u32>>, PmiError> {
+        self.check_active("node_of_rank")?;
+        if let Link::Pmix(p) = &self.link {
+            return p.node_of_rank();
+        }
         let size = self.size;
         self.process_mapping()?
             .map(|m| m.node_of_rank(size))
@@ -742,10 +849,15 @@ impl Client {
     /// calls fail with [`PmiError::Finished`].
     pub fn finalize(&mut self) -> Result<(), PmiError> {
         self.check_active("finalize")?;
+        if let Link::Pmix(p) = &mut self.link {
+            p.finalize()?;
+            self.state = State::Finalized;
+            return Ok(());
+        }
         if let Link::Remote(_) = self.link {
             let expect = match self.protocol {
-                Protocol::Pmi1 => "finalize_ack",
                 Protocol::Pmi2 => "finalize-response",
+                _ => "finalize_ack",
             };
             let m = self.request(
                 &Message::new("finalize"),
@@ -788,8 +900,11 @@ impl Client {
                 }
             })
             .collect();
+        if let Link::Pmix(p) = &mut self.link {
+            return p.abort(code, message);
+        }
         let m = match self.protocol {
-            Protocol::Pmi1 => {
+            Protocol::Pmi1 | Protocol::Pmix => {
                 let m = Message::new("abort").with("exitcode", code);
                 if text.is_empty() {
                     m
@@ -833,9 +948,10 @@ impl Client {
                 kvs.insert(key.to_owned(), value.to_owned());
                 Ok(())
             }
+            Link::Pmix(p) => p.put(key, value.as_bytes()),
             Link::Remote(_) => {
                 let (label, m, expect) = match self.protocol {
-                    Protocol::Pmi1 => (
+                    Protocol::Pmi1 | Protocol::Pmix => (
                         format!("cmd=put key={key}"),
                         Message::new("put")
                             .with("kvsname", &self.kvsname)
@@ -858,6 +974,9 @@ impl Client {
     fn raw_get(&mut self, key: &str) -> Result<Option<String>, PmiError> {
         match &mut self.link {
             Link::Local(kvs) => Ok(kvs.get(key).cloned()),
+            Link::Pmix(p) => Ok(p
+                .get_bytes(pmix::RANK_WILDCARD, key)?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())),
             Link::Remote(_) if self.protocol == Protocol::Pmi2 => {
                 let label = format!("cmd=kvs-get key={key}");
                 let m = Message::new("kvs-get")
@@ -1001,8 +1120,8 @@ fn resolve(host_port: &str) -> Result<Vec<SocketAddr>, PmiError> {
 /// A message as the protocol frames it.
 fn encode(m: &Message, protocol: Protocol) -> Vec<u8> {
     match protocol {
-        Protocol::Pmi1 => m.to_line().into_bytes(),
         Protocol::Pmi2 => m.to_frame(),
+        _ => m.to_line().into_bytes(),
     }
 }
 
@@ -1026,7 +1145,7 @@ fn found_value(label: &str, r: &Message) -> Result<Option<String>, PmiError> {
 
 fn no_node_attrs(op: &str) -> PmiError {
     PmiError::Invalid(format!(
-        "{op}: node attributes need PMI-2 (srun --mpi=pmi2); this launcher speaks PMI-1"
+        "{op}: node attributes need PMI-2 (srun --mpi=pmi2); this launcher speaks PMI-1 or PMIx"
     ))
 }
 
@@ -1191,15 +1310,15 @@ impl Conn {
     ) -> Result<Message, PmiError> {
         loop {
             let next = match protocol {
-                Protocol::Pmi1 => self.rx.next_line().map_err(|e| e.to_string()),
                 Protocol::Pmi2 => self.rx.next_frame().map_err(|e| e.to_string()),
+                _ => self.rx.next_line().map_err(|e| e.to_string()),
             };
             match next {
                 Ok(Some(line)) => {
                     log::trace!("PMI < {}", String::from_utf8_lossy(&line));
                     let parsed = match protocol {
-                        Protocol::Pmi1 => Message::parse(&line),
                         Protocol::Pmi2 => Message::parse_v2(&line),
+                        _ => Message::parse(&line),
                     };
                     return parsed.map_err(|e| PmiError::Protocol {
                         command: label.into(),
@@ -1321,6 +1440,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             barrier_timeout: Duration::from_secs(20),
             connect_timeout: Duration::from_secs(20),
+            pmix: false,
         }
     }
 
@@ -1493,7 +1613,7 @@ mod tests {
 
     #[test]
     fn environment_is_validated() {
-        let cfg = ClientConfig::default();
+        let cfg = quick();
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |k: &str| {
                 pairs
@@ -1503,13 +1623,17 @@ mod tests {
             }
         };
         let e = Client::from_vars(cfg, env(&[("PMIX_RANK", "0")])).unwrap_err();
-        assert!(matches!(e, PmiError::PmixLauncher { var: "PMIX_RANK" }));
-        assert!(e.to_string().contains("PMIx launcher"), "{e}");
+        assert!(matches!(e, PmiError::PmixLauncher { var: "PMIX_RANK", .. }));
+        assert!(
+            e.to_string().contains("PMIx launcher") && e.to_string().contains("switched off"),
+            "{e}"
+        );
         let e = Client::from_vars(cfg, env(&[("PRTE_LAUNCHED", "1")])).unwrap_err();
         assert!(matches!(
             e,
             PmiError::PmixLauncher {
-                var: "PRTE_LAUNCHED"
+                var: "PRTE_LAUNCHED",
+                ..
             }
         ));
 

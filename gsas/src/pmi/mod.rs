@@ -11,8 +11,10 @@
 //! `mpiexec.hydra` (MPICH 4.0 and newer token orders), under gsas's launcher, and alone
 //! as a singleton.
 //!
-//! What it is not: a PMI-2 server (gsas's launcher serves PMI-1), PMIx (Open MPI's
-//! launchers and `srun --mpi=pmix` are detected and refused with a clear error), dynamic process
+//! Under a PMIx launcher (`srun --mpi=pmix`, Open MPI's `mpirun`) the same client calls
+//! the system's libpmix, loaded at run time.
+//!
+//! What it is not: a PMI-2 or PMIx server (gsas's launcher serves PMI-1), dynamic process
 //! management (`spawn`), or a data channel: a value costs one request per ~470 bytes.
 //!
 //! Thread-safety: [`Client`] and [`Server`] are `Send` and used from one thread at a time
@@ -38,6 +40,7 @@
 mod client;
 mod error;
 mod mapping;
+mod pmix;
 mod server;
 mod sys;
 mod value;
