@@ -19,6 +19,9 @@
 //! * the same over PMIx, `srun --mpi=pmix` (the PEs load the system's libpmix at run
 //!   time; each node's PMIx plugin gets a directory of its own through an `mpi.conf`
 //!   beside the node's copy of `slurm.conf`);
+//! * the installed `oshrun` inside an allocation: `salloc -N 4 -n 8 oshrun -n 8 rma_types`
+//!   and an `sbatch` script running `oshrun -n 8 rma_types` (oshrun places the
+//!   PEs through `srun --mpi=pmi2 --kill-on-bad-exit=1`);
 //! * a PE killed with SIGKILL in the middle of a job: the step ends non-zero and srun
 //!   names the task;
 //! * `srun --mpi=none -n 2`: both PEs stop with the message that names `--mpi=pmi2`.
@@ -420,6 +423,7 @@ SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
+SchedulerType=sched/builtin
 KillWait=2
 "
     );
@@ -503,9 +507,7 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// A job of `program` that must pass: exit 0, every PE's `ok` line, every PE bootstrapped
-/// through `protocol` (`Pmi2`, `Pmix`: the PEs' `GSAS_LOG=info` line), and one node
-/// service on each of the four nodes.
+/// A job of `program` that must pass, started by `srun ARGS PROGRAM`.
 fn passing_job(
     lab: &Lab,
     program: &Path,
@@ -519,15 +521,35 @@ fn passing_job(
     all.push(&p);
     let out = lab.srun(&all, &[("GSAS_LOG", "info")])?;
     let name = program.file_name().unwrap_or_default().to_string_lossy();
+    let what = format!("srun {}", all.join(" "));
+    check_passed(&what, &out, &name, pes, protocol)?;
+    report(&format!(
+        "{what}: {pes} PEs ok on 4 nodes through {protocol} ({:.1} s)",
+        t0.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// What a job of program `name` that passed shows: exit 0, every PE's `ok` line, every
+/// PE bootstrapped through `protocol` (`Pmi2`, `Pmix`: the PEs' `GSAS_LOG=info` line),
+/// and one node service on each of the four nodes.
+fn check_passed(
+    what: &str,
+    out: &Output,
+    name: &str,
+    pes: u32,
+    protocol: &str,
+) -> Result<(), String> {
+    let all = [what];
     let stdout = String::from_utf8_lossy(&out.stdout);
     let missing: Vec<u32> = (0..pes)
         .filter(|pe| !stdout.contains(&format!("{name}: PE {pe} of {pes}: ok")))
         .collect();
     if !out.status.success() || !missing.is_empty() {
         return Err(format!(
-            "srun {}: expected exit 0 and every PE's ok line (missing: {missing:?})\n{}",
+            "{}: expected exit 0 and every PE's ok line (missing: {missing:?})\n{}",
             all.join(" "),
-            text(&out)
+            text(out)
         ));
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -536,9 +558,9 @@ fn passing_job(
         .collect();
     if !other.is_empty() {
         return Err(format!(
-            "srun {}: PEs {other:?} did not bootstrap through {protocol}\n{}",
+            "{}: PEs {other:?} did not bootstrap through {protocol}\n{}",
             all.join(" "),
-            text(&out)
+            text(out)
         ));
     }
     // GSAS_LOG=info: each node's first PE says it started the node's service.
@@ -551,14 +573,86 @@ fn passing_job(
     nodes.dedup();
     if nodes != ["0", "1", "2", "3"] {
         return Err(format!(
-            "srun {}: expected one service on each of nodes 0-3, saw {nodes:?}\n{}",
+            "{}: expected one service on each of nodes 0-3, saw {nodes:?}\n{}",
             all.join(" "),
-            text(&out)
+            text(out)
         ));
     }
+    Ok(())
+}
+
+/// `salloc -N 4 -n 8 oshrun -n 8 PROGRAM`: oshrun places the PEs through srun.
+fn salloc_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String> {
+    let t0 = Instant::now();
+    let mut c = lab.client("salloc");
+    c.args(["-N", "4", "-n", "8"])
+        .arg(oshrun)
+        .args(["-n", "8"])
+        .arg(program)
+        .env("GSAS_LOG", "info")
+        .stdin(Stdio::null());
+    let out = run_with_timeout(&mut c, JOB_LIMIT).map_err(|e| format!("salloc: {e}"))?;
+    let name = program.file_name().unwrap_or_default().to_string_lossy();
+    let what = format!("salloc -N 4 -n 8 oshrun -n 8 {name}");
+    check_passed(&what, &out, &name, 8, "Pmi2")?;
     report(&format!(
-        "srun {}: {pes} PEs ok on 4 nodes through {protocol} ({:.1} s)",
-        all.join(" "),
+        "{what}: 8 PEs ok on 4 nodes ({:.1} s)",
+        t0.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// An sbatch script that runs `oshrun -n 8 PROGRAM` on four nodes; the job's end is
+/// polled with `scontrol show job` (`sbatch --wait` polls at 2, 4, 8, ... s).
+fn sbatch_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String> {
+    let t0 = Instant::now();
+    let d = &lab.dir;
+    let (out_file, err_file) = (d.join("sbatch.out"), d.join("sbatch.err"));
+    let script = format!(
+        "#!/bin/sh\n#SBATCH -N 4\n#SBATCH -n 8\n#SBATCH -o {}\n#SBATCH -e {}\n\
+         export GSAS_LOG=info\nexec {} -n 8 {}\n",
+        out_file.display(),
+        err_file.display(),
+        oshrun.display(),
+        program.display()
+    );
+    let path = d.join("job.sh");
+    std::fs::write(&path, script).map_err(|e| format!("job.sh: {e}"))?;
+    let submitted = run(
+        lab.client("sbatch").arg("--parsable").arg(&path),
+        "sbatch job.sh",
+    )?;
+    let job = String::from_utf8_lossy(&submitted.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let mut record = String::new();
+    wait_for(JOB_LIMIT, &format!("end of batch job {job}"), || {
+        record = lab
+            .client("scontrol")
+            .args(["-o", "show", "job", &job])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        !["JobState=PENDING", "JobState=RUNNING", "JobState=CONFIGURING", "JobState=COMPLETING"]
+            .iter()
+            .any(|s| record.contains(s))
+            && record.contains("JobState=")
+    })?;
+    let completed = record.contains("JobState=COMPLETED") && record.contains("ExitCode=0:0");
+    let out = Output {
+        status: std::process::ExitStatus::from_raw(if completed { 0 } else { 1 << 8 }),
+        stdout: std::fs::read(&out_file).unwrap_or_default(),
+        stderr: std::fs::read(&err_file).unwrap_or_default(),
+    };
+    let name = program.file_name().unwrap_or_default().to_string_lossy();
+    let what = format!("sbatch job.sh (oshrun -n 8 {name}), batch job {job}");
+    check_passed(&what, &out, &name, 8, "Pmi2")
+        .map_err(|e| format!("{e}\n--- scontrol show job {job}\n{record}"))?;
+    report(&format!(
+        "{what}: 8 PEs ok on 4 nodes ({:.1} s)",
         t0.elapsed().as_secs_f64()
     ));
     Ok(())
@@ -691,6 +785,9 @@ fn slurm_cluster() {
         passing_job(&lab, &bin.join("coll_reduce"), &cyclic, 8, "Pmi2")?;
         let pmix = ["--mpi=pmix", "-K", "-N", "4", "-n", "8"];
         passing_job(&lab, &bin.join("rma_types"), &pmix, 8, "Pmix")?;
+        let oshrun = prefix.join("bin/oshrun");
+        salloc_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
+        sbatch_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
         killed_pe(&lab, &bin.join("victim"))?;
         without_pmi(&lab, &bin.join("rma_types"))?;
         Ok(())
