@@ -75,7 +75,14 @@ fn skip_reason() -> Option<String> {
         return Some("not running as root (namespaces and slurmd need it)".into());
     }
     let missing: Vec<&str> = [
-        "slurmctld", "slurmd", "srun", "sinfo", "munged", "mungekey", "nsenter", "unshare",
+        "slurmctld",
+        "slurmd",
+        "srun",
+        "sinfo",
+        "munged",
+        "mungekey",
+        "nsenter",
+        "unshare",
         "ip",
     ]
     .into_iter()
@@ -106,7 +113,11 @@ fn run(cmd: &mut Command, what: &str) -> Result<Output, String> {
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    run(Command::new("ip").args(args), &format!("ip {}", args.join(" "))).map(drop)
+    run(
+        Command::new("ip").args(args),
+        &format!("ip {}", args.join(" ")),
+    )
+    .map(drop)
 }
 
 /// The cluster: daemons, namespaces and scratch directory, all removed on drop.
@@ -196,7 +207,15 @@ impl Lab {
                 "netns", &br,
             ])?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", &ns, "addr", "add", &format!("{addr}/24"), "dev", &inner])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                &inner,
+            ])?;
             ip(&["-n", &ns, "link", "set", &inner, "up"])?;
             ip(&["-n", &br, "link", "set", &outer, "master", "br0"])?;
             ip(&["-n", &br, "link", "set", &outer, "up"])?;
@@ -225,7 +244,9 @@ impl Lab {
         // munge with a fresh key.
         let key = d.join("munge.key");
         run(
-            Command::new("mungekey").arg("--create").arg(format!("--keyfile={}", key.display())),
+            Command::new("mungekey")
+                .arg("--create")
+                .arg(format!("--keyfile={}", key.display())),
             "mungekey",
         )?;
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
@@ -348,7 +369,12 @@ impl Drop for Lab {
         if self.ok {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {
-            for log in ["slurmctld.log", "slurmd-sn0.log", "slurmd-sn1.log", "slurmctld.out"] {
+            for log in [
+                "slurmctld.log",
+                "slurmd-sn0.log",
+                "slurmd-sn1.log",
+                "slurmctld.out",
+            ] {
                 let text = std::fs::read_to_string(self.dir.join(log)).unwrap_or_default();
                 let tail: Vec<&str> = text.lines().rev().take(15).collect();
                 eprintln!("--- {log} (last lines)");
@@ -492,7 +518,10 @@ int main(void) {
 
 fn build(prefix: &Path, source: &Path, out: &Path) -> Result<(), String> {
     run(
-        Command::new(prefix.join("bin/oshcc")).arg(source).arg("-o").arg(out),
+        Command::new(prefix.join("bin/oshcc"))
+            .arg(source)
+            .arg("-o")
+            .arg(out),
         &format!("oshcc {}", source.display()),
     )
     .map(drop)
@@ -636,9 +665,14 @@ fn sbatch_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String>
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
-        !["JobState=PENDING", "JobState=RUNNING", "JobState=CONFIGURING", "JobState=COMPLETING"]
-            .iter()
-            .any(|s| record.contains(s))
+        ![
+            "JobState=PENDING",
+            "JobState=RUNNING",
+            "JobState=CONFIGURING",
+            "JobState=COMPLETING",
+        ]
+        .iter()
+        .any(|s| record.contains(s))
             && record.contains("JobState=")
     })?;
     let completed = record.contains("JobState=COMPLETED") && record.contains("ExitCode=0:0");
@@ -752,7 +786,9 @@ fn without_pmi(lab: &Lab, program: &Path) -> Result<(), String> {
         .lines()
         .find(|l| l.contains("--mpi=pmi2"))
         .unwrap_or_default();
-    report(&format!("srun --mpi=none -n 2: refused by both PEs: {line}"));
+    report(&format!(
+        "srun --mpi=none -n 2: refused by both PEs: {line}"
+    ));
     Ok(())
 }
 

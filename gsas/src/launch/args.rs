@@ -348,7 +348,10 @@ mod tests {
         assert_eq!(r.config.as_deref(), Some(Path::new("c.toml")));
         assert_eq!((r.ppn, r.fork), (Some(2), true));
         let r = run(&["-n", "1", "x"]);
-        assert_eq!((r.config, r.ppn, r.fork, r.no_srun), (None, None, false, false));
+        assert_eq!(
+            (r.config, r.ppn, r.fork, r.no_srun),
+            (None, None, false, false)
+        );
         assert!(run(&["--no-srun", "-n", "1", "x"]).no_srun);
         assert_eq!(p(&["--help"]).unwrap(), Invocation::Help);
         assert_eq!(p(&["-n", "2", "-V"]).unwrap(), Invocation::Version);

@@ -104,7 +104,10 @@ mod tests {
     #[test]
     fn allocations_are_recognised_outside_steps_only() {
         assert_eq!(
-            Allocation::detect(vars(&[("SLURM_JOB_ID", "42"), ("SLURM_JOB_NUM_NODES", "4")])),
+            Allocation::detect(vars(&[
+                ("SLURM_JOB_ID", "42"),
+                ("SLURM_JOB_NUM_NODES", "4")
+            ])),
             Some(Allocation {
                 job_id: "42".into(),
                 nodes: Some(4)
@@ -125,8 +128,18 @@ mod tests {
     #[test]
     fn oshrun_options_become_srun_options() {
         let mut run = match super::super::args::parse(
-            ["-n", "8", "--ppn", "2", "--tag-output", "--timeout", "90.5", "./app", "-v"]
-                .map(OsString::from),
+            [
+                "-n",
+                "8",
+                "--ppn",
+                "2",
+                "--tag-output",
+                "--timeout",
+                "90.5",
+                "./app",
+                "-v",
+            ]
+            .map(OsString::from),
         ) {
             Ok(super::super::args::Invocation::Run(r)) => r,
             other => panic!("{other:?}"),

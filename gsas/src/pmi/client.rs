@@ -309,8 +309,7 @@ impl Client {
         config: ClientConfig,
     ) -> Result<Client, PmiError> {
         check_rank_size(rank, size)?;
-        if jobid.is_empty() || jobid.contains(';') || !jobid.bytes().all(|b| b.is_ascii_graphic())
-        {
+        if jobid.is_empty() || jobid.contains(';') || !jobid.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(env_err(
                 PMI2_JOBID_VAR,
                 jobid,
@@ -711,12 +710,7 @@ impl Client {
         if self.protocol == Protocol::Pmi2 {
             let label = format!("cmd=info-getjobattr key={key}");
             let m = Message::new("info-getjobattr").with("key", key);
-            let r = self.request(
-                &m,
-                &label,
-                "info-getjobattr-response",
-                self.config.timeout,
-            )?;
+            let r = self.request(&m, &label, "info-getjobattr-response", self.config.timeout)?;
             return found_value(&label, &r);
         }
         self.raw_get(key)
@@ -752,12 +746,8 @@ impl Client {
                 let m = Message::new("info-putnodeattr")
                     .with("key", key)
                     .with("value", hex);
-                let r = self.request(
-                    &m,
-                    &label,
-                    "info-putnodeattr-response",
-                    self.config.timeout,
-                )?;
+                let r =
+                    self.request(&m, &label, "info-putnodeattr-response", self.config.timeout)?;
                 check_rc(&label, &r)
             }
         }
@@ -961,7 +951,9 @@ impl Client {
                     ),
                     Protocol::Pmi2 => (
                         format!("cmd=kvs-put key={key}"),
-                        Message::new("kvs-put").with("key", key).with("value", value),
+                        Message::new("kvs-put")
+                            .with("key", key)
+                            .with("value", value),
                         "kvs-put-response",
                     ),
                 };
@@ -1049,7 +1041,10 @@ fn initack(conn: &mut Conn, id: u32, timeout: Duration) -> Result<(u32, u32, boo
     const LABEL: &str = "cmd=initack";
     let deadline = Instant::now() + timeout;
     conn.send(
-        Message::new("initack").with("pmiid", id).to_line().as_bytes(),
+        Message::new("initack")
+            .with("pmiid", id)
+            .to_line()
+            .as_bytes(),
         LABEL,
         deadline,
         timeout,
@@ -1623,7 +1618,13 @@ mod tests {
             }
         };
         let e = Client::from_vars(cfg, env(&[("PMIX_RANK", "0")])).unwrap_err();
-        assert!(matches!(e, PmiError::PmixLauncher { var: "PMIX_RANK", .. }));
+        assert!(matches!(
+            e,
+            PmiError::PmixLauncher {
+                var: "PMIX_RANK",
+                ..
+            }
+        ));
         assert!(
             e.to_string().contains("PMIx launcher") && e.to_string().contains("switched off"),
             "{e}"
@@ -1836,11 +1837,18 @@ mod tests {
                     assert_eq!((c.rank(), c.size(), c.universe_size()), (rank, 3, Some(3)));
                     let mine: Vec<u8> = (0..2000u32).map(|i| (i * (rank + 1)) as u8).collect();
                     c.kvs_put(&format!("gsas-r{rank}"), &mine).unwrap();
-                    assert_eq!(c.kvs_get("gsas-r0").unwrap(), None, "visible before the fence");
+                    assert_eq!(
+                        c.kvs_get("gsas-r0").unwrap(),
+                        None,
+                        "visible before the fence"
+                    );
                     if rank == 0 {
                         c.node_put("leader", b"/run/x;y.sock").unwrap();
                     } else {
-                        assert_eq!(c.node_get("leader", true).unwrap().unwrap(), b"/run/x;y.sock");
+                        assert_eq!(
+                            c.node_get("leader", true).unwrap().unwrap(),
+                            b"/run/x;y.sock"
+                        );
                     }
                     c.barrier().unwrap();
                     for r in 0..3u32 {
@@ -1862,7 +1870,11 @@ mod tests {
         }
         let st = shared.0.lock().unwrap();
         // 2000 bytes are 4000 hex characters: several kvs-put chunks per rank.
-        let puts = st.bodies.iter().filter(|b| b.starts_with("cmd=kvs-put;")).count();
+        let puts = st
+            .bodies
+            .iter()
+            .filter(|b| b.starts_with("cmd=kvs-put;"))
+            .count();
         assert!(puts >= 3 * 5, "{puts} puts");
         assert!(st.bodies.iter().any(|b| b == "cmd=kvs-fence;"));
         assert!(
@@ -1878,20 +1890,31 @@ mod tests {
         let (shared, mut conns) = pmi2_fake(1, "(vector,(0,1,1))");
         let (fd, server) = conns.pop().unwrap();
         let mut c = Client::from_fd_pmi2(fd, 0, 1, "5.2", quick()).unwrap();
-        assert!(matches!(c.node_put("k", &[0; 600]), Err(PmiError::ValueTooLarge { max: 511, .. })));
-        assert!(matches!(c.kvs_put(&"k".repeat(59), b""), Err(PmiError::InvalidKey { .. })));
+        assert!(matches!(
+            c.node_put("k", &[0; 600]),
+            Err(PmiError::ValueTooLarge { max: 511, .. })
+        ));
+        assert!(matches!(
+            c.kvs_put(&"k".repeat(59), b""),
+            Err(PmiError::InvalidKey { .. })
+        ));
         c.abort(3, "bad; input = here").unwrap();
         drop(c);
         server.join().unwrap();
         let last = shared.0.lock().unwrap().bodies.last().cloned().unwrap();
-        assert_eq!(last, "cmd=abort;isworldabort=TRUE;msg=exit code 3: bad__input___here;");
+        assert_eq!(
+            last,
+            "cmd=abort;isworldabort=TRUE;msg=exit code 3: bad__input___here;"
+        );
 
         // A server that answers PMI-1 to the version 2 handshake.
         let (fd, h) = fake(vec![(
             "cmd=init pmi_version=2 pmi_subversion=0\n",
             "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
         )]);
-        let e = Client::from_fd_pmi2(fd, 0, 1, "1.0", quick()).unwrap_err().to_string();
+        let e = Client::from_fd_pmi2(fd, 0, 1, "1.0", quick())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("PMI version 2"), "{e}");
         h.join().unwrap();
 
@@ -1909,7 +1932,9 @@ mod tests {
         s1.join().unwrap();
 
         let (fd, h) = fake(vec![]);
-        let e = Client::from_fd_pmi2(fd, 0, 1, "a;b", quick()).unwrap_err().to_string();
+        let e = Client::from_fd_pmi2(fd, 0, 1, "a;b", quick())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("PMI_JOBID"), "{e}");
         drop(h);
     }
@@ -1940,13 +1965,28 @@ mod tests {
             }
         };
         let cfg = ClientConfig::default();
-        let e = Client::from_vars(cfg, env(&[("SLURM_STEP_NUM_TASKS", "2"), ("SLURM_NTASKS", "2")]))
-            .unwrap_err();
-        assert!(matches!(e, PmiError::SrunWithoutPmi { tasks: 2, .. }), "{e}");
+        let e = Client::from_vars(
+            cfg,
+            env(&[("SLURM_STEP_NUM_TASKS", "2"), ("SLURM_NTASKS", "2")]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, PmiError::SrunWithoutPmi { tasks: 2, .. }),
+            "{e}"
+        );
         assert!(e.to_string().contains("`srun --mpi=pmi2`"), "{e}");
         let e = Client::from_vars(cfg, env(&[("SLURM_NTASKS", "4"), ("SLURM_STEPID", "0")]))
             .unwrap_err();
-        assert!(matches!(e, PmiError::SrunWithoutPmi { var: "SLURM_NTASKS", tasks: 4 }), "{e}");
+        assert!(
+            matches!(
+                e,
+                PmiError::SrunWithoutPmi {
+                    var: "SLURM_NTASKS",
+                    tasks: 4
+                }
+            ),
+            "{e}"
+        );
         // One task, or a batch script of a many-task job (no step): a singleton.
         for vars in [
             &[("SLURM_STEP_NUM_TASKS", "1"), ("SLURM_STEPID", "0")][..],

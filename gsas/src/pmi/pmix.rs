@@ -358,8 +358,7 @@ impl Pmix {
                 Some(if bo.bytes.is_null() || bo.size == 0 {
                     Vec::new()
                 } else {
-                    unsafe { std::slice::from_raw_parts(bo.bytes.cast::<u8>(), bo.size) }
-                        .to_vec()
+                    unsafe { std::slice::from_raw_parts(bo.bytes.cast::<u8>(), bo.size) }.to_vec()
                 })
             }
             T_STRING => {
@@ -531,7 +530,11 @@ int main(void) {
             .arg(&exe)
             .output()
             .expect("cc");
-        assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+        assert!(
+            cc.status.success(),
+            "{}",
+            String::from_utf8_lossy(&cc.stderr)
+        );
         let out = std::process::Command::new(&exe).output().expect("layout");
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(

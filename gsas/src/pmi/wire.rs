@@ -516,8 +516,10 @@ mod tests {
         assert_eq!(m.cmd(), "fullinit-response");
         assert_eq!(m.get_int("rank"), Ok(Some(3)));
         assert_eq!(m.get("debugged"), Some("FALSE"));
-        let m = Message::parse_v2(b"cmd=info-getjobattr-response;rc=0;found=TRUE;value=(vector,(0,4,2))")
-            .unwrap();
+        let m = Message::parse_v2(
+            b"cmd=info-getjobattr-response;rc=0;found=TRUE;value=(vector,(0,4,2))",
+        )
+        .unwrap();
         assert_eq!(m.get("value"), Some("(vector,(0,4,2))"));
         let m = Message::parse_v2(b"cmd=kvs-get-response;rc=0;found=TRUE;value=;").unwrap();
         assert_eq!(m.get("value"), Some(""));
