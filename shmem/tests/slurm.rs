@@ -171,7 +171,7 @@ impl Lab {
     }
 
     fn up() -> Result<Lab, String> {
-        remove_stale();
+        gsas::testsupport::remove_stale_namespaces(PREFIX);
         let pid = std::process::id();
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("slurm-lab-{pid}"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -390,25 +390,6 @@ impl Drop for Lab {
 fn ns_inode(path: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| m.ino())
-}
-
-/// Deletes namespaces of earlier test processes that no longer run.
-fn remove_stale() {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        if let Ok(pid) = digits.parse::<u32>() {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = ip(&["netns", "del", name]);
-            }
-        }
-    }
 }
 
 fn wait_for(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {

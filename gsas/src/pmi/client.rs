@@ -294,7 +294,14 @@ impl Client {
     ) -> Result<Client, PmiError> {
         check_rank_size(rank, size)?;
         let conn = Conn::new(fd)?;
-        Self::start(conn, Connection::Fd, rank, size, false, config)
+        Self::start(Self::remote(
+            conn,
+            Connection::Fd,
+            rank,
+            size,
+            false,
+            config,
+        ))
     }
 
     /// A PMI-2 client over an already connected descriptor (Slurm's `PMI_FD`), for rank
@@ -317,33 +324,10 @@ impl Client {
             ));
         }
         let conn = Conn::new(fd)?;
-        let mut c = Client {
-            link: Link::Remote(conn),
-            state: State::Active,
-            connection: Connection::Fd,
-            rank,
-            size,
-            appnum: 0,
-            universe_size: None,
-            kvsname: jobid.to_owned(),
-            maxes: HYDRA_MAXES,
-            debug: false,
-            protocol: Protocol::Pmi1,
-            config,
-        };
+        let mut c = Self::remote(conn, Connection::Fd, rank, size, false, config);
+        c.kvsname = jobid.to_owned();
         // The version handshake is a PMI-1 line in both directions.
-        let init = Message::new("init")
-            .with("pmi_version", 2)
-            .with("pmi_subversion", 0);
-        let r = c.request(&init, "cmd=init", "response_to_init", config.timeout)?;
-        check_rc("cmd=init", &r)?;
-        if r.get_int("pmi_version") != Ok(Some(2)) {
-            return Err(protocol(
-                "cmd=init",
-                &r,
-                "the process manager set PMI_JOBID but does not speak PMI version 2",
-            ));
-        }
+        c.init_handshake(2, 0)?;
         c.protocol = Protocol::Pmi2;
 
         const FULLINIT: &str = "cmd=fullinit";
@@ -413,7 +397,14 @@ impl Client {
             .map_err(|e| PmiError::io("setting TCP_NODELAY on the PMI connection", e))?;
         let mut conn = Conn::new(OwnedFd::from(stream))?;
         let (rank, size, debug) = initack(&mut conn, id, config.timeout)?;
-        Self::start(conn, Connection::Port, rank, size, debug, config)
+        Self::start(Self::remote(
+            conn,
+            Connection::Port,
+            rank,
+            size,
+            debug,
+            config,
+        ))
     }
 
     fn from_pmix(p: Pmix, config: ClientConfig) -> Client {
@@ -466,16 +457,16 @@ impl Client {
         }
     }
 
-    /// Performs `init`, `get_maxes`, `get_appnum`, `get_my_kvsname`, `get_universe_size`.
-    fn start(
+    /// A PMI-1 client over `conn` before its `init` exchange.
+    fn remote(
         conn: Conn,
         connection: Connection,
         rank: u32,
         size: u32,
         debug: bool,
         config: ClientConfig,
-    ) -> Result<Client, PmiError> {
-        let mut c = Client {
+    ) -> Client {
+        Client {
             link: Link::Remote(conn),
             state: State::Active,
             connection,
@@ -488,22 +479,37 @@ impl Client {
             debug,
             protocol: Protocol::Pmi1,
             config,
-        };
-        let init = Message::new("init")
-            .with("pmi_version", 1)
-            .with("pmi_subversion", 1);
-        let r = c.request(&init, "cmd=init", "response_to_init", config.timeout)?;
-        check_rc("cmd=init", &r)?;
-        match r.get_int("pmi_version") {
-            Ok(None | Some(1)) => {}
-            _ => {
-                return Err(protocol(
-                    "cmd=init",
-                    &r,
-                    "server does not speak PMI version 1",
-                ));
-            }
         }
+    }
+
+    /// The `cmd=init pmi_version=V pmi_subversion=S` line and its `response_to_init`,
+    /// which must accept version `V` (a PMI-1 server may leave the version out).
+    fn init_handshake(&mut self, version: i64, subversion: i64) -> Result<(), PmiError> {
+        let init = Message::new("init")
+            .with("pmi_version", version)
+            .with("pmi_subversion", subversion);
+        let r = self.request(&init, "cmd=init", "response_to_init", self.config.timeout)?;
+        check_rc("cmd=init", &r)?;
+        let accepted = match r.get_int("pmi_version") {
+            Ok(Some(v)) => v == version,
+            Ok(None) => version == 1,
+            Err(_) => false,
+        };
+        if !accepted {
+            return Err(protocol(
+                "cmd=init",
+                &r,
+                &format!("server does not speak PMI version {version}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Performs `init`, `get_maxes`, `get_appnum`, `get_my_kvsname`, `get_universe_size`
+    /// on a client made by [`Client::remote`].
+    fn start(mut c: Client) -> Result<Client, PmiError> {
+        let config = c.config;
+        c.init_handshake(1, 1)?;
 
         let m = c.request(
             &Message::new("get_maxes"),
@@ -1606,17 +1612,19 @@ mod tests {
         drop(h);
     }
 
+    /// A variable lookup over fixed pairs.
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
     #[test]
     fn environment_is_validated() {
         let cfg = quick();
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| OsString::from(v))
-            }
-        };
         let e = Client::from_vars(cfg, env(&[("PMIX_RANK", "0")])).unwrap_err();
         assert!(matches!(
             e,
@@ -1956,14 +1964,6 @@ mod tests {
 
     #[test]
     fn srun_without_pmi_is_refused() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| OsString::from(v))
-            }
-        };
         let cfg = ClientConfig::default();
         let e = Client::from_vars(
             cfg,
