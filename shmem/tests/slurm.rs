@@ -20,8 +20,11 @@
 //!   time; each node's PMIx plugin gets a directory of its own through an `mpi.conf`
 //!   beside the node's copy of `slurm.conf`);
 //! * the installed `oshrun` inside an allocation: `salloc -N 4 -n 8 oshrun -n 8 rma_types`
-//!   and an `sbatch` script running `oshrun -n 8 rma_types` (oshrun places the
-//!   PEs through `srun --mpi=pmi2 --kill-on-bad-exit=1`);
+//!   and an `sbatch` script running `oshrun -n 8 rma_types`: oshrun starts a
+//!   `gsas-atomicd` per node as one step, the PEs as another (`srun --mpi=pmi2
+//!   --kill-on-bad-exit=1`), and stops the services with `scancel --signal=TERM`; the
+//!   test checks that the PEs used them (no embedded service), and that afterwards no
+//!   daemon runs and no socket is left;
 //! * a PE killed with SIGKILL in the middle of a job: the step ends non-zero and srun
 //!   names the task;
 //! * `srun --mpi=none -n 2`: both PEs stop with the message that names `--mpi=pmi2`.
@@ -323,28 +326,37 @@ impl Lab {
         run_with_timeout(&mut c, JOB_LIMIT).map_err(|e| format!("srun {}: {e}", args.join(" ")))
     }
 
-    /// Signals every process whose network namespace is one of the nodes' (PEs and
-    /// slurmstepd left by a failed step).
-    fn kill_node_processes(&self) {
+    /// The processes in the nodes' network namespaces (PEs, slurmstepd, services), the
+    /// slurmd daemons excepted, whose command name is `comm` (any when empty).
+    fn node_processes(&self, comm: &str) -> Vec<u32> {
         let inodes: Vec<u64> = (0..NODES)
             .filter_map(|i| ns_inode(&self.ns_path(&format!("n{i}"))))
             .collect();
         let Ok(procs) = std::fs::read_dir("/proc") else {
-            return;
+            return Vec::new();
         };
         let daemons: Vec<u32> = self.daemons.iter().map(|(_, c)| c.id()).collect();
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if daemons.contains(&pid) {
-                continue;
-            }
-            if ns_inode(&format!("/proc/{pid}/ns/net")).is_some_and(|i| inodes.contains(&i)) {
-                // SAFETY: kill has no memory effects; the pid was just read from /proc and
-                // lives in one of this test's own namespaces.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
+        procs
+            .flatten()
+            .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| !daemons.contains(pid))
+            .filter(|pid| {
+                ns_inode(&format!("/proc/{pid}/ns/net")).is_some_and(|i| inodes.contains(&i))
+            })
+            .filter(|pid| {
+                comm.is_empty()
+                    || std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == comm)
+            })
+            .collect()
+    }
+
+    /// Kills what a failed step left in the nodes' namespaces.
+    fn kill_node_processes(&self) {
+        for pid in self.node_processes("") {
+            // SAFETY: kill has no memory effects; the pid was just read from /proc and
+            // lives in one of this test's own namespaces.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         }
     }
 }
@@ -533,7 +545,7 @@ fn passing_job(
     let out = lab.srun(&all, &[("GSAS_LOG", "info")])?;
     let name = program.file_name().unwrap_or_default().to_string_lossy();
     let what = format!("srun {}", all.join(" "));
-    check_passed(&what, &out, &name, pes, protocol)?;
+    check_passed(&what, &out, &name, pes, protocol, NodeServices::Embedded)?;
     report(&format!(
         "{what}: {pes} PEs ok on 4 nodes through {protocol} ({:.1} s)",
         t0.elapsed().as_secs_f64()
@@ -541,15 +553,26 @@ fn passing_job(
     Ok(())
 }
 
+/// Where the node services of a job run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NodeServices {
+    /// In each node's first PE (a plain srun job).
+    Embedded,
+    /// `gsas-atomicd` in a service step of `oshrun`.
+    Step,
+}
+
 /// What a job of program `name` that passed shows: exit 0, every PE's `ok` line, every
 /// PE bootstrapped through `protocol` (`Pmi2`, `Pmix`: the PEs' `GSAS_LOG=info` line),
-/// and one node service on each of the four nodes.
+/// and the node services: one embedded service on each of the four nodes, or `oshrun`'s
+/// service step on all four and no embedded service.
 fn check_passed(
     what: &str,
     out: &Output,
     name: &str,
     pes: u32,
     protocol: &str,
+    services: NodeServices,
 ) -> Result<(), String> {
     let all = [what];
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -582,11 +605,41 @@ fn check_passed(
         .collect();
     nodes.sort_unstable();
     nodes.dedup();
-    if nodes != ["0", "1", "2", "3"] {
+    let step = stderr.contains("node services up on sn0,sn1,sn2,sn3");
+    let expected: &[&str] = match services {
+        NodeServices::Embedded => &["0", "1", "2", "3"],
+        NodeServices::Step if step => &[],
+        NodeServices::Step => {
+            return Err(format!(
+                "{}: oshrun did not report its node services on sn0-sn3\n{}",
+                all.join(" "),
+                text(out)
+            ));
+        }
+    };
+    if nodes != expected {
         return Err(format!(
-            "{}: expected one service on each of nodes 0-3, saw {nodes:?}\n{}",
+            "{}: expected embedded services on nodes {expected:?}, saw {nodes:?}\n{}",
             all.join(" "),
             text(out)
+        ));
+    }
+    Ok(())
+}
+
+/// After an `oshrun` job: its node services stopped cleanly (SIGTERM: each removed its
+/// socket) and no `gsas-atomicd` runs on the nodes.
+fn services_gone(lab: &Lab) -> Result<(), String> {
+    let left: Vec<String> = std::fs::read_dir("/tmp")
+        .map_err(|e| format!("/tmp: {e}"))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("gsas-slurm-"))
+        .collect();
+    let daemons = lab.node_processes("gsas-atomicd");
+    if !left.is_empty() || !daemons.is_empty() {
+        return Err(format!(
+            "after the job: sockets {left:?} left in /tmp, gsas-atomicd pids {daemons:?} running"
         ));
     }
     Ok(())
@@ -605,7 +658,8 @@ fn salloc_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String>
     let out = run_with_timeout(&mut c, JOB_LIMIT).map_err(|e| format!("salloc: {e}"))?;
     let name = program.file_name().unwrap_or_default().to_string_lossy();
     let what = format!("salloc -N 4 -n 8 oshrun -n 8 {name}");
-    check_passed(&what, &out, &name, 8, "Pmi2")?;
+    check_passed(&what, &out, &name, 8, "Pmi2", NodeServices::Step)?;
+    services_gone(lab)?;
     report(&format!(
         "{what}: 8 PEs ok on 4 nodes ({:.1} s)",
         t0.elapsed().as_secs_f64()
@@ -665,8 +719,9 @@ fn sbatch_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String>
     };
     let name = program.file_name().unwrap_or_default().to_string_lossy();
     let what = format!("sbatch job.sh (oshrun -n 8 {name}), batch job {job}");
-    check_passed(&what, &out, &name, 8, "Pmi2")
+    check_passed(&what, &out, &name, 8, "Pmi2", NodeServices::Step)
         .map_err(|e| format!("{e}\n--- scontrol show job {job}\n{record}"))?;
+    services_gone(lab)?;
     report(&format!(
         "{what}: 8 PEs ok on 4 nodes ({:.1} s)",
         t0.elapsed().as_secs_f64()

@@ -28,9 +28,10 @@
 //! everywhere.
 //!
 //! Inside a **Slurm allocation** (`salloc`, `sbatch`: `SLURM_JOB_ID` set, no job step)
-//! and without `--config` or `--no-srun`, `oshrun` executes `srun --mpi=pmi2
-//! --kill-on-bad-exit=1 -n N ...` in its place ([`slurm`]): the PEs run on the allocated
-//! nodes and bootstrap through PMI-2.
+//! and without `--config` or `--no-srun`, `oshrun` starts a `gsas-atomicd` per allocated
+//! node as one srun step and the PEs as another (`srun --mpi=pmi2 --kill-on-bad-exit=1
+//! -n N ...`), and stops the services with `scancel --signal=TERM` at the end
+//! ([`slurm`]).
 //!
 //! **What it is not.** A resource manager: it does not pick nodes, bind cores or queue
 //! jobs, and it starts no daemon.
@@ -120,43 +121,14 @@ pub fn pe_env(
     ]
 }
 
-/// Replaces this process with `srun` for the job (see [`slurm`]); returns only when that
-/// fails, with the exit status and message.
-fn run_in_allocation(
-    name: &str,
-    run: &RunArgs,
-    program: &std::path::Path,
-    alloc: &slurm::Allocation,
-) -> (i32, String) {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = slurm::srun_command(run, program);
-    log::info!(
-        "in Slurm allocation {} ({} nodes): running {cmd:?}",
-        alloc.job_id,
-        alloc.nodes.map_or("?".into(), |n| n.to_string())
-    );
-    let e = cmd.exec();
-    (
-        EXIT_FAILURE,
-        format!(
-            "{name} runs in Slurm allocation {} and starts the PEs with srun, but srun could \
-             not be run: {e} (use --no-srun to run on this machine)",
-            alloc.job_id
-        ),
-    )
-}
-
 fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let env = RuntimeConfig::from_env().map_err(|e| (EXIT_USAGE, e.to_string()))?;
     let path = std::env::var_os("PATH");
     let program =
         args::resolve_program(&run.program, path.as_deref()).map_err(|e| (EXIT_USAGE, e.0))?;
-    if run.config.is_none() && !run.no_srun {
-        if let Some(alloc) = slurm::Allocation::detect(|k| std::env::var_os(k)) {
-            return Err(run_in_allocation(name, run, &program, &alloc));
-        }
-    }
-    if run.config.is_none() && run.ppn.is_some() {
+    let allocation = slurm::Allocation::detect(|k| std::env::var_os(k))
+        .filter(|_| run.config.is_none() && !run.no_srun);
+    if run.config.is_none() && run.ppn.is_some() && allocation.is_none() {
         return Err((
             EXIT_USAGE,
             "--ppn needs --config FILE or a Slurm allocation (otherwise every PE runs on \
@@ -167,6 +139,14 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     // Before any thread exists, so that every thread inherits the mask.
     let signals = sys::SignalFd::block(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
         .map_err(|e| (EXIT_FAILURE, format!("blocking termination signals: {e}")))?;
+    if let Some(alloc) = allocation {
+        log::info!(
+            "{name}: in Slurm allocation {} ({} nodes): node services and PEs through srun",
+            alloc.job_id,
+            alloc.nodes.map_or("?".into(), |n| n.to_string())
+        );
+        return slurm::run_job(run, &program, &alloc, &signals);
+    }
     if let Some(file) = &run.config {
         return multinode::launch_cluster(name, run, file, &program, &env, signals);
     }

@@ -268,6 +268,16 @@ fn is_socket(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
 }
 
+/// `GSAS_SERVICE` with `%h` replaced by this host's name (one value for the PEs of
+/// every node, as `oshrun` inside a Slurm allocation gives it).
+fn service_of_host(env: &RuntimeConfig, host: &str) -> Option<PathBuf> {
+    let p = env.service.as_ref()?;
+    match p.to_str() {
+        Some(s) if s.contains("%h") => Some(PathBuf::from(s.replace("%h", host))),
+        _ => Some(p.clone()),
+    }
+}
+
 /// The address an embedded service of a multi-node job binds.
 fn embedded_bind(
     cluster: Option<&Cluster>,
@@ -566,7 +576,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let mut embedded: Option<ServiceThread> = None;
     let mut joined = None;
     if rank == leader {
-        let known = env.service.clone().or_else(|| {
+        let known = service_of_host(&env, &host).or_else(|| {
             let n = cluster.as_ref()?.node(node)?;
             let p = PathBuf::from(&n.control_socket);
             is_socket(&p).then_some(p)
@@ -633,10 +643,9 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let (service_path, mut control, joined) = match joined {
         Some(j) => j,
         None => {
-            let path =
-                env.service.clone().or(leader_path).ok_or_else(|| {
-                    NodeError::Config(format!("no service known for node {node}"))
-                })?;
+            let path = service_of_host(&env, &host)
+                .or(leader_path)
+                .ok_or_else(|| NodeError::Config(format!("no service known for node {node}")))?;
             let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
             let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
             (path, c, j)
