@@ -81,8 +81,9 @@ started by hand. With --config, the PEs are placed in contiguous blocks on the n
 of the cluster file, whose gsas-atomicd daemons must be running: the PEs of nodes on
 this machine are started here, those of other machines by their daemons through
 authenticated remote FORK (defaults.fork_allowed, defaults.fork_secret_file).
-Inside a Slurm allocation (salloc, sbatch) and without --config, the PEs go to the
-allocated nodes through srun --mpi=pmi2 --kill-on-bad-exit=1 (see docs/slurm.md).
+Inside a Slurm allocation (salloc, sbatch) and without --config, a gsas-atomicd runs
+on each allocated node as one srun step and the PEs as another (srun --mpi=pmi2
+--kill-on-bad-exit=1); see docs/slurm.md.
 
 The first PE that exits with a non-zero status or is killed by a signal ends the job
 on every node: the others get SIGTERM, then SIGKILL after a short grace, and {name}
