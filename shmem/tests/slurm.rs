@@ -25,8 +25,9 @@
 //!   --kill-on-bad-exit=1`), and stops the services with `scancel --signal=TERM`; the
 //!   test checks that the PEs used them (no embedded service), and that afterwards no
 //!   daemon runs and no socket is left;
-//! * a PE killed with SIGKILL in the middle of a job: the step ends non-zero and srun
-//!   names the task;
+//! * a PE killed with SIGKILL in the middle of a job, under `srun -K` and under `salloc`
+//!   + `oshrun`: the job ends non-zero and srun names the task (under `oshrun`, its node
+//!   services are stopped too);
 //! * `srun --mpi=none -n 2`: both PEs stop with the message that names `--mpi=pmi2`.
 //!
 //! Needs root, x86_64 and the Slurm packages (`.ci/run` installs them). Otherwise the test
@@ -730,11 +731,27 @@ fn sbatch_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String>
 }
 
 /// A PE killed with SIGKILL mid-job ends the step non-zero, with the task named.
-fn killed_pe(lab: &Lab, victim: &Path) -> Result<(), String> {
+/// `oshrun`: the job is started by `salloc -N 4 -n 8 OSHRUN -n 8`, else by `srun -K`.
+fn killed_pe(lab: &Lab, victim: &Path, oshrun: Option<&Path>) -> Result<(), String> {
     let t0 = Instant::now();
-    let mut c = lab.client("srun");
-    c.args(["--mpi=pmi2", "-K", "-N", "4", "-n", "8"])
-        .arg(victim)
+    let mut c = match oshrun {
+        Some(o) => {
+            let mut c = lab.client("salloc");
+            c.args(["-N", "4", "-n", "8"]).arg(o).args(["-n", "8"]);
+            c
+        }
+        None => {
+            let mut c = lab.client("srun");
+            c.args(["--mpi=pmi2", "-K", "-N", "4", "-n", "8"]);
+            c
+        }
+    };
+    let how = if oshrun.is_some() {
+        "salloc + oshrun"
+    } else {
+        "srun -K"
+    };
+    c.arg(victim)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -789,7 +806,7 @@ fn killed_pe(lab: &Lab, victim: &Path) -> Result<(), String> {
     let stderr = err_reader.join().unwrap_or_default();
     if status.success() || !stderr.contains("task 5") {
         return Err(format!(
-            "after SIGKILL of PE 5 (pid {pid}) srun should fail naming task 5: {status} \
+            "{how}: after SIGKILL of PE 5 (pid {pid}) the job should fail naming task 5: {status} \
              (signal {:?})\n{stderr}",
             status.signal()
         ));
@@ -798,8 +815,11 @@ fn killed_pe(lab: &Lab, victim: &Path) -> Result<(), String> {
         .lines()
         .find(|l| l.contains("task 5"))
         .unwrap_or_default();
+    if oshrun.is_some() {
+        services_gone(lab)?;
+    }
     report(&format!(
-        "PE 5 killed: srun exited with {status} and said {named:?} ({:.1} s)",
+        "PE 5 killed under {how}: {status}, {named:?} ({:.1} s)",
         t0.elapsed().as_secs_f64()
     ));
     Ok(())
@@ -861,7 +881,8 @@ fn slurm_cluster() {
         let oshrun = prefix.join("bin/oshrun");
         salloc_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
         sbatch_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
-        killed_pe(&lab, &bin.join("victim"))?;
+        killed_pe(&lab, &bin.join("victim"), None)?;
+        killed_pe(&lab, &bin.join("victim"), Some(&oshrun))?;
         without_pmi(&lab, &bin.join("rma_types"))?;
         Ok(())
     };

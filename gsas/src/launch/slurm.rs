@@ -144,7 +144,7 @@ pub fn service_args(
     let mut a: Vec<OsString> = vec![
         "--overlap".into(),
         "--mpi=none".into(),
-        "--kill-on-bad-exit=0".into(),
+        "--kill-on-bad-exit=1".into(),
         "--job-name=gsas-services".into(),
         "-N".into(),
         nodes.to_string().into(),
