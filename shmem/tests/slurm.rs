@@ -25,9 +25,9 @@
 //!   --kill-on-bad-exit=1`), and stops the services with `scancel --signal=TERM`; the
 //!   test checks that the PEs used them (no embedded service), and that afterwards no
 //!   daemon runs and no socket is left;
-//! * a PE killed with SIGKILL in the middle of a job, under `srun -K` and under `salloc`
-//!   + `oshrun`: the job ends non-zero and srun names the task (under `oshrun`, its node
-//!   services are stopped too);
+//! * a PE killed with SIGKILL in the middle of a job, under `srun -K` and under
+//!   `oshrun` in an `salloc`: the job ends non-zero and srun names the task (under
+//!   `oshrun`, its node services are stopped too);
 //! * `srun --mpi=none -n 2`: both PEs stop with the message that names `--mpi=pmi2`.
 //!
 //! Needs root, x86_64 and the Slurm packages (`.ci/run` installs them). Otherwise the test
