@@ -170,7 +170,7 @@ pub const GSAS_SERVICE: EnvVar = EnvVar {
     kind: Kind::Path,
     default: "unset",
     reader: Reader::SetByLauncher,
-    doc: "Control socket of this node's atomic service. Unset: the configured daemon socket if it exists, else the node's lowest rank starts an embedded service.",
+    doc: "Control socket of this node's atomic service (`%h` stands for the host name). Unset: the configured daemon socket if it exists, else the node's lowest rank starts an embedded service.",
 };
 /// `GSAS_CONFIG`.
 pub const GSAS_CONFIG: EnvVar = EnvVar {

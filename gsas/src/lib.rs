@@ -11,10 +11,10 @@
 //!   remote requests (embedded in a launcher or a PE, or as the `gsas-atomicd` daemon);
 //! * [`launch`]: `oshrun`/`gshrun`, which starts a job on this machine with its own service
 //!   thread and a PMI-1 server, or across the nodes of a cluster file with their daemons,
-//!   and ends it on the first failure;
+//!   or through `srun` inside a Slurm allocation, and ends it on the first failure;
 //! * [`fork`]: remote FORK, how a multi-node launcher has the nodes' daemons start PEs,
 //!   authenticated with HMAC-SHA256 under a cluster secret (off unless configured);
-//! * the layers underneath: [`pmi`] (PMI-1 client and server), [`shm`] (memfd segments,
+//! * the layers underneath: [`pmi`] (PMI-1/PMI-2/PMIx client, PMI-1 server), [`shm`] (memfd segments,
 //!   descriptor passing, the data-segment remap, the engine's memory access), [`transport`]
 //!   (UDP with the gsas header, Exanet endpoints with the job-key header, the enum of the
 //!   two that the reliability layer runs over, the shared-memory ring), [`poll`] (the spin-yield-block

@@ -341,6 +341,30 @@ pub fn collect_output(mut child: Child, timeout: Duration) -> io::Result<Output>
     }
 }
 
+/// Deletes the network namespaces (`ip netns`) named `<prefix><pid>...` whose process
+/// `<pid>` no longer runs: what earlier test processes that died left behind.
+pub fn remove_stale_namespaces(prefix: &str) {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(pid) = digits.parse::<u32>() else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip")
+                .args(["netns", "del", name])
+                .stdin(Stdio::null())
+                .output();
+        }
+    }
+}
+
 fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
     if let Some(mut p) = pipe {

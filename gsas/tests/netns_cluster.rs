@@ -63,29 +63,10 @@ impl Drop for Netns {
     }
 }
 
-/// Deletes namespaces of earlier test processes that no longer run.
-fn remove_stale() {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let pid: Option<u32> = rest.split('-').next().and_then(|p| p.parse().ok());
-        if let Some(pid) = pid {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = ip(&["netns", "del", name]);
-            }
-        }
-    }
-}
-
 /// Node namespaces `0..n`, each with `10.201.0.(i+1)/24` on a veth whose peer is in the
 /// bridge namespace.
 fn setup(tag: &str, n: usize) -> Result<Netns, String> {
-    remove_stale();
+    gsas::testsupport::remove_stale_namespaces(PREFIX);
     let pid = std::process::id();
     let mut ns = Netns {
         nodes: Vec::new(),

@@ -49,6 +49,9 @@ pub struct RunArgs {
     /// Start every node's PEs through its daemon's FORK, also nodes of this machine
     /// (`--fork`).
     pub fork: bool,
+    /// Inside a Slurm allocation, run on this machine instead of through `srun`
+    /// (`--no-srun`).
+    pub no_srun: bool,
 }
 
 /// A command line that cannot be run; the message says why.
@@ -69,7 +72,7 @@ pub fn help(name: &str) -> String {
         "\
 {name}: run an OpenSHMEM / gsas job on this machine or across the nodes of a cluster
 
-Usage: {name} -n N [options] [--] PROGRAM [ARGS...]
+Usage: {name} -n N [--ppn K] [options] [--] PROGRAM [ARGS...]
        {name} --config FILE -n N [--ppn K] [--fork] [options] [--] PROGRAM [ARGS...]
 
 Starts N processes (PEs) of PROGRAM and serves their PMI-1 bootstrap. On one machine
@@ -78,6 +81,9 @@ started by hand. With --config, the PEs are placed in contiguous blocks on the n
 of the cluster file, whose gsas-atomicd daemons must be running: the PEs of nodes on
 this machine are started here, those of other machines by their daemons through
 authenticated remote FORK (defaults.fork_allowed, defaults.fork_secret_file).
+Inside a Slurm allocation (salloc, sbatch) and without --config, a gsas-atomicd runs
+on each allocated node as one srun step and the PEs as another (srun --mpi=pmi2
+--kill-on-bad-exit=1); see docs/slurm.md.
 
 The first PE that exits with a non-zero status or is killed by a signal ends the job
 on every node: the others get SIGTERM, then SIGKILL after a short grace, and {name}
@@ -86,10 +92,11 @@ exits with that PE's status (128 + signal number for a signal).
 Options:
   -n N, -np N, --np N   number of PEs (1..={max})
   --config FILE         cluster file (board-config TOML) of a multi-node job
-  --ppn K               with --config: K PEs per node, filling nodes in order
-                        (default: spread evenly)
+  --ppn K               with --config or in a Slurm allocation: K PEs per node,
+                        filling nodes in order (default: spread evenly)
   --fork                with --config: start every node's PEs through its daemon's
                         FORK, also the nodes of this machine
+  --no-srun             in a Slurm allocation, run on this machine, not through srun
   --tag-output          prefix every line a PE prints with its rank, e.g. \"[3] \"
   --timeout SECONDS     end the job (exit status 124) if it runs longer
   --log-level LEVEL     off, error, warn, info, debug or trace (default: GSAS_LOG, or warn)
@@ -107,6 +114,7 @@ Examples:
   {name} -np 2 --tag-output -- ./app -v   two PEs, output lines tagged with the rank
   GSAS_DIRECT=0 {name} -n 8 ./app         same-node access through the atomic service
   {name} --config cluster.toml -n 8 --ppn 2 ./app   2 PEs on each of 4 nodes
+  salloc -N 4 {name} -n 8 ./app           8 PEs on the 4 allocated nodes (srun)
 ",
         max = MAX_PES
     )
@@ -145,6 +153,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
     let mut config = None;
     let mut ppn = None;
     let mut fork = false;
+    let mut no_srun = false;
     let mut program = None;
     while let Some(arg) = it.next() {
         let s = arg.to_string_lossy().into_owned();
@@ -161,6 +170,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
             }
             "--tag-output" => tag_output = true,
             "--fork" => fork = true,
+            "--no-srun" => no_srun = true,
             "--config" => {
                 let v = value(&mut it)
                     .ok_or_else(|| UsageError("--config needs a cluster file".into()))?;
@@ -227,11 +237,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
             "no program given: oshrun -n N PROGRAM [ARGS...] (see --help)".into(),
         ));
     };
-    if config.is_none() && (ppn.is_some() || fork) {
-        let flag = if fork { "--fork" } else { "--ppn" };
-        return Err(UsageError(format!(
-            "{flag} needs --config FILE (without a cluster file every PE runs on this machine)"
-        )));
+    if config.is_none() && fork {
+        return Err(UsageError(
+            "--fork needs --config FILE (without a cluster file every PE runs on this machine)"
+                .into(),
+        ));
     }
     Ok(Invocation::Run(RunArgs {
         n,
@@ -243,6 +253,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
         config,
         ppn,
         fork,
+        no_srun,
     }))
 }
 
@@ -338,7 +349,11 @@ mod tests {
         assert_eq!(r.config.as_deref(), Some(Path::new("c.toml")));
         assert_eq!((r.ppn, r.fork), (Some(2), true));
         let r = run(&["-n", "1", "x"]);
-        assert_eq!((r.config, r.ppn, r.fork), (None, None, false));
+        assert_eq!(
+            (r.config, r.ppn, r.fork, r.no_srun),
+            (None, None, false, false)
+        );
+        assert!(run(&["--no-srun", "-n", "1", "x"]).no_srun);
         assert_eq!(p(&["--help"]).unwrap(), Invocation::Help);
         assert_eq!(p(&["-n", "2", "-V"]).unwrap(), Invocation::Version);
     }
@@ -356,7 +371,6 @@ mod tests {
         assert!(msg(&["-q", "prog"]).contains("unknown option \"-q\""));
         assert!(msg(&["-n", "1", "--timeout", "-3", "x"]).contains("positive"));
         assert!(msg(&["-n", "1", "--log-level", "loud", "x"]).contains("not one of"));
-        assert!(msg(&["-n", "2", "--ppn", "2", "x"]).contains("--ppn needs --config"));
         assert!(msg(&["-n", "2", "--fork", "x"]).contains("--fork needs --config"));
         assert!(msg(&["--config", "c", "-n", "2", "--ppn", "0", "x"]).contains("positive"));
         assert!(msg(&["-n", "2", "--config"]).contains("needs a cluster file"));

@@ -27,6 +27,12 @@
 //! [`job::run_job`] treats both alike, and the first failure anywhere ends the job
 //! everywhere.
 //!
+//! Inside a **Slurm allocation** (`salloc`, `sbatch`: `SLURM_JOB_ID` set, no job step)
+//! and without `--config` or `--no-srun`, `oshrun` starts a `gsas-atomicd` per allocated
+//! node as one srun step and the PEs as another (`srun --mpi=pmi2 --kill-on-bad-exit=1
+//! -n N ...`), and stops the services with `scancel --signal=TERM` at the end
+//! ([`slurm`]).
+//!
 //! **What it is not.** A resource manager: it does not pick nodes, bind cores or queue
 //! jobs, and it starts no daemon.
 //!
@@ -43,6 +49,7 @@
 pub mod args;
 pub mod job;
 pub mod multinode;
+pub mod slurm;
 pub mod sys;
 
 use std::ffi::{OsStr, OsString};
@@ -119,9 +126,27 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let path = std::env::var_os("PATH");
     let program =
         args::resolve_program(&run.program, path.as_deref()).map_err(|e| (EXIT_USAGE, e.0))?;
+    let allocation = slurm::Allocation::detect(|k| std::env::var_os(k))
+        .filter(|_| run.config.is_none() && !run.no_srun);
+    if run.config.is_none() && run.ppn.is_some() && allocation.is_none() {
+        return Err((
+            EXIT_USAGE,
+            "--ppn needs --config FILE or a Slurm allocation (otherwise every PE runs on \
+             this machine)"
+                .into(),
+        ));
+    }
     // Before any thread exists, so that every thread inherits the mask.
     let signals = sys::SignalFd::block(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
         .map_err(|e| (EXIT_FAILURE, format!("blocking termination signals: {e}")))?;
+    if let Some(alloc) = allocation {
+        log::info!(
+            "{name}: in Slurm allocation {} ({} nodes): node services and PEs through srun",
+            alloc.job_id,
+            alloc.nodes.map_or("?".into(), |n| n.to_string())
+        );
+        return slurm::run_job(run, &program, &alloc, &signals);
+    }
     if let Some(file) = &run.config {
         return multinode::launch_cluster(name, run, file, &program, &env, signals);
     }

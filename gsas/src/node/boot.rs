@@ -3,7 +3,9 @@
 //! 1. **Data segment** (only with [`NodeOptions::remap_data`](super::NodeOptions)): before
 //!    anything else (the process must still be single-threaded), the executable's globals
 //!    are remapped onto a sealed memfd of the PE's own; it is handed to the service later.
-//! 2. **PMI**: `pmi::Client::from_env` (a launcher's `PMI_FD`/`PMI_PORT`, or a singleton).
+//! 2. **PMI**: `pmi::Client::from_env` (a launcher's `PMI_FD`/`PMI_PORT` with PMI-1 or
+//!    PMI-2, PMIx through libpmix, or a singleton). Every read names the rank that
+//!    published the key, as PMIx requires.
 //! 3. **Environment and cluster file**: the `GSAS_*` table ([`crate::config`]); the cluster
 //!    file of `GSAS_CONFIG`, or `/etc/gsas/cluster.toml` if it exists.
 //! 4. **Exchange 1** (PMI put + barrier): every rank publishes its node hint (`GSAS_NODE`,
@@ -11,8 +13,10 @@
 //!    for rank 0, the job id and key (from `GSAS_JOB_ID`/`GSAS_JOB_KEY`, else drawn from
 //!    `getrandom`).
 //! 5. **Exchange 2** (barrier): rank 0 reads every entry and publishes the job table: job
-//!    id and key, and the node of every rank, from the hints, or, when no rank has one, by
-//!    host name (distinct host names in rank order become nodes 0, 1, ...). Every rank reads
+//!    id and key, and the node of every rank, from the hints; when no rank has one, from
+//!    the launcher's `PMI_process_mapping` (every block of the vector, cyclic placements
+//!    included: Slurm, Hydra, gsas's launcher); only when the launcher gives none, by host
+//!    name (distinct host names in rank order become nodes 0, 1, ...). Every rank reads
 //!    it. Mixed hints, or `GSAS_JOB_*` values that differ between ranks, fail every rank with
 //!    the same message.
 //! 6. **Service** (barrier): the lowest rank of each node (its leader) finds the node's
@@ -178,11 +182,21 @@ impl Table {
     }
 }
 
-/// Rank 0's decision from every rank's entry; `Err` is the message every rank reports.
-fn make_table(entries: &[Entry], job: (u64, u64)) -> Result<Table, String> {
+/// Rank 0's decision from every rank's entry and the launcher's node of every rank
+/// (`launcher`, from `PMI_process_mapping`); `Err` is the message every rank reports.
+fn make_table(
+    entries: &[Entry],
+    job: (u64, u64),
+    launcher: Option<&[u32]>,
+) -> Result<Table, String> {
     let hinted = entries.iter().filter(|e| e.hint.is_some()).count();
+    let from_launcher = launcher
+        .filter(|l| l.len() == entries.len())
+        .and_then(|l| l.iter().map(|&n| u16::try_from(n).ok()).collect());
     let node_of = if hinted == entries.len() {
         entries.iter().map(|e| e.hint.unwrap_or(0)).collect()
+    } else if let (0, Some(nodes)) = (hinted, from_launcher) {
+        nodes
     } else if hinted == 0 {
         let mut names: HashMap<&str, u16> = HashMap::new();
         let mut out = Vec::with_capacity(entries.len());
@@ -204,6 +218,22 @@ fn make_table(entries: &[Entry], job: (u64, u64)) -> Result<Table, String> {
         job_key: job.1,
         node_of,
     })
+}
+
+/// The node of every rank as the launcher describes it (`PMI_process_mapping`); `None`,
+/// with the reason logged, when it gives none or one that does not describe this job.
+fn launcher_nodes(pmi: &mut pmi::Client, size: u32) -> Option<Vec<u32>> {
+    match pmi.node_of_rank() {
+        Ok(Some(nodes)) => Some(nodes),
+        Ok(None) => {
+            log::debug!("the launcher publishes no PMI_process_mapping: nodes by host name");
+            None
+        }
+        Err(e) => {
+            log::warn!("{e}; of {size} PEs, the nodes are told apart by host name instead");
+            None
+        }
+    }
 }
 
 /// Remaps the executable's data segment onto a new sealed memfd.
@@ -236,6 +266,16 @@ fn load_cluster(env: &RuntimeConfig) -> Result<Option<Cluster>, NodeError> {
 fn is_socket(path: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
+}
+
+/// `GSAS_SERVICE` with `%h` replaced by this host's name (one value for the PEs of
+/// every node, as `oshrun` inside a Slurm allocation gives it).
+fn service_of_host(env: &RuntimeConfig, host: &str) -> Option<PathBuf> {
+    let p = env.service.as_ref()?;
+    match p.to_str() {
+        Some(s) if s.contains("%h") => Some(PathBuf::from(s.replace("%h", host))),
+        _ => Some(p.clone()),
+    }
 }
 
 /// The address an embedded service of a multi-node job binds.
@@ -418,6 +458,11 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         )));
     }
     crate::log::init(&format!("pe{rank}"), env.log);
+    log::info!(
+        "PMI: rank {rank} of {size}, {:?} over {:?}",
+        pmi.protocol(),
+        pmi.connection()
+    );
     let cluster = load_cluster(&env)?;
     let host = crate::launch::sys::hostname().unwrap_or_else(|_| "localhost".into());
     let hint = env.node.or_else(|| {
@@ -462,7 +507,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         let mut bad = None;
         for r in 0..size {
             let v = pmi
-                .kvs_get(&format!("gsas-r{r}"))
+                .kvs_get_from(r, &format!("gsas-r{r}"))
                 .map_err(pmi_err(format!("reading the entry of PE {r}")))?;
             match v.as_deref().and_then(Entry::decode) {
                 Some(e) => entries.push(e),
@@ -477,7 +522,8 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
             }
         }
         let job = rank0_job.unwrap_or((0, 0));
-        let value = match bad.map_or_else(|| make_table(&entries, job), Err) {
+        let launcher = launcher_nodes(&mut pmi, size);
+        let value = match bad.map_or_else(|| make_table(&entries, job, launcher.as_deref()), Err) {
             Ok(t) => t.encode(),
             Err(msg) => {
                 let mut v = vec![TABLE_ERROR];
@@ -490,7 +536,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     }
     pmi.barrier().map_err(pmi_err("PMI barrier (job table)"))?;
     let table_bytes = pmi
-        .kvs_get("gsas-table")
+        .kvs_get_from(0, "gsas-table")
         .map_err(pmi_err("reading the job table"))?
         .ok_or_else(|| NodeError::Config("rank 0 published no job table".into()))?;
     let table = Table::decode(&table_bytes).map_err(NodeError::Config)?;
@@ -530,7 +576,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let mut embedded: Option<ServiceThread> = None;
     let mut joined = None;
     if rank == leader {
-        let known = env.service.clone().or_else(|| {
+        let known = service_of_host(&env, &host).or_else(|| {
             let n = cluster.as_ref()?.node(node)?;
             let p = PathBuf::from(&n.control_socket);
             is_socket(&p).then_some(p)
@@ -581,8 +627,9 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let mut node_addrs = Vec::with_capacity(nodes.len());
     let mut leader_path = None;
     for &n in &nodes {
+        let node_leader = table.node_of.iter().position(|&m| m == n).unwrap_or(0) as u32;
         let v = pmi
-            .kvs_get(&format!("gsas-n{n}"))
+            .kvs_get_from(node_leader, &format!("gsas-n{n}"))
             .map_err(pmi_err(format!("reading the service of node {n}")))?
             .and_then(|v| parse_node_value(&v))
             .ok_or_else(|| {
@@ -596,10 +643,9 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let (service_path, mut control, joined) = match joined {
         Some(j) => j,
         None => {
-            let path =
-                env.service.clone().or(leader_path).ok_or_else(|| {
-                    NodeError::Config(format!("no service known for node {node}"))
-                })?;
+            let path = service_of_host(&env, &host)
+                .or(leader_path)
+                .ok_or_else(|| NodeError::Config(format!("no service known for node {node}")))?;
             let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
             let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
             (path, c, j)
@@ -877,16 +923,48 @@ mod tests {
 
     #[test]
     fn node_assignment() {
-        let t = make_table(&[e(Some(3), "a"), e(Some(3), "a"), e(Some(1), "b")], (1, 2)).unwrap();
-        assert_eq!(t.node_of, [3, 3, 1]);
+        let t = make_table(
+            &[e(Some(3), "a"), e(Some(3), "a"), e(Some(1), "b")],
+            (1, 2),
+            Some(&[0, 1, 2]),
+        )
+        .unwrap();
+        assert_eq!(t.node_of, [3, 3, 1], "hints come first");
         let t = make_table(
             &[e(None, "b"), e(None, "a"), e(None, "b"), e(None, "c")],
             (1, 2),
+            None,
         )
         .unwrap();
         assert_eq!(t.node_of, [0, 1, 0, 2]);
-        let err = make_table(&[e(Some(0), "a"), e(None, "a")], (1, 2)).unwrap_err();
+        let err = make_table(&[e(Some(0), "a"), e(None, "a")], (1, 2), None).unwrap_err();
         assert!(err.contains("PE 0 but not for PE 1"), "{err}");
+    }
+
+    #[test]
+    fn launcher_mapping_beats_host_names() {
+        // Four PEs that all report the same host name (containers, several slurmd on one
+        // host) but that the launcher placed cyclically on two nodes.
+        let same = [e(None, "h"), e(None, "h"), e(None, "h"), e(None, "h")];
+        let cyclic = pmi::ProcessMapping::parse("(vector,(0,2,1))")
+            .unwrap()
+            .node_of_rank(4)
+            .unwrap();
+        let t = make_table(&same, (1, 2), Some(&cyclic)).unwrap();
+        assert_eq!(t.node_of, [0, 1, 0, 1]);
+        // An uneven Slurm placement: 3 + 3 on nodes 0, 1, then 2 on node 2.
+        let uneven = pmi::ProcessMapping::parse("(vector,(0,2,3),(2,1,2))")
+            .unwrap()
+            .node_of_rank(8)
+            .unwrap();
+        let eight = vec![e(None, "h"); 8];
+        let t = make_table(&eight, (1, 2), Some(&uneven)).unwrap();
+        assert_eq!(t.node_of, [0, 0, 0, 1, 1, 1, 2, 2]);
+        // A mapping for another job size, or node numbers past u16: host names.
+        let t = make_table(&same, (1, 2), Some(&[0, 1])).unwrap();
+        assert_eq!(t.node_of, [0, 0, 0, 0]);
+        let t = make_table(&same[..1], (1, 2), Some(&[70_000])).unwrap();
+        assert_eq!(t.node_of, [0]);
     }
 
     #[test]

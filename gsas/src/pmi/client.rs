@@ -1,14 +1,24 @@
-//! The PMI-1 client every PE runs at start-up.
+//! The PMI client every PE runs at start-up: PMI-1, or PMI-2 where the launcher offers it.
 //!
-//! What it is: one connection to the process manager (MPICH Hydra's `mpiexec.hydra`, or
-//! gsas's own launcher through [`super::Server`]), found through the environment:
+//! What it is: one connection to the process manager (MPICH Hydra's `mpiexec.hydra`,
+//! Slurm's `srun --mpi=pmi2`, or gsas's own launcher through [`super::Server`]), found
+//! through the environment:
 //!
-//! * `PMI_FD` (+ `PMI_RANK`, `PMI_SIZE`): an already connected descriptor;
+//! * `PMI_FD` (+ `PMI_RANK`, `PMI_SIZE`): an already connected descriptor. When
+//!   `PMI_JOBID` is set too, as Slurm's `mpi/pmi2` plugin does (Hydra and gsas's launcher
+//!   do not), the client speaks **PMI-2** on it: `cmd=init pmi_version=2` as a line, then
+//!   length-framed `cmd=...;key=value;` messages (`fullinit`, `kvs-put`, `kvs-fence`,
+//!   `kvs-get`, `info-getjobattr`, `info-putnodeattr`/`info-getnodeattr`, `abort`,
+//!   `finalize`); otherwise PMI-1 lines;
 //! * `PMI_PORT=host:port` + `PMI_ID`: a TCP connection and the `initack` handshake, which
-//!   delivers size, rank and debug flag;
-//! * neither: a singleton (rank 0 of 1) with an in-process key-value space. A PMIx
-//!   launcher (`PMIX_VERSION`, `PMIX_RANK`, `PRTE_LAUNCHED`) is refused with a clear error
-//!   rather than silently running every process as rank 0.
+//!   delivers size, rank and debug flag (PMI-1);
+//! * `PMIX_RANK`, `PMIX_VERSION` or `PRTE_LAUNCHED` (a PMIx launcher: `srun --mpi=pmix`,
+//!   Open MPI's `mpirun`): **PMIx** through the system's libpmix, loaded at run time
+//!   (`pmix.rs`); where it cannot be loaded the process stops with an error naming the
+//!   library rather than running as rank 0 of 1;
+//! * none of these: a singleton (rank 0 of 1) with an in-process key-value space, unless
+//!   the process is a task of a multi-task Slurm step that srun started without PMI
+//!   (`srun --mpi=none`), which is refused ([`PmiError::SrunWithoutPmi`]).
 //!
 //! Values are bytes: the client hex-encodes them and splits values that do not fit in
 //! one line across `key`, `key#1`, ... (see `value.rs`), so callers never see the
@@ -17,7 +27,14 @@
 //! only after a [`Client::barrier`]. Responses are parsed by key, never by position, so
 //! both the Hydra 4.0 and the 4.1+ token orders work.
 //!
-//! What it is not: PMI-2 or PMIx; `spawn`; a blocking get (there is none in PMI-1).
+//! The same calls work over both protocols: [`Client::barrier`] is `barrier_in` or
+//! `kvs-fence`, [`Client::get_raw`] is a `get` or an `info-getjobattr` (where Slurm keeps
+//! `PMI_process_mapping` and `universeSize`). Node attributes ([`Client::node_put`],
+//! [`Client::node_get`]) exist only in PMI-2 and in the singleton. PMIx stores a value
+//! per (rank, key), so a reader names the rank that published the key
+//! ([`Client::kvs_get_from`]; PMI-1 and PMI-2 ignore the rank).
+//!
+//! What it is not: `spawn`; a blocking get (there is none in PMI-1).
 //!
 //! Every wait is bounded: a request that gets no complete response within
 //! [`ClientConfig::timeout`] ([`ClientConfig::barrier_timeout`] for barriers) fails with
@@ -34,6 +51,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::mapping::ProcessMapping;
+use super::pmix::{self, Pmix};
 use super::value::{self, Plan};
 use super::wire::{LineBuf, MAX_RESPONSE_LINE, Message, excerpt, excerpt_bytes, is_token};
 use super::{PmiError, sys};
@@ -50,6 +68,9 @@ pub struct ClientConfig {
     pub barrier_timeout: Duration,
     /// Longest wait for the TCP connection in `PMI_PORT` mode (default 30 s).
     pub connect_timeout: Duration,
+    /// Use the system's libpmix under a PMIx launcher (default `true`); `false` refuses
+    /// such launchers with [`PmiError::PmixLauncher`].
+    pub pmix: bool,
 }
 
 impl Default for ClientConfig {
@@ -58,6 +79,7 @@ impl Default for ClientConfig {
             timeout: Duration::from_secs(30),
             barrier_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(30),
+            pmix: true,
         }
     }
 }
@@ -71,6 +93,8 @@ pub enum Connection {
     Port,
     /// No process manager: rank 0 of 1.
     Singleton,
+    /// The system's libpmix, which reaches the PMIx server itself.
+    Pmix,
 }
 
 /// The server's size limits, from `get_maxes`.
@@ -84,12 +108,28 @@ pub struct Maxes {
     pub vallen_max: usize,
 }
 
-/// Hydra's limits, used by the singleton.
+/// Hydra's limits, used by the singleton and over PMI-2 (`PMI2_MAX_KEYLEN` 64 and
+/// `PMI2_MAX_VALLEN` 1024 in MPICH and Slurm alike).
 const HYDRA_MAXES: Maxes = Maxes {
     kvsname_max: 256,
     keylen_max: 64,
     vallen_max: 1024,
 };
+
+/// The variable by which Slurm's `mpi/pmi2` plugin (and MPICH's PMI-2 client) names the
+/// job; its presence next to `PMI_FD` selects PMI-2.
+pub const PMI2_JOBID_VAR: &str = "PMI_JOBID";
+
+/// The wire protocol a client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// PMI-1 lines (Hydra, gsas's launcher, and the singleton's local space).
+    Pmi1,
+    /// PMI-2 frames (Slurm's `mpi/pmi2`).
+    Pmi2,
+    /// PMIx through libpmix.
+    Pmix,
+}
 
 /// The key under which process managers publish the rank-to-node mapping.
 pub const PROCESS_MAPPING_KEY: &str = "PMI_process_mapping";
@@ -103,6 +143,7 @@ const PMIX_VARS: [&str; 3] = ["PMIX_VERSION", "PMIX_RANK", "PRTE_LAUNCHED"];
 enum Link {
     Remote(Conn),
     Local(HashMap<String, String>),
+    Pmix(Box<Pmix>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +167,7 @@ pub struct Client {
     kvsname: String,
     maxes: Maxes,
     debug: bool,
+    protocol: Protocol,
     config: ClientConfig,
 }
 
@@ -138,6 +180,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("connection", &self.connection)
+            .field("protocol", &self.protocol)
             .field("state", &self.state)
             .field("rank", &self.rank)
             .field("size", &self.size)
@@ -201,7 +244,13 @@ impl Client {
             // is open (checked above), and ENV_FD_CLAIMED guarantees it is wrapped in an
             // OwnedFd at most once per process.
             let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-            let mut c = Self::from_fd(owned, rank, size, config)?;
+            let mut c = match lookup(PMI2_JOBID_VAR) {
+                Some(jobid) => {
+                    let jobid = jobid.to_string_lossy().into_owned();
+                    Self::from_fd_pmi2(owned, rank, size, &jobid, config)?
+                }
+                None => Self::from_fd(owned, rank, size, config)?,
+            };
             c.debug |= debug;
             return Ok(c);
         }
@@ -214,10 +263,23 @@ impl Client {
             let id: u32 = parse_var("PMI_ID", lookup("PMI_ID"))?;
             return Self::connect(&port, id, config);
         }
-        for var in PMIX_VARS {
-            if lookup(var).is_some() {
-                return Err(PmiError::PmixLauncher { var });
+        if let Some(var) = PMIX_VARS.into_iter().find(|v| lookup(v).is_some()) {
+            if !config.pmix {
+                return Err(PmiError::PmixLauncher {
+                    var,
+                    reason: "PMIx is switched off in this client".into(),
+                });
             }
+            return match Pmix::init() {
+                Ok(p) => Ok(Self::from_pmix(p, config)),
+                Err(e) => Err(PmiError::PmixLauncher {
+                    var,
+                    reason: e.to_string().trim_start_matches("PMI: ").to_owned(),
+                }),
+            };
+        }
+        if let Some((var, tasks)) = srun_tasks(&lookup) {
+            return Err(PmiError::SrunWithoutPmi { var, tasks });
         }
         Ok(Self::singleton(config))
     }
@@ -232,7 +294,74 @@ impl Client {
     ) -> Result<Client, PmiError> {
         check_rank_size(rank, size)?;
         let conn = Conn::new(fd)?;
-        Self::start(conn, Connection::Fd, rank, size, false, config)
+        Self::start(Self::remote(
+            conn,
+            Connection::Fd,
+            rank,
+            size,
+            false,
+            config,
+        ))
+    }
+
+    /// A PMI-2 client over an already connected descriptor (Slurm's `PMI_FD`), for rank
+    /// `rank` of `size` in job `jobid` (`PMI_JOBID`): performs `init` (version 2),
+    /// `fullinit`, and reads the `universeSize` job attribute. The rank and size the
+    /// server reports must match the given ones.
+    pub fn from_fd_pmi2(
+        fd: OwnedFd,
+        rank: u32,
+        size: u32,
+        jobid: &str,
+        config: ClientConfig,
+    ) -> Result<Client, PmiError> {
+        check_rank_size(rank, size)?;
+        if jobid.is_empty() || jobid.contains(';') || !jobid.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(env_err(
+                PMI2_JOBID_VAR,
+                jobid,
+                "expected a job id of printable ASCII without spaces or ';'",
+            ));
+        }
+        let conn = Conn::new(fd)?;
+        let mut c = Self::remote(conn, Connection::Fd, rank, size, false, config);
+        c.kvsname = jobid.to_owned();
+        // The version handshake is a PMI-1 line in both directions.
+        c.init_handshake(2, 0)?;
+        c.protocol = Protocol::Pmi2;
+
+        const FULLINIT: &str = "cmd=fullinit";
+        let m = Message::new("fullinit")
+            .with("pmijobid", jobid)
+            .with("pmirank", rank)
+            .with("threaded", "FALSE");
+        let r = c.request(&m, FULLINIT, "fullinit-response", config.timeout)?;
+        check_rc(FULLINIT, &r)?;
+        let (srank, ssize) = (
+            required_int(FULLINIT, &r, "rank")?,
+            required_int(FULLINIT, &r, "size")?,
+        );
+        if (srank, ssize) != (i64::from(rank), i64::from(size)) {
+            return Err(protocol(
+                FULLINIT,
+                &r,
+                &format!(
+                    "the process manager says rank {srank} of {ssize}, the environment \
+                     rank {rank} of {size}"
+                ),
+            ));
+        }
+        c.appnum = r.get_int("appnum").ok().flatten().unwrap_or(0);
+        c.debug = r.get("pmiverbose") == Some("TRUE");
+        c.universe_size = c
+            .get_raw("universeSize")?
+            .and_then(|u| u.trim().parse::<u32>().ok())
+            .filter(|&u| u > 0);
+        log::debug!(
+            "PMI-2: rank {rank} of {size}, job {jobid}, universe {:?}",
+            c.universe_size
+        );
+        Ok(c)
     }
 
     /// Connects to `host:port` over TCP and identifies as `id` with the `initack`
@@ -268,7 +397,40 @@ impl Client {
             .map_err(|e| PmiError::io("setting TCP_NODELAY on the PMI connection", e))?;
         let mut conn = Conn::new(OwnedFd::from(stream))?;
         let (rank, size, debug) = initack(&mut conn, id, config.timeout)?;
-        Self::start(conn, Connection::Port, rank, size, debug, config)
+        Self::start(Self::remote(
+            conn,
+            Connection::Port,
+            rank,
+            size,
+            debug,
+            config,
+        ))
+    }
+
+    fn from_pmix(p: Pmix, config: ClientConfig) -> Client {
+        let universe = p
+            .get_u64(pmix::RANK_WILDCARD, "pmix.univ.size")
+            .ok()
+            .flatten()
+            .and_then(|u| u32::try_from(u).ok());
+        Client {
+            rank: p.rank(),
+            size: p.size(),
+            kvsname: p.nspace(),
+            link: Link::Pmix(Box::new(p)),
+            state: State::Active,
+            connection: Connection::Pmix,
+            appnum: 0,
+            universe_size: universe,
+            maxes: Maxes {
+                kvsname_max: 256,
+                keylen_max: 512,
+                vallen_max: usize::MAX,
+            },
+            debug: false,
+            protocol: Protocol::Pmix,
+            config,
+        }
     }
 
     /// A client without process manager: rank 0 of 1, with an in-process key-value space
@@ -290,20 +452,21 @@ impl Client {
             kvsname: "singleton_kvs".to_owned(),
             maxes: HYDRA_MAXES,
             debug: false,
+            protocol: Protocol::Pmi1,
             config,
         }
     }
 
-    /// Performs `init`, `get_maxes`, `get_appnum`, `get_my_kvsname`, `get_universe_size`.
-    fn start(
+    /// A PMI-1 client over `conn` before its `init` exchange.
+    fn remote(
         conn: Conn,
         connection: Connection,
         rank: u32,
         size: u32,
         debug: bool,
         config: ClientConfig,
-    ) -> Result<Client, PmiError> {
-        let mut c = Client {
+    ) -> Client {
+        Client {
             link: Link::Remote(conn),
             state: State::Active,
             connection,
@@ -314,23 +477,39 @@ impl Client {
             kvsname: String::new(),
             maxes: HYDRA_MAXES,
             debug,
+            protocol: Protocol::Pmi1,
             config,
-        };
-        let init = Message::new("init")
-            .with("pmi_version", 1)
-            .with("pmi_subversion", 1);
-        let r = c.request(&init, "cmd=init", "response_to_init", config.timeout)?;
-        check_rc("cmd=init", &r)?;
-        match r.get_int("pmi_version") {
-            Ok(None | Some(1)) => {}
-            _ => {
-                return Err(protocol(
-                    "cmd=init",
-                    &r,
-                    "server does not speak PMI version 1",
-                ));
-            }
         }
+    }
+
+    /// The `cmd=init pmi_version=V pmi_subversion=S` line and its `response_to_init`,
+    /// which must accept version `V` (a PMI-1 server may leave the version out).
+    fn init_handshake(&mut self, version: i64, subversion: i64) -> Result<(), PmiError> {
+        let init = Message::new("init")
+            .with("pmi_version", version)
+            .with("pmi_subversion", subversion);
+        let r = self.request(&init, "cmd=init", "response_to_init", self.config.timeout)?;
+        check_rc("cmd=init", &r)?;
+        let accepted = match r.get_int("pmi_version") {
+            Ok(Some(v)) => v == version,
+            Ok(None) => version == 1,
+            Err(_) => false,
+        };
+        if !accepted {
+            return Err(protocol(
+                "cmd=init",
+                &r,
+                &format!("server does not speak PMI version {version}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Performs `init`, `get_maxes`, `get_appnum`, `get_my_kvsname`, `get_universe_size`
+    /// on a client made by [`Client::remote`].
+    fn start(mut c: Client) -> Result<Client, PmiError> {
+        let config = c.config;
+        c.init_handshake(1, 1)?;
 
         let m = c.request(
             &Message::new("get_maxes"),
@@ -426,6 +605,11 @@ impl Client {
         self.connection
     }
 
+    /// The wire protocol in use ([`Protocol::Pmi1`] for the singleton).
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
     /// The timeouts in force.
     pub fn config(&self) -> ClientConfig {
         self.config
@@ -441,6 +625,9 @@ impl Client {
     pub fn kvs_put(&mut self, key: &str, value: &[u8]) -> Result<(), PmiError> {
         self.check_active("kvs_put")?;
         value::check_key(key, self.maxes.keylen_max)?;
+        if let Link::Pmix(p) = &mut self.link {
+            return p.put(key, value);
+        }
         let plan = self.plan(key)?;
         let chunks = value::encode(key, value, plan)?;
         // The head, which names the chunk count, goes last: whoever finds it finds all.
@@ -452,9 +639,17 @@ impl Client {
 
     /// Reads the value stored under `key` by [`Client::kvs_put`] of any rank; `Ok(None)`
     /// when the key does not exist (yet: values of other ranks appear after a barrier).
+    ///
+    /// Under PMIx, which keeps values per publishing rank, use [`Client::kvs_get_from`].
     pub fn kvs_get(&mut self, key: &str) -> Result<Option<Vec<u8>>, PmiError> {
         self.check_active("kvs_get")?;
         value::check_key(key, self.maxes.keylen_max)?;
+        if let Link::Pmix(_) = self.link {
+            return Err(PmiError::Invalid(format!(
+                "PMIx keeps values per rank: reading {key:?} needs the rank that published it \
+                 (kvs_get_from)"
+            )));
+        }
         let Some(head) = self.raw_get(key)? else {
             return Ok(None);
         };
@@ -470,8 +665,43 @@ impl Client {
         Ok(Some(bytes))
     }
 
+    /// Reads the value `source` stored under `key` with [`Client::kvs_put`]: under PMIx
+    /// the value of that rank, under PMI-1 and PMI-2 (one flat space) the value of `key`.
+    pub fn kvs_get_from(&mut self, source: u32, key: &str) -> Result<Option<Vec<u8>>, PmiError> {
+        self.check_active("kvs_get")?;
+        match &mut self.link {
+            Link::Pmix(p) => {
+                value::check_key(key, self.maxes.keylen_max)?;
+                p.get_bytes(source, key)
+            }
+            _ => self.kvs_get(key),
+        }
+    }
+
+    /// The ranks on this process's node, this one included, in increasing order: under
+    /// PMIx `PMIX_LOCAL_PEERS`, otherwise from [`Client::node_of_rank`]; `None` when the
+    /// launcher says nothing about nodes.
+    pub fn local_peers(&mut self) -> Result<Option<Vec<u32>>, PmiError> {
+        self.check_active("local_peers")?;
+        if let Link::Pmix(p) = &self.link {
+            if let Some(mut peers) = p.local_peers()? {
+                peers.sort_unstable();
+                return Ok(Some(peers));
+            }
+        }
+        let rank = self.rank;
+        Ok(self.node_of_rank()?.map(|nodes| {
+            let mine = nodes[rank as usize];
+            (0..nodes.len() as u32)
+                .filter(|&r| nodes[r as usize] == mine)
+                .collect()
+        }))
+    }
+
     /// Reads a value published by the process manager itself, verbatim (no hex
-    /// decoding), such as [`PROCESS_MAPPING_KEY`]. `Ok(None)` when absent.
+    /// decoding), such as [`PROCESS_MAPPING_KEY`]. `Ok(None)` when absent. Over PMI-2
+    /// this is a job attribute (`info-getjobattr`: `PMI_process_mapping`,
+    /// `universeSize`, ...).
     pub fn get_raw(&mut self, key: &str) -> Result<Option<String>, PmiError> {
         self.check_active("get_raw")?;
         if key.is_empty() || !is_token(key) || key.len() >= self.maxes.keylen_max {
@@ -483,38 +713,128 @@ impl Client {
                 ),
             });
         }
+        if self.protocol == Protocol::Pmi2 {
+            let label = format!("cmd=info-getjobattr key={key}");
+            let m = Message::new("info-getjobattr").with("key", key);
+            let r = self.request(&m, &label, "info-getjobattr-response", self.config.timeout)?;
+            return found_value(&label, &r);
+        }
         self.raw_get(key)
+    }
+
+    /// Publishes `value` (at most `(vallen_max - 1) / 2` bytes, 511 under Slurm) as an
+    /// attribute of this node, readable at once by the processes of the same node with
+    /// [`Client::node_get`] (PMI-2 `info-putnodeattr`). Keys follow the rules of
+    /// [`Client::kvs_put`]. PMI-1 has no node attributes: over it this fails with
+    /// [`PmiError::Invalid`].
+    pub fn node_put(&mut self, key: &str, value: &[u8]) -> Result<(), PmiError> {
+        self.check_active("node_put")?;
+        value::check_key(key, self.maxes.keylen_max)?;
+        let max = self.maxes.vallen_max.saturating_sub(1) / 2;
+        if value.len() > max {
+            return Err(PmiError::ValueTooLarge {
+                key: key.to_owned(),
+                len: value.len(),
+                max,
+            });
+        }
+        let hex = super::wire::hex_encode(value);
+        match (&mut self.link, self.protocol) {
+            (Link::Local(kvs), _) => {
+                kvs.insert(format!("node:{key}"), hex);
+                Ok(())
+            }
+            (Link::Pmix(_), _) | (Link::Remote(_), Protocol::Pmi1 | Protocol::Pmix) => {
+                Err(no_node_attrs("node_put"))
+            }
+            (Link::Remote(_), Protocol::Pmi2) => {
+                let label = format!("cmd=info-putnodeattr key={key}");
+                let m = Message::new("info-putnodeattr")
+                    .with("key", key)
+                    .with("value", hex);
+                let r =
+                    self.request(&m, &label, "info-putnodeattr-response", self.config.timeout)?;
+                check_rc(&label, &r)
+            }
+        }
+    }
+
+    /// Reads a node attribute published with [`Client::node_put`] by a process of this
+    /// node; `Ok(None)` when absent. With `wait`, the process manager answers only once
+    /// the attribute exists (bounded by [`ClientConfig::barrier_timeout`]).
+    pub fn node_get(&mut self, key: &str, wait: bool) -> Result<Option<Vec<u8>>, PmiError> {
+        self.check_active("node_get")?;
+        value::check_key(key, self.maxes.keylen_max)?;
+        let hex = match (&mut self.link, self.protocol) {
+            (Link::Local(kvs), _) => kvs.get(&format!("node:{key}")).cloned(),
+            (Link::Pmix(_), _) | (Link::Remote(_), Protocol::Pmi1 | Protocol::Pmix) => {
+                return Err(no_node_attrs("node_get"));
+            }
+            (Link::Remote(_), Protocol::Pmi2) => {
+                let label = format!("cmd=info-getnodeattr key={key}");
+                let m = Message::new("info-getnodeattr")
+                    .with("key", key)
+                    .with("wait", if wait { "TRUE" } else { "FALSE" });
+                let timeout = if wait {
+                    self.config.barrier_timeout
+                } else {
+                    self.config.timeout
+                };
+                let r = self.request(&m, &label, "info-getnodeattr-response", timeout)?;
+                found_value(&label, &r)?
+            }
+        };
+        hex.map(|h| {
+            super::wire::hex_decode(&h).ok_or_else(|| PmiError::Corrupt {
+                key: key.to_owned(),
+                reason: "node attribute not written by a gsas client (not hex)".into(),
+            })
+        })
+        .transpose()
     }
 
     /// Waits until every rank has entered the barrier (`barrier_in` / `barrier_out`),
     /// at most [`ClientConfig::barrier_timeout`]. Makes earlier puts visible to all.
     pub fn barrier(&mut self) -> Result<(), PmiError> {
         self.check_active("barrier")?;
-        if matches!(self.link, Link::Local(_)) {
-            return Ok(());
-        }
+        let (cmd, label, expect) = match (&mut self.link, self.protocol) {
+            (Link::Local(_), _) => return Ok(()),
+            (Link::Pmix(p), _) => return p.fence(),
+            (_, Protocol::Pmi2) => ("kvs-fence", "cmd=kvs-fence", "kvs-fence-response"),
+            _ => ("barrier_in", "cmd=barrier_in", "barrier_out"),
+        };
         let m = self.request(
-            &Message::new("barrier_in"),
-            "cmd=barrier_in",
-            "barrier_out",
+            &Message::new(cmd),
+            label,
+            expect,
             self.config.barrier_timeout,
         )?;
-        check_rc("cmd=barrier_in", &m)?;
+        check_rc(label, &m)?;
         Ok(())
     }
 
     /// The parsed `PMI_process_mapping`, or `None` when the process manager publishes
     /// none.
     pub fn process_mapping(&mut self) -> Result<Option<ProcessMapping>, PmiError> {
+        if let Link::Pmix(p) = &self.link {
+            return Ok(p
+                .node_of_rank()?
+                .map(|n| ProcessMapping::from_node_of_rank(&n)));
+        }
         match self.get_raw(PROCESS_MAPPING_KEY)? {
             None => Ok(None),
             Some(s) => ProcessMapping::parse(&s).map(Some),
         }
     }
 
-    /// The node index of every rank, from `PMI_process_mapping`; `None` when the process
-    /// manager publishes no mapping.
+    /// The node index of every rank, from `PMI_process_mapping` (under PMIx: from every
+    /// rank's `PMIX_NODEID`, renumbered 0, 1, ... and checked against
+    /// `PMIX_LOCAL_PEERS`); `None` when the process manager publishes no mapping.
     pub fn node_of_rank(&mut self) -> Result<Option<Vec<u32>>, PmiError> {
+        self.check_active("node_of_rank")?;
+        if let Link::Pmix(p) = &self.link {
+            return p.node_of_rank();
+        }
         let size = self.size;
         self.process_mapping()?
             .map(|m| m.node_of_rank(size))
@@ -525,11 +845,20 @@ impl Client {
     /// calls fail with [`PmiError::Finished`].
     pub fn finalize(&mut self) -> Result<(), PmiError> {
         self.check_active("finalize")?;
+        if let Link::Pmix(p) = &mut self.link {
+            p.finalize()?;
+            self.state = State::Finalized;
+            return Ok(());
+        }
         if let Link::Remote(_) = self.link {
+            let expect = match self.protocol {
+                Protocol::Pmi2 => "finalize-response",
+                _ => "finalize_ack",
+            };
             let m = self.request(
                 &Message::new("finalize"),
                 "cmd=finalize",
-                "finalize_ack",
+                expect,
                 self.config.timeout,
             )?;
             check_rc("cmd=finalize", &m)?;
@@ -540,8 +869,10 @@ impl Client {
     }
 
     /// Asks the process manager to end the whole job with exit status `code`
-    /// (`cmd=abort exitcode=N message=...`; there is no response). The message is reduced
-    /// to at most 200 printable characters with spaces and `=` replaced by `_`.
+    /// (`cmd=abort exitcode=N message=...`; PMI-2: `cmd=abort;isworldabort=TRUE;msg=...;`,
+    /// which carries no code: Slurm kills the step and reports the tasks' signals; there
+    /// is no response). The message is reduced to at most 200 printable characters with
+    /// spaces, `=` and `;` replaced by `_`.
     ///
     /// The caller must then exit with `code` itself (Hydra kills the other ranks and
     /// exits with `code`; gsas's launcher reports an [`super::Event::Abort`]). For a
@@ -558,21 +889,34 @@ impl Client {
             .chars()
             .take(200)
             .map(|c| {
-                if c.is_ascii_graphic() && c != '=' {
+                if c.is_ascii_graphic() && c != '=' && c != ';' {
                     c
                 } else {
                     '_'
                 }
             })
             .collect();
-        let mut m = Message::new("abort").with("exitcode", code);
-        if !text.is_empty() {
-            m = m.with("message", text);
+        if let Link::Pmix(p) = &mut self.link {
+            return p.abort(code, message);
         }
+        let m = match self.protocol {
+            Protocol::Pmi1 | Protocol::Pmix => {
+                let m = Message::new("abort").with("exitcode", code);
+                if text.is_empty() {
+                    m
+                } else {
+                    m.with("message", text)
+                }
+            }
+            Protocol::Pmi2 => Message::new("abort")
+                .with("isworldabort", "TRUE")
+                .with("msg", format!("exit code {code}: {text}")),
+        };
         let timeout = self.config.timeout;
+        let proto = self.protocol;
         if let Link::Remote(conn) = &mut self.link {
             let deadline = Instant::now() + timeout;
-            conn.send(&m.to_line(), "cmd=abort", deadline, timeout)?;
+            conn.send(&encode(&m, proto), "cmd=abort", deadline, timeout)?;
         }
         Ok(())
     }
@@ -600,13 +944,26 @@ impl Client {
                 kvs.insert(key.to_owned(), value.to_owned());
                 Ok(())
             }
+            Link::Pmix(p) => p.put(key, value.as_bytes()),
             Link::Remote(_) => {
-                let label = format!("cmd=put key={key}");
-                let m = Message::new("put")
-                    .with("kvsname", &self.kvsname)
-                    .with("key", key)
-                    .with("value", value);
-                let r = self.request(&m, &label, "put_result", self.config.timeout)?;
+                let (label, m, expect) = match self.protocol {
+                    Protocol::Pmi1 | Protocol::Pmix => (
+                        format!("cmd=put key={key}"),
+                        Message::new("put")
+                            .with("kvsname", &self.kvsname)
+                            .with("key", key)
+                            .with("value", value),
+                        "put_result",
+                    ),
+                    Protocol::Pmi2 => (
+                        format!("cmd=kvs-put key={key}"),
+                        Message::new("kvs-put")
+                            .with("key", key)
+                            .with("value", value),
+                        "kvs-put-response",
+                    ),
+                };
+                let r = self.request(&m, &label, expect, self.config.timeout)?;
                 check_rc(&label, &r)
             }
         }
@@ -615,6 +972,18 @@ impl Client {
     fn raw_get(&mut self, key: &str) -> Result<Option<String>, PmiError> {
         match &mut self.link {
             Link::Local(kvs) => Ok(kvs.get(key).cloned()),
+            Link::Pmix(p) => Ok(p
+                .get_bytes(pmix::RANK_WILDCARD, key)?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())),
+            Link::Remote(_) if self.protocol == Protocol::Pmi2 => {
+                let label = format!("cmd=kvs-get key={key}");
+                let m = Message::new("kvs-get")
+                    .with("jobid", &self.kvsname)
+                    .with("srcid", -1)
+                    .with("key", key);
+                let r = self.request(&m, &label, "kvs-get-response", self.config.timeout)?;
+                found_value(&label, &r)
+            }
             Link::Remote(_) => {
                 let label = format!("cmd=get key={key}");
                 let m = Message::new("get")
@@ -653,9 +1022,10 @@ impl Client {
             )));
         };
         let deadline = Instant::now() + timeout;
+        let proto = self.protocol;
         let r = conn
-            .send(&msg.to_line(), label, deadline, timeout)
-            .and_then(|()| conn.recv(label, deadline, timeout))
+            .send(&encode(msg, proto), label, deadline, timeout)
+            .and_then(|()| conn.recv(label, proto, deadline, timeout))
             .and_then(|r| {
                 if r.cmd() == expect {
                     Ok(r)
@@ -677,12 +1047,15 @@ fn initack(conn: &mut Conn, id: u32, timeout: Duration) -> Result<(u32, u32, boo
     const LABEL: &str = "cmd=initack";
     let deadline = Instant::now() + timeout;
     conn.send(
-        &Message::new("initack").with("pmiid", id).to_line(),
+        Message::new("initack")
+            .with("pmiid", id)
+            .to_line()
+            .as_bytes(),
         LABEL,
         deadline,
         timeout,
     )?;
-    let first = conn.recv(LABEL, deadline, timeout)?;
+    let first = conn.recv(LABEL, Protocol::Pmi1, deadline, timeout)?;
     if first.cmd() != "initack" {
         return Err(protocol(LABEL, &first, "expected cmd=initack"));
     }
@@ -697,7 +1070,7 @@ fn initack(conn: &mut Conn, id: u32, timeout: Duration) -> Result<(u32, u32, boo
             if size.is_some() && rank.is_some() && debug.is_some() {
                 break;
             }
-            let m = conn.recv(LABEL, deadline, timeout)?;
+            let m = conn.recv(LABEL, Protocol::Pmi1, deadline, timeout)?;
             if m.cmd() != "set" {
                 return Err(protocol(LABEL, &m, "expected cmd=set after cmd=initack"));
             }
@@ -743,6 +1116,57 @@ fn resolve(host_port: &str) -> Result<Vec<SocketAddr>, PmiError> {
         .to_socket_addrs()
         .map(Iterator::collect)
         .map_err(|e| PmiError::io(format!("resolving PMI_PORT={host_port}"), e))
+}
+
+/// A message as the protocol frames it.
+fn encode(m: &Message, protocol: Protocol) -> Vec<u8> {
+    match protocol {
+        Protocol::Pmi2 => m.to_frame(),
+        _ => m.to_line().into_bytes(),
+    }
+}
+
+/// The value of a PMI-2 `*-response` with `found=`: `None` when not found (or `rc` is not
+/// 0, as some servers say "not found").
+fn found_value(label: &str, r: &Message) -> Result<Option<String>, PmiError> {
+    match r.get_int("rc") {
+        Ok(None | Some(0)) => {}
+        Ok(Some(rc)) => {
+            log::trace!("PMI: {label}: rc={rc}, taken as not found");
+            return Ok(None);
+        }
+        Err(bad) => return Err(protocol(label, r, &format!("rc={bad} is not a number"))),
+    }
+    match (r.get("found"), r.get("value")) {
+        (Some("FALSE"), _) => Ok(None),
+        (_, Some(v)) => Ok(Some(v.to_owned())),
+        (_, None) => Err(protocol(label, r, "found without value")),
+    }
+}
+
+fn no_node_attrs(op: &str) -> PmiError {
+    PmiError::Invalid(format!(
+        "{op}: node attributes need PMI-2 (srun --mpi=pmi2); this launcher speaks PMI-1 or PMIx"
+    ))
+}
+
+/// The task count of the Slurm step this process belongs to, when it is above 1: the
+/// sign of `srun -n N` started without a PMI plugin (`--mpi=none`).
+fn srun_tasks(lookup: &impl Fn(&str) -> Option<OsString>) -> Option<(&'static str, u32)> {
+    // SLURM_STEP_NUM_TASKS is set by srun for its tasks (not in a batch script, where one
+    // process may well run alone); SLURM_NTASKS counts only together with a step id.
+    for var in ["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"] {
+        if var == "SLURM_NTASKS" && lookup("SLURM_STEPID").is_none() {
+            continue;
+        }
+        let tasks = lookup(var)
+            .and_then(|v| v.to_string_lossy().trim().parse::<u32>().ok())
+            .filter(|&n| n > 1);
+        if let Some(n) = tasks {
+            return Some((var, n));
+        }
+    }
+    None
 }
 
 fn check_rank_size(rank: u32, size: u32) -> Result<(), PmiError> {
@@ -836,13 +1260,13 @@ impl Conn {
 
     fn send(
         &mut self,
-        line: &str,
+        bytes: &[u8],
         label: &str,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<(), PmiError> {
-        log::trace!("PMI > {}", line.trim_end());
-        let mut rest = line.as_bytes();
+        log::trace!("PMI > {}", excerpt_bytes(bytes));
+        let mut rest = bytes;
         while !rest.is_empty() {
             match sys::send(self.fd.as_fd(), rest) {
                 Ok(n) => rest = &rest[n..],
@@ -881,25 +1305,34 @@ impl Conn {
     fn recv(
         &mut self,
         label: &str,
+        protocol: Protocol,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Message, PmiError> {
         loop {
-            match self.rx.next_line() {
+            let next = match protocol {
+                Protocol::Pmi2 => self.rx.next_frame().map_err(|e| e.to_string()),
+                _ => self.rx.next_line().map_err(|e| e.to_string()),
+            };
+            match next {
                 Ok(Some(line)) => {
                     log::trace!("PMI < {}", String::from_utf8_lossy(&line));
-                    return Message::parse(&line).map_err(|e| PmiError::Protocol {
+                    let parsed = match protocol {
+                        Protocol::Pmi2 => Message::parse_v2(&line),
+                        _ => Message::parse(&line),
+                    };
+                    return parsed.map_err(|e| PmiError::Protocol {
                         command: label.into(),
                         line: excerpt_bytes(&line),
                         reason: e.to_string(),
                     });
                 }
                 Ok(None) => {}
-                Err(e) => {
+                Err(reason) => {
                     return Err(PmiError::Protocol {
                         command: label.into(),
                         line: excerpt_bytes(self.rx.pending()),
-                        reason: e.to_string(),
+                        reason,
                     });
                 }
             }
@@ -1008,6 +1441,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             barrier_timeout: Duration::from_secs(20),
             connect_timeout: Duration::from_secs(20),
+            pmix: false,
         }
     }
 
@@ -1178,25 +1612,37 @@ mod tests {
         drop(h);
     }
 
+    /// A variable lookup over fixed pairs.
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
     #[test]
     fn environment_is_validated() {
-        let cfg = ClientConfig::default();
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| OsString::from(v))
-            }
-        };
+        let cfg = quick();
         let e = Client::from_vars(cfg, env(&[("PMIX_RANK", "0")])).unwrap_err();
-        assert!(matches!(e, PmiError::PmixLauncher { var: "PMIX_RANK" }));
-        assert!(e.to_string().contains("PMIx launcher"), "{e}");
+        assert!(matches!(
+            e,
+            PmiError::PmixLauncher {
+                var: "PMIX_RANK",
+                ..
+            }
+        ));
+        assert!(
+            e.to_string().contains("PMIx launcher") && e.to_string().contains("switched off"),
+            "{e}"
+        );
         let e = Client::from_vars(cfg, env(&[("PRTE_LAUNCHED", "1")])).unwrap_err();
         assert!(matches!(
             e,
             PmiError::PmixLauncher {
-                var: "PRTE_LAUNCHED"
+                var: "PRTE_LAUNCHED",
+                ..
             }
         ));
 
@@ -1246,6 +1692,310 @@ mod tests {
             .to_string();
         assert!(e.contains("not an open file descriptor"), "{e}");
         assert!(!ENV_FD_CLAIMED.load(Ordering::Acquire));
+    }
+
+    /// A fake of Slurm's `mpi/pmi2` server, written independently of the client's
+    /// framing code: the init line, then frames; one thread per connection; puts become
+    /// visible at the `kvs-fence` every rank joins; job and node attributes (a
+    /// `wait=TRUE` node get blocks until the attribute exists). Records every body.
+    #[derive(Default)]
+    struct Pmi2State {
+        size: u32,
+        mapping: String,
+        pending: HashMap<String, String>,
+        kvs: HashMap<String, String>,
+        node: HashMap<String, String>,
+        fenced: u32,
+        generation: u64,
+        bodies: Vec<String>,
+    }
+
+    type Shared = std::sync::Arc<(std::sync::Mutex<Pmi2State>, std::sync::Condvar)>;
+
+    fn pmi2_fake(size: u32, mapping: &str) -> (Shared, Vec<(OwnedFd, JoinHandle<()>)>) {
+        let shared: Shared = Default::default();
+        {
+            let mut st = shared.0.lock().unwrap();
+            st.size = size;
+            st.mapping = mapping.to_owned();
+        }
+        let conns = (0..size)
+            .map(|rank| {
+                let (ours, theirs) = UnixStream::pair().unwrap();
+                let sh = shared.clone();
+                let h = std::thread::spawn(move || serve_pmi2(ours, rank, &sh));
+                (OwnedFd::from(theirs), h)
+            })
+            .collect();
+        (shared, conns)
+    }
+
+    fn serve_pmi2(s: UnixStream, rank: u32, sh: &Shared) {
+        use std::io::Read;
+        let mut w = s.try_clone().unwrap();
+        let mut r = BufReader::new(s);
+        let mut init = String::new();
+        if r.read_line(&mut init).unwrap_or(0) == 0 {
+            return; // the client never started
+        }
+        assert_eq!(init, "cmd=init pmi_version=2 pmi_subversion=0\n");
+        w.write_all(b"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n")
+            .unwrap();
+        let reply = |w: &mut UnixStream, body: String| {
+            w.write_all(format!("{:<6}{body}", body.len()).as_bytes())
+                .unwrap();
+        };
+        loop {
+            let mut head = [0u8; 6];
+            if r.read_exact(&mut head).is_err() {
+                return;
+            }
+            let len: usize = std::str::from_utf8(&head).unwrap().trim().parse().unwrap();
+            let mut body = vec![0u8; len];
+            r.read_exact(&mut body).unwrap();
+            let body = String::from_utf8(body).unwrap();
+            let kv: HashMap<&str, &str> = body
+                .split(';')
+                .filter(|t| !t.is_empty())
+                .map(|t| t.split_once('=').expect("key=value"))
+                .collect();
+            let (lock, cv) = &**sh;
+            let mut st = lock.lock().unwrap();
+            st.bodies.push(body.clone());
+            let found = |v: Option<&String>, cmd: &str| match v {
+                Some(v) => format!("cmd={cmd};rc=0;found=TRUE;value={v};"),
+                None => format!("cmd={cmd};rc=0;found=FALSE;"),
+            };
+            let answer = match kv["cmd"] {
+                "fullinit" => {
+                    // The server's own idea of the rank: a mismatch is the client's to find.
+                    assert!(kv["pmirank"].parse::<u32>().is_ok(), "{body}");
+                    assert_eq!(kv["threaded"], "FALSE");
+                    format!(
+                        "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank={rank};size={};appnum=-1;debugged=FALSE;pmiverbose=FALSE;",
+                        st.size
+                    )
+                }
+                "info-getjobattr" => {
+                    let v = match kv["key"] {
+                        "universeSize" => Some(st.size.to_string()),
+                        "PMI_process_mapping" => Some(st.mapping.clone()),
+                        _ => None,
+                    };
+                    found(v.as_ref(), "info-getjobattr-response")
+                }
+                "kvs-put" => {
+                    assert!(kv["key"].len() < 64 && kv["value"].len() < 1024, "{body}");
+                    st.pending.insert(kv["key"].into(), kv["value"].into());
+                    "cmd=kvs-put-response;rc=0;".into()
+                }
+                "kvs-fence" => {
+                    let generation = st.generation;
+                    st.fenced += 1;
+                    if st.fenced == st.size {
+                        let p = std::mem::take(&mut st.pending);
+                        st.kvs.extend(p);
+                        st.fenced = 0;
+                        st.generation += 1;
+                        cv.notify_all();
+                    }
+                    while st.generation == generation {
+                        st = cv.wait(st).unwrap();
+                    }
+                    "cmd=kvs-fence-response;rc=0;".into()
+                }
+                "kvs-get" => {
+                    assert_eq!(kv["srcid"], "-1");
+                    found(st.kvs.get(kv["key"]), "kvs-get-response")
+                }
+                "info-putnodeattr" => {
+                    st.node.insert(kv["key"].into(), kv["value"].into());
+                    cv.notify_all();
+                    "cmd=info-putnodeattr-response;rc=0;".into()
+                }
+                "info-getnodeattr" => {
+                    while kv["wait"] == "TRUE" && !st.node.contains_key(kv["key"]) {
+                        st = cv.wait(st).unwrap();
+                    }
+                    found(st.node.get(kv["key"]), "info-getnodeattr-response")
+                }
+                "abort" => continue,
+                "finalize" => {
+                    reply(&mut w, "cmd=finalize-response;rc=0;".into());
+                    return;
+                }
+                other => panic!("unexpected command {other} in {body}"),
+            };
+            drop(st);
+            reply(&mut w, answer);
+        }
+    }
+
+    #[test]
+    fn pmi2_job_of_three_ranks() {
+        let (shared, conns) = pmi2_fake(3, "(vector,(0,2,1))");
+        let handles: Vec<_> = conns
+            .into_iter()
+            .enumerate()
+            .map(|(rank, (fd, server))| {
+                std::thread::spawn(move || {
+                    let rank = rank as u32;
+                    let mut c = Client::from_fd_pmi2(fd, rank, 3, "77.0", quick()).unwrap();
+                    assert_eq!(c.protocol(), Protocol::Pmi2);
+                    assert_eq!((c.rank(), c.size(), c.universe_size()), (rank, 3, Some(3)));
+                    let mine: Vec<u8> = (0..2000u32).map(|i| (i * (rank + 1)) as u8).collect();
+                    c.kvs_put(&format!("gsas-r{rank}"), &mine).unwrap();
+                    assert_eq!(
+                        c.kvs_get("gsas-r0").unwrap(),
+                        None,
+                        "visible before the fence"
+                    );
+                    if rank == 0 {
+                        c.node_put("leader", b"/run/x;y.sock").unwrap();
+                    } else {
+                        assert_eq!(
+                            c.node_get("leader", true).unwrap().unwrap(),
+                            b"/run/x;y.sock"
+                        );
+                    }
+                    c.barrier().unwrap();
+                    for r in 0..3u32 {
+                        let want: Vec<u8> = (0..2000u32).map(|i| (i * (r + 1)) as u8).collect();
+                        assert_eq!(c.kvs_get(&format!("gsas-r{r}")).unwrap(), Some(want));
+                    }
+                    assert_eq!(c.kvs_get("never").unwrap(), None);
+                    assert_eq!(c.node_get("absent", false).unwrap(), None);
+                    assert_eq!(c.node_of_rank().unwrap(), Some(vec![0, 1, 0]));
+                    assert_eq!(c.get_raw("PMI_nothing").unwrap(), None);
+                    c.finalize().unwrap();
+                    assert!(matches!(c.barrier(), Err(PmiError::Finished { .. })));
+                    server.join().unwrap();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let st = shared.0.lock().unwrap();
+        // 2000 bytes are 4000 hex characters: several kvs-put chunks per rank.
+        let puts = st
+            .bodies
+            .iter()
+            .filter(|b| b.starts_with("cmd=kvs-put;"))
+            .count();
+        assert!(puts >= 3 * 5, "{puts} puts");
+        assert!(st.bodies.iter().any(|b| b == "cmd=kvs-fence;"));
+        assert!(
+            st.bodies
+                .iter()
+                .any(|b| b.starts_with("cmd=kvs-get;jobid=77.0;srcid=-1;key=gsas-r2;"))
+        );
+    }
+
+    #[test]
+    fn pmi2_abort_and_mismatches() {
+        // abort: world abort, message without ';', no response awaited.
+        let (shared, mut conns) = pmi2_fake(1, "(vector,(0,1,1))");
+        let (fd, server) = conns.pop().unwrap();
+        let mut c = Client::from_fd_pmi2(fd, 0, 1, "5.2", quick()).unwrap();
+        assert!(matches!(
+            c.node_put("k", &[0; 600]),
+            Err(PmiError::ValueTooLarge { max: 511, .. })
+        ));
+        assert!(matches!(
+            c.kvs_put(&"k".repeat(59), b""),
+            Err(PmiError::InvalidKey { .. })
+        ));
+        c.abort(3, "bad; input = here").unwrap();
+        drop(c);
+        server.join().unwrap();
+        let last = shared.0.lock().unwrap().bodies.last().cloned().unwrap();
+        assert_eq!(
+            last,
+            "cmd=abort;isworldabort=TRUE;msg=exit code 3: bad__input___here;"
+        );
+
+        // A server that answers PMI-1 to the version 2 handshake.
+        let (fd, h) = fake(vec![(
+            "cmd=init pmi_version=2 pmi_subversion=0\n",
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+        )]);
+        let e = Client::from_fd_pmi2(fd, 0, 1, "1.0", quick())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PMI version 2"), "{e}");
+        h.join().unwrap();
+
+        // The environment's rank differs from the server's.
+        let (_shared, mut conns) = pmi2_fake(2, "(vector,(0,1,2))");
+        let (fd1, s1) = conns.pop().unwrap();
+        let e = Client::from_fd_pmi2(fd1, 0, 2, "1.0", quick())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("says rank 1 of 2, the environment rank 0 of 2"),
+            "{e}"
+        );
+        drop(conns);
+        s1.join().unwrap();
+
+        let (fd, h) = fake(vec![]);
+        let e = Client::from_fd_pmi2(fd, 0, 1, "a;b", quick())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PMI_JOBID"), "{e}");
+        drop(h);
+    }
+
+    #[test]
+    fn pmi1_has_no_node_attributes() {
+        let (fd, h) = fake(NEW_STYLE_INIT.to_vec());
+        let mut c = Client::from_fd(fd, 0, 1, quick()).unwrap();
+        assert_eq!(c.protocol(), Protocol::Pmi1);
+        let e = c.node_put("k", b"v").unwrap_err().to_string();
+        assert!(e.contains("need PMI-2"), "{e}");
+        drop(c);
+        h.join().unwrap();
+        let mut s = Client::singleton(quick());
+        s.node_put("k", b"v").unwrap();
+        assert_eq!(s.node_get("k", false).unwrap(), Some(b"v".to_vec()));
+        assert_eq!(s.kvs_get("k").unwrap(), None);
+    }
+
+    #[test]
+    fn srun_without_pmi_is_refused() {
+        let cfg = ClientConfig::default();
+        let e = Client::from_vars(
+            cfg,
+            env(&[("SLURM_STEP_NUM_TASKS", "2"), ("SLURM_NTASKS", "2")]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, PmiError::SrunWithoutPmi { tasks: 2, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("`srun --mpi=pmi2`"), "{e}");
+        let e = Client::from_vars(cfg, env(&[("SLURM_NTASKS", "4"), ("SLURM_STEPID", "0")]))
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PmiError::SrunWithoutPmi {
+                    var: "SLURM_NTASKS",
+                    tasks: 4
+                }
+            ),
+            "{e}"
+        );
+        // One task, or a batch script of a many-task job (no step): a singleton.
+        for vars in [
+            &[("SLURM_STEP_NUM_TASKS", "1"), ("SLURM_STEPID", "0")][..],
+            &[("SLURM_NTASKS", "8"), ("SLURM_JOB_ID", "12")][..],
+        ] {
+            let vars: &'static [(&'static str, &'static str)] = vars;
+            let c = Client::from_vars(cfg, env(vars)).unwrap();
+            assert_eq!(c.connection(), Connection::Singleton);
+        }
     }
 
     #[test]

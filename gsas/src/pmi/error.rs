@@ -21,10 +21,20 @@ pub enum PmiError {
         reason: String,
     },
     /// The process was started by a PMIx launcher (Open MPI's `mpirun`, `prterun`, Slurm
-    /// with `--mpi=pmix`), which this PMI-1 client does not speak.
+    /// with `--mpi=pmix`), but PMIx is not usable (library missing, or switched off).
     PmixLauncher {
         /// The variable that revealed the PMIx launcher.
         var: &'static str,
+        /// Why PMIx cannot be used.
+        reason: String,
+    },
+    /// This process is one task of a multi-task Slurm step that srun started without a
+    /// PMI plugin: alone it would run as PE 0 of 1, silently.
+    SrunWithoutPmi {
+        /// The variable that gave the task count.
+        var: &'static str,
+        /// The number of tasks of the step.
+        tasks: u32,
     },
     /// A system call failed.
     Io {
@@ -120,11 +130,18 @@ impl fmt::Display for PmiError {
             PmiError::Env { var, value, reason } => {
                 write!(f, "PMI: environment variable {var}={value:?}: {reason}")
             }
-            PmiError::PmixLauncher { var } => write!(
+            PmiError::PmixLauncher { var, reason } => write!(
                 f,
                 "PMI: {var} is set: this process was started by a PMIx launcher (Open MPI \
-                 mpirun/oshrun, prterun, or srun --mpi=pmix), which gsas does not speak; \
-                 start it with gsas's oshrun, MPICH's mpiexec.hydra, or srun --mpi=pmi2"
+                 mpirun/oshrun, prterun, or srun --mpi=pmix), but {reason}; start it with \
+                 gsas's oshrun, MPICH's mpiexec.hydra, or srun --mpi=pmi2"
+            ),
+            PmiError::SrunWithoutPmi { var, tasks } => write!(
+                f,
+                "PMI: srun started this process as one of {tasks} tasks ({var}={tasks}) but \
+                 gave it no PMI connection (srun --mpi=none, or the site's MpiDefault), so \
+                 every task would run alone as PE 0 of 1; start the job with \
+                 `srun --mpi=pmi2`"
             ),
             PmiError::Io { context, source } => write!(f, "PMI: {context}: {source}"),
             PmiError::Timeout {

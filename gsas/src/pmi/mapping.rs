@@ -252,6 +252,25 @@ mod tests {
     }
 
     #[test]
+    fn slurm_placements() {
+        // srun -N 4 -n 8 (block): two per node in one block.
+        let m = ProcessMapping::parse("(vector,(0,4,2))").unwrap();
+        assert_eq!(m.node_of_rank(8).unwrap(), [0, 0, 1, 1, 2, 2, 3, 3]);
+        // srun -N 4 -n 8 -m cyclic: one per node, the vector repeated.
+        let m = ProcessMapping::parse("(vector,(0,4,1))").unwrap();
+        assert_eq!(m.node_of_rank(8).unwrap(), [0, 1, 2, 3, 0, 1, 2, 3]);
+        // srun -N 4 -n 6 -m cyclic: the second pass covers only nodes 0 and 1.
+        let m = ProcessMapping::parse("(vector,(0,4,1),(0,2,1))").unwrap();
+        assert_eq!(m.node_of_rank(6).unwrap(), [0, 1, 2, 3, 0, 1]);
+        // srun -N 3 -n 8 (block, uneven): 3 + 3 + 2.
+        let m = ProcessMapping::parse("(vector,(0,2,3),(2,1,2))").unwrap();
+        assert_eq!(m.node_of_rank(8).unwrap(), [0, 0, 0, 1, 1, 1, 2, 2]);
+        // Arbitrary blocks that revisit nodes.
+        let m = ProcessMapping::parse("(vector,(1,1,2),(0,1,1),(1,1,1),(0,2,1))").unwrap();
+        assert_eq!(m.node_of_rank(6).unwrap(), [1, 1, 0, 1, 0, 1]);
+    }
+
+    #[test]
     fn table_round_trip() {
         for table in [
             vec![0, 0, 0, 0],

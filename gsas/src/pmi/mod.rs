@@ -1,16 +1,20 @@
-//! PMI-1 bootstrap: how the processes of a job find each other.
+//! PMI bootstrap: how the processes of a job find each other.
 //!
 //! What it is: the client every PE uses at start-up ([`Client`]) and the server gsas's
 //! launcher runs ([`Server`]), speaking the PMI-1 "simple" wire protocol of MPICH's
 //! Hydra: one ASCII line per request or response, `cmd=<name>( <key>=<value>)*`, strictly
-//! one request at a time. With it a PE learns its rank and the job size, publishes
+//! one request at a time. The client also speaks PMI-2 (length-framed
+//! `cmd=<name>;<key>=<value>;` messages) when the launcher offers it, as Slurm's
+//! `srun --mpi=pmi2` does. With it a PE learns its rank and the job size, publishes
 //! bytes under a key (`put`), waits for everyone (`barrier`), reads what the others
 //! published (`get`), and can end the whole job (`abort`). The same client works under
 //! `mpiexec.hydra` (MPICH 4.0 and newer token orders), under gsas's launcher, and alone
 //! as a singleton.
 //!
-//! What it is not: PMI-2 (Slurm's `srun --mpi=pmi2` needs a separate client), PMIx
-//! (Open MPI's launchers are detected and refused with a clear error), dynamic process
+//! Under a PMIx launcher (`srun --mpi=pmix`, Open MPI's `mpirun`) the same client calls
+//! the system's libpmix, loaded at run time.
+//!
+//! What it is not: a PMI-2 or PMIx server (gsas's launcher serves PMI-1), dynamic process
 //! management (`spawn`), or a data channel: a value costs one request per ~470 bytes.
 //!
 //! Thread-safety: [`Client`] and [`Server`] are `Send` and used from one thread at a time
@@ -36,12 +40,15 @@
 mod client;
 mod error;
 mod mapping;
+mod pmix;
 mod server;
 mod sys;
 mod value;
 pub mod wire;
 
-pub use client::{Client, ClientConfig, Connection, Maxes, PROCESS_MAPPING_KEY};
+pub use client::{
+    Client, ClientConfig, Connection, Maxes, PMI2_JOBID_VAR, PROCESS_MAPPING_KEY, Protocol,
+};
 pub use error::PmiError;
 pub use mapping::{Block, ProcessMapping};
 pub use server::{

@@ -1,13 +1,19 @@
-//! PMI-1 line framing: parsing and formatting `cmd=<name>( <key>=<value>)*` lines, the
-//! line accumulator used by both ends, and the hex encoding of values.
+//! PMI framing: PMI-1 lines `cmd=<name>( <key>=<value>)*` and PMI-2 frames, the
+//! accumulator used by both ends, and the hex encoding of values.
 //!
 //! What it is: pure functions and a byte buffer, no I/O. What it is not: the protocol
-//! state machines (see `client` and `server`). No `\`-escapes are produced or interpreted:
-//! every value we send is hex or a plain token, which every generation of the protocol
-//! accepts.
+//! state machines (see `client` and `server`). PMI-1: no `\`-escapes are produced or
+//! interpreted: every value we send is hex or a plain token, which every generation of the
+//! protocol accepts.
 //!
-//! No-panic contract: [`Message::parse`] and [`LineBuf`] accept arbitrary bytes and report
-//! malformed input as errors. Thread-safety: plain data.
+//! PMI-2 (`pmi-2.0.txt` of MPICH; Slurm's `mpi/pmi2` plugin): after the PMI-1 style line
+//! `cmd=init pmi_version=2 pmi_subversion=0`, every message is a 6-character space-padded
+//! decimal length followed by that many bytes of body `cmd=<name>;<key>=<value>;...;`. A
+//! `;` inside a value is written doubled (`;;`); [`Message::to_frame`] does so and
+//! [`Message::parse_v2`] undoes it, although every value gsas sends is hex or a plain token.
+//!
+//! No-panic contract: [`Message::parse`], [`Message::parse_v2`] and [`LineBuf`] accept
+//! arbitrary bytes and report malformed input as errors. Thread-safety: plain data.
 
 use std::fmt;
 
@@ -19,7 +25,11 @@ pub const MAX_REQUEST_LINE: usize = 1024;
 /// [`MAX_REQUEST_LINE`].
 pub const MAX_RESPONSE_LINE: usize = 4096;
 
-/// One parsed line: the command and its `key=value` tokens in arrival order.
+/// Longest PMI-2 frame body either end accepts (Slurm and MPICH bound keys to 64 and
+/// values to 1024 bytes, so real messages stay far below this).
+pub const MAX_FRAME: usize = 64 * 1024;
+
+/// One parsed line or frame: the command and its `key=value` tokens in arrival order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     cmd: String,
@@ -42,6 +52,8 @@ pub enum WireError {
     NoCommand,
     /// A token without `=` or with an empty key.
     BadToken(String),
+    /// A PMI-2 length header that is not a decimal number, or announces more than the limit.
+    BadLength(String),
 }
 
 impl fmt::Display for WireError {
@@ -56,6 +68,11 @@ impl fmt::Display for WireError {
             WireError::Empty => f.write_str("empty line"),
             WireError::NoCommand => f.write_str("line does not start with cmd=<name>"),
             WireError::BadToken(t) => write!(f, "token {:?} is not key=value", excerpt(t)),
+            WireError::BadLength(h) => write!(
+                f,
+                "PMI-2 length header {:?} is not a decimal length up to {MAX_FRAME}",
+                excerpt(h)
+            ),
         }
     }
 }
@@ -123,6 +140,76 @@ impl Message {
             }
         }
         Ok(Message { cmd, pairs })
+    }
+
+    /// Parses one PMI-2 frame body `cmd=<name>;<key>=<value>;...` (the trailing `;` is
+    /// optional; `;;` inside a value stands for one `;`). Printable ASCII only, spaces
+    /// allowed in values.
+    pub fn parse_v2(body: &[u8]) -> Result<Message, WireError> {
+        if let Some(offset) = body.iter().position(|&b| !(0x20..=0x7e).contains(&b)) {
+            return Err(WireError::NotPrintable {
+                offset,
+                byte: body[offset],
+            });
+        }
+        let text = std::str::from_utf8(body).map_err(|_| WireError::NoCommand)?;
+        if text.trim().is_empty() {
+            return Err(WireError::Empty);
+        }
+        let mut pairs = Vec::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            let (key, after) = match rest.split_once('=') {
+                Some((k, a)) if !k.is_empty() && !k.contains(';') => (k, a),
+                _ => {
+                    let token = rest.split(';').next().unwrap_or(rest);
+                    if token.is_empty() {
+                        // An empty field between separators.
+                        rest = &rest[1..];
+                        continue;
+                    }
+                    return Err(WireError::BadToken(token.to_owned()));
+                }
+            };
+            let mut value = String::new();
+            let mut chars = after.char_indices().peekable();
+            let mut end = after.len();
+            while let Some((i, c)) = chars.next() {
+                if c == ';' {
+                    if chars.peek().is_some_and(|&(_, n)| n == ';') {
+                        chars.next();
+                        value.push(';');
+                        continue;
+                    }
+                    end = i + 1;
+                    break;
+                }
+                value.push(c);
+            }
+            pairs.push((key.to_owned(), value));
+            rest = &after[end.min(after.len())..];
+        }
+        let cmd = match pairs.first() {
+            Some((k, v)) if k == "cmd" && !v.is_empty() => v.clone(),
+            _ => return Err(WireError::NoCommand),
+        };
+        pairs.remove(0);
+        Ok(Message { cmd, pairs })
+    }
+
+    /// The PMI-2 frame for this message: the 6-character length, then
+    /// `cmd=<name>;<key>=<value>;...;` with every `;` of a value doubled.
+    pub fn to_frame(&self) -> Vec<u8> {
+        let mut body = format!("cmd={};", self.cmd);
+        for (k, v) in &self.pairs {
+            body.push_str(k);
+            body.push('=');
+            body.push_str(&v.replace(';', ";;"));
+            body.push(';');
+        }
+        let mut out = format!("{:<6}", body.len()).into_bytes();
+        out.extend_from_slice(body.as_bytes());
+        out
     }
 
     /// The line for this message, `\n` included.
@@ -256,6 +343,28 @@ impl LineBuf {
         }
     }
 
+    /// Removes and returns the body of the next complete PMI-2 frame; `Ok(None)` when no
+    /// complete frame is buffered; `Err` when the length header is malformed or announces
+    /// more than [`MAX_FRAME`] bytes.
+    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, WireError> {
+        if self.buf.len() < 6 {
+            return Ok(None);
+        }
+        let header = String::from_utf8_lossy(&self.buf[..6]).into_owned();
+        let len: usize = header
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n| n <= MAX_FRAME)
+            .ok_or(WireError::BadLength(header))?;
+        if self.buf.len() < 6 + len {
+            return Ok(None);
+        }
+        let body = self.buf[6..6 + len].to_vec();
+        self.buf.drain(..6 + len);
+        Ok(Some(body))
+    }
+
     /// The bytes of an incomplete line received so far.
     pub fn pending(&self) -> &[u8] {
         &self.buf
@@ -374,6 +483,71 @@ mod tests {
         let mut lb = LineBuf::new(8);
         lb.extend(b"12345678");
         assert_eq!(lb.next_line(), Err(LineTooLong { max: 8 }));
+    }
+
+    #[test]
+    fn pmi2_frames_round_trip_with_escapes() {
+        let m = Message::new("kvs-put")
+            .with("key", "gsas-r0")
+            .with("value", "a;b;;c d");
+        let f = m.to_frame();
+        assert_eq!(
+            String::from_utf8(f.clone()).unwrap(),
+            "42    cmd=kvs-put;key=gsas-r0;value=a;;b;;;;c d;"
+        );
+        let mut lb = LineBuf::new(16);
+        lb.extend(&f[..10]);
+        assert_eq!(lb.next_frame().unwrap(), None);
+        lb.extend(&f[10..]);
+        lb.extend(b"5     cmd=x");
+        let body = lb.next_frame().unwrap().unwrap();
+        assert_eq!(Message::parse_v2(&body).unwrap(), m);
+        let second = lb.next_frame().unwrap().unwrap();
+        assert_eq!(Message::parse_v2(&second).unwrap(), Message::new("x"));
+        assert_eq!(lb.next_frame().unwrap(), None);
+    }
+
+    #[test]
+    fn pmi2_bodies_as_slurm_writes_them() {
+        let m = Message::parse_v2(
+            b"cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=3;size=8;appnum=-1;debugged=FALSE;pmiverbose=FALSE;",
+        )
+        .unwrap();
+        assert_eq!(m.cmd(), "fullinit-response");
+        assert_eq!(m.get_int("rank"), Ok(Some(3)));
+        assert_eq!(m.get("debugged"), Some("FALSE"));
+        let m = Message::parse_v2(
+            b"cmd=info-getjobattr-response;rc=0;found=TRUE;value=(vector,(0,4,2))",
+        )
+        .unwrap();
+        assert_eq!(m.get("value"), Some("(vector,(0,4,2))"));
+        let m = Message::parse_v2(b"cmd=kvs-get-response;rc=0;found=TRUE;value=;").unwrap();
+        assert_eq!(m.get("value"), Some(""));
+        let m = Message::parse_v2(b"cmd=abort;;isworldabort=TRUE;msg=a b").unwrap();
+        assert_eq!(m.get("msg"), Some("a b"));
+    }
+
+    #[test]
+    fn pmi2_rejects_malformed_frames() {
+        assert_eq!(Message::parse_v2(b""), Err(WireError::Empty));
+        assert_eq!(Message::parse_v2(b"rc=0;cmd=x;"), Err(WireError::NoCommand));
+        assert_eq!(Message::parse_v2(b"cmd=;"), Err(WireError::NoCommand));
+        assert_eq!(
+            Message::parse_v2(b"cmd=x;novalue;"),
+            Err(WireError::BadToken("novalue".into()))
+        );
+        assert!(matches!(
+            Message::parse_v2(b"cmd=x;k=\x01"),
+            Err(WireError::NotPrintable { offset: 8, .. })
+        ));
+        for bad in [&b"abcdef"[..], b"-1    ", b"999999999"] {
+            let mut lb = LineBuf::new(16);
+            lb.extend(bad);
+            assert!(
+                matches!(lb.next_frame(), Err(WireError::BadLength(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub fn child_config() -> ClientConfig {
         timeout: Duration::from_secs(60),
         barrier_timeout: Duration::from_secs(180),
         connect_timeout: Duration::from_secs(60),
+        ..ClientConfig::default()
     }
 }
 
