@@ -1,0 +1,161 @@
+/*
+ * osb.h - the measuring half shared by the OpenSHMEM benchmark programs (osb_*.c).
+ *
+ * Plain OpenSHMEM 1.4 API (1.5 features behind OSB_HAVE_15), so that any implementation
+ * builds the programs with its own oshcc.  Method (OSU style): a warm-up, then `batches`
+ * timed batches of `iters` operations; a figure is the median over the batches of the time
+ * per operation, with the fastest and the slowest batch beside it (the spread).
+ *
+ * Output, on PE 0 only, one line per figure, tab-separated, for scripts/bench:
+ *   OSB <benchmark> <family> <size-bytes> <pes> <unit> <median> <min> <max>
+ *   OSB_SKIP <benchmark> <reason>
+ * A program that finds a wrong result prints "OSB_ERROR ..." and exits non-zero.
+ */
+#ifndef OSB_H
+#define OSB_H
+
+#define _GNU_SOURCE
+#include <shmem.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if SHMEM_MAJOR_VERSION > 1 || (SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION >= 5)
+#define OSB_HAVE_15 1
+#else
+#define OSB_HAVE_15 0
+#endif
+
+#define OSB_MAX_LIST 64
+
+struct osb_opts {
+    int quick;
+    int batches;                 /* timed batches per figure */
+    long iters;                  /* operations per batch for small messages */
+    long budget;                 /* bytes per batch: large messages run fewer operations */
+    size_t sizes[OSB_MAX_LIST];  /* message sizes (bytes) */
+    int nsizes;
+    long table_bytes;            /* GUPS: table per PE */
+    long updates;                /* GUPS: updates per PE per batch */
+};
+
+static inline double osb_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void osb_die(const char *what) {
+    fprintf(stderr, "OSB_ERROR %s\n", what);
+    fflush(stderr);
+    shmem_global_exit(1);
+    exit(1);
+}
+
+static inline int osb_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median, minimum and maximum of v[0..n) (sorts v). */
+static inline void osb_stats(double *v, int n, double out[3]) {
+    qsort(v, (size_t)n, sizeof(double), osb_cmp_double);
+    out[0] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    out[1] = v[0];
+    out[2] = v[n - 1];
+}
+
+/* Parses "--quick", "--sizes a,b,c", "--table-bytes N", "--updates N", "--batches N". */
+static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
+    memset(o, 0, sizeof(*o));
+    o->batches = 21;
+    o->iters = 1000;
+    o->budget = 64L << 20;
+    o->table_bytes = 4L << 20;
+    o->updates = 20000;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            o->quick = 1;
+            o->batches = 5;
+            o->iters = 50;
+            o->budget = 4L << 20;
+            o->table_bytes = 512L << 10;
+            o->updates = 1000;
+        } else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
+            char *s = argv[++i];
+            o->nsizes = 0;
+            while (*s && o->nsizes < OSB_MAX_LIST) {
+                char *end;
+                o->sizes[o->nsizes++] = (size_t)strtoull(s, &end, 10);
+                if (end == s)
+                    osb_die("--sizes: expected a comma-separated list of byte counts");
+                s = *end == ',' ? end + 1 : end;
+            }
+        } else if (strcmp(argv[i], "--table-bytes") == 0 && i + 1 < argc) {
+            o->table_bytes = atol(argv[++i]);
+        } else if (strcmp(argv[i], "--updates") == 0 && i + 1 < argc) {
+            o->updates = atol(argv[++i]);
+        } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
+            o->batches = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: %s [--quick] [--sizes N,N,...] [--batches N] "
+                            "[--table-bytes N] [--updates N] (unknown: %s)\n", argv[0], argv[i]);
+            exit(2);
+        }
+    }
+    if (o->batches < 1 || o->batches > 1000)
+        osb_die("--batches must be 1..1000");
+}
+
+/* Operations per batch for messages of `size` bytes: iters, fewer for large messages so that
+ * a batch moves about `budget` bytes, at least 2. */
+static inline long osb_iters_for(const struct osb_opts *o, size_t size) {
+    long n = o->iters;
+    if (size > 0 && (long)size * n > o->budget)
+        n = o->budget / (long)size;
+    return n < 2 ? 2 : n;
+}
+
+/* Times `body(size, iters)` on the calling PE: one warm-up batch, then o->batches batches;
+ * stores median, min, max seconds per operation. */
+typedef void (*osb_body)(size_t size, long iters);
+static inline void osb_measure(const struct osb_opts *o, osb_body body, size_t size, long iters,
+                        double out[3]) {
+    double t[1000];
+    body(size, iters);
+    for (int b = 0; b < o->batches; b++) {
+        double t0 = osb_now();
+        body(size, iters);
+        t[b] = (osb_now() - t0) / (double)iters;
+    }
+    osb_stats(t, o->batches, out);
+}
+
+/* Prints one figure line (PE 0 calls it). `scale` turns seconds per operation into the unit:
+ * a latency is scale / 1 (us: scale 1e6, rate 0); a rate is scale / seconds (rate 1), so
+ * its minimum comes from the slowest batch. */
+static inline void osb_report(const char *bench, const char *family, size_t size, int pes,
+                       const char *unit, const double sec[3], double scale, int rate) {
+    double med, lo, hi;
+    if (rate) {
+        med = scale / sec[0];
+        lo = scale / sec[2];
+        hi = scale / sec[1];
+    } else {
+        med = sec[0] * scale;
+        lo = sec[1] * scale;
+        hi = sec[2] * scale;
+    }
+    printf("OSB\t%s\t%s\t%zu\t%d\t%s\t%.6g\t%.6g\t%.6g\n", bench, family, size, pes, unit, med,
+           lo, hi);
+    fflush(stdout);
+}
+
+static inline void osb_skip(const char *bench, const char *reason) {
+    printf("OSB_SKIP\t%s\t%s\n", bench, reason);
+    fflush(stdout);
+}
+
+#endif
