@@ -3,7 +3,8 @@
  *
  * Plain OpenSHMEM 1.4 API (1.5 features behind OSB_HAVE_15), so that any implementation
  * builds the programs with its own oshcc.  Method (OSU style): a warm-up, then `batches`
- * timed batches of `iters` operations; a figure is the median over the batches of the time
+ * timed batches of operations (as many as fill about --batch-ms, PE 0 decides; at most
+ * `iters`, fewer for large messages); a figure is the median over the batches of the time
  * per operation, with the fastest and the slowest batch beside it (the spread).
  *
  * Output, on PE 0 only, one line per figure, tab-separated, for scripts/bench:
@@ -38,8 +39,12 @@ struct osb_opts {
     size_t sizes[OSB_MAX_LIST];  /* message sizes (bytes) */
     int nsizes;
     long table_bytes;            /* GUPS: table per PE */
-    long updates;                /* GUPS: updates per PE per batch */
+    long updates;                /* GUPS: updates per PE per batch (at most) */
+    double batch_sec;            /* aimed-at duration of one batch */
 };
+
+/* PE 0's choice of operations per batch, shared with every PE (a global: symmetric). */
+static long osb_iters_sym;
 
 static inline double osb_now(void) {
     struct timespec ts;
@@ -75,14 +80,16 @@ static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
     o->budget = 64L << 20;
     o->table_bytes = 4L << 20;
     o->updates = 20000;
+    o->batch_sec = 0.02;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             o->quick = 1;
-            o->batches = 5;
-            o->iters = 50;
-            o->budget = 4L << 20;
+            o->batches = 3;
+            o->iters = 20;
+            o->budget = 1L << 20;
             o->table_bytes = 512L << 10;
             o->updates = 1000;
+            o->batch_sec = 0.002;
         } else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             char *s = argv[++i];
             o->nsizes = 0;
@@ -97,11 +104,13 @@ static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
             o->table_bytes = atol(argv[++i]);
         } else if (strcmp(argv[i], "--updates") == 0 && i + 1 < argc) {
             o->updates = atol(argv[++i]);
+        } else if (strcmp(argv[i], "--batch-ms") == 0 && i + 1 < argc) {
+            o->batch_sec = atof(argv[++i]) / 1e3;
         } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
             o->batches = atoi(argv[++i]);
         } else {
             fprintf(stderr, "usage: %s [--quick] [--sizes N,N,...] [--batches N] "
-                            "[--table-bytes N] [--updates N] (unknown: %s)\n", argv[0], argv[i]);
+                            "[--batch-ms MS] [--table-bytes N] [--updates N] (unknown: %s)\n", argv[0], argv[i]);
             exit(2);
         }
     }
@@ -118,17 +127,41 @@ static inline long osb_iters_for(const struct osb_opts *o, size_t size) {
     return n < 2 ? 2 : n;
 }
 
-/* Times `body(size, iters)` on the calling PE: one warm-up batch, then o->batches batches;
- * stores median, min, max seconds per operation. */
+/* Operations per batch so that a batch lasts about o->batch_sec: PE 0 times a few
+ * operations of `body` (`once(size, k)` runs k of them) and tells every PE, so that bodies
+ * in which all PEs take part run the same count everywhere.  Between 2 and `most`.  Every
+ * PE must call it. */
 typedef void (*osb_body)(size_t size, long iters);
+static inline long osb_calibrate(const struct osb_opts *o, osb_body once, size_t size,
+                                 long most) {
+    long k = most < 4 ? most : 4;
+    double t0 = osb_now();
+    once(size, k);
+    double per = (osb_now() - t0) / (double)k;
+    if (shmem_my_pe() == 0) {
+        double want = per > 0 ? o->batch_sec / per : (double)most;
+        long n = want > (double)most ? most : (long)want;
+        n = n < 2 ? 2 : n;
+        for (int pe = 0; pe < shmem_n_pes(); pe++)
+            shmem_long_p(&osb_iters_sym, n, pe);
+        shmem_quiet();
+    }
+    shmem_barrier_all();
+    return osb_iters_sym;
+}
+
+/* Times `body(size, n)` on the calling PE, n from osb_calibrate (at most `iters`): one
+ * warm-up batch, then o->batches batches; stores median, min, max seconds per operation.
+ * Every PE must call it. */
 static inline void osb_measure(const struct osb_opts *o, osb_body body, size_t size, long iters,
-                        double out[3]) {
+                               double out[3]) {
     double t[1000];
-    body(size, iters);
+    long n = osb_calibrate(o, body, size, iters);
+    body(size, n);
     for (int b = 0; b < o->batches; b++) {
         double t0 = osb_now();
-        body(size, iters);
-        t[b] = (osb_now() - t0) / (double)iters;
+        body(size, n);
+        t[b] = (osb_now() - t0) / (double)n;
     }
     osb_stats(t, o->batches, out);
 }

@@ -49,7 +49,7 @@ OMPI_ENV = {
 def make_plan(quick):
     """Sizes, PE counts and rounds of a run."""
     if quick:
-        return {"sizes": [1, 64, 4096, 262144, 4194304], "coll_sizes": [8, 1024],
+        return {"sizes": [1, 4096, 1 << 20], "coll_sizes": [8],
                 "pes": [2, 4], "rounds": 1, "args": ["--quick"]}
     return {"sizes": [1 << k for k in range(23)], "coll_sizes": [8, 512, 4096],
             "pes": [2, 4, 8], "rounds": 3, "args": ["--batches", "11"]}
@@ -122,10 +122,12 @@ def write_csv(path, rows):
 class Children:
     """Every process this run started (each in its own session), ended on the way out."""
 
-    def __init__(self):
+    def __init__(self, log):
         self.procs = []
+        self.log = log  # where the children's stderr goes unless told otherwise
 
     def start(self, argv, **kw):
+        kw.setdefault("stderr", self.log)
         p = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL, **kw)
         self.procs.append(p)
         return p
@@ -432,6 +434,7 @@ def run_job(children, t, argv, timeout, log):
     shm0 = shm_names()
     log.write(f"$ {' '.join(shlex.quote(a) for a in argv)}\n")
     log.flush()
+    t0 = time.monotonic()
     p = children.start(argv, env=t.env, stdout=subprocess.PIPE, stderr=log, text=True)
     expired = threading.Event()
 
@@ -459,6 +462,7 @@ def run_job(children, t, argv, timeout, log):
     finally:
         timer.cancel()
         children.end(p)
+        log.write(f"bench: job took {time.monotonic() - t0:.1f} s\n")
         leftovers = remove_orphan_shm(shm0)
         if leftovers:
             log.write(f"bench: removed leftover /dev/shm objects: {' '.join(leftovers)}\n")
@@ -524,8 +528,8 @@ def main(argv):
 
     raw, skips = [], {}
     scratch_root = Path(f"/tmp/gsas-bench-{os.getpid()}")
-    children = Children()
     log = open(out / "run.log", "w")
+    children = Children(log)
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
@@ -617,7 +621,19 @@ def remove_tree(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
+def selftest():
+    """Runs test_osb.py (the Python half's tests); exit status 0 when all pass."""
+    import unittest
+    suite = unittest.defaultTestLoader.loadTestsFromName("test_osb")
+    res = unittest.TextTestRunner(verbosity=2).run(suite)
+    print(f"bench selftest: ran {res.testsRun}, failed {len(res.failures) + len(res.errors)}, "
+          f"skipped {len(res.skipped)}")
+    return 0 if res.wasSuccessful() else 1
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "selftest":
+        sys.exit(selftest())
     if len(sys.argv) > 1 and sys.argv[1] in ("compare", "check"):
         sys.exit(report.main(sys.argv[1:]))
     sys.exit(main(sys.argv[1:]))

@@ -8,7 +8,8 @@
  *   alltoall    shmem_alltoall64                            (size: bytes per PE pair)
  *   reduce_sum  shmem_long_sum_to_all                       (size: bytes reduced)
  *
- *   osb_coll [--quick] [--sizes N,N,...] [--batches N]      (sizes: multiples of 8)
+ *   osb_coll [--quick] [--sizes N,N,...] [--batches N] [--batch-ms MS]  (sizes: multiples
+ *                                                           of 8, at most 4096)
  *
  * The active-set routines (OpenSHMEM 1.4, kept in 1.5) so that 1.4 implementations build
  * it too.  Method (OSU): only the call is timed; a barrier (untimed) follows every call, so
@@ -61,6 +62,7 @@ static void body(size_t n, long iters) {
 /* Like osb_measure, but the batch time is the sum of the timed calls only. */
 static void measure(const struct osb_opts *o, size_t n, long iters, double out[3]) {
     double t[1000];
+    iters = osb_calibrate(o, body, n, iters);
     body(n, iters);
     for (int b = 0; b < o->batches; b++) {
         t_acc = 0;

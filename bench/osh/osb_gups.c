@@ -2,7 +2,7 @@
  * osb_gups.c - an application kernel: GUPS-style random updates of a distributed table.
  *
  * Every PE owns a table of --table-bytes bytes of 64-bit words (symmetric) and applies
- * --updates updates per batch: a pseudo-random 64-bit value picks a PE and a word, and the
+ * updates per batch (as many as fill --batch-ms, at most --updates): a pseudo-random 64-bit value picks a PE and a word, and the
  * word is XORed with the value by a non-fetching atomic (shmem_uint64_atomic_xor), as the
  * HPCC RandomAccess benchmark does with remote updates.  A batch ends with shmem_quiet and
  * a barrier; the figure is the aggregate rate of all PEs, MUP/s (10^6 updates per second),
@@ -11,12 +11,13 @@
  * Verification: the same random sequence is applied a second time (untimed); XOR undoes
  * itself, so every table must be back to its start values.  A single wrong word is an error.
  *
- *   osb_gups [--quick] [--table-bytes N] [--updates N] [--batches N]
+ *   osb_gups [--quick] [--table-bytes N] [--updates N] [--batches N] [--batch-ms MS]
  */
 #include "osb.h"
 
 static uint64_t *table; /* symmetric */
 static uint64_t words, rng;
+static long applied; /* updates this PE made so far */
 static int me, npes;
 
 static uint64_t next(void) { /* xorshift64 */
@@ -28,6 +29,7 @@ static uint64_t next(void) { /* xorshift64 */
 
 static void updates(size_t unused, long n) {
     (void)unused;
+    applied += n;
     for (long i = 0; i < n; i++) {
         uint64_t r = next();
         int pe = (int)((r >> 40) % (uint64_t)npes);
@@ -57,9 +59,10 @@ int main(int argc, char **argv) {
     double sec[3];
     rng = seed;
     osb_measure(&o, updates, 0, o.updates, sec); /* seconds per update of this PE */
-    /* Undo: the same sequence (warm-up batch included) once more. */
+    /* Undo: the same sequence (calibration and warm-up included) once more.  Every PE
+     * made the same number of updates (PE 0 chose it), so the barriers inside match. */
     rng = seed;
-    updates(0, o.updates * (o.batches + 1));
+    updates(0, applied);
 
     long bad = 0;
     for (uint64_t i = 0; i < words; i++)

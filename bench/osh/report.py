@@ -109,7 +109,7 @@ def draw(out, rows, targets):
             ax.set_xticks(range(len(benches)), benches)
             ax.set_yscale("log")
             ax.set_ylabel(f"latency ({unit}), median; bars: min..max")
-            ax.set_title(title)
+            ax.set_title(f"{title} (lower is better)")
             ax.legend(fontsize=8)
             ax.grid(True, axis="y", which="both", alpha=0.3)
         else:
@@ -223,10 +223,11 @@ def summary(rows, facts, targets, pairs, figs, title):
         L += ["Ratios: how many times faster the second target of a pair is than the first "
               "(> 1: faster; from the medians).", ""]
     for fam, (ftitle, axis, higher) in FAMILIES.items():
-        keys = sorted({(k[1], k[2], k[3]) for k, v in tab.items() if v["family"] == fam})
+        keys = ordered((k[1], k[2], k[3]) for k, v in tab.items() if v["family"] == fam)
         if not keys:
             continue
-        keys = sorted(keys, key=lambda k: (ordered(b for b, _, _ in keys).index(k[0]), k[2], k[1]))
+        border = ordered(b for b, _, _ in keys)  # the programs' order
+        keys = sorted(keys, key=lambda k: (border.index(k[0]), k[2], k[1]))
         unit = next(v["unit"] for v in tab.values() if v["family"] == fam)
         L += [f"## {ftitle}", "", f"![{fam}]({figs[fam]})" if fam in figs else "", "",
               f"Median {unit} ({'higher' if higher else 'lower'} is better)."]

@@ -1,0 +1,173 @@
+"""Tests of scripts/bench's Python half (run by `scripts/bench selftest`, in scripts/test-all).
+
+The pure parts on made-up rows: parsing, aggregation over rounds, the expected rows, the
+figures and summary, `check` (that it passes a complete folder and finds what is wrong in
+a broken one) and `compare`.  With OSB_TEST_PREFIX naming an installed gsas, also Ctrl-C
+during a real run: no process left, the results so far kept.
+"""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+import osb
+import report
+
+HERE = Path(__file__).resolve().parent
+
+
+def fake_run(out, targets, plan, skip=None):
+    """A result folder as osb.main writes it, from made-up figures."""
+    raw = []
+    for ti, t in enumerate(targets):
+        for rnd in range(plan["rounds"]):
+            for b, s, n in sorted(osb.expected_rows(plan, (skip or {}).get(t, {}))):
+                fam = next((f for x, f in osb.P2P_SIZED if x == b), None)
+                fam = fam or ("amo" if b in osb.P2P_AMO else "app" if b == "gups" else "coll")
+                v = (1 + ti) * (1 + s / 1000) * n * (1 + rnd / 10)
+                raw.append({"round": rnd, "target": t, "benchmark": b, "family": fam,
+                            "size_bytes": s, "pes": n, "unit": "us", "median": v,
+                            "min": v * 0.9, "max": v * 1.2})
+    rows = osb.aggregate(raw)
+    osb.write_csv(out / "results.csv", rows)
+    facts = {"plan": plan, "quick": True, "cpus": 2, "load_before": ["0.1", "0.1", "0.1"],
+             "targets": {t: {"where_pe1_runs": "same node", "launch": "x"} for t in targets},
+             "skipped": {"peer-x": "not installed"}, "failed": [], "interrupted": False,
+             "benchmark_skips": skip or {}}
+    (out / "facts.json").write_text(json.dumps(facts))
+    report.write_report(out, rows, facts)
+    return rows
+
+
+class Pure(unittest.TestCase):
+    def test_parse_line(self):
+        kind, r = osb.parse_line("OSB\tput\tput_bw\t4096\t2\tMB/s\t10.5\t9\t11\n")
+        self.assertEqual(kind, "row")
+        self.assertEqual((r["benchmark"], r["size_bytes"], r["pes"], r["median"]),
+                         ("put", 4096, 2, 10.5))
+        self.assertEqual(osb.parse_line("OSB_SKIP\tput_signal\tneeds 1.5"),
+                         ("skip", ("put_signal", "needs 1.5")))
+        self.assertIsNone(osb.parse_line("some noise from a launcher"))
+        self.assertIsNone(osb.parse_line("OSB\ttoo\tfew"))
+
+    def test_aggregate_takes_median_of_medians_and_extremes(self):
+        raw = [{"target": "t", "benchmark": "b", "family": "f", "size_bytes": 8, "pes": 2,
+                "unit": "us", "median": m, "min": lo, "max": hi}
+               for m, lo, hi in ((3, 2, 4), (1, 0.5, 9), (2, 1.5, 2.5))]
+        got = {r["statistic"]: r["value"] for r in osb.aggregate(raw)}
+        self.assertEqual(got, {"median": 2, "min": 0.5, "max": 9})
+        two = osb.aggregate(raw[:2])
+        self.assertEqual([r["value"] for r in two if r["statistic"] == "median"], [2.0])
+
+    def test_expected_rows(self):
+        plan = osb.make_plan(True)
+        rows = osb.expected_rows(plan)
+        n_sizes, n_pes, n_coll = len(plan["sizes"]), len(plan["pes"]), len(plan["coll_sizes"])
+        self.assertEqual(len(rows), len(osb.P2P_SIZED) * n_sizes + len(osb.P2P_AMO)
+                         + n_pes * (1 + len(osb.COLL_SIZED) * n_coll + 1))
+        less = osb.expected_rows(plan, {"put_signal": "x"})
+        self.assertEqual(len(rows) - len(less), n_sizes)
+        self.assertEqual(len(osb.steps(plan)), 1 + 2 * n_pes)
+
+    def test_speedup_and_labels(self):
+        self.assertEqual(report.speedup(2.0, 1.0, False), 2.0)  # half the latency
+        self.assertEqual(report.speedup(2.0, 1.0, True), 0.5)   # half the bandwidth
+        self.assertEqual(report.size_label(4 << 20), "4 MiB")
+        self.assertEqual(report.size_label(1536), "1536 B")
+
+    def test_unknown_target_is_an_error(self):
+        with self.assertRaises(SystemExit):
+            osb.make_target("nonsense", Path("/nowhere"), None)
+        with self.assertRaises(SystemExit):
+            osb.make_target("peer:only-name", Path("/nowhere"), None)
+        t, why = osb.make_target("peer:x:/nonexistent/oshcc:oshrun", Path("/"), None)
+        self.assertIsNone(t)
+        self.assertIn("/nonexistent/oshcc", why)
+
+
+class Folder(unittest.TestCase):
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="osb-test-"))
+        self.plan = osb.make_plan(True)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_complete_folder_passes_check(self):
+        fake_run(self.dir, ["one", "two"], self.plan, {"two": {"put_signal": "1.4"}})
+        self.assertEqual(report.check(self.dir, ["one", "two"]), [])
+        text = (self.dir / "summary.md").read_text()
+        self.assertIn("two vs one", text)
+        self.assertIn("peer-x | **SKIPPED**", text)
+        for fam in report.FAMILIES:
+            self.assertTrue((self.dir / "fig" / f"{fam}.svg").stat().st_size > 1000)
+
+    def test_check_finds_what_is_wrong(self):
+        fake_run(self.dir, ["one", "two"], self.plan)
+        rows = report.load_rows(self.dir / "results.csv")
+        kept = [r for r in rows if not (r["target"] == "two" and r["benchmark"] == "alltoall")]
+        osb.write_csv(self.dir / "results.csv", kept)
+        (self.dir / "fig" / "amo.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+        (self.dir / "fig" / "coll.svg").write_text("<svg")
+        probs = "\n".join(report.check(self.dir, ["one", "two", "three"]))
+        self.assertIn("two: ", probs)
+        self.assertIn("expected rows missing", probs)
+        self.assertIn("amo.png: does not decode", probs)
+        self.assertIn("coll.svg: does not parse", probs)
+        self.assertIn("target three did not run", probs)
+        (self.dir / "summary.md").write_text("nothing here")
+        self.assertIn("summary.md does not name target one",
+                      "\n".join(report.check(self.dir, [])))
+
+    def test_compare_two_folders(self):
+        a, b, out = self.dir / "before", self.dir / "after", self.dir / "cmp"
+        for d in (a, b):
+            d.mkdir()
+            fake_run(d, ["gsas-shm", "ompi"], self.plan)
+        self.assertEqual(report.compare(a, b, out), 0)
+        text = (out / "summary.md").read_text()
+        self.assertIn("after:gsas-shm vs before:gsas-shm", text)
+        self.assertIn("after:ompi vs before:ompi", text)
+        self.assertTrue((out / "fig" / "put_lat.png").exists())
+
+
+@unittest.skipUnless(os.environ.get("OSB_TEST_PREFIX"),
+                     "OSB_TEST_PREFIX (an installed gsas) is not set")
+class Interrupt(unittest.TestCase):
+    def test_ctrl_c_keeps_results_and_leaves_nothing(self):
+        out = Path(tempfile.mkdtemp(prefix="osb-int-"))
+        try:
+            p = subprocess.Popen([sys.executable, str(HERE / "osb.py"), "--out", str(out),
+                                  "--target", "gsas-shm", "--prefix",
+                                  os.environ["OSB_TEST_PREFIX"], "--rounds", "1"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:  # until the first figures are in
+                raw = out / "raw.csv"
+                if raw.exists() and len(raw.read_text().splitlines()) > 5:
+                    break
+                self.assertIsNone(p.poll(), "the run ended before it could be interrupted")
+                time.sleep(0.1)
+            p.send_signal(signal.SIGINT)
+            text, _ = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 130, text)
+            self.assertIn("interrupted", text)
+            left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
+            self.assertEqual(left.stdout.strip(), "", "processes of the run are still alive")
+            with open(out / "results.csv") as f:
+                self.assertGreater(len(list(csv.DictReader(f))), 0)
+            self.assertIn("Interrupted", (out / "summary.md").read_text())
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
