@@ -127,27 +127,38 @@ static inline long osb_iters_for(const struct osb_opts *o, size_t size) {
     return n < 2 ? 2 : n;
 }
 
-/* Operations per batch so that a batch lasts about o->batch_sec: PE 0 times a few
- * operations of `body` (`once(size, k)` runs k of them) and tells every PE, so that bodies
- * in which all PEs take part run the same count everywhere.  Between 2 and `most`.  Every
- * PE must call it. */
+/* Operations per batch so that a batch lasts about o->batch_sec, between 2 and `most`:
+ * PE 0 times 1, 2, 4, ... operations of `once` (`once(size, k)` runs k of them) until a
+ * round lasts an eighth of a batch, and tells every PE each step, so that bodies in which
+ * all PEs take part run the same counts everywhere.  Every PE must call it. */
 typedef void (*osb_body)(size_t size, long iters);
 static inline long osb_calibrate(const struct osb_opts *o, osb_body once, size_t size,
                                  long most) {
-    long k = most < 4 ? most : 4;
-    double t0 = osb_now();
-    once(size, k);
-    double per = (osb_now() - t0) / (double)k;
-    if (shmem_my_pe() == 0) {
-        double want = per > 0 ? o->batch_sec / per : (double)most;
-        long n = want > (double)most ? most : (long)want;
-        n = n < 2 ? 2 : n;
-        for (int pe = 0; pe < shmem_n_pes(); pe++)
-            shmem_long_p(&osb_iters_sym, n, pe);
-        shmem_quiet();
+    long k = 1;
+    for (;;) {
+        double t0 = osb_now();
+        once(size, k);
+        double dt = osb_now() - t0;
+        if (shmem_my_pe() == 0) {
+            long next; /* > 0: the next round's count; < 0: minus the answer */
+            if (dt >= o->batch_sec / 8 || k >= most) {
+                double want = dt > 0 ? o->batch_sec / (dt / (double)k) : (double)most;
+                long n = want > (double)most ? most : (long)want;
+                next = -(n < 2 ? 2 : n);
+            } else {
+                next = 2 * k < most ? 2 * k : most;
+            }
+            for (int pe = 0; pe < shmem_n_pes(); pe++)
+                shmem_long_p(&osb_iters_sym, next, pe);
+            shmem_quiet();
+        }
+        shmem_barrier_all();
+        long v = osb_iters_sym;
+        shmem_barrier_all(); /* everyone has read it before PE 0 writes the next */
+        if (v < 0)
+            return -v;
+        k = v;
     }
-    shmem_barrier_all();
-    return osb_iters_sym;
 }
 
 /* Times `body(size, n)` on the calling PE, n from osb_calibrate (at most `iters`): one
