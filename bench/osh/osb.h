@@ -76,7 +76,7 @@ static inline void osb_stats(double *v, int n, double out[3]) {
 static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
     memset(o, 0, sizeof(*o));
     o->batches = 21;
-    o->iters = 1000;
+    o->iters = 100000;
     o->budget = 64L << 20;
     o->table_bytes = 4L << 20;
     o->updates = 20000;
@@ -85,7 +85,7 @@ static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
         if (strcmp(argv[i], "--quick") == 0) {
             o->quick = 1;
             o->batches = 3;
-            o->iters = 20;
+            o->iters = 1000;
             o->budget = 1L << 20;
             o->table_bytes = 512L << 10;
             o->updates = 1000;

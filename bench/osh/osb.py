@@ -494,7 +494,7 @@ def main(argv):
     timeout = a.timeout or (120.0 if a.quick else 1800.0)
     specs = [s for v in (a.target or ["gsas-shm,gsas-udp,gsas-exanet,ompi"])
              for s in v.split(",") if s]
-    out = a.out or ROOT / "target/bench" / time.strftime("results-%Y%m%d-%H%M%S")
+    out = (a.out or ROOT / "target/bench" / time.strftime("results-%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     tty = sys.stderr.isatty()
     prog = Progress(0, tty)

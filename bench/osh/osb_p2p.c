@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
         if (me == 1 && n > 0 && (dst[0] != src[0] || dst[n - 1] != src[n - 1]))
             osb_die("osb_p2p: PE 1 holds the wrong bytes after the puts");
     }
-    long amo_it = o.iters * 2;
+    long amo_it = o.iters;
     shmem_barrier_all();
     *word = 0;
     shmem_barrier_all();
