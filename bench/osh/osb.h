@@ -72,24 +72,23 @@ static inline void osb_stats(double *v, int n, double out[3]) {
     out[2] = v[n - 1];
 }
 
-/* Parses "--quick", "--sizes a,b,c", "--table-bytes N", "--updates N", "--batches N". */
+/* Defaults of a full run and of --quick: quick, batches, iters, budget, table_bytes,
+ * updates, batch_sec. */
+static const struct osb_opts osb_defaults[2] = {
+    {0, 21, 100000, 64L << 20, {0}, 0, 4L << 20, 20000, 0.02},
+    {1, 3, 1000, 1L << 20, {0}, 0, 512L << 10, 1000, 0.002},
+};
+
+/* Parses "--quick" (anywhere: it sets the defaults), "--sizes a,b,c", "--batches N",
+ * "--batch-ms MS", "--table-bytes N", "--updates N". */
 static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
-    memset(o, 0, sizeof(*o));
-    o->batches = 21;
-    o->iters = 100000;
-    o->budget = 64L << 20;
-    o->table_bytes = 4L << 20;
-    o->updates = 20000;
-    o->batch_sec = 0.02;
+    int quick = 0;
+    for (int i = 1; i < argc; i++)
+        quick |= strcmp(argv[i], "--quick") == 0;
+    *o = osb_defaults[quick];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
-            o->quick = 1;
-            o->batches = 3;
-            o->iters = 1000;
-            o->budget = 1L << 20;
-            o->table_bytes = 512L << 10;
-            o->updates = 1000;
-            o->batch_sec = 0.002;
+            continue;
         } else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             char *s = argv[++i];
             o->nsizes = 0;
