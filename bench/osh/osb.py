@@ -551,12 +551,16 @@ def main(argv):
                                               "size_bytes", "pes", "unit", "median", "min", "max"))
     raw_w.writeheader()
     started = None
+    broken = set()  # targets that could not start
     try:
         for rnd, t, (p, n, args) in job_list:
+            if t.name in broken:
+                prog.done += 1
+                continue
             if started is not t:
                 if started is not None:
                     started.stop(children)
-                    facts["targets"][started.name].setdefault("load_after", loadavg())
+                    facts["targets"][started.name]["load_after"] = loadavg()
                 started = t
                 facts["targets"][t.name].setdefault("load_before", loadavg())
                 scratch = scratch_root / t.name
@@ -568,7 +572,8 @@ def main(argv):
                     prog.say(f"bench: FAILED to start target {t.name}: {e}")
                     facts["failed"].append(f"{t.name}: start: {e}")
                     t.stop(children)
-                    prog.done += len(steps(plan))
+                    broken.add(t.name)
+                    prog.done += 1
                     started = None
                     continue
             prog.show(f"round {rnd + 1}/{plan['rounds']} {t.name}: osb_{p} on {n} PEs")
@@ -588,7 +593,7 @@ def main(argv):
             prog.done += 1
         if started is not None:
             started.stop(children)
-            facts["targets"][started.name].setdefault("load_after", loadavg())
+            facts["targets"][started.name]["load_after"] = loadavg()
     except KeyboardInterrupt:
         facts["interrupted"] = True
         prog.say("bench: interrupted; ending the jobs and keeping the results so far")
@@ -636,4 +641,8 @@ if __name__ == "__main__":
         sys.exit(selftest())
     if len(sys.argv) > 1 and sys.argv[1] in ("compare", "check"):
         sys.exit(report.main(sys.argv[1:]))
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # before the first job or while drawing: nothing to keep
+        print("\nbench: interrupted", file=sys.stderr)
+        sys.exit(130)

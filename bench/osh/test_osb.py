@@ -2,8 +2,8 @@
 
 The pure parts on made-up rows: parsing, aggregation over rounds, the expected rows, the
 figures and summary, `check` (that it passes a complete folder and finds what is wrong in
-a broken one) and `compare`.  With OSB_TEST_PREFIX naming an installed gsas, also Ctrl-C
-during a real run: no process left, the results so far kept.
+a broken one) and `compare`.  With OSB_TEST_PREFIX naming an installed gsas, also real runs: Ctrl-C
+(no process left, the results so far kept) and jobs that fail (reported, exit status 1).
 """
 
 import csv
@@ -141,7 +141,7 @@ class Folder(unittest.TestCase):
 
 @unittest.skipUnless(os.environ.get("OSB_TEST_PREFIX"),
                      "OSB_TEST_PREFIX (an installed gsas) is not set")
-class Interrupt(unittest.TestCase):
+class EndToEnd(unittest.TestCase):
     def test_ctrl_c_keeps_results_and_leaves_nothing(self):
         out = Path(tempfile.mkdtemp(prefix="osb-int-"))
         try:
@@ -165,6 +165,22 @@ class Interrupt(unittest.TestCase):
             with open(out / "results.csv") as f:
                 self.assertGreater(len(list(csv.DictReader(f))), 0)
             self.assertIn("Interrupted", (out / "summary.md").read_text())
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_failing_jobs_are_reported_not_hidden(self):
+        out = Path(tempfile.mkdtemp(prefix="osb-fail-"))
+        try:
+            oshcc = Path(os.environ["OSB_TEST_PREFIX"]) / "bin/oshcc"
+            r = subprocess.run([sys.executable, str(HERE / "osb.py"), "--quick", "--out", str(out),
+                                "--target", f"peer:broken:{oshcc}:false"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("FAILED broken osb_p2p on 2 PEs: exit status 1", r.stderr)
+            self.assertIn("**FAILED** broken: osb_coll on 4 PEs", (out / "summary.md").read_text())
+            probs = "\n".join(report.check(out, ["broken"]))
+            self.assertIn("failure recorded", probs)
+            self.assertIn("expected rows missing", probs)
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
