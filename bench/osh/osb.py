@@ -49,7 +49,7 @@ OMPI_ENV = {
 def make_plan(quick):
     """Sizes, PE counts and rounds of a run."""
     if quick:
-        return {"sizes": [1, 4096, 1 << 20], "coll_sizes": [8],
+        return {"sizes": [1, 4096, 65536], "coll_sizes": [8],
                 "pes": [2, 4], "rounds": 1, "args": ["--quick"]}
     return {"sizes": [1 << k for k in range(23)], "coll_sizes": [8, 512, 4096],
             "pes": [2, 4, 8], "rounds": 3, "args": ["--batches", "11"]}
@@ -528,7 +528,7 @@ def main(argv):
 
     raw, skips = [], {}
     scratch_root = Path(f"/tmp/gsas-bench-{os.getpid()}")
-    log = open(out / "run.log", "w")
+    log = open(out / "run.log", "w", buffering=1)  # line-buffered: readable while it runs
     children = Children(log)
 
     def on_term(signum, frame):

@@ -94,48 +94,56 @@ class Pure(unittest.TestCase):
 
 
 class Folder(unittest.TestCase):
-    def setUp(self):
-        self.dir = Path(tempfile.mkdtemp(prefix="osb-test-"))
-        self.plan = osb.make_plan(True)
+    """One made-up complete folder (drawing is the slow part), copied where a test breaks it."""
 
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = Path(tempfile.mkdtemp(prefix="osb-test-"))
+        cls.plan = osb.make_plan(True)
+        cls.good = cls.tmp / "good"
+        cls.good.mkdir()
+        fake_run(cls.good, ["one", "two"], cls.plan, {"two": {"put_signal": "1.4"}})
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def copy(self, name):
+        d = self.tmp / name
+        shutil.copytree(self.good, d)
+        return d
 
     def test_complete_folder_passes_check(self):
-        fake_run(self.dir, ["one", "two"], self.plan, {"two": {"put_signal": "1.4"}})
-        self.assertEqual(report.check(self.dir, ["one", "two"]), [])
-        text = (self.dir / "summary.md").read_text()
+        self.assertEqual(report.check(self.good, ["one", "two"]), [])
+        text = (self.good / "summary.md").read_text()
         self.assertIn("two vs one", text)
         self.assertIn("peer-x | **SKIPPED**", text)
+        self.assertIn("benchmark put_signal skipped", text)
         for fam in report.FAMILIES:
-            self.assertTrue((self.dir / "fig" / f"{fam}.svg").stat().st_size > 1000)
+            self.assertTrue((self.good / "fig" / f"{fam}.svg").stat().st_size > 1000)
 
     def test_check_finds_what_is_wrong(self):
-        fake_run(self.dir, ["one", "two"], self.plan)
-        rows = report.load_rows(self.dir / "results.csv")
+        d = self.copy("broken")
+        rows = report.load_rows(d / "results.csv")
         kept = [r for r in rows if not (r["target"] == "two" and r["benchmark"] == "alltoall")]
-        osb.write_csv(self.dir / "results.csv", kept)
-        (self.dir / "fig" / "amo.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
-        (self.dir / "fig" / "coll.svg").write_text("<svg")
-        probs = "\n".join(report.check(self.dir, ["one", "two", "three"]))
+        osb.write_csv(d / "results.csv", kept)
+        (d / "fig" / "amo.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+        (d / "fig" / "coll.svg").write_text("<svg")
+        probs = "\n".join(report.check(d, ["one", "two", "three"]))
         self.assertIn("two: ", probs)
         self.assertIn("expected rows missing", probs)
         self.assertIn("amo.png: does not decode", probs)
         self.assertIn("coll.svg: does not parse", probs)
         self.assertIn("target three did not run", probs)
-        (self.dir / "summary.md").write_text("nothing here")
-        self.assertIn("summary.md does not name target one",
-                      "\n".join(report.check(self.dir, [])))
+        (d / "summary.md").write_text("nothing here")
+        self.assertIn("summary.md does not name target one", "\n".join(report.check(d, [])))
 
     def test_compare_two_folders(self):
-        a, b, out = self.dir / "before", self.dir / "after", self.dir / "cmp"
-        for d in (a, b):
-            d.mkdir()
-            fake_run(d, ["gsas-shm", "ompi"], self.plan)
+        a, b, out = self.copy("before"), self.copy("after"), self.tmp / "cmp"
         self.assertEqual(report.compare(a, b, out), 0)
         text = (out / "summary.md").read_text()
-        self.assertIn("after:gsas-shm vs before:gsas-shm", text)
-        self.assertIn("after:ompi vs before:ompi", text)
+        self.assertIn("after:one vs before:one", text)
+        self.assertIn("after:two vs before:two", text)
         self.assertTrue((out / "fig" / "put_lat.png").exists())
 
 
