@@ -115,7 +115,8 @@ def draw(out, rows, targets):
         else:
             ncol = min(3, len(benches))
             nrow = math.ceil(len(benches) / ncol)
-            fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.9 * nrow), squeeze=False)
+            fig, axes = plt.subplots(nrow, ncol, figsize=(max(8.0, 5.2 * ncol), 3.9 * nrow + 0.4),
+                                     squeeze=False)
             for ax in axes.flat[len(benches):]:
                 ax.set_visible(False)
             for ax, b in zip(axes.flat, benches):
@@ -147,7 +148,9 @@ def draw(out, rows, targets):
                     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{int(v)}"))
                     ax.set_xlabel("PEs (log scale)")
                 ax.set_ylabel(f"{unit} (median; band: min..max)")
-                ax.set_title(b, fontsize=10)
+                one = other[0] if len(other) == 1 else 0
+                ax.set_title(b + (f" ({size_label(one)} per PE)" if axis == "pes" and one else ""),
+                             fontsize=10)
                 ax.grid(True, which="both", alpha=0.3)
                 ax.legend(fontsize=7)
             fig.suptitle(f"{title}{' (higher is better)' if higher else ' (lower is better)'}")
