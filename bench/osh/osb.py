@@ -244,8 +244,8 @@ class GsasTarget(Target):
 
     def launch(self, n, prog, args, timeout):
         a = [str(self.prefix / "bin/oshrun")]
-        if self.config:
-            a += ["--config", str(self.config)]
+        if self.transport != "shm":
+            a += ["--config", str(self.config or "GENERATED-CLUSTER-FILE")]
         return a + ["-n", str(n), "--timeout", str(int(timeout)), "--", str(prog)] + list(args)
 
     def start(self, children, scratch):
