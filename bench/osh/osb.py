@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -509,7 +510,7 @@ def main(argv):
             emu = build_gsas(profile, prefix, "gsas-exanet" in specs, prog.say)
         else:
             profile = f"installed ({prefix})"
-            emu = os.environ.get("GSAS_EXANET_EMU_BIN") or shutil_which("exanet-emu")
+            emu = os.environ.get("GSAS_EXANET_EMU_BIN") or shutil.which("exanet-emu")
     facts = machine_facts(argv, profile)
     facts.update({"quick": a.quick, "plan": plan, "targets": {}, "skipped": {}, "failed": [],
                   "interrupted": False})
@@ -602,7 +603,7 @@ def main(argv):
         signal.signal(signal.SIGTERM, old_term)
         raw_f.close()
         log.close()
-        remove_tree(scratch_root)
+        shutil.rmtree(scratch_root, ignore_errors=True)
         prog.finish()
     facts["load_after"] = loadavg()
     facts["benchmark_skips"] = skips
@@ -614,16 +615,6 @@ def main(argv):
     if facts["interrupted"]:
         return 130
     return 1 if facts["failed"] else 0
-
-
-def shutil_which(name):
-    import shutil
-    return shutil.which(name)
-
-
-def remove_tree(path):
-    import shutil
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def selftest():
