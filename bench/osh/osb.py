@@ -186,19 +186,25 @@ def shm_in_use():
     return used
 
 
+# /dev/shm names the OpenSHMEM implementations we launch create (Open MPI's vader and sm
+# BTLs, UCX's posix transport); only those are removed, other new objects are reported.
+SHM_PREFIXES = ("vader_segment.", "sm_segment.", "ucx_shm_posix_")
+
+
 def remove_orphan_shm(before):
-    """Removes /dev/shm objects that appeared since `before` and nobody uses any more (what a
-    killed job leaves); returns their names."""
+    """Removes the /dev/shm objects of SHM_PREFIXES that appeared since `before` and that no
+    process uses any more (what a killed job leaves); returns (removed, other new names)."""
     new = shm_names() - before
     if not new:
-        return []
-    gone = sorted(new - shm_in_use())
+        return [], []
+    unused = sorted(new - shm_in_use())
+    gone = [n for n in unused if n.startswith(SHM_PREFIXES)]
     for n in gone:
         try:
             os.unlink(f"/dev/shm/{n}")
         except OSError:
             pass
-    return gone
+    return gone, [n for n in unused if n not in gone]
 
 
 def free_port():
@@ -464,9 +470,11 @@ def run_job(children, t, argv, timeout, log):
         timer.cancel()
         children.end(p)
         log.write(f"bench: job took {time.monotonic() - t0:.1f} s\n")
-        leftovers = remove_orphan_shm(shm0)
-        if leftovers:
-            log.write(f"bench: removed leftover /dev/shm objects: {' '.join(leftovers)}\n")
+        gone, other = remove_orphan_shm(shm0)
+        if gone:
+            log.write(f"bench: removed leftover /dev/shm objects: {' '.join(gone)}\n")
+        if other:
+            log.write(f"bench: new unused /dev/shm objects left alone: {' '.join(other)}\n")
 
 
 def main(argv):

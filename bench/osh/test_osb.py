@@ -83,6 +83,26 @@ class Pure(unittest.TestCase):
         self.assertEqual(report.size_label(4 << 20), "4 MiB")
         self.assertEqual(report.size_label(1536), "1536 B")
 
+    def test_orphan_shm_objects_of_launchers_are_removed(self):
+        before = osb.shm_names()
+        pid = os.getpid()
+        orphan = Path(f"/dev/shm/ucx_shm_posix_osbtest_{pid}")
+        held = Path(f"/dev/shm/vader_segment.osbtest.{pid}")
+        foreign = Path(f"/dev/shm/osbtest-not-ours-{pid}")
+        for p in (orphan, held, foreign):
+            p.write_bytes(b"x")
+        try:
+            with open(held, "rb"):
+                gone, other = osb.remove_orphan_shm(before)
+            self.assertIn(orphan.name, gone)
+            self.assertFalse(orphan.exists())
+            self.assertTrue(held.exists(), "an object in use was removed")
+            self.assertIn(foreign.name, other)
+            self.assertTrue(foreign.exists(), "an object of unknown origin was removed")
+        finally:
+            for p in (orphan, held, foreign):
+                p.unlink(missing_ok=True)
+
     def test_unknown_target_is_an_error(self):
         with self.assertRaises(SystemExit):
             osb.make_target("nonsense", Path("/nowhere"), None)
