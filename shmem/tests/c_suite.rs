@@ -48,7 +48,7 @@
 //! [`COLL_MATRIX`] there too). `C_SUITE_MATRIX=subset` runs only [`SUBSET_MATRIX`] (2 PEs
 //! over shared memory and 2 over UDP) for quick iterations.
 //!
-//! **What it is not.** A benchmark (see `shmem/bench/`), or a test of the Rust API (the
+//! **What it is not.** A benchmark (see `scripts/bench`), or a test of the Rust API (the
 //! `rust_*` tests).
 //!
 //! **Thread-safety.** The tests run in parallel threads; the install happens once

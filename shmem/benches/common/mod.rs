@@ -1,4 +1,4 @@
-//! The launch half shared by the multi-PE benchmarks (`coll_bench`, `pingpong_bench`):
+//! The launch half of the multi-PE benchmark `pingpong_bench` (kept apart from it):
 //! one gsas service thread per node on loopback, the benchmark binary started again as
 //! every PE of a job (placed in contiguous blocks per node), PE 0's table read back.
 

@@ -1,10 +1,10 @@
 /*
  * shmem_icount.c - the instructions one call of shmem_long_p and of an 8-byte shmem_putmem
- * costs, measured with callgrind (run by shmem/bench/run.sh):
+ * costs, measured with callgrind (by hand; see docs/bench.md):
  *
- *   valgrind --tool=callgrind --callgrind-out-file=OUT \
- *       --toggle-collect=loop_long_p --toggle-collect=loop_putmem_8 \
- *       --toggle-collect=loop_empty ./shmem_icount N
+ *   oshcc -O2 -g bench/osh/shmem_icount.c -o shmem_icount     # or with -static-shmem
+ *   oshrun -n 2 valgrind --tool=callgrind --callgrind-out-file=cg.%p ./shmem_icount 100000
+ *   callgrind_annotate --inclusive=yes cg.<pid of PE 0>       # the file with loop_long_p
  *
  * Three loops run N times each, in functions of their own that callgrind counts separately
  * (inclusive cost): loop_long_p calls shmem_long_p, loop_putmem_8 calls shmem_putmem with 8
@@ -12,7 +12,8 @@
  * The per-call cost of a routine is (Ir(loop) - Ir(loop_empty)) / N + Ir(empty_call) / N:
  * the loop's own instructions and the call/return of the empty function cancel, what is
  * left is the routine (its call, the PLT jump when linked dynamically, and its body).  The
- * routine's own inclusive cost per call is printed by run.sh too.
+ * routine's own inclusive cost per call (its line in the annotation, divided by N) is the
+ * other figure.
  *
  * Runs as one PE of a job (the target is the PE itself, or PE 1 when there is one: a
  * same-node PE with oshrun -n 2).  Not a test.

@@ -1,0 +1,376 @@
+"""The drawing half of scripts/bench: figures (matplotlib, PNG and SVG), the summary page
+(Markdown), `compare` (two result folders against each other) and `check` (is a result
+folder complete?).
+
+Input is the CSV osb.py writes (one row per target, benchmark, size, PEs, statistic) and its
+facts.json; nothing here runs a benchmark.
+"""
+
+import csv
+import json
+import math
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+# family -> (title, x axis, higher is better)
+FAMILIES = {
+    "put_lat": ("Put latency (PE 0 -> PE 1)", "size", False),
+    "get_lat": ("Get latency (PE 0 <- PE 1)", "size", False),
+    "put_bw": ("Put throughput (window of 32, then quiet)", "size", True),
+    "get_bw": ("Get throughput (window of 32 get_nbi, then quiet)", "size", True),
+    "signal": ("Put with signal (ping-pong, half round trip)", "size", False),
+    "msgrate": ("Message rate (window of 32 put_nbi, then quiet)", "size", True),
+    "amo": ("64-bit atomics, PE 0 -> PE 1", "bench", False),
+    "coll": ("Collectives against the number of PEs", "pes", False),
+    "app": ("GUPS: random XOR updates of a distributed table", "pes", True),
+}
+
+
+def load_rows(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["size_bytes"] = int(r["size_bytes"])
+        r["pes"] = int(r["pes"])
+        r["value"] = float(r["value"])
+    return rows
+
+
+def table(rows):
+    """rows -> {(target, bench, size, pes): {"median":.., "min":.., "max":.., "unit", "family"}}"""
+    t = {}
+    for r in rows:
+        k = (r["target"], r["benchmark"], r["size_bytes"], r["pes"])
+        e = t.setdefault(k, {"unit": r["unit"], "family": r["family"]})
+        e[r["statistic"]] = r["value"]
+    return t
+
+
+def ordered(seq):
+    out = []
+    for x in seq:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def size_label(n):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def speedup(ref, other, higher_better):
+    """How many times faster `other` is than `ref` (> 1: faster)."""
+    if ref <= 0 or other <= 0:
+        return float("nan")
+    return other / ref if higher_better else ref / other
+
+
+# ---------------------------------------------------------------- figures
+
+def draw(out, rows, targets):
+    """One figure per family, every target overlaid; returns {family: png name}."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    tab = table(rows)
+    colors = {t: plt.get_cmap("tab10")(i % 10) for i, t in enumerate(targets)}
+    styles = ["-", "--", ":", "-."]
+    figdir = out / "fig"
+    figdir.mkdir(parents=True, exist_ok=True)
+    made = {}
+    for fam, (title, axis, higher) in FAMILIES.items():
+        keys = [k for k, v in tab.items() if v["family"] == fam and "median" in v]
+        if not keys:
+            continue
+        unit = tab[keys[0]]["unit"]
+        benches = ordered(k[1] for k in keys)
+        if axis == "bench":
+            fig, ax = plt.subplots(figsize=(8, 4.5))
+            width = 0.8 / max(1, len(targets))
+            for i, t in enumerate(targets):
+                xs, ys, lo, hi = [], [], [], []
+                for j, b in enumerate(benches):
+                    k = next((k for k in keys if k[0] == t and k[1] == b), None)
+                    if k is None:
+                        continue
+                    v = tab[k]
+                    xs.append(j + (i - (len(targets) - 1) / 2) * width)
+                    ys.append(v["median"])
+                    lo.append(v["median"] - v.get("min", v["median"]))
+                    hi.append(v.get("max", v["median"]) - v["median"])
+                if xs:
+                    ax.bar(xs, ys, width, yerr=[lo, hi], color=colors[t], label=t, capsize=2)
+            ax.set_xticks(range(len(benches)), benches)
+            ax.set_yscale("log")
+            ax.set_ylabel(f"latency ({unit}), median; bars: min..max")
+            ax.set_title(f"{title} (lower is better)")
+            ax.legend(fontsize=8)
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+        else:
+            ncol = min(3, len(benches))
+            nrow = math.ceil(len(benches) / ncol)
+            fig, axes = plt.subplots(nrow, ncol, figsize=(max(8.0, 5.2 * ncol), 3.9 * nrow + 0.4),
+                                     squeeze=False)
+            for ax in axes.flat[len(benches):]:
+                ax.set_visible(False)
+            for ax, b in zip(axes.flat, benches):
+                bkeys = [k for k in keys if k[1] == b]
+                other = ordered(sorted(k[3] if axis == "size" else k[2] for k in bkeys))
+                for t in targets:
+                    for si, o in enumerate(other):
+                        ks = sorted((k for k in bkeys if k[0] == t and
+                                     (k[3] if axis == "size" else k[2]) == o),
+                                    key=lambda k: k[2] if axis == "size" else k[3])
+                        if not ks:
+                            continue
+                        xs = [k[2] if axis == "size" else k[3] for k in ks]
+                        med = [tab[k]["median"] for k in ks]
+                        lab = t
+                        if len(other) > 1:
+                            lab += f", {o} PEs" if axis == "size" else f", {size_label(o)}"
+                        ax.plot(xs, med, styles[si % len(styles)], marker="o", markersize=3,
+                                color=colors[t], label=lab)
+                        ax.fill_between(xs, [tab[k].get("min", m) for k, m in zip(ks, med)],
+                                        [tab[k].get("max", m) for k, m in zip(ks, med)],
+                                        color=colors[t], alpha=0.12, linewidth=0)
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                if axis == "size":
+                    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: size_label(int(v))))
+                    ax.set_xlabel("message size (bytes, log scale)")
+                else:
+                    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{int(v)}"))
+                    ax.set_xlabel("PEs (log scale)")
+                ax.set_ylabel(f"{unit} (median; band: min..max)")
+                one = other[0] if len(other) == 1 else 0
+                ax.set_title(b + (f" ({size_label(one)} per PE)" if axis == "pes" and one else ""),
+                             fontsize=10)
+                ax.grid(True, which="both", alpha=0.3)
+                ax.legend(fontsize=7)
+            fig.suptitle(f"{title}{' (higher is better)' if higher else ' (lower is better)'}")
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            fig.savefig(figdir / f"{fam}.{ext}", dpi=110)
+        plt.close(fig)
+        made[fam] = f"fig/{fam}.png"
+    return made
+
+
+# ---------------------------------------------------------------- summary page
+
+def fmt(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 1:
+        return f"{v:.3g}"
+    return f"{v:.3g}"
+
+
+def summary(rows, facts, targets, pairs, figs, title):
+    """The Markdown page: facts, targets, one table and one figure per family."""
+    tab = table(rows)
+    L = [f"# {title}", ""]
+    if facts.get("interrupted"):
+        L += ["**Interrupted (Ctrl-C): the results below are those taken before it.**", ""]
+    for f in facts.get("failed", []):
+        L.append(f"* **FAILED** {f}")
+    if facts.get("failed"):
+        L.append("")
+    load = facts.get("load_before") or ["?"]
+    cpus = facts.get("cpus") or 1
+    try:
+        busy = float(load[0]) > 0.5 * cpus
+    except ValueError:
+        busy = False
+    if busy or facts.get("quick") or facts.get("gsas_build") == "debug":
+        why = []
+        if busy:
+            why.append(f"the machine was loaded (load average {load[0]} on {cpus} CPUs)")
+        if facts.get("quick"):
+            why.append("--quick takes few samples")
+        if facts.get("gsas_build") == "debug":
+            why.append("gsas was a debug build")
+        L += [f"> **These figures check the pipeline, they are not for publication:** "
+              f"{'; '.join(why)}.", ""]
+    L += ["## Machine and build", "", "| fact | value |", "|---|---|"]
+    for k in ("date_utc", "command", "host", "cpu", "cpus", "kernel", "os", "commit",
+              "gsas_build", "rustc", "cc", "load_before", "load_after"):
+        if k in facts:
+            v = facts[k]
+            L.append(f"| {k} | {' '.join(v) if isinstance(v, list) else v} |")
+    L += ["", "## Targets", "", "| target | PE 1 runs on | launch | load before / after |",
+          "|---|---|---|---|"]
+    for t in targets:
+        i = facts.get("targets", {}).get(t, {})
+        lb = " ".join(i.get("load_before", [])) or "-"
+        la = " ".join(i.get("load_after", [])) or "-"
+        L.append(f"| {t} | {i.get('where_pe1_runs', '-')} | `{i.get('launch', '-')}` | "
+                 f"{lb} / {la} |")
+    for t, why in facts.get("skipped", {}).items():
+        L.append(f"| {t} | **SKIPPED**: {why} | | |")
+    for t, bs in facts.get("benchmark_skips", {}).items():
+        for b, why in bs.items():
+            L.append(f"| {t} | benchmark {b} skipped: {why} | | |")
+    L.append("")
+    if pairs:
+        L += ["Ratios: how many times faster the second target of a pair is than the first "
+              "(> 1: faster; from the medians).", ""]
+    for fam, (ftitle, axis, higher) in FAMILIES.items():
+        keys = ordered((k[1], k[2], k[3]) for k, v in tab.items() if v["family"] == fam)
+        if not keys:
+            continue
+        border = ordered(b for b, _, _ in keys)  # the programs' order
+        keys = sorted(keys, key=lambda k: (border.index(k[0]), k[2], k[1]))
+        unit = next(v["unit"] for v in tab.values() if v["family"] == fam)
+        L += [f"## {ftitle}", "", f"![{fam}]({figs[fam]})" if fam in figs else "", "",
+              f"Median {unit} ({'higher' if higher else 'lower'} is better)."]
+        head = ["benchmark", "size", "PEs"] + targets + [f"{b} vs {a}" for a, b in pairs]
+        L += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for b, s, n in keys:
+            meds = {t: tab.get((t, b, s, n), {}).get("median") for t in targets}
+            cells = [b, size_label(s), str(n)] + [fmt(meds[t]) for t in targets]
+            for a, c in pairs:
+                if meds.get(a) is None or meds.get(c) is None:
+                    cells.append("-")
+                else:
+                    cells.append(f"{speedup(meds[a], meds[c], higher):.2f}x")
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+    return "\n".join(L) + "\n"
+
+
+def write_report(out, rows, facts, title="OpenSHMEM benchmarks", pairs=None):
+    targets = ordered([r["target"] for r in rows] + list(facts.get("targets", {})))
+    if pairs is None:
+        pairs = [(targets[0], t) for t in targets[1:]]
+    figs = draw(out, rows, targets) if rows else {}
+    (out / "summary.md").write_text(summary(rows, facts, targets, pairs, figs, title))
+
+
+# ---------------------------------------------------------------- compare and check
+
+def compare(a, b, out):
+    """Draws folders a and b against each other: targets named a:T and b:T."""
+    la, lb = a.name, b.name
+    if la == lb:
+        la, lb = "A", "B"
+    rows = []
+    for label, d in ((la, a), (lb, b)):
+        for r in load_rows(d / "results.csv"):
+            r["target"] = f"{label}:{r['target']}"
+            rows.append(r)
+    fa = json.loads((a / "facts.json").read_text())
+    fb = json.loads((b / "facts.json").read_text())
+    common = [t for t in fa.get("targets", {}) if t in fb.get("targets", {})]
+    facts = {"targets": {}, "date_utc": f"{fa.get('date_utc')} / {fb.get('date_utc')}",
+             "commit": f"{la}: {fa.get('commit')} / {lb}: {fb.get('commit')}",
+             "load_before": fa.get("load_before", []) + ["/"] + fb.get("load_before", []),
+             "cpus": fa.get("cpus"), "failed": fa.get("failed", []) + fb.get("failed", [])}
+    for label, f in ((la, fa), (lb, fb)):
+        for t, i in f.get("targets", {}).items():
+            facts["targets"][f"{label}:{t}"] = i
+    out.mkdir(parents=True, exist_ok=True)
+    pairs = [(f"{la}:{t}", f"{lb}:{t}") for t in common]
+    write_report(out, rows, facts, title=f"Comparison: {a} against {b}", pairs=pairs)
+    return 0
+
+
+def check(d, expect_targets):
+    """Is folder d complete? Returns a list of problems (empty: complete)."""
+    import osb
+    bad = []
+    facts = json.loads((d / "facts.json").read_text())
+    rows = load_rows(d / "results.csv")
+    tab = table(rows)
+    bad += [f"failure recorded: {f}" for f in facts.get("failed", [])]
+    if facts.get("interrupted"):
+        bad.append("the run was interrupted")
+    ran = list(facts.get("targets", {}))
+    for t in expect_targets:
+        if t not in ran:
+            bad.append(f"target {t} did not run ({facts.get('skipped', {}).get(t, 'not requested')})")
+    for t in ran:
+        skipped = facts.get("benchmark_skips", {}).get(t, {})
+        want = osb.expected_rows(facts["plan"], skipped)
+        have = {(k[1], k[2], k[3]) for k in tab if k[0] == t}
+        missing = sorted(want - have)
+        if missing:
+            bad.append(f"{t}: {len(missing)} expected rows missing, e.g. {missing[:3]}")
+        extra = sorted(have - want)
+        if extra:
+            bad.append(f"{t}: unexpected rows, e.g. {extra[:3]}")
+        for k, v in tab.items():
+            if k[0] != t:
+                continue
+            st = [v.get(s) for s in ("min", "median", "max")]
+            if None in st or not all(math.isfinite(x) and x > 0 for x in st) \
+                    or not st[0] <= st[1] <= st[2]:
+                bad.append(f"{t}: {k[1:]} has bad statistics {st}")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.image as mpimg
+    fams = {v["family"] for v in tab.values()}
+    for fam in sorted(fams):
+        png, svg = d / "fig" / f"{fam}.png", d / "fig" / f"{fam}.svg"
+        try:
+            img = mpimg.imread(png)
+            if img.ndim != 3 or img.shape[0] < 100 or img.shape[1] < 100 or img.std() == 0:
+                bad.append(f"{png}: not a plausible figure (shape {img.shape})")
+        except Exception as e:  # noqa: BLE001 - any decoding failure is the finding
+            bad.append(f"{png}: does not decode ({e})")
+        try:
+            if not ET.parse(svg).getroot().tag.endswith("svg"):
+                bad.append(f"{svg}: not an SVG document")
+        except (OSError, ET.ParseError) as e:
+            bad.append(f"{svg}: does not parse ({e})")
+    text = (d / "summary.md").read_text() if (d / "summary.md").exists() else ""
+    if not text:
+        bad.append("summary.md is missing or empty")
+    for t in ran + list(facts.get("skipped", {})):
+        if t not in text:
+            bad.append(f"summary.md does not name target {t}")
+    for fam in fams:
+        if f"fig/{fam}.png" not in text:
+            bad.append(f"summary.md does not show fig/{fam}.png")
+    return bad
+
+
+def main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(prog="scripts/bench")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compare", help="draw two result folders against each other")
+    c.add_argument("a", type=Path)
+    c.add_argument("b", type=Path)
+    c.add_argument("--out", type=Path, required=True)
+    k = sub.add_parser("check", help="is a result folder complete? (exit 1 if not)")
+    k.add_argument("dir", type=Path)
+    k.add_argument("--targets", default="", help="comma-separated targets that must have run")
+    a = ap.parse_args(argv)
+    if a.cmd == "compare":
+        for d in (a.a, a.b):
+            if not (d / "results.csv").exists():
+                sys.exit(f"bench compare: {d}/results.csv not found")
+        r = compare(a.a, a.b, a.out)
+        print(f"bench compare: figures and summary in {a.out}/ (summary.md)")
+        return r
+    problems = check(a.dir, [t for t in a.targets.split(",") if t])
+    for p in problems:
+        print(f"bench check: {p}")
+    if problems:
+        print(f"bench check: FAILED ({len(problems)} problems) in {a.dir}")
+        return 1
+    n = len(load_rows(a.dir / "results.csv"))
+    print(f"bench check: ok: {a.dir} has every expected row ({n} rows), figures decode, "
+          "the summary names every target")
+    return 0

@@ -1,0 +1,217 @@
+"""Tests of scripts/bench's Python half (run by `scripts/bench selftest`, in scripts/test-all).
+
+The pure parts on made-up rows: parsing, aggregation over rounds, the expected rows, the
+figures and summary, `check` (that it passes a complete folder and finds what is wrong in
+a broken one) and `compare`.  With OSB_TEST_PREFIX naming an installed gsas, also real runs: Ctrl-C
+(no process left, the results so far kept) and jobs that fail (reported, exit status 1).
+"""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+import osb
+import report
+
+HERE = Path(__file__).resolve().parent
+
+
+def fake_run(out, targets, plan, skip=None):
+    """A result folder as osb.main writes it, from made-up figures."""
+    raw = []
+    for ti, t in enumerate(targets):
+        for rnd in range(plan["rounds"]):
+            for b, s, n in sorted(osb.expected_rows(plan, (skip or {}).get(t, {}))):
+                fam = next((f for x, f in osb.P2P_SIZED if x == b), None)
+                fam = fam or ("amo" if b in osb.P2P_AMO else "app" if b == "gups" else "coll")
+                v = (1 + ti) * (1 + s / 1000) * n * (1 + rnd / 10)
+                raw.append({"round": rnd, "target": t, "benchmark": b, "family": fam,
+                            "size_bytes": s, "pes": n, "unit": "us", "median": v,
+                            "min": v * 0.9, "max": v * 1.2})
+    rows = osb.aggregate(raw)
+    osb.write_csv(out / "results.csv", rows)
+    facts = {"plan": plan, "quick": True, "cpus": 2, "load_before": ["0.1", "0.1", "0.1"],
+             "targets": {t: {"where_pe1_runs": "same node", "launch": "x"} for t in targets},
+             "skipped": {"peer-x": "not installed"}, "failed": [], "interrupted": False,
+             "benchmark_skips": skip or {}}
+    (out / "facts.json").write_text(json.dumps(facts))
+    report.write_report(out, rows, facts)
+    return rows
+
+
+class Pure(unittest.TestCase):
+    def test_parse_line(self):
+        kind, r = osb.parse_line("OSB\tput\tput_bw\t4096\t2\tMB/s\t10.5\t9\t11\n")
+        self.assertEqual(kind, "row")
+        self.assertEqual((r["benchmark"], r["size_bytes"], r["pes"], r["median"]),
+                         ("put", 4096, 2, 10.5))
+        self.assertEqual(osb.parse_line("OSB_SKIP\tput_signal\tneeds 1.5"),
+                         ("skip", ("put_signal", "needs 1.5")))
+        self.assertIsNone(osb.parse_line("some noise from a launcher"))
+        self.assertIsNone(osb.parse_line("OSB\ttoo\tfew"))
+
+    def test_aggregate_takes_median_of_medians_and_extremes(self):
+        raw = [{"target": "t", "benchmark": "b", "family": "f", "size_bytes": 8, "pes": 2,
+                "unit": "us", "median": m, "min": lo, "max": hi}
+               for m, lo, hi in ((3, 2, 4), (1, 0.5, 9), (2, 1.5, 2.5))]
+        got = {r["statistic"]: r["value"] for r in osb.aggregate(raw)}
+        self.assertEqual(got, {"median": 2, "min": 0.5, "max": 9})
+        two = osb.aggregate(raw[:2])
+        self.assertEqual([r["value"] for r in two if r["statistic"] == "median"], [2.0])
+
+    def test_expected_rows(self):
+        plan = osb.make_plan(True)
+        rows = osb.expected_rows(plan)
+        n_sizes, n_pes, n_coll = len(plan["sizes"]), len(plan["pes"]), len(plan["coll_sizes"])
+        self.assertEqual(len(rows), len(osb.P2P_SIZED) * n_sizes + len(osb.P2P_AMO)
+                         + n_pes * (1 + len(osb.COLL_SIZED) * n_coll + 1))
+        less = osb.expected_rows(plan, {"put_signal": "x"})
+        self.assertEqual(len(rows) - len(less), n_sizes)
+        self.assertEqual(len(osb.steps(plan)), 1 + 2 * n_pes)
+
+    def test_speedup_and_labels(self):
+        self.assertEqual(report.speedup(2.0, 1.0, False), 2.0)  # half the latency
+        self.assertEqual(report.speedup(2.0, 1.0, True), 0.5)   # half the bandwidth
+        self.assertEqual(report.size_label(4 << 20), "4 MiB")
+        self.assertEqual(report.size_label(1536), "1536 B")
+
+    def test_orphan_shm_objects_of_launchers_are_removed(self):
+        before = osb.shm_names()
+        pid = os.getpid()
+        orphan = Path(f"/dev/shm/ucx_shm_posix_osbtest_{pid}")
+        held = Path(f"/dev/shm/vader_segment.osbtest.{pid}")
+        foreign = Path(f"/dev/shm/osbtest-not-ours-{pid}")
+        for p in (orphan, held, foreign):
+            p.write_bytes(b"x")
+        try:
+            with open(held, "rb"):
+                gone, other = osb.remove_orphan_shm(before)
+            self.assertIn(orphan.name, gone)
+            self.assertFalse(orphan.exists())
+            self.assertTrue(held.exists(), "an object in use was removed")
+            self.assertIn(foreign.name, other)
+            self.assertTrue(foreign.exists(), "an object of unknown origin was removed")
+        finally:
+            for p in (orphan, held, foreign):
+                p.unlink(missing_ok=True)
+
+    def test_unknown_target_is_an_error(self):
+        with self.assertRaises(SystemExit):
+            osb.make_target("nonsense", Path("/nowhere"), None)
+        with self.assertRaises(SystemExit):
+            osb.make_target("peer:only-name", Path("/nowhere"), None)
+        t, why = osb.make_target("peer:x:/nonexistent/oshcc:oshrun", Path("/"), None)
+        self.assertIsNone(t)
+        self.assertIn("/nonexistent/oshcc", why)
+
+
+class Folder(unittest.TestCase):
+    """One made-up complete folder (drawing is the slow part), copied where a test breaks it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = Path(tempfile.mkdtemp(prefix="osb-test-"))
+        cls.plan = osb.make_plan(True)
+        cls.good = cls.tmp / "good"
+        cls.good.mkdir()
+        fake_run(cls.good, ["one", "two"], cls.plan, {"two": {"put_signal": "1.4"}})
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def copy(self, name):
+        d = self.tmp / name
+        shutil.copytree(self.good, d)
+        return d
+
+    def test_complete_folder_passes_check(self):
+        self.assertEqual(report.check(self.good, ["one", "two"]), [])
+        text = (self.good / "summary.md").read_text()
+        self.assertIn("two vs one", text)
+        self.assertIn("peer-x | **SKIPPED**", text)
+        self.assertIn("benchmark put_signal skipped", text)
+        for fam in report.FAMILIES:
+            self.assertTrue((self.good / "fig" / f"{fam}.svg").stat().st_size > 1000)
+
+    def test_check_finds_what_is_wrong(self):
+        d = self.copy("broken")
+        rows = report.load_rows(d / "results.csv")
+        kept = [r for r in rows if not (r["target"] == "two" and r["benchmark"] == "alltoall")]
+        osb.write_csv(d / "results.csv", kept)
+        (d / "fig" / "amo.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+        (d / "fig" / "coll.svg").write_text("<svg")
+        probs = "\n".join(report.check(d, ["one", "two", "three"]))
+        self.assertIn("two: ", probs)
+        self.assertIn("expected rows missing", probs)
+        self.assertIn("amo.png: does not decode", probs)
+        self.assertIn("coll.svg: does not parse", probs)
+        self.assertIn("target three did not run", probs)
+        (d / "summary.md").write_text("nothing here")
+        self.assertIn("summary.md does not name target one", "\n".join(report.check(d, [])))
+
+    def test_compare_two_folders(self):
+        a, b, out = self.copy("before"), self.copy("after"), self.tmp / "cmp"
+        self.assertEqual(report.compare(a, b, out), 0)
+        text = (out / "summary.md").read_text()
+        self.assertIn("after:one vs before:one", text)
+        self.assertIn("after:two vs before:two", text)
+        self.assertTrue((out / "fig" / "put_lat.png").exists())
+
+
+@unittest.skipUnless(os.environ.get("OSB_TEST_PREFIX"),
+                     "OSB_TEST_PREFIX (an installed gsas) is not set")
+class EndToEnd(unittest.TestCase):
+    def test_ctrl_c_keeps_results_and_leaves_nothing(self):
+        out = Path(tempfile.mkdtemp(prefix="osb-int-"))
+        try:
+            p = subprocess.Popen([sys.executable, str(HERE / "osb.py"), "--out", str(out),
+                                  "--target", "gsas-shm", "--prefix",
+                                  os.environ["OSB_TEST_PREFIX"], "--rounds", "1"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:  # until the first figures are in
+                raw = out / "raw.csv"
+                if raw.exists() and len(raw.read_text().splitlines()) > 5:
+                    break
+                self.assertIsNone(p.poll(), "the run ended before it could be interrupted")
+                time.sleep(0.1)
+            p.send_signal(signal.SIGINT)
+            text, _ = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 130, text)
+            self.assertIn("interrupted", text)
+            left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
+            self.assertEqual(left.stdout.strip(), "", "processes of the run are still alive")
+            with open(out / "results.csv") as f:
+                self.assertGreater(len(list(csv.DictReader(f))), 0)
+            self.assertIn("Interrupted", (out / "summary.md").read_text())
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def test_failing_jobs_are_reported_not_hidden(self):
+        out = Path(tempfile.mkdtemp(prefix="osb-fail-"))
+        try:
+            oshcc = Path(os.environ["OSB_TEST_PREFIX"]) / "bin/oshcc"
+            r = subprocess.run([sys.executable, str(HERE / "osb.py"), "--quick", "--out", str(out),
+                                "--target", f"peer:broken:{oshcc}:false"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("FAILED broken osb_p2p on 2 PEs: exit status 1", r.stderr)
+            self.assertIn("**FAILED** broken: osb_coll on 4 PEs", (out / "summary.md").read_text())
+            probs = "\n".join(report.check(out, ["broken"]))
+            self.assertIn("failure recorded", probs)
+            self.assertIn("expected rows missing", probs)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
