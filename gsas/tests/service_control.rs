@@ -14,7 +14,9 @@ use gsas::service::{
 use gsas::shm::{Segment, send_fds};
 use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, ClientError, Completion, HostRequest, Issued, OpError};
-use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
+use gsas_core::reliable::{
+    Config, HashIndex, PeerEvent, PeerSlot, Refusal, RefusalReason, Reliable, buffer_len,
+};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, SenderId};
 
@@ -60,6 +62,8 @@ type Layer<'a> = Reliable<'a, UdpTransport, 8, HashIndex<UdpPeer, 8>>;
 struct Remote<'a> {
     rel: Layer<'a>,
     client: Client<UdpPeer, 64, 1>,
+    /// Peer events of the layer so far.
+    events: Vec<PeerEvent<UdpPeer>>,
 }
 
 impl Remote<'_> {
@@ -77,7 +81,11 @@ impl Remote<'_> {
         while done.is_none() {
             assert!(t0.elapsed() < T, "no reply within {T:?}");
             self.rel.poll(epoch.elapsed().as_nanos() as u64).unwrap();
-            let Remote { rel, client } = self;
+            let Remote {
+                rel,
+                client,
+                events,
+            } = self;
             rel.recv(|_, bytes| {
                 client.handle_reply(bytes, |c| match c {
                     Completion::Data { data: d, .. } => data.extend_from_slice(d),
@@ -85,6 +93,17 @@ impl Remote<'_> {
                 });
             })
             .unwrap();
+            while let Some(ev) = rel.next_event() {
+                events.push(ev);
+                let (PeerEvent::Unreachable(p)
+                | PeerEvent::Restarted(p)
+                | PeerEvent::Refused(p, _)) = ev;
+                client.fail_peer(p, |c| {
+                    if let Completion::Done { result, .. } = c {
+                        done = Some(result);
+                    }
+                });
+            }
             std::thread::sleep(Duration::from_micros(50));
         }
         (done.unwrap(), data)
@@ -102,6 +121,7 @@ macro_rules! remote {
         let mut $name = Remote {
             rel,
             client: Client::new(SenderId::new(42).unwrap()),
+            events: Vec::new(),
         };
     };
 }
@@ -132,13 +152,25 @@ fn wrong_key_and_out_of_bounds_are_refused_and_counted() {
         Ok(Some(5))
     );
 
+    // A key no job here has: the service keeps no state for that peer and says so.
     let wrong = UdpPeer {
         addr: s.udp_addr(),
         key: key + 1,
     };
     assert_eq!(
         r.call(|c, t| c.read(t, wrong, 0, 4, at(0), 8)).0,
-        Err(OpError::Remote(ErrorCode::BadKey))
+        Err(OpError::Aborted)
+    );
+    assert_eq!(
+        r.events,
+        vec![PeerEvent::Refused(
+            wrong,
+            Refusal {
+                reason: RefusalReason::UnknownJob,
+                in_use: 0,
+                limit: 0
+            }
+        )]
     );
     assert_eq!(
         r.call(|c, t| c.read(t, svc, 0, 5, at(65536), 8)).0,
@@ -168,12 +200,13 @@ fn wrong_key_and_out_of_bounds_are_refused_and_counted() {
         Err(OpError::Remote(ErrorCode::NotSupported))
     );
     let st = query_stats(s.socket_path(), T).unwrap();
-    assert_eq!(st.get("refused.bad_key"), Some(1), "{st}");
+    assert_eq!(st.get("reliable.refused_unknown_job"), Some(1), "{st}");
+    assert_eq!(st.get("reliable.refusals_sent"), Some(1), "{st}");
     assert_eq!(st.get("refused.out_of_bounds"), Some(2), "{st}");
     assert_eq!(st.get("refused.misaligned"), Some(1), "{st}");
     assert_eq!(st.get("refused.no_segment"), Some(1), "{st}");
     assert_eq!(st.get("fork.refused"), Some(1), "{st}");
-    assert_eq!(st.get("requests.read"), Some(4), "{st}");
+    assert_eq!(st.get("requests.read"), Some(3), "{st}");
     assert_eq!(st.get("bytes.written"), Some(14), "{st}");
     assert_eq!(st.get("jobs.active"), Some(1), "{st}");
     assert_eq!(st.get("pes.active"), Some(1), "{st}");
@@ -425,33 +458,78 @@ fn jobs_are_reclaimed_on_death_and_on_leave() {
 }
 
 #[test]
-fn a_full_peer_table_is_recycled_when_no_job_is_left() {
-    let path = dir().join(format!("svc-recycle-{}.sock", std::process::id()));
+fn peers_are_bounded_per_job_and_freed_when_the_job_ends() {
+    let path = dir().join(format!("svc-peers-{}.sock", std::process::id()));
     let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
-    cfg.max_peers = 2;
+    cfg.max_peers = 6;
     let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    // One remote PE per call: its own socket, so its own peer.
     let read = |key: u64| {
         remote!(r);
         let svc = UdpPeer {
             addr: s.udp_addr(),
             key,
         };
-        r.call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, SEG_HEAP, 0).unwrap(), 8))
-            .0
+        let res = r
+            .call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, SEG_HEAP, 0).unwrap(), 8))
+            .0;
+        (res, r.events)
     };
-    // Job 1: two PEs' worth of UDP peers fill the table.
+    // A job of 1 PE may have 1 + 4 peers.
     let mut a = join(&s, 0, 30, 300, 1);
     a.create_segment(0, SEG_HEAP, 4096).unwrap();
-    assert_eq!(read(300), Ok(None));
-    assert_eq!(read(300), Ok(None));
-    a.leave(0, 30).unwrap();
-    // Job 2: a third peer is served because the layer started over.
+    for _ in 0..5 {
+        assert_eq!(read(300), (Ok(None), vec![]));
+    }
+    let (res, events) = read(300);
+    assert_eq!(res, Err(OpError::Aborted));
+    assert!(
+        matches!(
+            events[..],
+            [PeerEvent::Refused(
+                _,
+                Refusal {
+                    reason: RefusalReason::JobFull,
+                    in_use: 5,
+                    limit: 5
+                }
+            )]
+        ),
+        "{events:?}"
+    );
+    // Another job meanwhile gets the one slot left, then the table is full.
     let mut b = join(&s, 0, 31, 310, 1);
     b.create_segment(0, SEG_HEAP, 4096).unwrap();
-    assert_eq!(read(310), Ok(None));
+    assert_eq!(read(310), (Ok(None), vec![]));
+    let (res, events) = read(310);
+    assert_eq!(res, Err(OpError::Aborted));
+    assert!(
+        matches!(
+            events[..],
+            [PeerEvent::Refused(
+                _,
+                Refusal {
+                    reason: RefusalReason::TableFull,
+                    in_use: 6,
+                    limit: 6
+                }
+            )]
+        ),
+        "{events:?}"
+    );
     let st = b.stats().unwrap();
-    assert_eq!(st.get("udp.recycled"), Some(1), "{st}");
-    assert_eq!(st.get("reliable.unknown_peers"), Some(0), "{st}");
+    assert_eq!(st.get("peers.known"), Some(6), "{st}");
+    // Job A ends: its five peers are freed at once, and job B gets more.
+    a.leave(0, 30).unwrap();
+    assert_eq!(read(310), (Ok(None), vec![]));
+    let st = b.stats().unwrap();
+    assert_eq!(st.get("reliable.peers_released"), Some(5), "{st}");
+    assert_eq!(st.get("reliable.refused_job_full"), Some(1), "{st}");
+    assert_eq!(st.get("reliable.refused_table_full"), Some(1), "{st}");
+    assert_eq!(st.get("reliable.unknown_peers"), Some(2), "{st}");
+    assert_eq!(st.get("peers.known"), Some(2), "{st}");
+    assert_eq!(st.get("peers.limit"), Some(6), "{st}");
+    b.leave(0, 31).unwrap();
     s.stop().unwrap();
 }
 

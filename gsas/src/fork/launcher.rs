@@ -66,6 +66,8 @@ pub enum ForkError {
     Refused(ErrorCode),
     /// No answer within the deadline.
     NoAnswer(Duration),
+    /// The daemon's network layer would not keep state for this sender.
+    NoSlot(gsas_core::reliable::Refusal),
     /// The request could not be sent (socket or request error).
     Local(String),
 }
@@ -96,6 +98,10 @@ impl fmt::Display for ForkError {
                  daemon serves another node id; see its log)",
             ),
             ForkError::Refused(code) => write!(f, "gsas-atomicd refused the FORK: {code}"),
+            ForkError::NoSlot(r) => write!(
+                f,
+                "gsas-atomicd refused to keep state for this sender: {r} (remote FORK senders share 32 slots; retry later)"
+            ),
             ForkError::NoAnswer(d) => write!(
                 f,
                 "gsas-atomicd did not answer the FORK request within {:.1} s (is it running \
@@ -252,7 +258,10 @@ impl Sender {
                 }
             }
             while let Some(ev) = self.layer.next_event() {
-                let (PeerEvent::Unreachable(peer) | PeerEvent::Restarted(peer)) = ev;
+                let (peer, refusal) = match ev {
+                    PeerEvent::Unreachable(peer) | PeerEvent::Restarted(peer) => (peer, None),
+                    PeerEvent::Refused(peer, r) => (peer, Some(r)),
+                };
                 let mut failed = Vec::new();
                 self.client.fail_peer(peer, |c| {
                     if let Completion::Done { tag, .. } = c {
@@ -260,7 +269,10 @@ impl Sender {
                     }
                 });
                 for i in failed {
-                    results[i] = Some(Err(ForkError::NoAnswer(t0.elapsed())));
+                    results[i] = Some(Err(match refusal {
+                        Some(r) => ForkError::NoSlot(r),
+                        None => ForkError::NoAnswer(t0.elapsed()),
+                    }));
                 }
             }
             if next == targets.len() && results.iter().all(Option::is_some) {

@@ -692,11 +692,7 @@ impl Node {
             (
                 ClientError::Transport(gsas_core::transport::TransportError::Unreachable),
                 Route::Net(p),
-            ) => NodeError::Unreachable {
-                node,
-                addr: p.addr,
-                waited: remote.book.deadline,
-            },
+            ) => remote.book.peer_error(node, p.addr),
             (e, _) => NodeError::Transport(format!("{desc}: {e}")),
         }
     }

@@ -11,12 +11,12 @@
 //!
 //! Thread-safety: [`Remote`] is a plain value behind the node's mutex.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::time::Duration;
 
 use gsas_core::client::{Client, ClientError, Completion, OpError, OpHandle};
-use gsas_core::reliable::PeerEvent;
+use gsas_core::reliable::{PeerEvent, Refusal};
 use gsas_core::transport::{Transport, TransportError};
 
 use crate::poll::monotonic_ns;
@@ -128,8 +128,10 @@ pub(crate) struct Book {
     free: Vec<usize>,
     /// First error of a non-blocking operation, per context.
     pub(crate) ctx_error: Vec<Option<NodeError>>,
-    /// Services declared unreachable (or restarted under us).
+    /// Services declared unreachable (or restarted under us, or refusing us).
     pub(crate) failed: HashSet<NetAddr>,
+    /// Services that refused to keep state for this PE, and why.
+    pub(crate) refused: HashMap<NetAddr, Refusal>,
     /// Deadline of the reliability layer, for messages.
     pub(crate) deadline: Duration,
     /// Records of writes with fragments left to send.
@@ -174,6 +176,22 @@ impl Book {
         r
     }
 
+    /// The error for a failed service: refused us (with the reason), or unreachable.
+    pub(crate) fn peer_error(&self, node: u16, addr: NetAddr) -> NodeError {
+        match self.refused.get(&addr) {
+            Some(&refusal) => NodeError::PeerRefused {
+                node,
+                addr,
+                refusal,
+            },
+            None => NodeError::Unreachable {
+                node,
+                addr,
+                waited: self.deadline,
+            },
+        }
+    }
+
     /// The error an operation of `record` ended with.
     pub(crate) fn op_error(&self, record: &Record, e: OpError) -> NodeError {
         let failed_peer = match record.route {
@@ -186,11 +204,7 @@ impl Book {
                 node: record.node,
                 code,
             },
-            (OpError::Aborted, Some(addr)) => NodeError::Unreachable {
-                node: record.node,
-                addr,
-                waited: self.deadline,
-            },
+            (OpError::Aborted, Some(addr)) => self.peer_error(record.node, addr),
             (OpError::Aborted, None) => {
                 NodeError::Transport(format!("{} was abandoned", record.desc))
             }
@@ -355,6 +369,14 @@ impl Remote {
                 }
                 PeerEvent::Restarted(p) => {
                     log::warn!("service at {} restarted; its operations are lost", p.addr);
+                    p
+                }
+                PeerEvent::Refused(p, r) => {
+                    log::error!(
+                        "the atomic service at {} refused this PE: {r}; see its log",
+                        p.addr
+                    );
+                    self.book.refused.insert(p.addr, r);
                     p
                 }
             };

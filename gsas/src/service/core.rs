@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{self, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use gsas_core::reliable::PeerEvent;
+use gsas_core::reliable::{PeerEvent, RefusalReason};
 use gsas_core::service::{Prepared, Segment as EngineSegment, Service as Engine};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_core::wire::{
@@ -31,6 +31,7 @@ use crate::transport::shmring::{RingConfig, RingPeer, ShmRing};
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
 use super::net::{OwnedReliable, reliable_config};
+use super::peers::{JobIndex, job_share};
 use super::proto::{
     ControlReply, ControlRequest, ExanetInfo, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING,
     SEG_SYNC, SEGMENTS, ServiceInfo,
@@ -64,8 +65,12 @@ const BLOCK_IDLE: Duration = Duration::from_millis(100);
 const CONTROL_SEND_TIMEOUT: Duration = Duration::from_millis(500);
 /// Jobs whose end is remembered (for the message a late request gets).
 const TOMBSTONES: usize = 64;
+/// How often idle peers are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Refusals of one kind logged at warn one by one before only powers of two are.
+const LOGGED_REFUSALS: u64 = 8;
 
-type Udp = OwnedReliable<NetTransport, UDP_WINDOW>;
+type Udp = OwnedReliable<NetTransport, UDP_WINDOW, JobIndex>;
 type EngineT = Engine<ShmMemory, MAX_SEGMENTS>;
 
 /// A PE of a job.
@@ -178,8 +183,10 @@ pub(crate) struct Core {
     max_reply: usize,
     /// Total bytes of segments allowed, and where the limit comes from (for messages).
     memory_limit: (u64, &'static str),
-    /// The UDP layer should be rebuilt once no job is left (its peer table filled up).
-    recycle_udp: bool,
+    /// When idle peers were last looked for.
+    last_sweep: Instant,
+    /// Refusals of the network layer already logged (job full, table full, host full).
+    refusals_logged: u64,
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
@@ -261,8 +268,14 @@ fn new_udp(cfg: &ServiceConfig) -> Result<(Udp, Option<WakeLine>), ServiceError>
         }
     };
     let rc = reliable_config(cfg.deadline);
-    let layer = OwnedReliable::new(net, rc, cfg.max_peers.max(1), UDP_FRAMES)
-        .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
+    let layer = OwnedReliable::with_index(
+        net,
+        rc,
+        cfg.max_peers.max(1),
+        UDP_FRAMES,
+        JobIndex::default(),
+    )
+    .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
     Ok((layer, line))
 }
 
@@ -359,7 +372,8 @@ impl Core {
             pid,
             max_reply,
             memory_limit,
-            recycle_udp: false,
+            last_sweep: Instant::now(),
+            refusals_logged: 0,
         })
     }
 
@@ -381,6 +395,8 @@ impl Core {
 
     pub(crate) fn set_fork_handler(&mut self, handler: Box<dyn ForkHandler>) {
         self.fork = Some(handler);
+        // FORK senders talk to us before their job exists here.
+        self.udp.index_mut().serve_host_actions(true);
     }
 
     pub(crate) fn set_signals(&mut self, signals: SignalFd) {
@@ -405,8 +421,8 @@ impl Core {
                 log::info!("{}: shutting down", self.cfg.name);
                 return Ok(());
             }
-            if self.recycle_udp && self.jobs.is_empty() && self.udp_pending.is_empty() {
-                self.recycle_udp()?;
+            if self.last_sweep.elapsed() >= SWEEP_EVERY {
+                self.sweep_peers();
             }
             let busy = self.step()?;
             let now = Instant::now();
@@ -462,36 +478,59 @@ impl Core {
         }
     }
 
-    /// Replaces the UDP layer by a fresh one on the same address (new epoch, empty peer
-    /// table). The reliability layer never frees a peer's slot, and every PE socket of every
-    /// job is a peer; a long-running daemon therefore starts over when no job is left and
-    /// half of its table is used.
-    fn recycle_udp(&mut self) -> Result<(), ServiceError> {
-        self.recycle_udp = false;
-        let known = self.udp.peers_known();
-        let mut cfg = self.cfg.clone();
-        cfg.udp_bind = self.udp_addr;
-        // The old socket (and Exanet endpoint) must be closed before they can be opened
-        // again.
-        let (placeholder, _) = new_udp(&ServiceConfig {
-            udp_bind: SocketAddr::new(self.udp_addr.ip(), 0),
-            max_peers: 1,
-            exanet: None,
-            ..cfg.clone()
-        })?;
-        drop(std::mem::replace(&mut self.udp, placeholder));
-        self.wake_line = None;
-        let (udp, wake_line) = new_udp(&cfg)?;
-        self.udp = udp;
-        self.wake_line = wake_line;
-        self.counters.udp_recycled += 1;
-        log::info!(
-            "{}: no job left and {known} of {} UDP peers known: started a fresh UDP layer on {}",
-            self.cfg.name,
-            self.udp.peer_capacity(),
-            self.udp_addr
-        );
-        Ok(())
+    /// Frees the slots of network peers that fell silent: idle (nothing in flight or
+    /// owed) and not heard from for twice the deadline. A peer that comes back is
+    /// admitted again (its job permitting) and continues where it was.
+    fn sweep_peers(&mut self) {
+        self.last_sweep = Instant::now();
+        let silence =
+            u64::try_from(self.cfg.deadline.as_nanos().saturating_mul(2)).unwrap_or(u64::MAX);
+        let freed = self.udp.release_silent(silence, |_| true);
+        if freed > 0 {
+            log::debug!(
+                "{}: freed {freed} network peers silent for {:.1} s ({} of {} in use)",
+                self.cfg.name,
+                silence as f64 / 1e9,
+                self.udp.index().len(),
+                self.udp.peer_capacity()
+            );
+        }
+    }
+
+    /// Logs what the network layer refused since the last call: a full job share, table
+    /// or host share at warn (the first few, then every power of two), an unknown job key
+    /// at debug (that is what a flood of garbage looks like; it is counted either way).
+    fn log_refusals(&mut self) {
+        let Some((peer, r)) = self.udp.index_mut().take_refusal() else {
+            return;
+        };
+        if r.reason == RefusalReason::UnknownJob {
+            log::debug!(
+                "{}: refused network peer {} (job key {:#x}): {r}",
+                self.cfg.name,
+                peer.addr,
+                peer.key
+            );
+            return;
+        }
+        self.refusals_logged += 1;
+        let n = self.refusals_logged;
+        if n <= LOGGED_REFUSALS || n.is_power_of_two() {
+            let st = self.udp.stats();
+            log::warn!(
+                "{}: refused network peer {} (job key {:#x}): {r}; peer table {} of {} in use, {} jobs; refused so far: {} job full, {} table full, {} host full, {} unknown job",
+                self.cfg.name,
+                peer.addr,
+                peer.key,
+                self.udp.index().len(),
+                self.udp.peer_capacity(),
+                self.jobs.len(),
+                st.refused_job_full,
+                st.refused_table_full,
+                st.refused_host_full,
+                st.refused_unknown_job
+            );
+        }
     }
 
     /// Drives timers and serves UDP and every ring once. Returns whether anything moved.
@@ -555,6 +594,7 @@ impl Core {
             self.rings.remove(i);
         }
         self.udp.flush().map_err(udp_err)?;
+        self.log_refusals();
         while let Some(ev) = self.udp.next_event() {
             match ev {
                 PeerEvent::Unreachable(p) => log::info!(
@@ -566,6 +606,12 @@ impl Core {
                 PeerEvent::Restarted(p) => {
                     log::debug!("{}: peer {} restarted", self.cfg.name, p.addr)
                 }
+                PeerEvent::Refused(p, r) => log::warn!(
+                    "{}: peer {} (job key {:#x}) refused us: {r}",
+                    self.cfg.name,
+                    p.addr,
+                    p.key
+                ),
             }
         }
         Ok(busy)
@@ -1042,6 +1088,8 @@ impl Core {
                 },
             );
             self.counters.jobs_started += 1;
+            let share = job_share(info.npes, self.udp.peer_capacity());
+            self.udp.index_mut().admit_job(job_key, share);
             log::info!(
                 "{}: job {job_id:016x} started ({} PEs in total, uid {})",
                 self.cfg.name,
@@ -1454,8 +1502,8 @@ impl Core {
             self.tombstones.pop_front();
         }
         self.tombstones.push_back((job.key, reason));
-        if self.jobs.is_empty() && self.udp.peers_known() * 2 > self.udp.peer_capacity() {
-            self.recycle_udp = true;
+        for peer in self.udp.index_mut().forget_job(key) {
+            self.udp.release_peer(peer);
         }
     }
 
@@ -1470,6 +1518,10 @@ impl Core {
             segments: self.engine.segments().len() as u64 + self.rings.len() as u64,
             memory: self.memory_used,
             connections: self.conns.iter().flatten().count() as u64,
+            peers: self.udp.index().len() as u64,
+            host_peers: self.udp.index().host_peers() as u64,
+            peer_limit: self.udp.peer_capacity() as u64,
+            memory_limit: self.memory_limit.0,
         }
     }
 

@@ -70,6 +70,8 @@ pub enum Command {
     Stats {
         /// Its control socket.
         socket: PathBuf,
+        /// `--explain`: each line with its kind (counter or gauge) and meaning.
+        explain: bool,
     },
     /// `--help`.
     Help,
@@ -86,7 +88,7 @@ Usage:
   gsas-atomicd --config FILE --node ID [--log-level LEVEL]
   gsas-atomicd --listen ADDR:PORT --socket PATH [--node ID] [--fork-secret FILE]
                [--log-level LEVEL]
-  gsas-atomicd --stats SOCKET        (also: gsas-atomicd stats SOCKET)
+  gsas-atomicd --stats SOCKET [--explain]     (also: gsas-atomicd stats SOCKET)
 
 Serves remote reads, writes and atomics for the PEs of this node over UDP or Exanet,
 and hands out their shared memory over the Unix control socket. With --config, the
@@ -110,14 +112,16 @@ Options:
   --socket PATH       control socket path (without --config)
   --fork-secret FILE  serve remote FORK signed with the secret in FILE (with --listen)
   --log-level LEVEL   off, error, warn, info, debug or trace (default: GSAS_LOG, or info)
-  --stats SOCKET      print the counters of the service at SOCKET and exit
+  --stats SOCKET      print the counters of the service at SOCKET and exit; counters
+                      only grow for the life of the service, gauges say how things are
+  --explain           with --stats: print each line's kind and meaning beside it
   -h, --help          print this help
   -V, --version       print the version
 
 Examples:
   gsas-atomicd --config /etc/gsas/cluster.toml --node 2
   gsas-atomicd --listen 127.0.0.1:7470 --socket /tmp/gsas-node0.sock
-  gsas-atomicd --stats /run/gsas/atomicd.sock
+  gsas-atomicd --stats /run/gsas/atomicd.sock --explain
 "
     .into()
 }
@@ -131,11 +135,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
     let mut socket = None;
     let mut log_level = None;
     let mut stats = None;
+    let mut explain = false;
     let mut fork_secret = None;
     if it.peek().is_some_and(|a| a == "stats") {
         it.next();
         let s = it.next().ok_or("stats needs the service's socket path")?;
-        return Ok(Command::Stats { socket: s.into() });
+        let explain = match it.next() {
+            None => false,
+            Some(a) if a == "--explain" => true,
+            Some(a) => return Err(format!("unknown argument {a:?} after stats SOCKET")),
+        };
+        return Ok(Command::Stats {
+            socket: s.into(),
+            explain,
+        });
     }
     while let Some(arg) = it.next() {
         let a = arg.to_string_lossy().into_owned();
@@ -169,6 +182,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
             }
             "--socket" => socket = Some(PathBuf::from(value("--socket")?)),
             "--stats" => stats = Some(PathBuf::from(value("--stats")?)),
+            "--explain" => explain = true,
             "--fork-secret" => fork_secret = Some(PathBuf::from(value("--fork-secret")?)),
             "--log-level" => {
                 let v = value("--log-level")?;
@@ -180,7 +194,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
         }
     }
     if let Some(socket) = stats {
-        return Ok(Command::Stats { socket });
+        return Ok(Command::Stats { socket, explain });
+    }
+    if explain {
+        return Err("--explain goes with --stats SOCKET".into());
     }
     match (config, listen, socket) {
         (Some(_), _, _) if fork_secret.is_some() => Err(
@@ -345,8 +362,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             println!("gsas-atomicd (gsas) {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }
-        Command::Stats { socket } => {
+        Command::Stats { socket, explain } => {
             return match super::query_stats(&socket, Duration::from_secs(5)) {
+                Ok(report) if explain => {
+                    print!("{}", report.explained());
+                    0
+                }
                 Ok(report) => {
                     print!("{report}");
                     0
@@ -539,15 +560,18 @@ mod tests {
         assert_eq!(
             p(&["stats", "/tmp/s"]).unwrap(),
             Command::Stats {
-                socket: "/tmp/s".into()
+                socket: "/tmp/s".into(),
+                explain: false
             }
         );
         assert_eq!(
-            p(&["--stats", "/tmp/s"]).unwrap(),
+            p(&["--stats", "/tmp/s", "--explain"]).unwrap(),
             Command::Stats {
-                socket: "/tmp/s".into()
+                socket: "/tmp/s".into(),
+                explain: true
             }
         );
+        assert!(p(&["--explain"]).unwrap_err().contains("--stats"));
         assert_eq!(p(&["-h"]).unwrap(), Command::Help);
     }
 

@@ -86,6 +86,7 @@ pub mod client;
 mod core;
 pub mod daemon;
 pub(crate) mod net;
+mod peers;
 pub mod proto;
 pub mod socket;
 pub mod stats;
