@@ -45,7 +45,11 @@ impl PeerIndex<usize> for Gate {
             limit: 1,
         };
         if let Some(v) = self.evict.take() {
-            return Admission::Replace(v, r);
+            return Admission::Replace {
+                victim: v,
+                quiet_ns: 1_000_000_000,
+                refusal: r,
+            };
         }
         if self.allowed.contains(&peer) {
             Admission::Admit

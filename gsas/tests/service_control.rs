@@ -110,14 +110,39 @@ impl Remote<'_> {
     }
 }
 
+/// A new epoch for every client layer: a socket may get the port of a closed one, and a
+/// new layer with the old epoch would look like the old one to the service.
+fn fresh_epoch() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // The wall clock in ns (what services and PEs use), made distinct per call.
+    gsas::service::reliable_config(T).epoch
+        + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 macro_rules! remote {
     ($name:ident) => {
-        let udp = UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default()).unwrap();
+        remote!($name, UdpConfig::default().mtu);
+    };
+    ($name:ident, $mtu:expr) => {
+        let udp = UdpTransport::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            UdpConfig {
+                mtu: $mtu,
+                ..UdpConfig::default()
+            },
+        )
+        .unwrap();
         let mtu = udp.capabilities().mtu;
         let mut peers: Vec<PeerSlot<UdpPeer, 8>> = (0..4).map(|_| PeerSlot::new()).collect();
         let mut buf = vec![0u8; buffer_len(mtu, mtu, 16)];
-        let rel = Reliable::with_index(udp, Config::new(7), &mut peers, &mut buf, HashIndex::new())
-            .unwrap();
+        let rel = Reliable::with_index(
+            udp,
+            Config::new(fresh_epoch()),
+            &mut peers,
+            &mut buf,
+            HashIndex::new(),
+        )
+        .unwrap();
         let mut $name = Remote {
             rel,
             client: Client::new(SenderId::new(42).unwrap()),
@@ -635,5 +660,287 @@ fn remote_updates_ring_the_bell_of_the_pe_they_update() {
     let joined = c.join(0, 2, key + 1, JoinInfo { npes: 1, ..info }).unwrap();
     assert_eq!(joined.info.bell, Some(bells[0].1.min(bells[1].1)));
     c.leave(0, 2).unwrap();
+    s.stop().unwrap();
+}
+
+/// Sends `n` well-formed reliability frames from one socket to `to`, each with a fresh
+/// pseudo-random job key and sender epoch: every third one a data frame carrying a request,
+/// the others bare acknowledgements. Pauses a little every 32 frames so that the service's
+/// socket buffer does not overflow (a dropped datagram would not test anything).
+fn flood(to: SocketAddr, n: usize, mut seed: u64) {
+    use gsas_core::reliable::frame::{AckRepr, Frame, FrameRepr, HEADER_LEN, emit_packet_prefix};
+    use gsas_core::reliable::seq::Seq;
+    let mut udp = UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default()).unwrap();
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for i in 0..n {
+        let key = next() | 1;
+        let data = i % 3 == 0;
+        let repr = FrameRepr {
+            epoch: next() | 1,
+            dest_epoch: 0,
+            seq: data.then_some(Seq(i as u32)),
+            base: Seq(i as u32),
+            ack: (!data).then_some(AckRepr {
+                cum: Seq(0),
+                sack: 0,
+            }),
+        };
+        let len = if data {
+            HEADER_LEN + 2 + 32
+        } else {
+            HEADER_LEN
+        };
+        let peer = UdpPeer { addr: to, key };
+        udp.send(peer, len, |b| {
+            repr.emit(&mut Frame::new_unchecked(&mut *b));
+            if data {
+                emit_packet_prefix(&mut b[HEADER_LEN..], 32)
+                    .unwrap()
+                    .fill(0x5a);
+            }
+        })
+        .unwrap();
+        if i % 32 == 31 {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+/// A fork handler that refuses everything: installing it opens the host share of the
+/// peer table (peers of unknown keys get a slot, for remote FORK).
+struct NoFork;
+
+impl gsas::service::ForkHandler for NoFork {
+    fn fork(
+        &mut self,
+        _: SocketAddr,
+        _: u64,
+        _: gsas_core::wire::Fragment,
+        _: &[u8],
+    ) -> Result<(), ErrorCode> {
+        Err(ErrorCode::NotSupported)
+    }
+}
+
+#[test]
+fn a_flood_of_frames_with_random_keys_locks_no_one_out() {
+    const FLOOD: usize = 3000;
+    for host_share in [false, true] {
+        let path = dir().join(format!("svc-flood{host_share}-{}.sock", std::process::id()));
+        let mut svc =
+            Service::bind(ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path)).unwrap();
+        if host_share {
+            svc.set_fork_handler(Box::new(NoFork));
+        }
+        let s = svc.spawn().unwrap();
+        let key = 0xf100d;
+        let mut pe = join(&s, 0, 40, key, 2);
+        pe.create_segment(0, SEG_HEAP, 4096).unwrap();
+        let to = UdpPeer {
+            addr: s.udp_addr(),
+            key,
+        };
+        let counter = GlobalAddr::new(0, SEG_HEAP, 0).unwrap();
+        let fadd = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
+        // During the flood: a PE of the job counts exactly.
+        let addr = s.udp_addr();
+        let t0 = Instant::now();
+        let flooder = std::thread::spawn(move || flood(addr, FLOOD, 0x0123_4567_89ab_cdef));
+        remote!(r);
+        let mut expect = 0;
+        while !flooder.is_finished() || expect < 50 {
+            let (res, _) = r.call(|c, t| c.atomic(t, to, 0, 1, counter, fadd, 1, 0));
+            assert_eq!(
+                res,
+                Ok(Some(expect)),
+                "during the flood (host share {host_share})"
+            );
+            expect += 1;
+        }
+        flooder.join().unwrap();
+        let flood_time = t0.elapsed();
+        // After it: a PE of the job that never spoke before, and a new job, are served.
+        remote!(late);
+        let (res, _) = late.call(|c, t| c.atomic(t, to, 0, 1, counter, fadd, 1, 0));
+        assert_eq!(res, Ok(Some(expect)));
+        let mut other = join(&s, 0, 41, key + 2, 1);
+        other.create_segment(0, SEG_HEAP, 4096).unwrap();
+        let to_other = UdpPeer {
+            addr: s.udp_addr(),
+            key: key + 2,
+        };
+        let (res, _) = late.call(|c, t| c.read(t, to_other, 0, 2, counter, 8));
+        assert_eq!(res, Ok(None));
+        let st = other.stats().unwrap();
+        let received = st.get("udp.datagrams_received").unwrap();
+        // Every flood frame reached the layer (none lost in the socket buffer), and each
+        // was refused (no host share) or given a host slot that the next one took over.
+        if host_share {
+            // Bare acks leave their host slot idle, so the next key takes it over; a
+            // request leaves it busy (its reply unacknowledged) for a second, and keys
+            // arriving meanwhile are refused: every frame is accounted for.
+            let host = st.get("peers.host").unwrap();
+            assert!(host <= 32, "{st}");
+            let released = st.get("reliable.peers_released").unwrap();
+            let refused = st.get("reliable.refused_host_full").unwrap();
+            assert_eq!(released + host + refused, FLOOD as u64, "{st}");
+            assert!(released > 0, "{st}");
+        } else {
+            assert_eq!(
+                st.get("reliable.refused_unknown_job"),
+                Some(FLOOD as u64),
+                "{st}"
+            );
+            assert_eq!(st.get("reliable.unknown_peers"), Some(FLOOD as u64), "{st}");
+            // Only data frames are answered, and at most 64 per 100 ms.
+            let sent = st.get("reliable.refusals_sent").unwrap();
+            let windows = flood_time.as_millis() as u64 / 100 + 2;
+            assert!(
+                sent > 0 && sent <= (FLOOD as u64).div_ceil(3).min(64 * windows),
+                "{st}"
+            );
+        }
+        assert!(received >= FLOOD as u64, "{st}");
+        assert!(st.get("peers.known").unwrap() <= 3 + 32, "{st}");
+        assert_eq!(st.get("jobs.active"), Some(2), "{st}");
+        pe.leave(0, 40).unwrap();
+        other.leave(0, 41).unwrap();
+        // Counters survive every job ending: the record of the flood stays.
+        let st2 = query_stats(s.socket_path(), T).unwrap();
+        for name in [
+            "reliable.unknown_peers",
+            "reliable.peers_released",
+            "udp.datagrams_received",
+        ] {
+            assert!(
+                st2.get(name).unwrap() >= st.get(name).unwrap(),
+                "{name}: {st2}"
+            );
+        }
+        // Only the host peers of the flood are left, until they fall silent.
+        assert_eq!(st2.get("peers.known"), st2.get("peers.host"), "{st2}");
+        if !host_share {
+            assert_eq!(st2.get("peers.known"), Some(0), "{st2}");
+        }
+        s.stop().unwrap();
+    }
+}
+
+#[test]
+fn two_thousand_short_jobs_beside_a_long_one() {
+    // A small peer table (64) so that a table that is freed only when no job is left
+    // would fill after 8 jobs of 8 remote PEs; each job here has 1 local PE and 8 remote
+    // ones (each its own socket), and one long job runs throughout.
+    const JOBS: u64 = 2000;
+    const REMOTE_PES: usize = 8;
+    let path = dir().join(format!("svc-loop-{}.sock", std::process::id()));
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
+    cfg.max_peers = 64;
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    let long_key = 0x1000;
+    let mut long = join(&s, 0, 1, long_key, 2);
+    long.create_segment(0, SEG_HEAP, 4096).unwrap();
+    remote!(long_pe, 2048);
+    let long_to = UdpPeer {
+        addr: s.udp_addr(),
+        key: long_key,
+    };
+    let at = GlobalAddr::new(0, SEG_HEAP, 0).unwrap();
+    let fadd = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
+    assert_eq!(
+        long_pe
+            .call(|c, t| c.atomic(t, long_to, 0, 1, at, fadd, 1, 0))
+            .0,
+        Ok(Some(0))
+    );
+    let mut peers = 0;
+    for job in 0..JOBS {
+        let key = 0x10_0000 + job;
+        let mut local = join(&s, 0, 100 + job, key, 1 + REMOTE_PES as u32);
+        local.create_segment(0, SEG_HEAP, 4096).unwrap();
+        let to = UdpPeer {
+            addr: s.udp_addr(),
+            key,
+        };
+        let mut ports = std::collections::HashSet::new();
+        for k in 0..REMOTE_PES {
+            remote!(pe, 2048);
+            ports.insert(pe.rel.inner().local_addr());
+            let (res, _) = pe.call(|c, t| c.atomic(t, to, 0, 1, at, fadd, 1, 0));
+            assert_eq!(res, Ok(Some(k as u64)), "job {} of {JOBS}", job + 1);
+        }
+        // A socket may get the port of the job's previous one: then it is the same peer.
+        peers += ports.len() as u64;
+        local.leave(0, 100 + job).unwrap();
+    }
+    // The long job's PE is still served, and nothing was refused along the way.
+    assert_eq!(
+        long_pe
+            .call(|c, t| c.atomic(t, long_to, 0, 1, at, fadd, 1, 0))
+            .0,
+        Ok(Some(1))
+    );
+    let st = long.stats().unwrap();
+    assert_eq!(st.get("jobs.ended"), Some(JOBS), "{st}");
+    assert_eq!(st.get("reliable.unknown_peers"), Some(0), "{st}");
+    // Every short job's peers were freed when it ended (and the long job's PE perhaps
+    // after its silence).
+    let released = st.get("reliable.peers_released").unwrap();
+    assert!(released == peers || released == peers + 1, "{peers}: {st}");
+    assert_eq!(st.get("peers.known"), Some(1), "{st}");
+    long.leave(0, 1).unwrap();
+    s.stop().unwrap();
+}
+
+#[test]
+fn a_peer_freed_after_silence_is_served_when_it_comes_back() {
+    let path = dir().join(format!("svc-silent-{}.sock", std::process::id()));
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
+    // Peers silent for twice the deadline are freed (looked for every second).
+    cfg.deadline = Duration::from_millis(300);
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    let key = 0x5113_0001;
+    let mut local = join(&s, 0, 50, key, 2);
+    local.create_segment(0, SEG_HEAP, 4096).unwrap();
+    let to = UdpPeer {
+        addr: s.udp_addr(),
+        key,
+    };
+    let at = GlobalAddr::new(0, SEG_HEAP, 0).unwrap();
+    let fadd = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
+    remote!(pe);
+    for round in 0..3u64 {
+        assert_eq!(
+            pe.call(|c, t| c.atomic(t, to, 0, 1, at, fadd, 1, 0)).0,
+            Ok(Some(round)),
+            "round {round}"
+        );
+        let until = Instant::now() + T;
+        loop {
+            let st = local.stats().unwrap();
+            if st.get("reliable.peers_released") == Some(round + 1) {
+                assert_eq!(st.get("peers.known"), Some(0), "{st}");
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "the silent peer was not freed: {st}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(
+        pe.call(|c, t| c.atomic(t, to, 0, 1, at, fadd, 1, 0)).0,
+        Ok(Some(3))
+    );
+    let st = local.stats().unwrap();
+    assert_eq!(st.get("reliable.duplicates"), Some(0), "{st}");
+    assert_eq!(st.get("peers.known"), Some(1), "{st}");
+    local.leave(0, 50).unwrap();
     s.stop().unwrap();
 }

@@ -793,12 +793,20 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         match self.index.admit(peer, cap) {
             Admission::Admit => {}
             Admission::Refuse(r) => return Err(r),
-            Admission::Replace(victim, r) => {
+            Admission::Replace {
+                victim,
+                quiet_ns,
+                refusal,
+            } => {
+                let now = self.now;
                 let slot = self
                     .index
                     .find(victim, cap)
-                    .filter(|&s| self.peers[s].is_releasable())
-                    .ok_or(r)?;
+                    .filter(|&s| {
+                        let p = &self.peers[s];
+                        p.is_releasable() || now.saturating_sub(p.last_heard) >= quiet_ns
+                    })
+                    .ok_or(refusal)?;
                 self.release_slot(slot, victim);
             }
         }

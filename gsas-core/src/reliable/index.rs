@@ -15,10 +15,17 @@ use super::Refusal;
 pub enum Admission<P> {
     /// Give it a slot (if the table has a free one).
     Admit,
-    /// Give it the slot of `victim` (already known to the index) if that peer is idle:
-    /// nothing in flight, nothing owed, no unreported event. Otherwise refuse with the
-    /// refusal given.
-    Replace(P, Refusal),
+    /// Give it the slot of `victim` (already known to the index) if that peer is idle
+    /// (nothing in flight, nothing owed, no unreported event) or has not been heard from
+    /// for `quiet_ns` (its frames are then abandoned). Otherwise refuse with `refusal`.
+    Replace {
+        /// The peer whose slot is offered.
+        victim: P,
+        /// How long the victim must have been silent to be evicted while busy.
+        quiet_ns: u64,
+        /// The answer if the victim may not be evicted.
+        refusal: Refusal,
+    },
     /// Refuse: the peer gets no slot and its frames are dropped.
     Refuse(Refusal),
 }

@@ -127,8 +127,8 @@
 //!
 //! Slots are freed by [`Reliable::release_peer`] (the owner's decision, e.g. the job
 //! ended: its frames are abandoned), by [`Reliable::release_silent`] (idle peers not heard
-//! from for a given time), or by eviction of an idle peer the index names
-//! ([`Admission::Replace`]). A freed peer that shows up again gets a fresh slot: its frames
+//! from for a given time), or by eviction of a peer the index names that is idle or has
+//! been silent for long enough ([`Admission::Replace`]). A freed peer that shows up again gets a fresh slot: its frames
 //! carry its cumulative ack of ours, and the new slot continues our numbering just above
 //! it, so the peer takes our next frame as new. The peer's old frames are forgotten with
 //! the slot; frames it already had acknowledged are never sent again by an honest peer,

@@ -597,12 +597,18 @@ impl Core {
         self.log_refusals();
         while let Some(ev) = self.udp.next_event() {
             match ev {
-                PeerEvent::Unreachable(p) => log::info!(
-                    "{}: peer {} (job key {:#x}) stopped answering",
-                    self.cfg.name,
-                    p.addr,
-                    p.key
-                ),
+                PeerEvent::Unreachable(p) => {
+                    log::info!(
+                        "{}: peer {} (job key {:#x}) stopped answering; its unacknowledged replies are dropped",
+                        self.cfg.name,
+                        p.addr,
+                        p.key
+                    );
+                    // A service only answers: if the peer speaks again, answer it (its
+                    // receive state stays, so its requests are still executed once); if it
+                    // does not, its slot is freed when it ends or falls silent.
+                    let _ = self.udp.reset_peer(p);
+                }
                 PeerEvent::Restarted(p) => {
                     log::debug!("{}: peer {} restarted", self.cfg.name, p.addr)
                 }

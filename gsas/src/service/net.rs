@@ -167,6 +167,11 @@ where
         self.rel.index_mut()
     }
 
+    /// Lets `send` reach a peer declared unreachable again ([`Reliable::reset_peer`]).
+    pub fn reset_peer(&mut self, peer: T::Peer) -> Result<(), TransportError> {
+        self.rel.reset_peer(peer)
+    }
+
     /// Frees `peer`'s slot ([`Reliable::release_peer`]).
     pub fn release_peer(&mut self, peer: T::Peer) -> bool {
         self.rel.release_peer(peer)

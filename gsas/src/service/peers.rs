@@ -8,8 +8,8 @@
 //!   [`JOB_SLACK`], at most the table); or
 //! * the service serves host actions for unknown keys (remote FORK is enabled) and fewer
 //!   than [`HOST_SHARE`] such peers have a slot; when the share is full, the oldest one is
-//!   evicted if it is idle (so a flood of keys cannot lock the launcher out for longer than
-//!   it keeps sending).
+//!   evicted if it is idle or silent for [`HOST_QUIET_NS`] (so a flood of keys cannot lock
+//!   the launcher out for longer than it keeps sending).
 //!
 //! Anyone else is refused (counted by reason by the layer, and a data frame answered with
 //! a refusal naming the reason and the figures). A job's peers are freed when the job ends
@@ -33,6 +33,10 @@ use crate::transport::net::NetPeer;
 pub(crate) const JOB_SLACK: usize = 4;
 /// Peers without a known job (remote FORK senders) that may have a slot at once.
 pub(crate) const HOST_SHARE: usize = 32;
+/// A host peer silent this long gives way to a newcomer even with replies unacknowledged
+/// (a FORK sender acknowledges within a round trip; one that does not is most likely a
+/// sender of forged frames).
+pub(crate) const HOST_QUIET_NS: u64 = 1_000_000_000;
 
 /// The share of the peer table of a job of `npes` PEs in a table of `capacity` slots.
 pub(crate) fn job_share(npes: u32, capacity: usize) -> usize {
@@ -163,7 +167,11 @@ impl PeerIndex<NetPeer> for JobIndex {
             };
             self.host.push_back(victim);
             self.last_refusal = Some((peer, full));
-            return Admission::Replace(victim, full);
+            return Admission::Replace {
+                victim,
+                quiet_ns: HOST_QUIET_NS,
+                refusal: full,
+            };
         }
         Admission::Admit
     }
@@ -245,14 +253,16 @@ mod tests {
             );
             ix.slot(peer(port, 100 + u64::from(port)), 1024).unwrap();
         }
-        let full = figures(RefusalReason::HostFull, HOST_SHARE, HOST_SHARE);
+        let refusal = figures(RefusalReason::HostFull, HOST_SHARE, HOST_SHARE);
+        let offer = |victim| Admission::Replace {
+            victim,
+            quiet_ns: HOST_QUIET_NS,
+            refusal,
+        };
+        assert_eq!(ix.admit(peer(999, 5), 1024), offer(peer(0, 100)));
         assert_eq!(
             ix.admit(peer(999, 5), 1024),
-            Admission::Replace(peer(0, 100), full)
-        );
-        assert_eq!(
-            ix.admit(peer(999, 5), 1024),
-            Admission::Replace(peer(1, 101), full),
+            offer(peer(1, 101)),
             "a busy victim goes to the back"
         );
         // A job starting takes its host peers into its share.
