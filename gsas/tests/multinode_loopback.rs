@@ -58,6 +58,20 @@ fn check_traffic(ds: &[Daemon]) {
             d.node
         );
         assert_eq!(st.get("refused.total"), Some(0), "node {}: {st}", d.node);
+        // Every PE settled before leaving: no reply was left to a closed socket.
+        assert_eq!(
+            st.get("reliable.peers_failed"),
+            Some(0),
+            "node {}: {st}",
+            d.node
+        );
+        assert_eq!(st.get("replies.dropped"), Some(0), "node {}: {st}", d.node);
+        assert_eq!(
+            st.get("reliable.unknown_peers"),
+            Some(0),
+            "node {}: {st}",
+            d.node
+        );
         assert_eq!(st.get("jobs.started"), Some(1), "node {}: {st}", d.node);
         assert_eq!(st.get("jobs.active"), Some(0), "node {}: {st}", d.node);
     }

@@ -455,6 +455,48 @@ impl Remote {
                 || self.last_poll_ns >= self.last_rx_ns.saturating_add(self.ack_delay_ns))
     }
 
+    /// What keeps [`Remote::settled`] false, for the message of a PE that cannot leave
+    /// cleanly: operations outstanding per service (with the first of each), and an
+    /// acknowledgement still owed.
+    pub(crate) fn unsettled(&self) -> String {
+        let mut per: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+        for r in self.book.records.iter().flatten() {
+            if r.result.is_some() || r.abandoned {
+                continue;
+            }
+            let to = match r.route {
+                Route::Net(p) => format!("node {} ({})", r.node, p.addr),
+                Route::Ring => format!("node {} (through its ring)", r.node),
+                Route::Direct => continue,
+            };
+            let e = per.entry(to).or_insert((0, r.desc.to_string()));
+            e.0 += 1;
+        }
+        let mut parts: Vec<String> = per
+            .into_iter()
+            .map(|(to, (n, first))| {
+                format!("{n} operation(s) to {to} outstanding, the first a {first}")
+            })
+            .collect();
+        let in_flight =
+            self.udp.client.in_flight() + self.ring.as_ref().map_or(0, |r| r.client.in_flight());
+        if parts.is_empty() && in_flight > 0 {
+            parts.push(format!(
+                "{in_flight} operation(s) in flight without a record"
+            ));
+        }
+        if self.last_rx_ns != 0
+            && self.last_poll_ns < self.last_rx_ns.saturating_add(self.ack_delay_ns)
+        {
+            parts.push("an acknowledgement of the last replies still owed".into());
+        }
+        if parts.is_empty() {
+            "nothing outstanding any more".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+
     /// Whether a non-blocking start should receive replies first (see [`NBI_DRAIN_AT`]).
     pub(crate) fn crowded(&self) -> bool {
         self.udp.client.in_flight() >= NBI_DRAIN_AT
