@@ -2,7 +2,11 @@
 //! reclamation, refusals counted in the statistics, and robustness against garbage on the
 //! network and on the control socket.
 
+mod attack_common;
+
 use std::net::{SocketAddr, UdpSocket};
+
+use attack_common::{NoFork, flood, fuzz};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -663,70 +667,6 @@ fn remote_updates_ring_the_bell_of_the_pe_they_update() {
     s.stop().unwrap();
 }
 
-/// Sends `n` well-formed reliability frames from one socket to `to`, each with a fresh
-/// pseudo-random job key and sender epoch: every third one a data frame carrying a request,
-/// the others bare acknowledgements. Pauses a little every 32 frames so that the service's
-/// socket buffer does not overflow (a dropped datagram would not test anything).
-fn flood(to: SocketAddr, n: usize, mut seed: u64) {
-    use gsas_core::reliable::frame::{AckRepr, Frame, FrameRepr, HEADER_LEN, emit_packet_prefix};
-    use gsas_core::reliable::seq::Seq;
-    let mut udp = UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default()).unwrap();
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    for i in 0..n {
-        let key = next() | 1;
-        let data = i % 3 == 0;
-        let repr = FrameRepr {
-            epoch: next() | 1,
-            dest_epoch: 0,
-            seq: data.then_some(Seq(i as u32)),
-            base: Seq(i as u32),
-            ack: (!data).then_some(AckRepr {
-                cum: Seq(0),
-                sack: 0,
-            }),
-        };
-        let len = if data {
-            HEADER_LEN + 2 + 32
-        } else {
-            HEADER_LEN
-        };
-        let peer = UdpPeer { addr: to, key };
-        udp.send(peer, len, |b| {
-            repr.emit(&mut Frame::new_unchecked(&mut *b));
-            if data {
-                emit_packet_prefix(&mut b[HEADER_LEN..], 32)
-                    .unwrap()
-                    .fill(0x5a);
-            }
-        })
-        .unwrap();
-        if i % 32 == 31 {
-            std::thread::sleep(Duration::from_micros(500));
-        }
-    }
-}
-
-/// A fork handler that refuses everything: installing it opens the host share of the
-/// peer table (peers of unknown keys get a slot, for remote FORK).
-struct NoFork;
-
-impl gsas::service::ForkHandler for NoFork {
-    fn fork(
-        &mut self,
-        _: SocketAddr,
-        _: u64,
-        _: gsas_core::wire::Fragment,
-        _: &[u8],
-    ) -> Result<(), ErrorCode> {
-        Err(ErrorCode::NotSupported)
-    }
-}
-
 #[test]
 fn a_flood_of_frames_with_random_keys_locks_no_one_out() {
     const FLOOD: usize = 3000;
@@ -942,5 +882,100 @@ fn a_peer_freed_after_silence_is_served_when_it_comes_back() {
     assert_eq!(st.get("reliable.duplicates"), Some(0), "{st}");
     assert_eq!(st.get("peers.known"), Some(1), "{st}");
     local.leave(0, 50).unwrap();
+    s.stop().unwrap();
+}
+
+#[test]
+fn fuzzing_the_wire_leaves_the_service_up_and_every_job_exact() {
+    // Three jobs: one counts exactly throughout, one takes random requests (its memory
+    // may be scribbled on), one receives replayed and reordered ADD frames.
+    const TIME: Duration = Duration::from_secs(2);
+    let s = service("fuzz", None);
+    let (exact_key, fuzz_key, replay_key) = (0xe7ac7, 0xf022, 0x2e91a7);
+    let mut exact = join(&s, 0, 60, exact_key, 2);
+    exact.create_segment(0, SEG_HEAP, 4096).unwrap();
+    let mut fuzzed = join(&s, 0, 61, fuzz_key, 2);
+    fuzzed.create_segment(0, SEG_HEAP, 1 << 16).unwrap();
+    fuzzed.create_segment(0, SEG_SYNC, 4096).unwrap();
+    let mut replayed = join(&s, 0, 62, replay_key, 2);
+    replayed.create_segment(0, SEG_HEAP, 4096).unwrap();
+    let counter = GlobalAddr::new(0, SEG_HEAP, 64).unwrap();
+    let addr = s.udp_addr();
+    let fuzzer = std::thread::spawn(move || {
+        fuzz(
+            addr,
+            fuzz_key,
+            replay_key,
+            counter,
+            TIME,
+            0x0f0f_1234_5678_9abc,
+        )
+    });
+    let to = UdpPeer {
+        addr: s.udp_addr(),
+        key: exact_key,
+    };
+    let fadd = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
+    remote!(r);
+    let mut expect = 0;
+    while !fuzzer.is_finished() {
+        let (res, _) = r.call(|c, t| c.atomic(t, to, 0, 1, counter, fadd, 1, 0));
+        assert_eq!(res, Ok(Some(expect)), "the exact job during the fuzzing");
+        expect += 1;
+    }
+    let report = fuzzer.join().unwrap();
+    assert!(
+        expect > 0 && report.adds > 0 && report.random_requests > 0,
+        "{report:?}"
+    );
+    // Every replayed ADD was executed exactly once.
+    let replay_to = UdpPeer {
+        addr: s.udp_addr(),
+        key: replay_key,
+    };
+    let (res, data) = r.call(|c, t| c.read(t, replay_to, 0, 2, counter, 8));
+    assert_eq!(res, Ok(None));
+    assert_eq!(
+        u64::from_le_bytes(data.try_into().unwrap()),
+        report.adds,
+        "{report:?}"
+    );
+    let (res, _) = r.call(|c, t| c.atomic(t, to, 0, 1, counter, fadd, 1, 0));
+    assert_eq!(res, Ok(Some(expect)), "the exact job after the fuzzing");
+    // Still up, and every refusal counted by reason.
+    exact.ping().unwrap();
+    let st = exact.stats().unwrap();
+    let by_reason: u64 = st
+        .entries()
+        .iter()
+        .filter(|(n, _)| n.starts_with("refused.") && n != "refused.total")
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(Some(by_reason), st.get("refused.total"), "{st}");
+    assert!(by_reason > 0, "{st}");
+    let peers_refused: u64 = [
+        "reliable.refused_unknown_job",
+        "reliable.refused_job_full",
+        "reliable.refused_table_full",
+        "reliable.refused_host_full",
+    ]
+    .iter()
+    .map(|n| st.get(n).unwrap())
+    .sum();
+    assert_eq!(
+        Some(peers_refused),
+        st.get("reliable.unknown_peers"),
+        "{st}"
+    );
+    assert!(
+        st.get("reliable.duplicates").unwrap() >= report.adds,
+        "{report:?} {st}"
+    );
+    assert!(st.get("reliable.bad_frames").unwrap() > 0, "{st}");
+    assert!(st.get("udp.bad_magic").unwrap() > 0, "{st}");
+    assert_eq!(st.get("jobs.active"), Some(3), "{st}");
+    for (c, job) in [(&mut exact, 60), (&mut fuzzed, 61), (&mut replayed, 62)] {
+        c.leave(0, job).unwrap();
+    }
     s.stop().unwrap();
 }
