@@ -6,6 +6,7 @@
 //! barriers, contexts, threads). Also: `--ppn` placement, and a node whose daemon is not
 //! running named in the error.
 
+mod attack_common;
 mod multinode_common;
 mod node_common;
 
@@ -219,5 +220,66 @@ fn configuration_errors_are_reported_before_anything_starts() {
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("5 PEs do not fit on 2 node(s)"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_real_job_runs_through_a_flood_of_forged_frames() {
+    // Two daemons, each flooded with well-formed frames under random job keys (what
+    // locked every new job out after about 1,100 of them) while a two-node job of 4 PEs
+    // checks every atomic exactly; then a second job after the flood.
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = node_common::scratch_dir("mn-flood");
+    let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
+        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS);
+    let file = cf.write(&dir.join("cluster.toml"));
+    let ds = daemons(&cf, &file);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders: Vec<_> = cf
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, &port)| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+                let mut sent = 0;
+                while !stop.load(Ordering::Relaxed) || sent < 2000 {
+                    attack_common::flood(to, 200, 0x5eed_0000 + (i as u64) * 1_000_000 + sent);
+                    sent += 200;
+                }
+                sent
+            })
+        })
+        .collect();
+    let run = |scenario: &str| {
+        let mut cmd = oshrun();
+        cmd.arg("--config")
+            .arg(&file)
+            .args(["-n", "4", "--tag-output", "--"])
+            .args(self_test_argv("child_pe").unwrap())
+            .env(node_common::SCENARIO, scenario);
+        run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap()
+    };
+    let during = run("amo");
+    stop.store(true, Ordering::Relaxed);
+    let sent: Vec<u64> = flooders.into_iter().map(|t| t.join().unwrap()).collect();
+    check_pes(4, "amo", &during);
+    let after = run("amo");
+    check_pes(4, "amo", &after);
+    for (d, sent) in ds.iter().zip(sent) {
+        let st = d.stats();
+        assert_eq!(
+            st.get("reliable.refused_unknown_job"),
+            Some(sent),
+            "node {}: {st}",
+            d.node
+        );
+        assert_eq!(st.get("jobs.started"), Some(2), "node {}: {st}", d.node);
+        assert_eq!(st.get("reliable.peers_failed"), Some(0), "node {}: {st}", d.node);
+        assert_eq!(st.get("peers.known"), Some(0), "node {}: {st}", d.node);
+    }
+    drop(ds);
     std::fs::remove_dir_all(&dir).unwrap();
 }
