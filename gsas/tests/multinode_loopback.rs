@@ -277,7 +277,12 @@ fn a_real_job_runs_through_a_flood_of_forged_frames() {
             d.node
         );
         assert_eq!(st.get("jobs.started"), Some(2), "node {}: {st}", d.node);
-        assert_eq!(st.get("reliable.peers_failed"), Some(0), "node {}: {st}", d.node);
+        assert_eq!(
+            st.get("reliable.peers_failed"),
+            Some(0),
+            "node {}: {st}",
+            d.node
+        );
         assert_eq!(st.get("peers.known"), Some(0), "node {}: {st}", d.node);
     }
     drop(ds);

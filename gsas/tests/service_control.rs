@@ -979,3 +979,52 @@ fn fuzzing_the_wire_leaves_the_service_up_and_every_job_exact() {
     }
     s.stop().unwrap();
 }
+
+#[test]
+fn per_job_and_per_user_limits_name_the_limit_and_the_user() {
+    let path = dir().join(format!("svc-shares-{}.sock", std::process::id()));
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
+    cfg.memory_limit = Some(64 << 20);
+    cfg.job_memory_limit = Some(8 << 20);
+    cfg.user_memory_limit = Some(12 << 20);
+    cfg.memory_source = gsas::service::MemorySource {
+        job: "nodes[0].job_memory".into(),
+        user: "nodes[0].user_memory".into(),
+    };
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let user = gsas::service::socket::user_name(uid);
+    let mut a = join(&s, 0, 70, 0x700, 2);
+    a.create_segment(0, SEG_HEAP, 8 << 20).unwrap();
+    let mut a1 = join(&s, 1, 70, 0x700, 2);
+    let (code, msg) = refused(a1.create_segment(1, SEG_HEAP, 4096));
+    assert_eq!(code, ErrorCode::TooLarge);
+    assert!(
+        msg.contains("per-job limit of 8.0 MiB")
+            && msg.contains(&format!("uid {uid}"))
+            && msg.contains("nodes[0].job_memory"),
+        "{msg}"
+    );
+    // A second job of the same user: what is left of the user's share.
+    let mut b = join(&s, 0, 71, 0x710, 1);
+    b.create_segment(0, SEG_HEAP, 4 << 20).unwrap();
+    let (code, msg) = refused(b.create_segment(0, SEG_SYNC, 4096));
+    assert_eq!(code, ErrorCode::TooLarge);
+    assert!(
+        msg.contains("per-user limit of 12.0 MiB")
+            && msg.contains(&format!("uid {uid} ({user})"))
+            && msg.contains("2 job(s)")
+            && msg.contains("nodes[0].user_memory"),
+        "{msg}"
+    );
+    let st = b.stats().unwrap();
+    assert_eq!(st.get("memory.bytes"), Some(12 << 20), "{st}");
+    assert_eq!(st.get("memory.limit"), Some(64 << 20), "{st}");
+    // Booking follows the jobs: once A ends, B may book more.
+    a.leave(0, 70).unwrap();
+    a1.leave(1, 70).unwrap();
+    b.create_segment(0, SEG_SYNC, 4096).unwrap();
+    b.leave(0, 71).unwrap();
+    s.stop().unwrap();
+}

@@ -226,7 +226,7 @@ fn seg_name(s: u8) -> &'static str {
 }
 
 /// Bytes of physical memory (`u64::MAX` if unknown).
-fn physical_memory() -> u64 {
+pub(crate) fn physical_memory() -> u64 {
     // SAFETY: sysconf only reads system parameters.
     let (pages, size) = unsafe {
         (
@@ -1204,7 +1204,7 @@ impl Core {
         } else {
             (size.div_ceil(page).saturating_mul(page), None)
         };
-        self.check_limits(pe, segment, len)?;
+        self.check_limits(key, pe, segment, len)?;
         let job = self.jobs.get(&key).expect("checked by the caller");
         let job_id = job.id;
         let exists = match segment {
@@ -1250,8 +1250,34 @@ impl Core {
         Ok(Outcome::Data(len.to_le_bytes().to_vec(), vec![fd]))
     }
 
-    /// Checks a segment of `len` bytes against the per-kind and total limits.
-    fn check_limits(&self, pe: u16, segment: u8, len: u64) -> Result<(), (ErrorCode, String)> {
+    /// Bytes of segments job `key` has booked here.
+    fn job_booked(&self, key: u64) -> u64 {
+        let segments: u64 = self.jobs.get(&key).map_or(0, |j| {
+            j.pes
+                .values()
+                .flat_map(|p| p.segments.iter().flatten())
+                .map(|s| s.len() as u64)
+                .sum()
+        });
+        let rings: u64 = self
+            .rings
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.ring.segment().len() as u64)
+            .sum();
+        segments + rings
+    }
+
+    /// Checks a segment of `len` bytes for job `key` against the per-kind limits, the
+    /// job's and its user's shares, and the node's total.
+    fn check_limits(
+        &self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+        len: u64,
+    ) -> Result<(), (ErrorCode, String)> {
+        self.check_shares(key, pe, segment, len)?;
         let limit = match segment {
             SEG_SYNC => MAX_SYNC,
             SEG_RING => MAX_RING_BYTES,
@@ -1281,6 +1307,63 @@ impl Core {
                     show(total)
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// The per-job and per-user limits (see [`ServiceConfig::job_memory_limit`]).
+    fn check_shares(
+        &self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+        len: u64,
+    ) -> Result<(), (ErrorCode, String)> {
+        let Some(job) = self.jobs.get(&key) else {
+            return Ok(());
+        };
+        let what = format!(
+            "the {} segment of PE {pe} asks for {}",
+            seg_name(segment),
+            show(len)
+        );
+        let job_booked = self.job_booked(key);
+        if let Some(limit) = self.cfg.job_memory_limit {
+            if job_booked.saturating_add(len) > limit {
+                return Err((
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{what}, but job {:016x} of uid {} has {} of its per-job limit of {} booked on this node ({})",
+                        job.id,
+                        job.uid,
+                        show(job_booked),
+                        show(limit),
+                        self.cfg.memory_source.job
+                    ),
+                ));
+            }
+        }
+        if let Some(limit) = self.cfg.user_memory_limit {
+            let user_booked: u64 = self
+                .jobs
+                .values()
+                .filter(|j| j.uid == job.uid)
+                .map(|j| self.job_booked(j.key))
+                .sum();
+            if user_booked.saturating_add(len) > limit {
+                return Err((
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{what}, but uid {} ({}) has {} of its per-user limit of {} booked on this node over {} job(s) ({})",
+                        job.uid,
+                        crate::service::socket::user_name(job.uid),
+                        show(user_booked),
+                        show(limit),
+                        self.jobs.values().filter(|j| j.uid == job.uid).count(),
+                        self.cfg.memory_source.user
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -1350,7 +1433,7 @@ impl Core {
                 format!("segment {segment} cannot be registered"),
             ));
         }
-        self.check_limits(pe, segment, size)?;
+        self.check_limits(key, pe, segment, size)?;
         let job = self.jobs.get(&key).expect("checked by the caller");
         if job
             .pes

@@ -332,6 +332,41 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
     })
 }
 
+/// A daemon's per-job and per-user memory limits and peer table: the node's
+/// `job_memory`, `user_memory` and `max_peers` in the cluster file, else half of the
+/// node's limit (`memory` or `GSAS_MEMORY_LIMIT`, else the physical memory) for each
+/// share, so that no one user can book the whole node.
+fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
+    let whole = cfg
+        .memory_limit
+        .unwrap_or_else(super::core::physical_memory);
+    let half = u64::try_from(
+        u128::from(whole) * u128::from(board_config::keys::DEFAULT_MEMORY_SHARE_PERCENT) / 100,
+    )
+    .unwrap_or(u64::MAX);
+    let index = |key: &str| match node {
+        Some(n) => format!("nodes[] entry of node {}: {key}", n.id),
+        None => key.to_owned(),
+    };
+    let source = |set: Option<u64>, key: &str| match set {
+        Some(_) => index(key),
+        None => format!(
+            "by default half of the node's limit; raise it with {}",
+            index(key)
+        ),
+    };
+    let (job, user) = node.map_or((None, None), |n| (n.job_memory, n.user_memory));
+    cfg.job_memory_limit = Some(job.unwrap_or(half));
+    cfg.user_memory_limit = Some(user.unwrap_or(half));
+    cfg.memory_source = super::MemorySource {
+        job: source(job, "job_memory"),
+        user: source(user, "user_memory"),
+    };
+    if let Some(n) = node {
+        cfg.max_peers = n.max_peers as usize;
+    }
+}
+
 /// The effective user id of this process.
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -448,6 +483,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     if let Some(m) = env.memory_limit {
         cfg.memory_limit = Some(m);
     }
+    set_shares(&mut cfg, file_node.as_ref());
     if let Some(ms) = env.deadline_ms {
         cfg.deadline = Duration::from_millis(ms);
     }
@@ -573,6 +609,27 @@ mod tests {
         );
         assert!(p(&["--explain"]).unwrap_err().contains("--stats"));
         assert_eq!(p(&["-h"]).unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn shares_default_to_half_of_the_node_and_name_their_key() {
+        let coord = board_config::Coord::from_index(3).unwrap();
+        let mut n = board_config::Node::new(3, coord, "127.0.0.1");
+        let mut cfg = ServiceConfig::new(3, "127.0.0.1:0".parse().unwrap(), "/tmp/x".into());
+        cfg.memory_limit = Some(10 << 30);
+        set_shares(&mut cfg, Some(&n));
+        assert_eq!(cfg.job_memory_limit, Some(5 << 30));
+        assert_eq!(cfg.user_memory_limit, Some(5 << 30));
+        assert!(
+            cfg.memory_source.user.contains("half")
+                && cfg.memory_source.user.contains("user_memory")
+        );
+        n.job_memory = Some(1 << 30);
+        n.max_peers = 64;
+        set_shares(&mut cfg, Some(&n));
+        assert_eq!(cfg.job_memory_limit, Some(1 << 30));
+        assert_eq!(cfg.memory_source.job, "nodes[] entry of node 3: job_memory");
+        assert_eq!(cfg.max_peers, 64);
     }
 
     #[test]

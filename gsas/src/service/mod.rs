@@ -138,9 +138,18 @@ pub struct ServiceConfig {
     pub spin: Duration,
     /// Total bytes of segments the service hands out; `None`: only the per-segment limits.
     pub memory_limit: Option<u64>,
+    /// Bytes of segments one job may book; `None`: no per-job limit (an embedded service,
+    /// whose node is the user's own).
+    pub job_memory_limit: Option<u64>,
+    /// Bytes of segments the jobs of one user id may book together; `None`: no per-user
+    /// limit.
+    pub user_memory_limit: Option<u64>,
+    /// Where the per-job and per-user limits come from, for refusal messages.
+    pub memory_source: MemorySource,
     /// Who may connect.
     pub uid_policy: UidPolicy,
-    /// Most UDP peers (PE sockets of all jobs) the reliability layer tracks.
+    /// Most network peers (PE sockets of all jobs) the reliability layer keeps state for;
+    /// each job may have its PE count + 4 of them.
     pub max_peers: usize,
     /// Most PEs joined at once, over all jobs.
     pub max_pes: usize,
@@ -152,8 +161,8 @@ pub struct ServiceConfig {
 
 impl ServiceConfig {
     /// An embedded service's defaults: name `gsas service`, socket mode 0600, UDP MTU
-    /// 61440, deadline 10 s, 200 us of spinning, no memory limit, [`UidPolicy::SameUser`],
-    /// 1024 peers, 1024 PEs.
+    /// 61440, deadline 10 s, 200 us of spinning, no memory limit (total, per job or per
+    /// user), [`UidPolicy::SameUser`], 1024 peers, 1024 PEs.
     pub fn new(node: u16, udp_bind: SocketAddr, socket_path: PathBuf) -> Self {
         ServiceConfig {
             node,
@@ -165,12 +174,25 @@ impl ServiceConfig {
             deadline: Duration::from_millis(crate::config::DEFAULT_DEADLINE_MS),
             spin: Duration::from_micros(crate::config::DEFAULT_SERVICE_SPIN_US),
             memory_limit: None,
+            job_memory_limit: None,
+            user_memory_limit: None,
+            memory_source: MemorySource::default(),
             uid_policy: UidPolicy::SameUser,
             max_peers: 1024,
             max_pes: 1024,
             exanet: None,
         }
     }
+}
+
+/// Where the per-job and per-user memory limits of a service come from (the cluster-file
+/// key, or how a default was derived), named in refusals.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct MemorySource {
+    /// Of [`ServiceConfig::job_memory_limit`].
+    pub job: String,
+    /// Of [`ServiceConfig::user_memory_limit`].
+    pub user: String,
 }
 
 /// Executes remote FORK requests; see [`Service::set_fork_handler`]. The daemon's
