@@ -75,7 +75,13 @@ pub enum ForkError {
 impl fmt::Display for ForkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ForkError::Refused(ErrorCode::NotSupported) => f.write_str(
+            // A daemon that serves FORK keeps state for senders of jobs it does not know
+            // yet (up to a share); one that refuses it for an unknown job does not.
+            ForkError::Refused(ErrorCode::NotSupported)
+            | ForkError::NoSlot(gsas_core::reliable::Refusal {
+                reason: gsas_core::reliable::RefusalReason::UnknownJob,
+                ..
+            }) => f.write_str(
                 "gsas-atomicd refused the FORK: remote process start is not enabled there \
                  (defaults.fork_allowed and defaults.fork_secret_file in its cluster file)",
             ),

@@ -185,8 +185,8 @@ pub(crate) struct Core {
     memory_limit: (u64, &'static str),
     /// When idle peers were last looked for.
     last_sweep: Instant,
-    /// Refusals of the network layer already logged (job full, table full, host full).
-    refusals_logged: u64,
+    /// Refusals of the network layer seen for logging: unknown job, and full shares.
+    refusals_logged: [u64; 2],
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
@@ -373,7 +373,7 @@ impl Core {
             max_reply,
             memory_limit,
             last_sweep: Instant::now(),
-            refusals_logged: 0,
+            refusals_logged: [0; 2],
         })
     }
 
@@ -497,40 +497,49 @@ impl Core {
         }
     }
 
-    /// Logs what the network layer refused since the last call: a full job share, table
-    /// or host share at warn (the first few, then every power of two), an unknown job key
-    /// at debug (that is what a flood of garbage looks like; it is counted either way).
+    /// Logs what the network layer refused since the last call, at warn: the first few of
+    /// each kind (an unknown job key; a full job share, table or host share), then every
+    /// power of two, so that a flood leaves a trace but not a flood of lines. Every
+    /// refusal is counted either way.
     fn log_refusals(&mut self) {
         let Some((peer, r)) = self.udp.index_mut().take_refusal() else {
             return;
         };
-        if r.reason == RefusalReason::UnknownJob {
-            log::debug!(
-                "{}: refused network peer {} (job key {:#x}): {r}",
-                self.cfg.name,
-                peer.addr,
-                peer.key
-            );
+        let kind = usize::from(r.reason != RefusalReason::UnknownJob);
+        self.refusals_logged[kind] += 1;
+        let n = self.refusals_logged[kind];
+        if n > LOGGED_REFUSALS && !n.is_power_of_two() {
             return;
         }
-        self.refusals_logged += 1;
-        let n = self.refusals_logged;
-        if n <= LOGGED_REFUSALS || n.is_power_of_two() {
-            let st = self.udp.stats();
+        let st = self.udp.stats();
+        if kind == 0 {
             log::warn!(
-                "{}: refused network peer {} (job key {:#x}): {r}; peer table {} of {} in use, {} jobs; refused so far: {} job full, {} table full, {} host full, {} unknown job",
+                "{}: refused network peer {} (job key {:#x}): {r}{} ({} frames refused for an unknown job so far)",
                 self.cfg.name,
                 peer.addr,
                 peer.key,
-                self.udp.index().len(),
-                self.udp.peer_capacity(),
-                self.jobs.len(),
-                st.refused_job_full,
-                st.refused_table_full,
-                st.refused_host_full,
+                if self.fork.is_none() {
+                    "; a remote FORK would be refused anyway: it is not enabled on this service (defaults.fork_allowed)"
+                } else {
+                    ""
+                },
                 st.refused_unknown_job
             );
+            return;
         }
+        log::warn!(
+            "{}: refused network peer {} (job key {:#x}): {r}; peer table {} of {} in use, {} jobs; refused so far: {} job full, {} table full, {} host full, {} unknown job",
+            self.cfg.name,
+            peer.addr,
+            peer.key,
+            self.udp.index().len(),
+            self.udp.peer_capacity(),
+            self.jobs.len(),
+            st.refused_job_full,
+            st.refused_table_full,
+            st.refused_host_full,
+            st.refused_unknown_job
+        );
     }
 
     /// Drives timers and serves UDP and every ring once. Returns whether anything moved.
