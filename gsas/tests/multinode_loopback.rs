@@ -67,8 +67,16 @@ fn check_traffic(ds: &[Daemon]) {
             d.node
         );
         assert_eq!(st.get("replies.dropped"), Some(0), "node {}: {st}", d.node);
+        // (A refused unknown job is possible: a PE's last acknowledgement that arrives
+        // after the job ended here.)
         assert_eq!(
-            st.get("reliable.unknown_peers"),
+            st.get("reliable.refused_table_full"),
+            Some(0),
+            "node {}: {st}",
+            d.node
+        );
+        assert_eq!(
+            st.get("reliable.refused_job_full"),
             Some(0),
             "node {}: {st}",
             d.node
@@ -284,6 +292,74 @@ fn a_real_job_runs_through_a_flood_of_forged_frames() {
             d.node
         );
         assert_eq!(st.get("peers.known"), Some(0), "node {}: {st}", d.node);
+    }
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn short_jobs_run_beside_a_long_one_on_small_peer_tables() {
+    // Peer tables of 16 per daemon (`nodes[].max_peers`), a long job of 4 PEs (2 per node)
+    // holding its peers, and 12 short 8-PE jobs (4 per node) one after the other: each
+    // short job adds 4 peers per daemon. A table freed only when no job is left would be
+    // full after three short jobs; freed per job, every one runs.
+    use std::process::Stdio;
+    const SHORT_JOBS: usize = 12;
+    let dir = node_common::scratch_dir("mn-loop");
+    let mut cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
+        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS);
+    cf.text = cf
+        .text
+        .replace("[[nodes]]\n", "[[nodes]]\nmax_peers = 16\n");
+    let file = cf.write(&dir.join("cluster.toml"));
+    let ds = daemons(&cf, &file);
+    let signals = dir.join("signals");
+    std::fs::create_dir_all(&signals).unwrap();
+    let mut long = oshrun();
+    long.arg("--config")
+        .arg(&file)
+        .args(["-n", "4", "--ppn", "2", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(node_common::SCENARIO, "hang")
+        .env(node_common::SIGNAL_DIR, &signals)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut long = long.spawn().unwrap();
+    multinode_common::wait_ready(&signals, 4, &mut long, Duration::from_secs(120));
+    for job in 1..=SHORT_JOBS {
+        let mut cmd = oshrun();
+        cmd.arg("--config")
+            .arg(&file)
+            .args(["-n", "8", "--ppn", "4", "--tag-output", "--"])
+            .args(self_test_argv("child_pe").unwrap())
+            .env(node_common::SCENARIO, "amo");
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(300)).unwrap();
+        assert!(out.status.success(), "short job {job}: {}", show(&out));
+    }
+    let _ = long.kill();
+    let _ = long.wait();
+    for d in &ds {
+        let st = d.stats();
+        assert_eq!(st.get("peers.limit"), Some(16), "node {}: {st}", d.node);
+        // (A refused unknown job is possible: a PE's last acknowledgement that arrives
+        // after the job ended here.)
+        assert_eq!(
+            st.get("reliable.refused_table_full"),
+            Some(0),
+            "node {}: {st}",
+            d.node
+        );
+        assert_eq!(
+            st.get("reliable.refused_job_full"),
+            Some(0),
+            "node {}: {st}",
+            d.node
+        );
+        assert!(
+            st.get("reliable.peers_released").unwrap() >= 4 * SHORT_JOBS as u64,
+            "node {}: {st}",
+            d.node
+        );
     }
     drop(ds);
     std::fs::remove_dir_all(&dir).unwrap();
