@@ -285,7 +285,7 @@ fn an_idle_victim_is_evicted_for_a_newcomer_but_a_busy_one_is_not() {
     svc.index_mut().evict = Some(1);
     let mut two_b = vec![PeerSlot::<usize, W>::new(); 3];
     let mut two_buf = vec![0u8; len];
-    drop(two);
+    // The refused layer failed its peer: peer 2 comes back as a new incarnation.
     let mut two = Reliable::<_, W>::new(
         hub.endpoint(2).unwrap(),
         config(17),

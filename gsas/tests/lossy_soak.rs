@@ -17,7 +17,8 @@
 //! checks: every get returns its slot's bytes, the fetch-adds returned each value
 //! `0..n` exactly once, and the counter ends at `n`. Soak mode:
 //! `GSAS_SOAK_OPS=1000000 cargo test -p gsas --release --test lossy_soak -- --nocapture`
-//! runs a million operations per test and prints the figures.
+//! runs a million operations per test and prints the figures. Under qemu-user (the
+//! aarch64 stage) each test runs 10,000 and says so (`GSAS_QEMU_FULL=1`: the full count).
 
 mod attack_common;
 
@@ -47,11 +48,19 @@ const SLOT: u64 = 64;
 /// Where the fetch-add counter lives (after the put slots).
 const COUNTER_SLOTS: u64 = 1;
 
-fn ops() -> u64 {
-    std::env::var("GSAS_SOAK_OPS")
+/// `GSAS_SOAK_OPS`, else 100,000 (10,000 under qemu, see `attack_common::full_length`).
+fn ops(test: &str) -> u64 {
+    if let Some(n) = std::env::var("GSAS_SOAK_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000)
+    {
+        return n;
+    }
+    if attack_common::full_length(test, "10,000 operations instead of 100,000") {
+        100_000
+    } else {
+        10_000
+    }
 }
 
 /// What the network does to each datagram, in percent.
@@ -406,7 +415,7 @@ fn print_figures(test: &str, r: &SoakReport, relay: &RelayStats, service: &str) 
 
 #[test]
 fn a_lossy_relay_on_loopback() {
-    let n = ops();
+    let n = ops("a_lossy_relay_on_loopback");
     let key = 0x50a6_0001;
     let (s, mut pe) = service("127.0.0.1:0".parse().unwrap(), "lo", key, n);
     let front = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -570,7 +579,7 @@ fn a_lossy_link_between_two_network_namespaces() {
             return;
         }
     };
-    let n = ops();
+    let n = ops(TEST);
     let key = 0x50a6_0002;
     let pid = std::process::id();
     // The service and the relay in the service's namespace.

@@ -16,6 +16,33 @@ use gsas_core::wire::{
     AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, Packet, Request, RequestRepr, SenderId,
 };
 
+/// Whether the tests run under qemu-user (the aarch64 stage on an x86_64 host), where
+/// every datagram's path is emulated and long runs are cut short.
+pub fn emulated() -> bool {
+    matches!(
+        gsas::testsupport::launch(),
+        gsas::testsupport::Launch::Emulated { .. }
+    )
+}
+
+/// Prints (outside the harness's capture) that `test` runs a shorter version under qemu.
+pub fn note_shortened(test: &str, what: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SHORTENED: {test}: {what} under qemu (GSAS_QEMU_FULL=1 runs the full length)"
+    );
+}
+
+/// Whether a long test runs at full length: natively, or with `GSAS_QEMU_FULL=1`.
+pub fn full_length(test: &str, what: &str) -> bool {
+    if !emulated() || std::env::var_os("GSAS_QEMU_FULL").is_some_and(|v| v == "1") {
+        return true;
+    }
+    note_shortened(test, what);
+    false
+}
+
 /// A xorshift generator: the tests are reproducible from their seed.
 pub struct Rng(pub u64);
 
