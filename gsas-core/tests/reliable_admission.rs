@@ -103,29 +103,37 @@ where
     (got_a, got_b)
 }
 
+/// A loopback hub of three endpoints: `svc` (endpoint 0, a layer whose [`Gate`] admits
+/// peer 1 only), and the tables and buffers for two more layers.
+macro_rules! three_endpoints {
+    ($hub:ident, $len:ident, $svc:ident, $p1:ident, $b1:ident, $p2:ident, $b2:ident) => {
+        let mut net = vec![0u8; 3 * 32 * (MTU + 8)];
+        let $hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+        let (mut ps, mut $p1, mut $p2) = (
+            vec![PeerSlot::<usize, W>::new(); 3],
+            vec![PeerSlot::<usize, W>::new(); 3],
+            vec![PeerSlot::<usize, W>::new(); 3],
+        );
+        let $len = buffer_len(MTU, MTU, 16);
+        let (mut bs, mut $b1, mut $b2) = (vec![0u8; $len], vec![0u8; $len], vec![0u8; $len]);
+        let gate = Gate {
+            allowed: vec![1],
+            ..Gate::default()
+        };
+        let mut $svc = Reliable::<_, W, Gate>::with_index(
+            $hub.endpoint(0).unwrap(),
+            config(7),
+            &mut ps,
+            &mut bs,
+            gate,
+        )
+        .unwrap();
+    };
+}
+
 #[test]
 fn a_peer_the_index_refuses_gets_no_slot_and_its_sender_learns_why() {
-    let mut net = vec![0u8; 3 * 32 * (MTU + 8)];
-    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
-    let (mut ps, mut p1, mut p2) = (
-        vec![PeerSlot::<usize, W>::new(); 3],
-        vec![PeerSlot::<usize, W>::new(); 3],
-        vec![PeerSlot::<usize, W>::new(); 3],
-    );
-    let len = buffer_len(MTU, MTU, 16);
-    let (mut bs, mut b1, mut b2) = (vec![0u8; len], vec![0u8; len], vec![0u8; len]);
-    let gate = Gate {
-        allowed: vec![1],
-        ..Gate::default()
-    };
-    let mut svc = Reliable::<_, W, Gate>::with_index(
-        hub.endpoint(0).unwrap(),
-        config(7),
-        &mut ps,
-        &mut bs,
-        gate,
-    )
-    .unwrap();
+    three_endpoints!(hub, len, svc, p1, b1, p2, b2);
     let mut good =
         Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut p1, &mut b1).unwrap();
     let mut bad =
@@ -246,27 +254,7 @@ fn a_freed_peer_that_comes_back_is_served_exactly_once_in_both_directions() {
 
 #[test]
 fn an_idle_victim_is_evicted_for_a_newcomer_but_a_busy_one_is_not() {
-    let mut net = vec![0u8; 3 * 32 * (MTU + 8)];
-    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
-    let (mut ps, mut p1, mut p2) = (
-        vec![PeerSlot::<usize, W>::new(); 3],
-        vec![PeerSlot::<usize, W>::new(); 3],
-        vec![PeerSlot::<usize, W>::new(); 3],
-    );
-    let len = buffer_len(MTU, MTU, 16);
-    let (mut bs, mut b1, mut b2) = (vec![0u8; len], vec![0u8; len], vec![0u8; len]);
-    let gate = Gate {
-        allowed: vec![1],
-        ..Gate::default()
-    };
-    let mut svc = Reliable::<_, W, Gate>::with_index(
-        hub.endpoint(0).unwrap(),
-        config(7),
-        &mut ps,
-        &mut bs,
-        gate,
-    )
-    .unwrap();
+    three_endpoints!(hub, len, svc, p1, b1, p2, b2);
     let mut one =
         Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut p1, &mut b1).unwrap();
     let mut two =

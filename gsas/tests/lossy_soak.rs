@@ -400,10 +400,18 @@ fn service(bind: SocketAddr, name: &str, key: u64, n: u64) -> (ServiceThread, Co
     (s, pe)
 }
 
-fn print_figures(test: &str, r: &SoakReport, relay: &RelayStats, service: &str) {
+/// Checks that the service saw the faults (duplicates dropped, retransmissions) and
+/// prints the figures of a run.
+fn check_and_print(test: &str, r: &SoakReport, relay: &RelayStats, pe: &mut ControlClient) {
+    let st = pe.stats().unwrap();
+    let (dups, retx) = (
+        st.get("reliable.duplicates").unwrap(),
+        st.get("reliable.retransmissions").unwrap(),
+    );
+    assert!(dups > 0 && retx > 0, "{st}");
     let _ = writeln!(
         std::io::stderr(),
-        "{test}: {} puts, {} gets, {} fetch-adds exact in {:.1} s; client: {} retransmissions, {} duplicates dropped; relay: {relay:?}; service: {service}",
+        "{test}: {} puts, {} gets, {} fetch-adds exact in {:.1} s; client: {} retransmissions, {} duplicates dropped; relay: {relay:?}; service: {dups} duplicates dropped, {retx} retransmissions",
         r.puts,
         r.gets,
         r.fadds,
@@ -441,19 +449,7 @@ fn a_lossy_relay_on_loopback() {
         relay.dropped > 0 && relay.duplicated > 0 && relay.held > 0,
         "{relay:?}"
     );
-    let st = pe.stats().unwrap();
-    assert!(st.get("reliable.duplicates").unwrap() > 0, "{st}");
-    assert!(st.get("reliable.retransmissions").unwrap() > 0, "{st}");
-    print_figures(
-        "a_lossy_relay_on_loopback",
-        &report,
-        &relay,
-        &format!(
-            "{} duplicates dropped, {} retransmissions",
-            st.get("reliable.duplicates").unwrap(),
-            st.get("reliable.retransmissions").unwrap()
-        ),
-    );
+    check_and_print("a_lossy_relay_on_loopback", &report, &relay, &mut pe);
     pe.leave(0, 1).unwrap();
     s.stop().unwrap();
 }
@@ -630,23 +626,11 @@ fn a_lossy_link_between_two_network_namespaces() {
     let relay = relay.join().unwrap();
     let report = result.unwrap_or_else(|e| panic!("{e}; relay {relay:?}"));
     assert_eq!(report.puts + report.gets + report.fadds, n);
-    let st = pe.stats().unwrap();
     // nftables dropped (retransmissions on both sides) and duplicated (duplicates dropped
     // by the service's layer); the relay held datagrams back.
     assert!(report.retransmissions > 0, "{report:?}");
-    assert!(st.get("reliable.retransmissions").unwrap() > 0, "{st}");
-    assert!(st.get("reliable.duplicates").unwrap() > 0, "{st}");
     assert!(relay.held > 0, "{relay:?}");
-    print_figures(
-        TEST,
-        &report,
-        &relay,
-        &format!(
-            "{} duplicates dropped, {} retransmissions",
-            st.get("reliable.duplicates").unwrap(),
-            st.get("reliable.retransmissions").unwrap()
-        ),
-    );
+    check_and_print(TEST, &report, &relay, &mut pe);
     pe.leave(0, 1).unwrap();
     s.stop().unwrap();
     drop(ns);

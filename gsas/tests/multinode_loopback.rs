@@ -10,7 +10,7 @@ mod attack_common;
 mod multinode_common;
 mod node_common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
@@ -26,6 +26,12 @@ fn child_pe() {
 }
 
 fn run_all(file: &Path, n: u32, extra: &[&str]) -> Output {
+    run_scenario(file, n, extra, "all")
+}
+
+/// `oshrun --config FILE -n N --tag-output EXTRA... -- <this binary as child_pe>` running
+/// the node tests' `scenario`.
+fn run_scenario(file: &Path, n: u32, extra: &[&str], scenario: &str) -> Output {
     let mut cmd = oshrun();
     cmd.arg("--config")
         .arg(file)
@@ -35,7 +41,7 @@ fn run_all(file: &Path, n: u32, extra: &[&str]) -> Output {
         .args(extra)
         .arg("--")
         .args(self_test_argv("child_pe").unwrap())
-        .env(node_common::SCENARIO, "all");
+        .env(node_common::SCENARIO, scenario);
     run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap()
 }
 
@@ -86,13 +92,25 @@ fn check_traffic(ds: &[Daemon]) {
     }
 }
 
-#[test]
-fn two_nodes_from_the_shipped_config() {
-    let dir = node_common::scratch_dir("mn-two");
-    let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
-        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS);
+/// The shipped two-node loopback cluster in a scratch directory named after `tag`, with
+/// the relaxed deadline and whatever `edit` changes, and a daemon per node.
+fn two_nodes(
+    tag: &str,
+    edit: impl FnOnce(ClusterFile) -> ClusterFile,
+) -> (PathBuf, ClusterFile, PathBuf, Vec<Daemon>) {
+    let dir = node_common::scratch_dir(tag);
+    let cf = edit(
+        ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
+            .with_default("service_timeout_ms", RELAXED_DEADLINE_MS),
+    );
     let file = cf.write(&dir.join("cluster.toml"));
     let ds = daemons(&cf, &file);
+    (dir, cf, file, ds)
+}
+
+#[test]
+fn two_nodes_from_the_shipped_config() {
+    let (dir, _, file, ds) = two_nodes("mn-two", |cf| cf);
     let out = run_all(&file, 4, &[]);
     check_pes(4, "all", &out);
     check_traffic(&ds);
@@ -238,11 +256,7 @@ fn a_real_job_runs_through_a_flood_of_forged_frames() {
     // checks every atomic exactly; then a second job after the flood.
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let dir = node_common::scratch_dir("mn-flood");
-    let cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
-        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS);
-    let file = cf.write(&dir.join("cluster.toml"));
-    let ds = daemons(&cf, &file);
+    let (dir, cf, file, ds) = two_nodes("mn-flood", |cf| cf);
     let stop = Arc::new(AtomicBool::new(false));
     let flooders: Vec<_> = cf
         .ports
@@ -261,20 +275,11 @@ fn a_real_job_runs_through_a_flood_of_forged_frames() {
             })
         })
         .collect();
-    let run = |scenario: &str| {
-        let mut cmd = oshrun();
-        cmd.arg("--config")
-            .arg(&file)
-            .args(["-n", "4", "--tag-output", "--"])
-            .args(self_test_argv("child_pe").unwrap())
-            .env(node_common::SCENARIO, scenario);
-        run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap()
-    };
-    let during = run("amo");
+    let during = run_scenario(&file, 4, &[], "amo");
     stop.store(true, Ordering::Relaxed);
     let sent: Vec<u64> = flooders.into_iter().map(|t| t.join().unwrap()).collect();
     check_pes(4, "amo", &during);
-    let after = run("amo");
+    let after = run_scenario(&file, 4, &[], "amo");
     check_pes(4, "amo", &after);
     for (d, sent) in ds.iter().zip(sent) {
         let st = d.stats();
@@ -305,14 +310,12 @@ fn short_jobs_run_beside_a_long_one_on_small_peer_tables() {
     // full after three short jobs; freed per job, every one runs.
     use std::process::Stdio;
     const SHORT_JOBS: usize = 12;
-    let dir = node_common::scratch_dir("mn-loop");
-    let mut cf = ClusterFile::from_template(&shipped_config("two-nodes-loopback.toml"), &dir)
-        .with_default("service_timeout_ms", RELAXED_DEADLINE_MS);
-    cf.text = cf
-        .text
-        .replace("[[nodes]]\n", "[[nodes]]\nmax_peers = 16\n");
-    let file = cf.write(&dir.join("cluster.toml"));
-    let ds = daemons(&cf, &file);
+    let (dir, _, file, ds) = two_nodes("mn-loop", |mut cf| {
+        cf.text = cf
+            .text
+            .replace("[[nodes]]\n", "[[nodes]]\nmax_peers = 16\n");
+        cf
+    });
     let signals = dir.join("signals");
     std::fs::create_dir_all(&signals).unwrap();
     let mut long = oshrun();
@@ -327,13 +330,7 @@ fn short_jobs_run_beside_a_long_one_on_small_peer_tables() {
     let mut long = long.spawn().unwrap();
     multinode_common::wait_ready(&signals, 4, &mut long, Duration::from_secs(120));
     for job in 1..=SHORT_JOBS {
-        let mut cmd = oshrun();
-        cmd.arg("--config")
-            .arg(&file)
-            .args(["-n", "8", "--ppn", "4", "--tag-output", "--"])
-            .args(self_test_argv("child_pe").unwrap())
-            .env(node_common::SCENARIO, "amo");
-        let out = run_with_timeout(&mut cmd, Duration::from_secs(300)).unwrap();
+        let out = run_scenario(&file, 8, &["--ppn", "4"], "amo");
         assert!(out.status.success(), "short job {job}: {}", show(&out));
     }
     let _ = long.kill();

@@ -486,6 +486,25 @@ fn jobs_are_reclaimed_on_death_and_on_leave() {
     s.stop().unwrap();
 }
 
+/// Checks that a call failed because the service refused its peer for `reason`.
+fn refused_peer(
+    (res, events): (Result<Option<u64>, OpError>, Vec<PeerEvent<UdpPeer>>),
+    reason: RefusalReason,
+    in_use: u32,
+    limit: u32,
+) {
+    assert_eq!(res, Err(OpError::Aborted));
+    let want = Refusal {
+        reason,
+        in_use,
+        limit,
+    };
+    assert!(
+        matches!(events[..], [PeerEvent::Refused(_, r)] if r == want),
+        "{events:?}"
+    );
+}
+
 #[test]
 fn peers_are_bounded_per_job_and_freed_when_the_job_ends() {
     let path = dir().join(format!("svc-peers-{}.sock", std::process::id()));
@@ -510,42 +529,12 @@ fn peers_are_bounded_per_job_and_freed_when_the_job_ends() {
     for _ in 0..5 {
         assert_eq!(read(300), (Ok(None), vec![]));
     }
-    let (res, events) = read(300);
-    assert_eq!(res, Err(OpError::Aborted));
-    assert!(
-        matches!(
-            events[..],
-            [PeerEvent::Refused(
-                _,
-                Refusal {
-                    reason: RefusalReason::JobFull,
-                    in_use: 5,
-                    limit: 5
-                }
-            )]
-        ),
-        "{events:?}"
-    );
+    refused_peer(read(300), RefusalReason::JobFull, 5, 5);
     // Another job meanwhile gets the one slot left, then the table is full.
     let mut b = join(&s, 0, 31, 310, 1);
     b.create_segment(0, SEG_HEAP, 4096).unwrap();
     assert_eq!(read(310), (Ok(None), vec![]));
-    let (res, events) = read(310);
-    assert_eq!(res, Err(OpError::Aborted));
-    assert!(
-        matches!(
-            events[..],
-            [PeerEvent::Refused(
-                _,
-                Refusal {
-                    reason: RefusalReason::TableFull,
-                    in_use: 6,
-                    limit: 6
-                }
-            )]
-        ),
-        "{events:?}"
-    );
+    refused_peer(read(310), RefusalReason::TableFull, 6, 6);
     let st = b.stats().unwrap();
     assert_eq!(st.get("peers.known"), Some(6), "{st}");
     // Job A ends: its five peers are freed at once, and job B gets more.

@@ -1286,7 +1286,6 @@ impl Core {
         segment: u8,
         len: u64,
     ) -> Result<(), (ErrorCode, String)> {
-        self.check_shares(key, pe, segment, len)?;
         let limit = match segment {
             SEG_SYNC => MAX_SYNC,
             SEG_RING => MAX_RING_BYTES,
@@ -1304,6 +1303,7 @@ impl Core {
                 ),
             ));
         }
+        self.check_shares(key, pe, segment, len)?;
         let (total, source) = self.memory_limit;
         if self.memory_used.saturating_add(len) > total {
             return Err((
