@@ -283,10 +283,12 @@ fn a_real_job_runs_through_a_flood_of_forged_frames() {
     check_pes(4, "amo", &after);
     for (d, sent) in ds.iter().zip(sent) {
         let st = d.stats();
-        assert_eq!(
-            st.get("reliable.refused_unknown_job"),
-            Some(sent),
-            "node {}: {st}",
+        // Every forged frame was refused (give or take a datagram the kernel dropped
+        // under load), plus perhaps a PE's last acknowledgement after its job ended here.
+        let refused = st.get("reliable.refused_unknown_job").unwrap();
+        assert!(
+            refused >= sent - sent / 100 && refused <= sent + 16,
+            "node {}: {sent} sent: {st}",
             d.node
         );
         assert_eq!(st.get("jobs.started"), Some(2), "node {}: {st}", d.node);
