@@ -710,7 +710,17 @@ mod tests {
             if round % 2 == 0 && len >= HEADER_LEN {
                 buf[..HEADER_LEN].copy_from_slice(&DATA_FRAME[..HEADER_LEN]);
             }
+            if round % 7 == 0 && len >= HEADER_LEN {
+                buf[3] = FLAG_REFUSED;
+            }
             let bytes = &buf[..len];
+            if let Ok(r) = Frame::new_checked(bytes).and_then(|f| RefusalRepr::parse(&f)) {
+                // A refusal re-emits to a header that parses to the same thing (the reason
+                // code keeps its low byte).
+                let mut out = [0u8; HEADER_LEN];
+                r.emit(&mut Frame::new_unchecked(&mut out[..]));
+                assert_eq!(RefusalRepr::parse(&Frame::new_unchecked(&out[..])), Ok(r));
+            }
             if let Ok(frame) = Frame::new_checked(bytes) {
                 if let Ok(repr) = FrameRepr::parse(&frame) {
                     let total: usize = frame.packets().map(|p| p.len() + 2).sum();
