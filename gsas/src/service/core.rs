@@ -1303,7 +1303,6 @@ impl Core {
                 ),
             ));
         }
-        self.check_shares(key, pe, segment, len)?;
         let (total, source) = self.memory_limit;
         if self.memory_used.saturating_add(len) > total {
             return Err((
@@ -1317,7 +1316,7 @@ impl Core {
                 ),
             ));
         }
-        Ok(())
+        self.check_shares(key, pe, segment, len)
     }
 
     /// The per-job and per-user limits (see [`ServiceConfig::job_memory_limit`]).
