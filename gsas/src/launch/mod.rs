@@ -160,7 +160,7 @@ fn sweep_stale_sockets(dir: &std::path::Path, name: &str, min_age: Duration) -> 
         );
         if refused && std::fs::remove_file(&path).is_ok() {
             log::info!(
-                "removed {}: a socket left by a {name} that was killed",
+                "removed {}: nobody listens on it (left behind by a killed {name})",
                 path.display()
             );
             removed += 1;
