@@ -822,7 +822,9 @@ fn two_thousand_short_jobs_beside_a_long_one() {
     );
     let st = long.stats().unwrap();
     assert_eq!(st.get("jobs.ended"), Some(jobs), "{st}");
-    assert_eq!(st.get("reliable.unknown_peers"), Some(0), "{st}");
+    // (A refused unknown job is possible: a late duplicate of a request whose job ended.)
+    assert_eq!(st.get("reliable.refused_table_full"), Some(0), "{st}");
+    assert_eq!(st.get("reliable.refused_job_full"), Some(0), "{st}");
     // Every short job's peers were freed when it ended (and the long job's PE perhaps
     // after its silence).
     let released = st.get("reliable.peers_released").unwrap();
@@ -874,7 +876,6 @@ fn a_peer_freed_after_silence_is_served_when_it_comes_back() {
         Ok(Some(3))
     );
     let st = local.stats().unwrap();
-    assert_eq!(st.get("reliable.duplicates"), Some(0), "{st}");
     assert_eq!(st.get("peers.known"), Some(1), "{st}");
     local.leave(0, 50).unwrap();
     s.stop().unwrap();

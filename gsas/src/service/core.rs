@@ -49,6 +49,9 @@ const MAX_SEGMENTS: usize = 4096;
 const UDP_FRAMES: usize = 256;
 /// Requests served from one transport per loop turn before the others get a turn.
 const BUDGET: usize = 256;
+/// Queued replies refused in a row (their peers' windows, or the frame pool, full) after
+/// which a pass over the queue stops.
+const BLOCKED_SCAN: usize = 64;
 /// Largest segment (the reach of a 40-bit offset).
 const MAX_SEGMENT: u64 = 1 << 40;
 /// Largest sync segment.
@@ -1729,6 +1732,11 @@ pub(crate) enum Deferred<P> {
 }
 
 /// Sends queued replies and executes stashed requests while the transport takes them.
+///
+/// A peer whose window is full (it does not acknowledge: slow, gone, or hostile) must not
+/// hold up the replies to everyone else: its entries stay queued, in order, and the pass
+/// goes on with the other peers' entries. The pass stops after [`BLOCKED_SCAN`] refusals
+/// in a row (the shared frame pool, not one peer, is then full).
 fn drain<T: Transport>(
     engine: &mut EngineT,
     transport: &mut T,
@@ -1737,43 +1745,57 @@ fn drain<T: Transport>(
     counters: &mut Counters,
 ) -> Result<usize, TransportError> {
     let mut sent = 0;
-    while let Some(front) = pending.front_mut() {
-        let (peer, n) = match front {
-            Deferred::Reply(peer, bytes) => {
-                let peer = *peer;
+    let mut blocked: Vec<T::Peer> = Vec::new();
+    let mut refused_in_a_row = 0;
+    let mut i = 0;
+    while i < pending.len() && refused_in_a_row < BLOCKED_SCAN {
+        let entry = &mut pending[i];
+        let peer = match entry {
+            Deferred::Reply(peer, _) | Deferred::Request(peer, _, _) => *peer,
+        };
+        if blocked.contains(&peer) {
+            i += 1;
+            continue;
+        }
+        let n = match entry {
+            Deferred::Reply(_, bytes) => {
                 let n = bytes.len();
                 scratch[..n].copy_from_slice(bytes);
-                (peer, n)
+                n
             }
-            Deferred::Request(peer, key, req) => {
-                let peer = *peer;
+            Deferred::Request(_, key, req) => {
                 let n = match engine.prepare(*key, req) {
                     Prepared::Reply(p) => engine.execute(&p, scratch).unwrap_or(0),
                     Prepared::Host(repr) => refuse(scratch, repr.token, ErrorCode::NotSupported),
                     Prepared::Drop => 0,
                 };
                 if n == 0 {
-                    pending.pop_front();
+                    pending.remove(i);
                     continue;
                 }
                 // Executed now: keep the reply, not the request, if it has to wait.
-                *front = Deferred::Reply(peer, scratch[..n].to_vec());
-                (peer, n)
+                *entry = Deferred::Reply(peer, scratch[..n].to_vec());
+                n
             }
         };
         match transport.send(peer, n, |slot| slot.copy_from_slice(&scratch[..n])) {
             Ok(()) => {
-                pending.pop_front();
+                pending.remove(i);
                 sent += 1;
+                refused_in_a_row = 0;
             }
-            Err(TransportError::WouldBlock) => return Ok(sent),
+            Err(TransportError::WouldBlock) => {
+                blocked.push(peer);
+                refused_in_a_row += 1;
+                i += 1;
+            }
             Err(
                 TransportError::Unreachable
                 | TransportError::UnknownPeer
                 | TransportError::TooLarge,
             ) => {
                 counters.replies_dropped += 1;
-                pending.pop_front();
+                pending.remove(i);
             }
             Err(e) => return Err(e),
         }
