@@ -1024,3 +1024,70 @@ fn per_job_and_per_user_limits_name_the_limit_and_the_user() {
     b.leave(0, 71).unwrap();
     s.stop().unwrap();
 }
+
+#[test]
+fn a_peer_that_never_acknowledges_holds_up_no_one_else() {
+    use attack_common::{send_frame, socket};
+    use gsas_core::reliable::frame::FrameRepr;
+    use gsas_core::reliable::seq::Seq;
+    use gsas_core::wire::{Packet, Request, RequestRepr};
+    let s = service("silent", None);
+    let (silent_key, key) = (0x5117, 0x5118);
+    let mut silent = join(&s, 0, 80, silent_key, 2);
+    silent.create_segment(0, SEG_HEAP, 4096).unwrap();
+    let mut pe = join(&s, 0, 81, key, 2);
+    pe.create_segment(0, SEG_HEAP, 4096).unwrap();
+    // A peer of the silent job sends 200 reads, one per frame, and never acknowledges:
+    // the service's window to it (32 frames) fills, and its replies queue up.
+    let mut raw = socket();
+    let to_silent = UdpPeer {
+        addr: s.udp_addr(),
+        key: silent_key,
+    };
+    for seq in 1..=200u32 {
+        let body = RequestRepr {
+            sender: SenderId::new(5).unwrap(),
+            token: seq,
+            body: Request::Read {
+                addr: GlobalAddr::new(0, SEG_HEAP, 0).unwrap(),
+                len: 8,
+            },
+        };
+        let mut req = vec![0u8; body.buffer_len()];
+        body.emit(&mut Packet::new_unchecked(&mut req[..]));
+        let frame = FrameRepr {
+            epoch: 77,
+            dest_epoch: 0,
+            seq: Some(Seq(seq)),
+            base: Seq(seq),
+            ack: None,
+        };
+        send_frame(&mut raw, to_silent, &frame, &[&req]);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    // Meanwhile another job's PE is answered at once, not after the silent peer's deadline.
+    let to = UdpPeer {
+        addr: s.udp_addr(),
+        key,
+    };
+    let fadd = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
+    let at = GlobalAddr::new(0, SEG_HEAP, 0).unwrap();
+    remote!(r);
+    let t0 = Instant::now();
+    for i in 0..20 {
+        assert_eq!(
+            r.call(|c, t| c.atomic(t, to, 0, 1, at, fadd, 1, 0)).0,
+            Ok(Some(i))
+        );
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "20 operations took {:?} beside a peer that never acknowledges",
+        t0.elapsed()
+    );
+    let st = pe.stats().unwrap();
+    assert!(st.get("replies.deferred").unwrap() > 0, "{st}");
+    silent.leave(0, 80).unwrap();
+    pe.leave(0, 81).unwrap();
+    s.stop().unwrap();
+}

@@ -55,12 +55,12 @@ impl Rng {
     }
 }
 
-fn socket() -> UdpTransport {
+pub fn socket() -> UdpTransport {
     UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default()).unwrap()
 }
 
 /// Sends one reliability frame with `packets` (none: a bare ack) to `to` as `peer` would.
-fn send_frame(udp: &mut UdpTransport, to: UdpPeer, repr: &FrameRepr, packets: &[&[u8]]) {
+pub fn send_frame(udp: &mut UdpTransport, to: UdpPeer, repr: &FrameRepr, packets: &[&[u8]]) {
     let len = HEADER_LEN + packets.iter().map(|p| 2 + p.len()).sum::<usize>();
     udp.send(to, len, |b| {
         repr.emit(&mut Frame::new_unchecked(&mut *b));
