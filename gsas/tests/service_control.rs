@@ -1031,7 +1031,7 @@ fn a_peer_that_never_acknowledges_holds_up_no_one_else() {
     use gsas_core::reliable::frame::FrameRepr;
     use gsas_core::reliable::seq::Seq;
     use gsas_core::wire::{Packet, Request, RequestRepr};
-    let s = service("silent", None);
+    let s = service("noack", None);
     let (silent_key, key) = (0x5117, 0x5118);
     let mut silent = join(&s, 0, 80, silent_key, 2);
     silent.create_segment(0, SEG_HEAP, 4096).unwrap();
