@@ -93,9 +93,11 @@ Usage:
 Serves remote reads, writes and atomics for the PEs of this node over UDP or Exanet,
 and hands out their shared memory over the Unix control socket. With --config, the
 node's entry of the cluster file gives the UDP address (bind, udp_port), the control
-socket, the memory limit (memory), the transport (transport; GSAS_TRANSPORT overrides
-it) with, for exanet, the coordinate (coord) and the endpoints (uio_devices, or the
-emulated node of GSAS_EXANET_EMU=<exanet-emu root>), and its defaults the deadline
+socket, the memory limits (memory; job_memory and user_memory, half of it each by
+default, so that no one user books the node), the peer table (max_peers), the
+transport (transport; GSAS_TRANSPORT overrides it) with, for exanet, the coordinate
+(coord) and the endpoints (uio_devices, or the emulated node of
+GSAS_EXANET_EMU=<exanet-emu root>), and its defaults the deadline
 (service_timeout_ms), the UDP MTU (udp_mtu) and remote FORK (fork_allowed,
 fork_secret_file). Over Exanet the UDP socket still carries host actions (ping, remote
 FORK). SIGTERM or SIGINT stop it cleanly.
