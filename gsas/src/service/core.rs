@@ -1281,7 +1281,7 @@ impl Core {
     }
 
     /// Checks a segment of `len` bytes for job `key` against the per-kind limits, the
-    /// job's and its user's shares, and the node's total.
+    /// node's total, and the job's and its user's shares.
     fn check_limits(
         &self,
         key: u64,
