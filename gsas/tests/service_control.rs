@@ -706,10 +706,10 @@ fn a_flood_of_frames_with_random_keys_locks_no_one_out() {
         let (res, _) = late.call(|c, t| c.read(t, to_other, 0, 2, counter, 8));
         assert_eq!(res, Ok(None));
         let st = other.stats().unwrap();
-        // Every flood frame that reached the layer (all of them, but for a datagram the
-        // kernel may drop under load) was refused (no host share) or given a host slot
+        // Every flood frame that reached the layer (all of them, but for datagrams the
+        // kernel may drop under load, at most 5%) was refused (no host share) or given a host slot
         // that a later one took over.
-        let accounted = |n: u64| n <= FLOOD as u64 && n >= FLOOD as u64 * 99 / 100;
+        let accounted = |n: u64| n <= FLOOD as u64 && n >= FLOOD as u64 * 95 / 100;
         if host_share {
             // Bare acks leave their host slot idle, so the next key takes it over; a
             // request leaves it busy (its reply unacknowledged) for a second, and keys
