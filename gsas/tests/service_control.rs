@@ -707,8 +707,8 @@ fn a_flood_of_frames_with_random_keys_locks_no_one_out() {
         assert_eq!(res, Ok(None));
         let st = other.stats().unwrap();
         // Every flood frame that reached the layer (all of them, but for datagrams the
-        // kernel may drop under load, at most 5%) was refused (no host share) or given a host slot
-        // that a later one took over.
+        // kernel may drop under load, at most 5%) was refused (no host share) or given a
+        // host slot that a later one took over.
         let accounted = |n: u64| n <= FLOOD as u64 && n >= FLOOD as u64 * 95 / 100;
         if host_share {
             // Bare acks leave their host slot idle, so the next key takes it over; a
