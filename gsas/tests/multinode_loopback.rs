@@ -309,7 +309,16 @@ fn short_jobs_run_beside_a_long_one_on_small_peer_tables() {
     // short job adds 4 peers per daemon. A table freed only when no job is left would be
     // full after three short jobs; freed per job, every one runs.
     use std::process::Stdio;
-    const SHORT_JOBS: usize = 12;
+    // Under qemu 5 (still more than the three a table freed only when no job is left
+    // would take).
+    let short_jobs: usize = if attack_common::full_length(
+        "short_jobs_run_beside_a_long_one_on_small_peer_tables",
+        "5 short jobs instead of 12",
+    ) {
+        12
+    } else {
+        5
+    };
     let (dir, _, file, ds) = two_nodes("mn-loop", |mut cf| {
         cf.text = cf
             .text
@@ -329,7 +338,7 @@ fn short_jobs_run_beside_a_long_one_on_small_peer_tables() {
         .stderr(Stdio::null());
     let mut long = long.spawn().unwrap();
     multinode_common::wait_ready(&signals, 4, &mut long, Duration::from_secs(120));
-    for job in 1..=SHORT_JOBS {
+    for job in 1..=short_jobs {
         let out = run_scenario(&file, 8, &["--ppn", "4"], "amo");
         assert!(out.status.success(), "short job {job}: {}", show(&out));
     }
@@ -340,7 +349,7 @@ fn short_jobs_run_beside_a_long_one_on_small_peer_tables() {
         assert_eq!(st.get("peers.limit"), Some(16), "node {}: {st}", d.node);
         no_peer_refused_for_capacity(d.node, &st);
         assert!(
-            st.get("reliable.peers_released").unwrap() >= 4 * SHORT_JOBS as u64,
+            st.get("reliable.peers_released").unwrap() >= 4 * short_jobs as u64,
             "node {}: {st}",
             d.node
         );
