@@ -25,8 +25,8 @@
 //! Per PE the service creates memfd segments on request (heap 0, data 1, sync 2, ring 3),
 //! sized as the PE asks within limits: each segment at most 1 TiB (the reach of a global
 //! address), the sync segment at most 16 MiB, and all segments together at most
-//! [`ServiceConfig::memory_limit`]; a larger request is refused with a message saying which
-//! limit. Segments 0-2 are registered with the engine, which checks every remote request
+//! [`ServiceConfig::memory_limit`] (and the shares below); a larger request is refused with
+//! a message saying which limit. Segments 0-2 are registered with the engine, which checks every remote request
 //! against them (key, PE, segment, bounds, alignment).
 //!
 //! **Waking waiters.** The doorbell page (a memfd every joined PE maps) also holds one
@@ -37,10 +37,25 @@
 //! [`crate::bell`]). So a PE sleeping in a wait for a flag set from another node wakes when
 //! the flag lands.
 //!
+//! **Network peers.** The reliability layer keeps state only for peers of jobs this
+//! service knows (a PE of the job joined here), each job up to its PE count + 4, and, when
+//! remote FORK is served, for up to 32 senders of unknown jobs (see `peers.rs`). Anyone
+//! else is refused and counted by reason, and a refused request is answered with a
+//! refusal, so the PE fails at once with the reason instead of a time-out. A job's peers
+//! are freed when it ends; idle peers silent for twice the deadline too. A peer whose
+//! window is full (it does not acknowledge) holds up no other peer's replies.
+//!
+//! **Memory.** Segments are booked at their full size (every page may be touched)
+//! against the node's limit ([`ServiceConfig::memory_limit`]) and, for a daemon, the
+//! per-job and per-user limits ([`ServiceConfig::job_memory_limit`],
+//! [`ServiceConfig::user_memory_limit`]); a refusal names the limit, where it comes from,
+//! the job and the user.
+//!
 //! **Reclamation.** A job ends when all its PEs that joined have left (Leave), or at once
 //! when one PE's control connection ends without Leave (the PE died): its segments are
-//! unregistered from the engine and unmapped here, remaining requests for it are refused
-//! with BadKey, and the memory is gone when the PEs' own mappings go.
+//! unregistered from the engine and unmapped here, its network peers are freed (later
+//! frames under its key are refused as an unknown job), and the memory is gone when the
+//! PEs' own mappings go.
 //!
 //! **Polling.** The loop busy-polls UDP and the rings for [`ServiceConfig::spin`] after the
 //! last activity (checking the control socket every millisecond; after the first
