@@ -37,6 +37,11 @@ pub const DEFAULT_SERVICE_TIMEOUT_MS: u32 = 10_000;
 pub const DEFAULT_FORK_ALLOWED: bool = false;
 /// Default `defaults.udp_mtu` (bytes of UDP payload per datagram).
 pub const DEFAULT_UDP_MTU: u32 = 61_440;
+/// Default `nodes[].max_peers` (network peers an atomic service keeps state for).
+pub const DEFAULT_MAX_PEERS: u32 = 1024;
+/// Default share of a node's memory limit one job, and one user's jobs together, may book
+/// (`nodes[].job_memory`, `nodes[].user_memory`): half, so no one user takes a node.
+pub const DEFAULT_MEMORY_SHARE_PERCENT: u64 = 50;
 
 /// The part of a configuration file a key belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -452,6 +457,39 @@ pub const NODE_MEMORY: KeySpec = KeySpec {
     default: DefaultValue::Unset,
     doc: "Memory the atomic service may hand out on this node (unset: no configured limit).",
 };
+/// `nodes[].job_memory`.
+pub const NODE_JOB_MEMORY: KeySpec = KeySpec {
+    section: Section::Node,
+    name: "job_memory",
+    kind: ValueKind::Size {
+        min: 1 << 20,
+        max: 1 << 50,
+    },
+    default: DefaultValue::Derived("half of the node's limit (`memory`, else its physical memory)"),
+    doc: "Memory one job may book on this node (the full size of its PEs' segments: every page may be touched); a larger request is refused naming this key.",
+};
+/// `nodes[].user_memory`.
+pub const NODE_USER_MEMORY: KeySpec = KeySpec {
+    section: Section::Node,
+    name: "user_memory",
+    kind: ValueKind::Size {
+        min: 1 << 20,
+        max: 1 << 50,
+    },
+    default: DefaultValue::Derived("half of the node's limit (`memory`, else its physical memory)"),
+    doc: "Memory all jobs of one user together may book on this node, so that no one user takes it; a larger request is refused naming this key and the user.",
+};
+/// `nodes[].max_peers`.
+pub const NODE_MAX_PEERS: KeySpec = KeySpec {
+    section: Section::Node,
+    name: "max_peers",
+    kind: ValueKind::Int {
+        min: 16,
+        max: 1 << 20,
+    },
+    default: DefaultValue::Int(DEFAULT_MAX_PEERS as i64),
+    doc: "Network peers (a PE socket of a job with PEs on this node) the atomic service keeps state for; each job may have its PE count + 4.",
+};
 /// `nodes[].transport`.
 pub const NODE_TRANSPORT: KeySpec = KeySpec {
     section: Section::Node,
@@ -527,6 +565,9 @@ pub static KEYS: &[KeySpec] = &[
     NODE_UIO_DEVICES,
     NODE_CORES,
     NODE_MEMORY,
+    NODE_JOB_MEMORY,
+    NODE_USER_MEMORY,
+    NODE_MAX_PEERS,
     NODE_TRANSPORT,
     NODE_BOARD,
     BOARD_ID,

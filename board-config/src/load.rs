@@ -761,6 +761,11 @@ impl<'s> Loader<'s> {
         node.uio_devices = self.str_list(t, &keys::NODE_UIO_DEVICES)?;
         node.cores = self.int(t, &keys::NODE_CORES)?;
         node.memory = self.size(t, &keys::NODE_MEMORY)?;
+        node.job_memory = self.size(t, &keys::NODE_JOB_MEMORY)?;
+        node.user_memory = self.size(t, &keys::NODE_USER_MEMORY)?;
+        if let Some(peers) = self.int(t, &keys::NODE_MAX_PEERS)? {
+            node.max_peers = peers;
+        }
         if let Some(word) = self.choice(t, &keys::NODE_TRANSPORT)? {
             node.transport = word.parse::<Transport>().map_err(|e| {
                 self.error(

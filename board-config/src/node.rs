@@ -117,6 +117,12 @@ pub struct Node {
     pub cores: Option<u32>,
     /// Memory the service may hand out, in bytes; `None`: no configured limit.
     pub memory: Option<u64>,
+    /// Memory one job may book, in bytes; `None`: half of the node's limit.
+    pub job_memory: Option<u64>,
+    /// Memory one user's jobs may book together, in bytes; `None`: half of the node's limit.
+    pub user_memory: Option<u64>,
+    /// Network peers the service keeps state for.
+    pub max_peers: u32,
     /// How other nodes reach this one.
     pub transport: Transport,
     /// Id of the board the node sits on, if any.
@@ -141,6 +147,9 @@ impl Node {
             uio_devices: Vec::new(),
             cores: None,
             memory: None,
+            job_memory: None,
+            user_memory: None,
+            max_peers: crate::keys::DEFAULT_MAX_PEERS,
             transport: Transport::Udp,
             board: None,
         }

@@ -182,6 +182,29 @@ fn check_node(i: usize, n: &Node, node_count: usize) -> Check {
     if let Some(memory) = n.memory {
         size_range(node_key(&keys::NODE_MEMORY, i), &keys::NODE_MEMORY, memory)?;
     }
+    for (key, value) in [
+        (&keys::NODE_JOB_MEMORY, n.job_memory),
+        (&keys::NODE_USER_MEMORY, n.user_memory),
+    ] {
+        let Some(v) = value else {
+            continue;
+        };
+        size_range(node_key(key, i), key, v)?;
+        if n.memory.is_some_and(|m| v > m) {
+            return Err(ValidationError::new(
+                node_key(key, i),
+                format!(
+                    "{v} bytes is more than the node's limit `memory` ({} bytes)",
+                    n.memory.unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    int_range(
+        node_key(&keys::NODE_MAX_PEERS, i),
+        &keys::NODE_MAX_PEERS,
+        i64::from(n.max_peers),
+    )?;
     let uio = node_key(&keys::NODE_UIO_DEVICES, i);
     for (k, dev) in n.uio_devices.iter().enumerate() {
         word(uio, "UIO device name", dev)?;
@@ -424,6 +447,23 @@ mod tests {
         Cluster::new("c", d, nodes, boards)
             .expect_err("cluster should be refused")
             .to_string()
+    }
+
+    #[test]
+    fn memory_shares_fit_the_node_limit() {
+        let mut n = udp(0, 1);
+        n.memory = Some(1 << 30);
+        n.user_memory = Some(2 << 30);
+        assert_eq!(
+            err(vec![n.clone()], vec![]),
+            "nodes[0].user_memory: 2147483648 bytes is more than the node's limit `memory` (1073741824 bytes)"
+        );
+        n.user_memory = Some(1 << 30);
+        n.job_memory = Some(1 << 29);
+        n.max_peers = 8;
+        assert!(err(vec![n.clone()], vec![]).starts_with("nodes[0].max_peers: "));
+        n.max_peers = 16;
+        assert!(Cluster::new("c", JobDefaults::default(), vec![n], vec![]).is_ok());
     }
 
     #[test]

@@ -72,11 +72,12 @@ fn a_daemon_without_fork_refuses_and_counts() {
         err.contains(&format!("oshrun: node 0 (loop0, 127.0.0.1:{}): gsas-atomicd refused the FORK: remote process start is not enabled there", base.ports[0])),
         "{err}"
     );
-    assert!(ds[0].stats().get("fork.refused").unwrap() >= 1);
+    // The daemon keeps no state for a sender of a job it does not know, and says so.
+    assert!(ds[0].stats().get("reliable.refused_unknown_job").unwrap() >= 1);
     assert!(
         ds[0]
             .log_text()
-            .contains("refused: remote FORK is not enabled"),
+            .contains("a remote FORK would be refused anyway: it is not enabled on this service"),
         "{}",
         ds[0].log_text()
     );

@@ -234,6 +234,9 @@ control_socket = "/run/x.sock"
 uio_devices = ["exanet-ep0", "exanet-ep1"]
 cores = 2
 memory = "1G"
+job_memory = "256m"
+user_memory = "512m"
+max_peers = 64
 transport = "verbs"
 board = 9
 
@@ -265,6 +268,10 @@ nodes = [20000]
     assert_eq!(n.control_socket, "/run/x.sock");
     assert_eq!(n.uio_devices, ["exanet-ep0", "exanet-ep1"]);
     assert_eq!((n.cores, n.memory), (Some(2), Some(1 << 30)));
+    assert_eq!(
+        (n.job_memory, n.user_memory, n.max_peers),
+        (Some(256 << 20), Some(512 << 20), 64)
+    );
     assert_eq!((n.transport, n.board), (Transport::Verbs, Some(9)));
     let b = c.board(9).unwrap();
     assert_eq!(
@@ -281,6 +288,8 @@ nodes = [20000]
     assert_eq!(m.control_socket, keys::DEFAULT_CONTROL_SOCKET);
     assert!(m.uio_devices.is_empty());
     assert_eq!((m.cores, m.memory, m.board), (None, None, None));
+    assert_eq!((m.job_memory, m.user_memory), (None, None));
+    assert_eq!(m.max_peers, keys::DEFAULT_MAX_PEERS);
     assert_eq!(m.transport, Transport::Udp);
 
     // Every key of the table appears in the text above.

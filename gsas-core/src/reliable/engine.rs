@@ -7,17 +7,24 @@
 use crate::transport::{Capabilities, Ordering, Transport, TransportError};
 
 use super::frame::{
-    self, Frame, FrameRepr, HEADER_LEN, MAX_PACKET_LEN, PACKET_PREFIX_LEN, Packets,
+    self, FLAG_REFUSED, Frame, FrameRepr, HEADER_LEN, MAX_PACKET_LEN, PACKET_PREFIX_LEN, Packets,
+    RefusalReason, RefusalRepr,
 };
-use super::index::{DenseIndex, PeerIndex};
+use super::index::{Admission, DenseIndex, PeerIndex};
 use super::peer::{
-    CacheEntry, CacheState, EVENT_RESTARTED, EVENT_UNREACHABLE, NEVER, NO_SLOT, PeerSlot,
+    CacheEntry, CacheState, EVENT_REFUSED, EVENT_RESTARTED, EVENT_UNREACHABLE, NEVER, NO_SLOT,
+    PeerSlot,
 };
 use super::pool::Pool;
 use super::rtt::RttEstimator;
 use super::seq::Seq;
-use super::window::{MAX_WINDOW, RxVerdict, RxWindow, TxSlot, TxState};
-use super::{Config, ConfigError, PeerEvent, Stats};
+use super::window::{MAX_WINDOW, RxVerdict, RxWindow, TxSlot, TxState, TxWindow};
+use super::{Config, ConfigError, PeerEvent, Refusal, Stats};
+
+/// Refusals sent per [`REFUSAL_WINDOW_NS`] at most.
+const REFUSALS_PER_WINDOW: u32 = 64;
+/// See [`REFUSALS_PER_WINDOW`].
+const REFUSAL_WINDOW_NS: u64 = 100_000_000;
 
 /// Most frames one `recv` call takes from the inner transport without finding a packet to
 /// deliver (acks, duplicates, garbage) before it returns `Ok(None)`.
@@ -47,17 +54,20 @@ const fn ack_every(window: usize) -> u32 {
 
 /// What to do right after a received frame, once the inner transport is free again.
 #[derive(Clone, Copy, Debug)]
-struct Action {
+struct Action<P> {
     slot: usize,
     ack_now: bool,
     resend: Option<Seq>,
+    /// Send a refusal to this peer (not in the table), echoing its epoch.
+    refuse: Option<(P, u64, Refusal)>,
 }
 
-impl Action {
-    const NONE: Action = Action {
+impl<P> Action<P> {
+    const NONE: Action<P> = Action {
         slot: 0,
         ack_now: false,
         resend: None,
+        refuse: None,
     };
 }
 
@@ -85,6 +95,10 @@ struct Core<'a, P, const W: usize, I> {
     pending_events: usize,
     /// A fatal inner error met where it could not be returned; reported by `poll`/`flush`.
     fatal: Option<TransportError>,
+    /// The first sequence number of every fresh slot.
+    first: Seq,
+    /// Start of the current refusal window and refusals sent in it.
+    refusal_window: (u64, u32),
     stats: Stats,
 }
 
@@ -202,6 +216,8 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
                 active_head: NO_SLOT,
                 pending_events: 0,
                 fatal: None,
+                first,
+                refusal_window: (0, 0),
                 stats: Stats::default(),
             },
         })
@@ -278,6 +294,13 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
                 continue;
             };
             c.pending_events -= 1;
+            if p.events & EVENT_REFUSED != 0 {
+                p.events &= !EVENT_REFUSED;
+                if let Some(r) = p.refusal {
+                    return Some(PeerEvent::Refused(addr, r));
+                }
+                continue;
+            }
             if p.events & EVENT_UNREACHABLE != 0 {
                 p.events &= !EVENT_UNREACHABLE;
                 return Some(PeerEvent::Unreachable(addr));
@@ -305,6 +328,54 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         Ok(())
     }
 
+    /// Frees `peer`'s slot at once (e.g. its job ended): frames to it are abandoned,
+    /// unreported events dropped, and the index told ([`PeerIndex::release`]). Returns
+    /// whether the peer had a slot. If the peer sends again it is admitted afresh.
+    pub fn release_peer(&mut self, peer: T::Peer) -> bool {
+        let c = &mut self.core;
+        match c.index.find(peer, c.peers.len()) {
+            Some(slot) => {
+                c.release_slot(slot, peer);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Frees the slots of idle peers (nothing in flight or owed, no unreported event) not
+    /// heard from for `silent_ns` or longer, for which `pick` says yes. Scans the table;
+    /// returns how many were freed. Choose `silent_ns` above `deadline_ns` (see "Admission,
+    /// refusals and freeing slots" in the [module docs](super)).
+    pub fn release_silent(
+        &mut self,
+        silent_ns: u64,
+        mut pick: impl FnMut(T::Peer) -> bool,
+    ) -> usize {
+        let c = &mut self.core;
+        let mut freed = 0;
+        for slot in 0..c.peers.len() {
+            let p = &c.peers[slot];
+            let Some(addr) = p.addr else {
+                continue;
+            };
+            if p.is_releasable() && c.now.saturating_sub(p.last_heard) >= silent_ns && pick(addr) {
+                c.release_slot(slot, addr);
+                freed += 1;
+            }
+        }
+        freed
+    }
+
+    /// The peer index.
+    pub fn index(&self) -> &I {
+        &self.core.index
+    }
+
+    /// The peer index, mutably (to change what it admits).
+    pub fn index_mut(&mut self) -> &mut I {
+        &mut self.core.index
+    }
+
     /// The inner transport.
     pub fn inner(&self) -> &T {
         &self.inner
@@ -327,10 +398,10 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         F: FnOnce(&mut [u8]) -> R,
     {
         let c = &mut self.core;
-        let slot = c
-            .index
-            .slot(peer, c.peers.len())
-            .ok_or(TransportError::UnknownPeer)?;
+        let slot = match c.index.find(peer, c.peers.len()) {
+            Some(s) => s,
+            None => c.admit(peer).map_err(|_| TransportError::UnknownPeer)?,
+        };
         if c.peers[slot].failed {
             return Err(TransportError::Unreachable);
         }
@@ -444,7 +515,24 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
     }
 
     /// Does what a received frame asked for once the inner transport is free.
-    fn after_frame(&mut self, action: Action) {
+    fn after_frame(&mut self, action: Action<T::Peer>) {
+        if let Some((peer, their_epoch, refusal)) = action.refuse {
+            let repr = RefusalRepr {
+                epoch: self.core.config.epoch,
+                dest_epoch: their_epoch,
+                reason: refusal.reason,
+                in_use: refusal.in_use,
+                limit: refusal.limit,
+            };
+            let sent = self.inner.send(peer, HEADER_LEN, |buf| {
+                repr.emit(&mut Frame::new_unchecked(&mut *buf));
+            });
+            // A refusal is a courtesy: one that cannot go out now is not retried.
+            if sent.is_ok() {
+                self.core.stats.refusals_sent += 1;
+            }
+            return;
+        }
         let mut result = Ok(());
         if let Some(seq) = action.resend {
             match self.transmit(action.slot, seq) {
@@ -682,6 +770,11 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
 
     /// Declares the peer in `slot` unreachable.
     fn fail_peer(&mut self, slot: usize) {
+        self.fail_peer_with(slot, EVENT_UNREACHABLE);
+    }
+
+    /// Fails the peer in `slot` and raises `event` for it.
+    fn fail_peer_with(&mut self, slot: usize, event: u8) {
         if self.peers[slot].failed {
             return;
         }
@@ -691,7 +784,105 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         p.ack_due = NEVER;
         p.clear_cache();
         self.stats.peers_failed += 1;
-        self.raise(slot, EVENT_UNREACHABLE);
+        self.raise(slot, event);
+    }
+
+    /// Admits `peer`, which has no slot, and gives it one (see [`PeerIndex::admit`]).
+    fn admit(&mut self, peer: P) -> Result<usize, Refusal> {
+        let cap = self.peers.len();
+        match self.index.admit(peer, cap) {
+            Admission::Admit => {}
+            Admission::Refuse(r) => return Err(r),
+            Admission::Replace {
+                victim,
+                quiet_ns,
+                refusal,
+            } => {
+                let now = self.now;
+                let slot = self
+                    .index
+                    .find(victim, cap)
+                    .filter(|&s| {
+                        let p = &self.peers[s];
+                        p.is_releasable() || now.saturating_sub(p.last_heard) >= quiet_ns
+                    })
+                    .ok_or(refusal)?;
+                self.release_slot(slot, victim);
+            }
+        }
+        let full = Refusal {
+            reason: RefusalReason::TableFull,
+            in_use: u32::try_from(cap).unwrap_or(u32::MAX),
+            limit: u32::try_from(cap).unwrap_or(u32::MAX),
+        };
+        let slot = self.index.slot(peer, cap).ok_or(full)?;
+        let p = &mut self.peers[slot];
+        p.addr = Some(peer);
+        p.last_heard = self.now;
+        Ok(slot)
+    }
+
+    /// Frees `slot` (held by `peer`): abandons its frames, drops its events, resets it
+    /// for the next peer and tells the index.
+    fn release_slot(&mut self, slot: usize, peer: P) {
+        self.abandon_frames(slot);
+        let initial_rto = self.config.initial_rto_ns;
+        let p = &mut self.peers[slot];
+        self.pending_events -= p.events.count_ones() as usize;
+        // The active list is threaded through the slots: keep the links, `walk` unlinks
+        // the slot once it is idle (a reset slot is).
+        let (active, next) = (p.active, p.next_active);
+        p.reset(self.first, initial_rto);
+        p.active = active;
+        p.next_active = next;
+        if self.rx_pending.is_some_and(|(from, _, _)| from == peer) {
+            self.rx_pending = None;
+        }
+        self.index.release(peer);
+        self.stats.peers_released += 1;
+    }
+
+    /// Counts a frame refused a slot, and decides whether to answer it.
+    fn on_refused(&mut self, peer: P, repr: &FrameRepr, refusal: Refusal, action: &mut Action<P>) {
+        self.stats.unknown_peers += 1;
+        let s = &mut self.stats;
+        match refusal.reason {
+            RefusalReason::UnknownJob => s.refused_unknown_job += 1,
+            RefusalReason::JobFull => s.refused_job_full += 1,
+            RefusalReason::HostFull => s.refused_host_full += 1,
+            RefusalReason::TableFull | RefusalReason::Unknown(_) => s.refused_table_full += 1,
+        }
+        if repr.seq.is_none() {
+            return;
+        }
+        let (start, sent) = &mut self.refusal_window;
+        if self.now >= start.saturating_add(REFUSAL_WINDOW_NS) {
+            *start = self.now;
+            *sent = 0;
+        }
+        if *sent < REFUSALS_PER_WINDOW {
+            *sent += 1;
+            action.refuse = Some((peer, repr.epoch, refusal));
+        }
+    }
+
+    /// A refusal arrived from `peer`: fail it if it answers something we sent.
+    fn on_refusal(&mut self, peer: P, r: RefusalRepr) {
+        let slot = self.index.find(peer, self.peers.len());
+        let Some(slot) = slot.filter(|&s| {
+            let p = &self.peers[s];
+            r.dest_epoch == self.config.epoch && !p.failed && (!p.tx.is_empty() || p.open)
+        }) else {
+            self.stats.refusals_ignored += 1;
+            return;
+        };
+        self.stats.refusals_received += 1;
+        self.peers[slot].refusal = Some(Refusal {
+            reason: r.reason,
+            in_use: r.in_use,
+            limit: r.limit,
+        });
+        self.fail_peer_with(slot, EVENT_REFUSED);
     }
 
     /// The peer in `slot` restarted with `repr.epoch`: start over with it.
@@ -784,7 +975,7 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         peer: P,
         bytes: &[u8],
         f: &mut Option<F>,
-        action: &mut Action,
+        action: &mut Action<P>,
     ) -> Option<R>
     where
         F: FnOnce(P, &[u8]) -> R,
@@ -793,6 +984,13 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             self.stats.bad_frames += 1;
             return None;
         };
+        if frame.flags() == FLAG_REFUSED {
+            match RefusalRepr::parse(&frame) {
+                Ok(r) => self.on_refusal(peer, r),
+                Err(_) => self.stats.bad_frames += 1,
+            }
+            return None;
+        }
         let Ok(repr) = FrameRepr::parse(&frame) else {
             self.stats.bad_frames += 1;
             return None;
@@ -801,19 +999,36 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             self.stats.bad_frames += 1;
             return None;
         }
-        let Some(slot) = self.index.slot(peer, self.peers.len()) else {
-            self.stats.unknown_peers += 1;
-            return None;
+        let slot = match self.index.find(peer, self.peers.len()) {
+            Some(s) => s,
+            None => match self.admit(peer) {
+                Ok(s) => s,
+                Err(refusal) => {
+                    self.on_refused(peer, &repr, refusal, action);
+                    return None;
+                }
+            },
         };
         self.stats.frames_received += 1;
         action.slot = slot;
+        let first = self.first;
         let p = &mut self.peers[slot];
         p.addr = Some(peer);
+        p.last_heard = self.now;
 
         // Sender epoch: first contact, restart, or a stale frame of an old incarnation.
         if p.their_epoch == 0 {
             p.their_epoch = repr.epoch;
             p.rx = RxWindow::new(repr.base);
+            // A peer that knows this incarnation but has a fresh slot here (its old one was
+            // freed) tells us with its ack how far it got: continue our numbering above it,
+            // so that it takes our next frame as new.
+            let fresh = p.tx.is_empty() && !p.open && p.tx.next == first;
+            if fresh && repr.dest_epoch == self.config.epoch {
+                if let Some(ack) = repr.ack {
+                    p.tx = TxWindow::new(ack.cum.add(1));
+                }
+            }
         } else if repr.epoch < p.their_epoch {
             self.stats.stale_frames += 1;
             return None;
@@ -966,7 +1181,7 @@ impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for Reliable
             let mut action = Action::NONE;
             let Self { inner, core } = self;
             let got = inner.recv(|peer, bytes| core.on_frame(peer, bytes, &mut f, &mut action))?;
-            if action.ack_now || action.resend.is_some() {
+            if action.ack_now || action.resend.is_some() || action.refuse.is_some() {
                 self.after_frame(action);
             }
             match got {

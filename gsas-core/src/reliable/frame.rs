@@ -7,7 +7,7 @@
 //! |-------:|-----:|--------------|--------------------------------------------------------------|
 //! | 0      | 2    | magic        | `0x52 0x67` (`"Rg"`), [`MAGIC`]                              |
 //! | 2      | 1    | version      | [`VERSION`] (1)                                              |
-//! | 3      | 1    | flags        | bit 0 `DATA`: carries packets and a sequence number; bit 1 `ACK`: `ack` and `sack` are valid; other bits must be 0 |
+//! | 3      | 1    | flags        | bit 0 `DATA`: carries packets and a sequence number; bit 1 `ACK`: `ack` and `sack` are valid; bit 2 `REFUSED` (alone): a refusal, see below; other bits must be 0 |
 //! | 4      | 8    | epoch        | sender's epoch, never 0                                      |
 //! | 12     | 8    | dest_epoch   | receiver's epoch as the sender knows it; 0 = not known yet   |
 //! | 20     | 4    | seq          | frame sequence number (`DATA` only, else 0)                  |
@@ -15,6 +15,13 @@
 //! | 28     | 4    | ack          | cumulative ack: every frame up to and including `ack` arrived |
 //! | 32     | 8    | sack         | selective ack: bit `i` set = frame `ack + 1 + i` arrived      |
 //! | 40     | ...  | packets      | `DATA`: one or more of `[len: u16][len bytes]`; otherwise empty |
+//!
+//! A *refusal* ([`RefusalRepr`]) has only the `REFUSED` flag and no payload: the sender
+//! (a service) will not keep state for the receiver, so it will not take its frames.
+//! `dest_epoch` echoes the epoch of the refused frame (proof that the refuser saw it), `seq`
+//! holds the reason code ([`RefusalReason`]), `ack` the number of peers in use and `sack`
+//! the limit that was reached; `base` is 0. Receivers that predate refusals drop the frame
+//! as malformed (unknown flag).
 //!
 //! Bit 0 of `sack` is always 0 when emitted by this layer (frame `ack + 1` has not arrived,
 //! otherwise `ack` would be higher), so 63 frames above the cumulative ack are reported.
@@ -42,6 +49,8 @@ pub const MAX_PACKET_LEN: usize = u16::MAX as usize;
 pub const FLAG_DATA: u8 = 0x01;
 /// Flag bit: the `ack` and `sack` fields are valid.
 pub const FLAG_ACK: u8 = 0x02;
+/// Flag bit (alone): the frame is a refusal ([`RefusalRepr`]).
+pub const FLAG_REFUSED: u8 = 0x04;
 
 mod field {
     use core::ops::Range;
@@ -418,9 +427,153 @@ impl FrameRepr {
     }
 }
 
+/// Why a peer refused to keep state for the sender of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RefusalReason {
+    /// The frame's job key names no job the receiver knows.
+    UnknownJob,
+    /// The job already has as many peers as the receiver allows per job.
+    JobFull,
+    /// The receiver's peer table is full.
+    TableFull,
+    /// Peers without a job (host actions such as remote FORK) fill their share of the
+    /// table.
+    HostFull,
+    /// A code this version does not know.
+    Unknown(u8),
+}
+
+impl RefusalReason {
+    /// The wire code.
+    pub const fn code(self) -> u8 {
+        match self {
+            RefusalReason::UnknownJob => 1,
+            RefusalReason::JobFull => 2,
+            RefusalReason::TableFull => 3,
+            RefusalReason::HostFull => 4,
+            RefusalReason::Unknown(c) => c,
+        }
+    }
+}
+
+impl From<u8> for RefusalReason {
+    fn from(c: u8) -> Self {
+        match c {
+            1 => RefusalReason::UnknownJob,
+            2 => RefusalReason::JobFull,
+            3 => RefusalReason::TableFull,
+            4 => RefusalReason::HostFull,
+            c => RefusalReason::Unknown(c),
+        }
+    }
+}
+
+impl core::fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RefusalReason::UnknownJob => f.write_str("no job with this key is known there"),
+            RefusalReason::JobFull => f.write_str("the job has as many peers as allowed per job"),
+            RefusalReason::TableFull => f.write_str("its peer table is full"),
+            RefusalReason::HostFull => {
+                f.write_str("its share of the peer table for host actions is full")
+            }
+            RefusalReason::Unknown(c) => write!(f, "refusal code {c}"),
+        }
+    }
+}
+
+/// A refusal: what a receiver that will not keep state for a sender answers instead of an
+/// acknowledgement (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RefusalRepr {
+    /// The refuser's epoch (non-zero).
+    pub epoch: u64,
+    /// The epoch of the refused frame's sender.
+    pub dest_epoch: u64,
+    /// Why.
+    pub reason: RefusalReason,
+    /// Peers in use in the limit that was reached.
+    pub in_use: u32,
+    /// That limit.
+    pub limit: u32,
+}
+
+impl RefusalRepr {
+    /// Parses a refusal; any other frame (or a malformed one) is an error.
+    pub fn parse<T: AsRef<[u8]>>(frame: &Frame<T>) -> Result<RefusalRepr, FrameError> {
+        frame.check_len()?;
+        if frame.magic() != MAGIC {
+            return Err(FrameError::BadMagic(frame.magic()));
+        }
+        if frame.version() != VERSION {
+            return Err(FrameError::BadVersion(frame.version()));
+        }
+        if frame.flags() != FLAG_REFUSED {
+            return Err(FrameError::BadFlags(frame.flags()));
+        }
+        if frame.epoch() == 0 {
+            return Err(FrameError::ZeroEpoch);
+        }
+        if !frame.payload().is_empty() {
+            return Err(FrameError::TrailingBytes);
+        }
+        Ok(RefusalRepr {
+            epoch: frame.epoch(),
+            dest_epoch: frame.dest_epoch(),
+            reason: RefusalReason::from(frame.seq().0.min(255) as u8),
+            in_use: frame.ack().0,
+            limit: u32::try_from(frame.sack()).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// Writes the whole refusal (it has no payload) into `frame`.
+    ///
+    /// Panics if the buffer is shorter than [`HEADER_LEN`] (a caller bug, never input).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut Frame<T>) {
+        frame.set_magic(MAGIC);
+        frame.set_version(VERSION);
+        frame.set_flags(FLAG_REFUSED);
+        frame.set_epoch(self.epoch);
+        frame.set_dest_epoch(self.dest_epoch);
+        frame.set_seq(Seq(u32::from(self.reason.code())));
+        frame.set_base(Seq(0));
+        frame.set_ack(Seq(self.in_use));
+        frame.set_sack(u64::from(self.limit));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusal_round_trip_and_is_not_a_frame() {
+        let r = RefusalRepr {
+            epoch: 9,
+            dest_epoch: 0x77,
+            reason: RefusalReason::JobFull,
+            in_use: 12,
+            limit: 12,
+        };
+        let mut buf = [0u8; HEADER_LEN];
+        r.emit(&mut Frame::new_unchecked(&mut buf[..]));
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        assert_eq!(RefusalRepr::parse(&f), Ok(r));
+        assert_eq!(
+            FrameRepr::parse(&f),
+            Err(FrameError::BadFlags(FLAG_REFUSED))
+        );
+        assert_eq!(
+            RefusalRepr::parse(&Frame::new_checked(&ACK_FRAME[..]).unwrap()),
+            Err(FrameError::BadFlags(FLAG_ACK))
+        );
+        assert_eq!(RefusalReason::from(200), RefusalReason::Unknown(200));
+        for c in 1..=4 {
+            assert_eq!(RefusalReason::from(c).code(), c);
+        }
+    }
 
     /// A data+ack frame: epoch 0x0102030405060708, dest 0x11, seq 0xfffffffe, base 0xfffffffd,
     /// ack 7, sack 0b1010, packets "ab" and "".
@@ -557,7 +710,17 @@ mod tests {
             if round % 2 == 0 && len >= HEADER_LEN {
                 buf[..HEADER_LEN].copy_from_slice(&DATA_FRAME[..HEADER_LEN]);
             }
+            if round % 7 == 0 && len >= HEADER_LEN {
+                buf[3] = FLAG_REFUSED;
+            }
             let bytes = &buf[..len];
+            if let Ok(r) = Frame::new_checked(bytes).and_then(|f| RefusalRepr::parse(&f)) {
+                // A refusal re-emits to a header that parses to the same thing (the reason
+                // code keeps its low byte).
+                let mut out = [0u8; HEADER_LEN];
+                r.emit(&mut Frame::new_unchecked(&mut out[..]));
+                assert_eq!(RefusalRepr::parse(&Frame::new_unchecked(&out[..])), Ok(r));
+            }
             if let Ok(frame) = Frame::new_checked(bytes) {
                 if let Ok(repr) = FrameRepr::parse(&frame) {
                     let total: usize = frame.packets().map(|p| p.len() + 2).sum();

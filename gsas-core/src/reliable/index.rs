@@ -7,7 +7,30 @@
 
 use core::hash::{Hash, Hasher};
 
-/// Maps peers to slots `0..capacity` of the peer table.
+use super::Refusal;
+
+/// What a [`PeerIndex`] says about a peer that has no slot yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Admission<P> {
+    /// Give it a slot (if the table has a free one).
+    Admit,
+    /// Give it the slot of `victim` (already known to the index) if that peer is idle
+    /// (nothing in flight, nothing owed, no unreported event) or has not been heard from
+    /// for `quiet_ns` (its frames are then abandoned). Otherwise refuse with `refusal`.
+    Replace {
+        /// The peer whose slot is offered.
+        victim: P,
+        /// How long the victim must have been silent to be evicted while busy.
+        quiet_ns: u64,
+        /// The answer if the victim may not be evicted.
+        refusal: Refusal,
+    },
+    /// Refuse: the peer gets no slot and its frames are dropped.
+    Refuse(Refusal),
+}
+
+/// Maps peers to slots `0..capacity` of the peer table, and decides who may have one.
 pub trait PeerIndex<P> {
     /// The slot of `peer`, assigning a free one if the peer is new; `None` when the peer
     /// cannot have a slot (out of range, or the table is full).
@@ -15,6 +38,20 @@ pub trait PeerIndex<P> {
 
     /// The slot of `peer` if it has one; never assigns.
     fn find(&self, peer: P, capacity: usize) -> Option<usize>;
+
+    /// Whether `peer`, which has no slot, may have one: asked before [`slot`](Self::slot)
+    /// assigns one, on receipt of a frame and before a first send. By default everyone
+    /// is admitted.
+    fn admit(&mut self, peer: P, capacity: usize) -> Admission<P> {
+        let _ = (peer, capacity);
+        Admission::Admit
+    }
+
+    /// Forgets `peer`: its slot may be handed out again. By default slots are never
+    /// reassigned (the layer still resets the slot's state).
+    fn release(&mut self, peer: P) {
+        let _ = peer;
+    }
 }
 
 /// Peers are integers `0..capacity` and are their own slot.

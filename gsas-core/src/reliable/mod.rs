@@ -113,6 +113,29 @@
 //! frame holds one buffer. When the peer's window (`Config::window` frames) or the pool is
 //! full, `send` returns `WouldBlock`: back-pressure until acks free space.
 //!
+//! # Admission, refusals and freeing slots
+//!
+//! A peer gets a slot only when its index says so ([`PeerIndex::admit`], asked on the first
+//! frame received from it and before the first send to it): a service admits only peers
+//! whose job key it knows, and bounds each job's share. A frame whose sender is refused is
+//! dropped and counted by reason (`Stats::refused_*`); a *data* frame is also answered
+//! with a refusal frame (at most 64 per 100 ms, so a flood cannot turn the layer into an
+//! amplifier), which names the reason and the figures. The sender's layer accepts a
+//! refusal only from a peer it has frames outstanding to and only when it echoes its
+//! epoch; the peer then fails as by a deadline, but at once and with the reason
+//! ([`PeerEvent::Refused`]).
+//!
+//! Slots are freed by [`Reliable::release_peer`] (the owner's decision, e.g. the job
+//! ended: its frames are abandoned), by [`Reliable::release_silent`] (idle peers not heard
+//! from for a given time), or by eviction of a peer the index names that is idle or has
+//! been silent for long enough ([`Admission::Replace`]). A freed peer that shows up again gets a fresh slot: its frames
+//! carry its cumulative ack of ours, and the new slot continues our numbering just above
+//! it, so the peer takes our next frame as new. The peer's old frames are forgotten with
+//! the slot; frames it already had acknowledged are never sent again by an honest peer,
+//! and one whose ack was lost is retransmitted within the deadline, so callers free only
+//! peers silent for longer than `deadline_ns` (and assume, like TCP, that the network does
+//! not hold a datagram that long).
+//!
 //! # Thread-safety
 //!
 //! A plain single-owner value (all methods take `&mut self`); `Send` when the inner
@@ -153,7 +176,8 @@ pub mod seq;
 mod window;
 
 pub use engine::Reliable;
-pub use index::{DenseIndex, HashIndex, PeerIndex};
+pub use frame::RefusalReason;
+pub use index::{Admission, DenseIndex, HashIndex, PeerIndex};
 pub use peer::PeerSlot;
 pub use window::MAX_WINDOW;
 
@@ -290,8 +314,26 @@ pub struct Stats {
     pub bad_frames: u64,
     /// Frames dropped for an old sender epoch or a wrong receiver epoch.
     pub stale_frames: u64,
-    /// Frames from peers that have no slot.
+    /// Frames dropped because their sender has no slot and was refused one (the sum of
+    /// the four `refused_*` counters).
     pub unknown_peers: u64,
+    /// Frames refused a slot: the index knows no job for the sender.
+    pub refused_unknown_job: u64,
+    /// Frames refused a slot: the sender's job has all the peers it may have.
+    pub refused_job_full: u64,
+    /// Frames refused a slot: the peer table is full.
+    pub refused_table_full: u64,
+    /// Frames refused a slot: the share of peers without a job is full.
+    pub refused_host_full: u64,
+    /// Refusals sent (at most 64 per 100 ms; only data frames are answered).
+    pub refusals_sent: u64,
+    /// Refusals received that failed a peer ([`PeerEvent::Refused`]).
+    pub refusals_received: u64,
+    /// Refusals received and ignored (wrong epoch, or nothing was sent to that peer).
+    pub refusals_ignored: u64,
+    /// Peer slots freed ([`Reliable::release_peer`], [`Reliable::release_silent`], or
+    /// evicted for a newcomer).
+    pub peers_released: u64,
     /// Data frames too far ahead of the receive window.
     pub out_of_window: u64,
     /// Acks ignored because they acknowledge frames never sent.
@@ -317,6 +359,35 @@ pub enum PeerEvent<P> {
     /// The peer restarted (a frame with a newer epoch arrived): packets not acknowledged by
     /// its previous incarnation were discarded.
     Restarted(P),
+    /// The peer refused to keep state for this endpoint (a service whose table, or whose
+    /// share for the job, is full; or that knows no such job): its packets were discarded
+    /// and `send` to it fails with `Unreachable`, as after [`PeerEvent::Unreachable`].
+    Refused(P, Refusal),
+}
+
+/// Why a peer was refused a slot, with the figures of the limit reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Refusal {
+    /// Which limit.
+    pub reason: RefusalReason,
+    /// Peers in use under that limit.
+    pub in_use: u32,
+    /// The limit.
+    pub limit: u32,
+}
+
+impl core::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.reason {
+            RefusalReason::UnknownJob => write!(f, "{}", self.reason),
+            _ => write!(
+                f,
+                "{} ({} of {} in use)",
+                self.reason, self.in_use, self.limit
+            ),
+        }
+    }
 }
 
 /// Bytes of buffer a [`Reliable`] needs to hold `frames` frames of `frame_size` bytes, with

@@ -13,6 +13,8 @@ pub(crate) const NO_SLOT: u32 = u32::MAX;
 pub(crate) const EVENT_UNREACHABLE: u8 = 0x01;
 /// Event bit: the peer restarted (new epoch).
 pub(crate) const EVENT_RESTARTED: u8 = 0x02;
+/// Event bit: the peer refused us a slot ([`PeerSlot::refusal`] says why).
+pub(crate) const EVENT_REFUSED: u8 = 0x04;
 
 /// State of a reply-cache entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +56,10 @@ pub struct PeerSlot<P, const W: usize> {
     pub(crate) failed: bool,
     /// Unreported events (`EVENT_*` bits).
     pub(crate) events: u8,
+    /// Why the peer refused us, with [`EVENT_REFUSED`].
+    pub(crate) refusal: Option<super::Refusal>,
+    /// When the last frame from the peer arrived (or the slot was assigned).
+    pub(crate) last_heard: u64,
 
     pub(crate) tx: TxWindow<W>,
     /// Whether the newest window entry is an open frame.
@@ -89,6 +95,8 @@ impl<P: Copy, const W: usize> PeerSlot<P, W> {
             their_epoch: 0,
             failed: false,
             events: 0,
+            refusal: None,
+            last_heard: 0,
             tx: TxWindow::new(Seq(0)),
             open: false,
             open_len: 0,
@@ -114,6 +122,11 @@ impl<P: Copy, const W: usize> PeerSlot<P, W> {
     /// Nothing to do for this peer until a new event.
     pub(crate) fn is_idle(&self) -> bool {
         self.tx.is_empty() && !self.open && self.ack_due == NEVER
+    }
+
+    /// The slot may be freed without losing anything: idle and no event unreported.
+    pub(crate) fn is_releasable(&self) -> bool {
+        self.is_idle() && self.events == 0
     }
 
     /// Forgets the reply cache.

@@ -66,6 +66,8 @@ pub enum ForkError {
     Refused(ErrorCode),
     /// No answer within the deadline.
     NoAnswer(Duration),
+    /// The daemon's network layer would not keep state for this sender.
+    NoSlot(gsas_core::reliable::Refusal),
     /// The request could not be sent (socket or request error).
     Local(String),
 }
@@ -73,7 +75,13 @@ pub enum ForkError {
 impl fmt::Display for ForkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ForkError::Refused(ErrorCode::NotSupported) => f.write_str(
+            // A daemon that serves FORK keeps state for senders of jobs it does not know
+            // yet (up to a share); one that refuses it for an unknown job does not.
+            ForkError::Refused(ErrorCode::NotSupported)
+            | ForkError::NoSlot(gsas_core::reliable::Refusal {
+                reason: gsas_core::reliable::RefusalReason::UnknownJob,
+                ..
+            }) => f.write_str(
                 "gsas-atomicd refused the FORK: remote process start is not enabled there \
                  (defaults.fork_allowed and defaults.fork_secret_file in its cluster file)",
             ),
@@ -96,6 +104,10 @@ impl fmt::Display for ForkError {
                  daemon serves another node id; see its log)",
             ),
             ForkError::Refused(code) => write!(f, "gsas-atomicd refused the FORK: {code}"),
+            ForkError::NoSlot(r) => write!(
+                f,
+                "gsas-atomicd refused to keep state for this sender: {r} (remote FORK senders share 32 slots; retry later)"
+            ),
             ForkError::NoAnswer(d) => write!(
                 f,
                 "gsas-atomicd did not answer the FORK request within {:.1} s (is it running \
@@ -252,7 +264,10 @@ impl Sender {
                 }
             }
             while let Some(ev) = self.layer.next_event() {
-                let (PeerEvent::Unreachable(peer) | PeerEvent::Restarted(peer)) = ev;
+                let (peer, refusal) = match ev {
+                    PeerEvent::Unreachable(peer) | PeerEvent::Restarted(peer) => (peer, None),
+                    PeerEvent::Refused(peer, r) => (peer, Some(r)),
+                };
                 let mut failed = Vec::new();
                 self.client.fail_peer(peer, |c| {
                     if let Completion::Done { tag, .. } = c {
@@ -260,7 +275,10 @@ impl Sender {
                     }
                 });
                 for i in failed {
-                    results[i] = Some(Err(ForkError::NoAnswer(t0.elapsed())));
+                    results[i] = Some(Err(match refusal {
+                        Some(r) => ForkError::NoSlot(r),
+                        None => ForkError::NoAnswer(t0.elapsed()),
+                    }));
                 }
             }
             if next == targets.len() && results.iter().all(Option::is_some) {

@@ -29,6 +29,7 @@
 //! Thread-safety: [`run_job`] runs in the caller's thread and starts one forwarding thread
 //! per piped stream; it shares nothing else.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -359,10 +360,16 @@ fn spawn_one(
     }
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
-    // SAFETY: the hook runs in the forked child before exec and calls only prctl, getppid
-    // and _exit, which are async-signal-safe; it touches no memory of the parent.
+    // SAFETY: the hook runs in the forked child before exec and calls only sigemptyset,
+    // sigprocmask, prctl, getppid and _exit, which are async-signal-safe; it touches no
+    // memory of the parent.
     unsafe {
-        cmd.pre_exec(move || sys::child_set_pdeathsig(parent));
+        cmd.pre_exec(move || {
+            // The launcher blocks SIGINT, SIGTERM and SIGHUP to read them from a signalfd;
+            // a PE must not inherit that, or it would ignore the SIGTERM that ends a job.
+            sys::child_unblock_signals()?;
+            sys::child_set_pdeathsig(parent)
+        });
     }
     let mut child = endpoint.spawn(&mut cmd)?;
     let mut forwarders = Vec::new();
@@ -434,10 +441,17 @@ pub fn run_job(mut spec: JobSpec) -> Result<JobReport, LaunchError> {
                 running.push(r);
             }
             Err(e) => {
+                // The PEs started so far wait for the missing one at PMI: end them as a
+                // failing job's (SIGTERM, SIGKILL after the grace time), not by waiting.
                 terminate(&mut running, Duration::ZERO);
                 if let Some(r) = remote.as_mut() {
                     r.kill();
                 }
+                let until = Instant::now() + spec.grace;
+                while Instant::now() < until && running.iter_mut().any(|r| !r.reaped()) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                kill_all(&mut running);
                 reap_all(&mut running, Duration::from_secs(5), &spec.launcher);
                 return Err(e);
             }
@@ -686,25 +700,74 @@ fn wait_briefly(signals: Option<&SignalFd>, d: Duration) {
     }
 }
 
+impl Running {
+    /// Whether the PE has ended (reaping it if it just did).
+    fn reaped(&mut self) -> bool {
+        if self.status.is_none() {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                self.status = Some(s);
+            }
+        }
+        self.status.is_some()
+    }
+}
+
+/// `0-3, 7, 9-12`: ranks (sorted) as ranges, for one-line summaries of many PEs.
+fn rank_list(mut ranks: Vec<u32>) -> String {
+    ranks.sort_unstable();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        out.push(if j == i {
+            ranks[i].to_string()
+        } else {
+            format!("{}-{}", ranks[i], ranks[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+/// Logs one warning per distinct error of a signal sent to many PEs.
+fn warn_grouped(what: &str, failed: Vec<(u32, String)>) {
+    let mut by_error: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (rank, e) in failed {
+        by_error.entry(e).or_default().push(rank);
+    }
+    for (e, ranks) in by_error {
+        log::warn!("{what} to PE(s) {}: {e}", rank_list(ranks));
+    }
+}
+
 /// Sends SIGTERM to every PE still running.
 fn terminate(running: &mut [Running], _grace: Duration) {
-    for r in running.iter().filter(|r| r.status.is_none()) {
-        if let Err(e) = sys::kill(r.pid, libc::SIGTERM) {
-            log::warn!("SIGTERM to PE {} (pid {}): {e}", r.rank, r.pid);
-        }
-    }
+    let failed = running
+        .iter()
+        .filter(|r| r.status.is_none())
+        .filter_map(|r| {
+            sys::kill(r.pid, libc::SIGTERM)
+                .err()
+                .map(|e| (r.rank, e.to_string()))
+        })
+        .collect();
+    warn_grouped("SIGTERM", failed);
 }
 
 /// Sends SIGKILL to every PE still running.
 fn kill_all(running: &mut [Running]) {
-    for r in running.iter_mut().filter(|r| r.status.is_none()) {
-        if let Err(e) = r.child.kill() {
-            log::warn!("SIGKILL to PE {} (pid {}): {e}", r.rank, r.pid);
-        }
-    }
+    let failed = running
+        .iter_mut()
+        .filter(|r| r.status.is_none())
+        .filter_map(|r| r.child.kill().err().map(|e| (r.rank, e.to_string())))
+        .collect();
+    warn_grouped("SIGKILL", failed);
 }
 
-/// Reaps every PE, waiting at most `limit` in total; complains about the ones left.
+/// Reaps every PE, waiting at most `limit` in total; names the ones left in one line.
 fn reap_all(running: &mut [Running], limit: Duration, launcher: &str) {
     let until = Instant::now() + limit;
     loop {
@@ -720,12 +783,16 @@ fn reap_all(running: &mut [Running], limit: Duration, launcher: &str) {
             return;
         }
         if Instant::now() >= until {
-            for r in running.iter().filter(|r| r.status.is_none()) {
-                eprintln!(
-                    "{launcher}: PE {} (pid {}) did not exit after SIGKILL",
-                    r.rank, r.pid
-                );
-            }
+            let left: Vec<&Running> = running.iter().filter(|r| r.status.is_none()).collect();
+            let pids: Vec<String> = left.iter().take(8).map(|r| r.pid.to_string()).collect();
+            eprintln!(
+                "{launcher}: {} PE(s) did not exit {:.1} s after SIGKILL: ranks {} (pids {}{})",
+                left.len(),
+                limit.as_secs_f64(),
+                rank_list(left.iter().map(|r| r.rank).collect()),
+                pids.join(", "),
+                if left.len() > pids.len() { ", ..." } else { "" }
+            );
             return;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -743,6 +810,40 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             env: vec![],
         }
+    }
+
+    #[test]
+    fn rank_lists_are_ranges() {
+        assert_eq!(rank_list(vec![]), "");
+        assert_eq!(rank_list(vec![3]), "3");
+        assert_eq!(
+            rank_list(vec![9, 0, 1, 2, 3, 7, 10, 11, 12]),
+            "0-3, 7, 9-12"
+        );
+    }
+
+    #[test]
+    fn pes_do_not_inherit_the_launchers_blocked_signals() {
+        // The test harness thread blocks SIGTERM as the launcher does; the PE must still
+        // die of the SIGTERM a failing job sends.
+        let mask = |how| {
+            // SAFETY: a sigset initialised by sigemptyset/sigaddset, changing this thread's
+            // mask only.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                assert_eq!(libc::pthread_sigmask(how, &set, std::ptr::null_mut()), 0);
+            }
+        };
+        mask(libc::SIG_BLOCK);
+        let report = run_job(JobSpec::single_node(vec![sh(0, "kill -TERM $$; sleep 5")]));
+        mask(libc::SIG_UNBLOCK);
+        let report = report.unwrap();
+        assert_eq!(
+            report.statuses[0].and_then(|s| s.signal()),
+            Some(libc::SIGTERM)
+        );
     }
 
     #[test]

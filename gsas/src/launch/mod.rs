@@ -121,6 +121,61 @@ pub fn pe_env(
     ]
 }
 
+/// A socket file of an embedded service younger than this is never taken for stale (it
+/// may be between bind and listen).
+const STALE_AFTER: Duration = Duration::from_secs(10);
+
+/// Removes the control sockets that earlier launchers named `name` left in `dir` when they
+/// were killed (SIGKILL runs no cleanup): files `<name>-<16 hex digits>.sock` of this user,
+/// older than `min_age`, on which nobody listens any more. Each removal is logged.
+fn sweep_stale_sockets(dir: &std::path::Path, name: &str, min_age: Duration) -> usize {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(id) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(name))
+            .and_then(|f| f.strip_prefix('-'))
+            .and_then(|f| f.strip_suffix(".sock"))
+        else {
+            continue;
+        };
+        if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old_enough = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age >= min_age);
+        if !meta.file_type().is_socket() || meta.uid() != me || !old_enough {
+            continue;
+        }
+        let refused = matches!(
+            std::os::unix::net::UnixStream::connect(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        );
+        if refused && std::fs::remove_file(&path).is_ok() {
+            log::info!(
+                "removed {}: nobody listens on it (left behind by a killed {name})",
+                path.display()
+            );
+            removed += 1;
+        }
+    }
+    removed
+}
+
 fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let env = RuntimeConfig::from_env().map_err(|e| (EXIT_USAGE, e.to_string()))?;
     let path = std::env::var_os("PATH");
@@ -158,6 +213,7 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
 
     let dir = crate::service::socket::runtime_dir(std::env::var_os("XDG_RUNTIME_DIR").as_deref())
         .map_err(|e| (EXIT_FAILURE, format!("socket directory: {e}")))?;
+    sweep_stale_sockets(&dir, name, STALE_AFTER);
     let socket = dir.join(format!("{name}-{}.sock", config::format_hex64(job_id)));
     let mut scfg = ServiceConfig::new(0, "127.0.0.1:0".parse().expect("literal address"), socket);
     scfg.name = format!("{name} service");
@@ -198,5 +254,35 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     match result {
         Ok(report) => Ok(report.exit_code),
         Err(e) => Err((EXIT_FAILURE, e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_sockets_of_killed_launchers_are_removed_and_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("gsas-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let stale = dir.join("oshrun-00000000deadbeef.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let live_path = dir.join("oshrun-0123456789abcdef.sock");
+        let _live = std::os::unix::net::UnixListener::bind(&live_path).unwrap();
+        let other = dir.join("gshrun-00000000deadbeef.sock");
+        drop(std::os::unix::net::UnixListener::bind(&other).unwrap());
+        let not_ours = dir.join("oshrun-notanid.sock");
+        drop(std::os::unix::net::UnixListener::bind(&not_ours).unwrap());
+        // Too young: kept.
+        assert_eq!(
+            sweep_stale_sockets(&dir, "oshrun", Duration::from_secs(3600)),
+            0
+        );
+        assert!(stale.exists());
+        assert_eq!(sweep_stale_sockets(&dir, "oshrun", Duration::ZERO), 1);
+        assert!(!stale.exists(), "the socket nobody listens on is gone");
+        assert!(live_path.exists() && other.exists() && not_ours.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -49,6 +49,16 @@ pub enum NodeError {
         /// The deadline.
         waited: Duration,
     },
+    /// A node's service refused to keep state for this PE: its peer table, or the job's
+    /// share of it, is full, or it knows no job with this PE's key.
+    PeerRefused {
+        /// The node id.
+        node: u16,
+        /// Its service's address.
+        addr: crate::transport::net::NetAddr,
+        /// Why, with the figures.
+        refusal: gsas_core::reliable::Refusal,
+    },
     /// The target's service refused an operation.
     Refused {
         /// The operation, e.g. `put of 64 bytes to PE 3, segment 0, offset 0x100`.
@@ -91,6 +101,14 @@ impl fmt::Display for NodeError {
                 f,
                 "node {node} ({addr}): no answer for {:.1} s",
                 waited.as_secs_f64()
+            ),
+            NodeError::PeerRefused {
+                node,
+                addr,
+                refusal,
+            } => write!(
+                f,
+                "node {node} ({addr}): the atomic service there refused this PE: {refusal} (its log has the figures)"
             ),
             NodeError::Refused { op, node, code } => {
                 write!(f, "{op}: refused by node {node}: {code}")

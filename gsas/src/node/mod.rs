@@ -139,8 +139,10 @@ pub const MAX_CONTEXTS: usize = remote::CONTEXTS;
 /// Segments a PE maps of each same-node peer.
 const MAPPED: usize = 3;
 
-/// How long finalize waits, at most, for its last replies and acknowledgements.
-const SETTLE_LIMIT: Duration = Duration::from_millis(200);
+/// How long finalize waits, at most, for its last acknowledgements once every operation
+/// completed (one ack delay, 200 us, when the PE gets the CPU; generous so that a PE that
+/// shares a loaded core does not fail a clean finalize).
+const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 
 /// A communication context: operations are counted per context, and `quiet`/`fence`
 /// apply to one context.
@@ -693,11 +695,7 @@ impl Node {
             (
                 ClientError::Transport(gsas_core::transport::TransportError::Unreachable),
                 Route::Net(p),
-            ) => NodeError::Unreachable {
-                node,
-                addr: p.addr,
-                waited: remote.book.deadline,
-            },
+            ) => remote.book.peer_error(node, p.addr),
             (e, _) => NodeError::Transport(format!("{desc}: {e}")),
         }
     }
@@ -1412,7 +1410,10 @@ impl Node {
             self.quiet(Ctx(i as u16))?;
         }
         self.barrier_all()?;
-        self.settle();
+        // The barrier's last increments are non-blocking: complete them before leaving,
+        // or the PEs they went to could wait for them in vain.
+        self.quiet(Ctx::DEFAULT)?;
+        self.settle()?;
         if let Some(mut keeper) = lock(&self.keeper).take() {
             keeper.stop();
         }
@@ -1429,19 +1430,28 @@ impl Node {
         Ok(())
     }
 
-    /// Before leaving, best effort: lets this PE's last operations (the barrier's) complete
-    /// and the reliability layer acknowledge the last replies, so that no service keeps
-    /// retransmitting a reply to a closed socket until it declares the PE unreachable.
-    /// Usually an ack delay (200 us); bounded by [`SETTLE_LIMIT`], and a failure changes
-    /// nothing (the PE is leaving; a service that stopped already needs no answer).
-    fn settle(&self) {
+    /// Before leaving, after every operation completed: lets the reliability layer
+    /// acknowledge the last replies, so that no service keeps retransmitting a reply to a
+    /// closed socket until it declares the PE unreachable. Usually an ack delay (200 us);
+    /// bounded by [`SETTLE_LIMIT`]. A PE that cannot settle does not pretend it left
+    /// cleanly: the error names the services and what was outstanding.
+    fn settle(&self) -> Result<(), NodeError> {
         let settled = self.wait_for(
             &"the last replies to be acknowledged",
             SETTLE_LIMIT,
             |remote| Ok(remote.settled().then_some(())),
         );
-        if let Err(e) = settled {
-            log::debug!("PE {} leaves unsettled: {e}", self.rank);
+        match settled {
+            Ok(()) => Ok(()),
+            Err(NodeError::Timeout { waited, .. }) => Err(NodeError::Timeout {
+                what: format!(
+                    "PE {} to settle before leaving ({})",
+                    self.rank,
+                    self.pulse.lock().unsettled()
+                ),
+                waited,
+            }),
+            Err(e) => Err(e),
         }
     }
 

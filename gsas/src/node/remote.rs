@@ -11,12 +11,12 @@
 //!
 //! Thread-safety: [`Remote`] is a plain value behind the node's mutex.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::time::Duration;
 
 use gsas_core::client::{Client, ClientError, Completion, OpError, OpHandle};
-use gsas_core::reliable::PeerEvent;
+use gsas_core::reliable::{PeerEvent, Refusal};
 use gsas_core::transport::{Transport, TransportError};
 
 use crate::poll::monotonic_ns;
@@ -128,8 +128,10 @@ pub(crate) struct Book {
     free: Vec<usize>,
     /// First error of a non-blocking operation, per context.
     pub(crate) ctx_error: Vec<Option<NodeError>>,
-    /// Services declared unreachable (or restarted under us).
+    /// Services declared unreachable (or restarted under us, or refusing us).
     pub(crate) failed: HashSet<NetAddr>,
+    /// Services that refused to keep state for this PE, and why.
+    pub(crate) refused: HashMap<NetAddr, Refusal>,
     /// Deadline of the reliability layer, for messages.
     pub(crate) deadline: Duration,
     /// Records of writes with fragments left to send.
@@ -174,6 +176,22 @@ impl Book {
         r
     }
 
+    /// The error for a failed service: refused us (with the reason), or unreachable.
+    pub(crate) fn peer_error(&self, node: u16, addr: NetAddr) -> NodeError {
+        match self.refused.get(&addr) {
+            Some(&refusal) => NodeError::PeerRefused {
+                node,
+                addr,
+                refusal,
+            },
+            None => NodeError::Unreachable {
+                node,
+                addr,
+                waited: self.deadline,
+            },
+        }
+    }
+
     /// The error an operation of `record` ended with.
     pub(crate) fn op_error(&self, record: &Record, e: OpError) -> NodeError {
         let failed_peer = match record.route {
@@ -186,11 +204,7 @@ impl Book {
                 node: record.node,
                 code,
             },
-            (OpError::Aborted, Some(addr)) => NodeError::Unreachable {
-                node: record.node,
-                addr,
-                waited: self.deadline,
-            },
+            (OpError::Aborted, Some(addr)) => self.peer_error(record.node, addr),
             (OpError::Aborted, None) => {
                 NodeError::Transport(format!("{} was abandoned", record.desc))
             }
@@ -357,6 +371,14 @@ impl Remote {
                     log::warn!("service at {} restarted; its operations are lost", p.addr);
                     p
                 }
+                PeerEvent::Refused(p, r) => {
+                    log::error!(
+                        "the atomic service at {} refused this PE: {r}; see its log",
+                        p.addr
+                    );
+                    self.book.refused.insert(p.addr, r);
+                    p
+                }
             };
             self.book.failed.insert(peer.addr);
             let book = &mut self.book;
@@ -431,6 +453,48 @@ impl Remote {
             && self.ring.as_ref().is_none_or(|r| r.client.in_flight() == 0)
             && (self.last_rx_ns == 0
                 || self.last_poll_ns >= self.last_rx_ns.saturating_add(self.ack_delay_ns))
+    }
+
+    /// What keeps [`Remote::settled`] false, for the message of a PE that cannot leave
+    /// cleanly: operations outstanding per service (with the first of each), and an
+    /// acknowledgement still owed.
+    pub(crate) fn unsettled(&self) -> String {
+        let mut per: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+        for r in self.book.records.iter().flatten() {
+            if r.result.is_some() || r.abandoned {
+                continue;
+            }
+            let to = match r.route {
+                Route::Net(p) => format!("node {} ({})", r.node, p.addr),
+                Route::Ring => format!("node {} (through its ring)", r.node),
+                Route::Direct => continue,
+            };
+            let e = per.entry(to).or_insert((0, r.desc.to_string()));
+            e.0 += 1;
+        }
+        let mut parts: Vec<String> = per
+            .into_iter()
+            .map(|(to, (n, first))| {
+                format!("{n} operation(s) to {to} outstanding, the first a {first}")
+            })
+            .collect();
+        let in_flight =
+            self.udp.client.in_flight() + self.ring.as_ref().map_or(0, |r| r.client.in_flight());
+        if parts.is_empty() && in_flight > 0 {
+            parts.push(format!(
+                "{in_flight} operation(s) in flight without a record"
+            ));
+        }
+        if self.last_rx_ns != 0
+            && self.last_poll_ns < self.last_rx_ns.saturating_add(self.ack_delay_ns)
+        {
+            parts.push("an acknowledgement of the last replies still owed".into());
+        }
+        if parts.is_empty() {
+            "nothing outstanding any more".into()
+        } else {
+            parts.join("; ")
+        }
     }
 
     /// Whether a non-blocking start should receive replies first (see [`NBI_DRAIN_AT`]).

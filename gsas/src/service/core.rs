@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{self, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use gsas_core::reliable::PeerEvent;
+use gsas_core::reliable::{PeerEvent, RefusalReason};
 use gsas_core::service::{Prepared, Segment as EngineSegment, Service as Engine};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_core::wire::{
@@ -31,6 +31,7 @@ use crate::transport::shmring::{RingConfig, RingPeer, ShmRing};
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
 use super::net::{OwnedReliable, reliable_config};
+use super::peers::{JobIndex, job_share};
 use super::proto::{
     ControlReply, ControlRequest, ExanetInfo, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING,
     SEG_SYNC, SEGMENTS, ServiceInfo,
@@ -48,6 +49,9 @@ const MAX_SEGMENTS: usize = 4096;
 const UDP_FRAMES: usize = 256;
 /// Requests served from one transport per loop turn before the others get a turn.
 const BUDGET: usize = 256;
+/// Queued replies refused in a row (their peers' windows, or the frame pool, full) after
+/// which a pass over the queue stops.
+const BLOCKED_SCAN: usize = 64;
 /// Largest segment (the reach of a 40-bit offset).
 const MAX_SEGMENT: u64 = 1 << 40;
 /// Largest sync segment.
@@ -64,8 +68,12 @@ const BLOCK_IDLE: Duration = Duration::from_millis(100);
 const CONTROL_SEND_TIMEOUT: Duration = Duration::from_millis(500);
 /// Jobs whose end is remembered (for the message a late request gets).
 const TOMBSTONES: usize = 64;
+/// How often idle peers are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Refusals of one kind logged at warn one by one before only powers of two are.
+const LOGGED_REFUSALS: u64 = 8;
 
-type Udp = OwnedReliable<NetTransport, UDP_WINDOW>;
+type Udp = OwnedReliable<NetTransport, UDP_WINDOW, JobIndex>;
 type EngineT = Engine<ShmMemory, MAX_SEGMENTS>;
 
 /// A PE of a job.
@@ -178,8 +186,10 @@ pub(crate) struct Core {
     max_reply: usize,
     /// Total bytes of segments allowed, and where the limit comes from (for messages).
     memory_limit: (u64, &'static str),
-    /// The UDP layer should be rebuilt once no job is left (its peer table filled up).
-    recycle_udp: bool,
+    /// When idle peers were last looked for.
+    last_sweep: Instant,
+    /// Refusals of the network layer seen for logging: unknown job, and full shares.
+    refusals_logged: [u64; 2],
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
@@ -219,7 +229,7 @@ fn seg_name(s: u8) -> &'static str {
 }
 
 /// Bytes of physical memory (`u64::MAX` if unknown).
-fn physical_memory() -> u64 {
+pub(crate) fn physical_memory() -> u64 {
     // SAFETY: sysconf only reads system parameters.
     let (pages, size) = unsafe {
         (
@@ -261,8 +271,14 @@ fn new_udp(cfg: &ServiceConfig) -> Result<(Udp, Option<WakeLine>), ServiceError>
         }
     };
     let rc = reliable_config(cfg.deadline);
-    let layer = OwnedReliable::new(net, rc, cfg.max_peers.max(1), UDP_FRAMES)
-        .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
+    let layer = OwnedReliable::with_index(
+        net,
+        rc,
+        cfg.max_peers.max(1),
+        UDP_FRAMES,
+        JobIndex::default(),
+    )
+    .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
     Ok((layer, line))
 }
 
@@ -359,7 +375,8 @@ impl Core {
             pid,
             max_reply,
             memory_limit,
-            recycle_udp: false,
+            last_sweep: Instant::now(),
+            refusals_logged: [0; 2],
         })
     }
 
@@ -381,6 +398,8 @@ impl Core {
 
     pub(crate) fn set_fork_handler(&mut self, handler: Box<dyn ForkHandler>) {
         self.fork = Some(handler);
+        // FORK senders talk to us before their job exists here.
+        self.udp.index_mut().serve_host_actions(true);
     }
 
     pub(crate) fn set_signals(&mut self, signals: SignalFd) {
@@ -405,8 +424,8 @@ impl Core {
                 log::info!("{}: shutting down", self.cfg.name);
                 return Ok(());
             }
-            if self.recycle_udp && self.jobs.is_empty() && self.udp_pending.is_empty() {
-                self.recycle_udp()?;
+            if self.last_sweep.elapsed() >= SWEEP_EVERY {
+                self.sweep_peers();
             }
             let busy = self.step()?;
             let now = Instant::now();
@@ -462,36 +481,68 @@ impl Core {
         }
     }
 
-    /// Replaces the UDP layer by a fresh one on the same address (new epoch, empty peer
-    /// table). The reliability layer never frees a peer's slot, and every PE socket of every
-    /// job is a peer; a long-running daemon therefore starts over when no job is left and
-    /// half of its table is used.
-    fn recycle_udp(&mut self) -> Result<(), ServiceError> {
-        self.recycle_udp = false;
-        let known = self.udp.peers_known();
-        let mut cfg = self.cfg.clone();
-        cfg.udp_bind = self.udp_addr;
-        // The old socket (and Exanet endpoint) must be closed before they can be opened
-        // again.
-        let (placeholder, _) = new_udp(&ServiceConfig {
-            udp_bind: SocketAddr::new(self.udp_addr.ip(), 0),
-            max_peers: 1,
-            exanet: None,
-            ..cfg.clone()
-        })?;
-        drop(std::mem::replace(&mut self.udp, placeholder));
-        self.wake_line = None;
-        let (udp, wake_line) = new_udp(&cfg)?;
-        self.udp = udp;
-        self.wake_line = wake_line;
-        self.counters.udp_recycled += 1;
-        log::info!(
-            "{}: no job left and {known} of {} UDP peers known: started a fresh UDP layer on {}",
+    /// Frees the slots of network peers that fell silent: idle (nothing in flight or
+    /// owed) and not heard from for twice the deadline. A peer that comes back is
+    /// admitted again (its job permitting) and continues where it was.
+    fn sweep_peers(&mut self) {
+        self.last_sweep = Instant::now();
+        let silence =
+            u64::try_from(self.cfg.deadline.as_nanos().saturating_mul(2)).unwrap_or(u64::MAX);
+        let freed = self.udp.release_silent(silence, |_| true);
+        if freed > 0 {
+            log::debug!(
+                "{}: freed {freed} network peers silent for {:.1} s ({} of {} in use)",
+                self.cfg.name,
+                silence as f64 / 1e9,
+                self.udp.index().len(),
+                self.udp.peer_capacity()
+            );
+        }
+    }
+
+    /// Logs what the network layer refused since the last call, at warn: the first few of
+    /// each kind (an unknown job key; a full job share, table or host share), then every
+    /// power of two, so that a flood leaves a trace but not a flood of lines. Every
+    /// refusal is counted either way.
+    fn log_refusals(&mut self) {
+        let Some((peer, r)) = self.udp.index_mut().take_refusal() else {
+            return;
+        };
+        let kind = usize::from(r.reason != RefusalReason::UnknownJob);
+        self.refusals_logged[kind] += 1;
+        let n = self.refusals_logged[kind];
+        if n > LOGGED_REFUSALS && !n.is_power_of_two() {
+            return;
+        }
+        let st = self.udp.stats();
+        if kind == 0 {
+            log::warn!(
+                "{}: refused network peer {} (job key {:#x}): {r}{} ({} frames refused for an unknown job so far)",
+                self.cfg.name,
+                peer.addr,
+                peer.key,
+                if self.fork.is_none() {
+                    "; a remote FORK would be refused anyway: it is not enabled on this service (defaults.fork_allowed)"
+                } else {
+                    ""
+                },
+                st.refused_unknown_job
+            );
+            return;
+        }
+        log::warn!(
+            "{}: refused network peer {} (job key {:#x}): {r}; peer table {} of {} in use, {} jobs; refused so far: {} job full, {} table full, {} host full, {} unknown job",
             self.cfg.name,
+            peer.addr,
+            peer.key,
+            self.udp.index().len(),
             self.udp.peer_capacity(),
-            self.udp_addr
+            self.jobs.len(),
+            st.refused_job_full,
+            st.refused_table_full,
+            st.refused_host_full,
+            st.refused_unknown_job
         );
-        Ok(())
     }
 
     /// Drives timers and serves UDP and every ring once. Returns whether anything moved.
@@ -555,17 +606,30 @@ impl Core {
             self.rings.remove(i);
         }
         self.udp.flush().map_err(udp_err)?;
+        self.log_refusals();
         while let Some(ev) = self.udp.next_event() {
             match ev {
-                PeerEvent::Unreachable(p) => log::info!(
-                    "{}: peer {} (job key {:#x}) stopped answering",
+                PeerEvent::Unreachable(p) => {
+                    log::info!(
+                        "{}: peer {} (job key {:#x}) stopped answering; its unacknowledged replies are dropped",
+                        self.cfg.name,
+                        p.addr,
+                        p.key
+                    );
+                    // A service only answers: if the peer speaks again, answer it (its
+                    // receive state stays, so its requests are still executed once); if it
+                    // does not, its slot is freed when it ends or falls silent.
+                    let _ = self.udp.reset_peer(p);
+                }
+                PeerEvent::Restarted(p) => {
+                    log::debug!("{}: peer {} restarted", self.cfg.name, p.addr)
+                }
+                PeerEvent::Refused(p, r) => log::warn!(
+                    "{}: peer {} (job key {:#x}) refused us: {r}",
                     self.cfg.name,
                     p.addr,
                     p.key
                 ),
-                PeerEvent::Restarted(p) => {
-                    log::debug!("{}: peer {} restarted", self.cfg.name, p.addr)
-                }
             }
         }
         Ok(busy)
@@ -1042,6 +1106,8 @@ impl Core {
                 },
             );
             self.counters.jobs_started += 1;
+            let share = job_share(info.npes, self.udp.peer_capacity());
+            self.udp.index_mut().admit_job(job_key, share);
             log::info!(
                 "{}: job {job_id:016x} started ({} PEs in total, uid {})",
                 self.cfg.name,
@@ -1150,7 +1216,7 @@ impl Core {
         } else {
             (size.div_ceil(page).saturating_mul(page), None)
         };
-        self.check_limits(pe, segment, len)?;
+        self.check_limits(key, pe, segment, len)?;
         let job = self.jobs.get(&key).expect("checked by the caller");
         let job_id = job.id;
         let exists = match segment {
@@ -1196,8 +1262,33 @@ impl Core {
         Ok(Outcome::Data(len.to_le_bytes().to_vec(), vec![fd]))
     }
 
-    /// Checks a segment of `len` bytes against the per-kind and total limits.
-    fn check_limits(&self, pe: u16, segment: u8, len: u64) -> Result<(), (ErrorCode, String)> {
+    /// Bytes of segments job `key` has booked here.
+    fn job_booked(&self, key: u64) -> u64 {
+        let segments: u64 = self.jobs.get(&key).map_or(0, |j| {
+            j.pes
+                .values()
+                .flat_map(|p| p.segments.iter().flatten())
+                .map(|s| s.len() as u64)
+                .sum()
+        });
+        let rings: u64 = self
+            .rings
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.ring.segment().len() as u64)
+            .sum();
+        segments + rings
+    }
+
+    /// Checks a segment of `len` bytes for job `key` against the per-kind limits, the
+    /// node's total, and the job's and its user's shares.
+    fn check_limits(
+        &self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+        len: u64,
+    ) -> Result<(), (ErrorCode, String)> {
         let limit = match segment {
             SEG_SYNC => MAX_SYNC,
             SEG_RING => MAX_RING_BYTES,
@@ -1227,6 +1318,63 @@ impl Core {
                     show(total)
                 ),
             ));
+        }
+        self.check_shares(key, pe, segment, len)
+    }
+
+    /// The per-job and per-user limits (see [`ServiceConfig::job_memory_limit`]).
+    fn check_shares(
+        &self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+        len: u64,
+    ) -> Result<(), (ErrorCode, String)> {
+        let Some(job) = self.jobs.get(&key) else {
+            return Ok(());
+        };
+        let what = format!(
+            "the {} segment of PE {pe} asks for {}",
+            seg_name(segment),
+            show(len)
+        );
+        let job_booked = self.job_booked(key);
+        if let Some(limit) = self.cfg.job_memory_limit {
+            if job_booked.saturating_add(len) > limit {
+                return Err((
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{what}, but job {:016x} of uid {} has {} of its per-job limit of {} booked on this node ({})",
+                        job.id,
+                        job.uid,
+                        show(job_booked),
+                        show(limit),
+                        self.cfg.memory_source.job
+                    ),
+                ));
+            }
+        }
+        if let Some(limit) = self.cfg.user_memory_limit {
+            let user_booked: u64 = self
+                .jobs
+                .values()
+                .filter(|j| j.uid == job.uid)
+                .map(|j| self.job_booked(j.key))
+                .sum();
+            if user_booked.saturating_add(len) > limit {
+                return Err((
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{what}, but uid {} ({}) has {} of its per-user limit of {} booked on this node over {} job(s) ({})",
+                        job.uid,
+                        crate::service::socket::user_name(job.uid),
+                        show(user_booked),
+                        show(limit),
+                        self.jobs.values().filter(|j| j.uid == job.uid).count(),
+                        self.cfg.memory_source.user
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -1296,7 +1444,7 @@ impl Core {
                 format!("segment {segment} cannot be registered"),
             ));
         }
-        self.check_limits(pe, segment, size)?;
+        self.check_limits(key, pe, segment, size)?;
         let job = self.jobs.get(&key).expect("checked by the caller");
         if job
             .pes
@@ -1454,8 +1602,8 @@ impl Core {
             self.tombstones.pop_front();
         }
         self.tombstones.push_back((job.key, reason));
-        if self.jobs.is_empty() && self.udp.peers_known() * 2 > self.udp.peer_capacity() {
-            self.recycle_udp = true;
+        for peer in self.udp.index_mut().forget_job(key) {
+            self.udp.release_peer(peer);
         }
     }
 
@@ -1470,6 +1618,10 @@ impl Core {
             segments: self.engine.segments().len() as u64 + self.rings.len() as u64,
             memory: self.memory_used,
             connections: self.conns.iter().flatten().count() as u64,
+            peers: self.udp.index().len() as u64,
+            host_peers: self.udp.index().host_peers() as u64,
+            peer_limit: self.udp.peer_capacity() as u64,
+            memory_limit: self.memory_limit.0,
         }
     }
 
@@ -1580,6 +1732,11 @@ pub(crate) enum Deferred<P> {
 }
 
 /// Sends queued replies and executes stashed requests while the transport takes them.
+///
+/// A peer whose window is full (it does not acknowledge: slow, gone, or hostile) must not
+/// hold up the replies to everyone else: its entries stay queued, in order, and the pass
+/// goes on with the other peers' entries. The pass stops after [`BLOCKED_SCAN`] refusals
+/// in a row (the shared frame pool, not one peer, is then full).
 fn drain<T: Transport>(
     engine: &mut EngineT,
     transport: &mut T,
@@ -1588,43 +1745,57 @@ fn drain<T: Transport>(
     counters: &mut Counters,
 ) -> Result<usize, TransportError> {
     let mut sent = 0;
-    while let Some(front) = pending.front_mut() {
-        let (peer, n) = match front {
-            Deferred::Reply(peer, bytes) => {
-                let peer = *peer;
+    let mut blocked: Vec<T::Peer> = Vec::new();
+    let mut refused_in_a_row = 0;
+    let mut i = 0;
+    while i < pending.len() && refused_in_a_row < BLOCKED_SCAN {
+        let entry = &mut pending[i];
+        let peer = match entry {
+            Deferred::Reply(peer, _) | Deferred::Request(peer, _, _) => *peer,
+        };
+        if blocked.contains(&peer) {
+            i += 1;
+            continue;
+        }
+        let n = match entry {
+            Deferred::Reply(_, bytes) => {
                 let n = bytes.len();
                 scratch[..n].copy_from_slice(bytes);
-                (peer, n)
+                n
             }
-            Deferred::Request(peer, key, req) => {
-                let peer = *peer;
+            Deferred::Request(_, key, req) => {
                 let n = match engine.prepare(*key, req) {
                     Prepared::Reply(p) => engine.execute(&p, scratch).unwrap_or(0),
                     Prepared::Host(repr) => refuse(scratch, repr.token, ErrorCode::NotSupported),
                     Prepared::Drop => 0,
                 };
                 if n == 0 {
-                    pending.pop_front();
+                    pending.remove(i);
                     continue;
                 }
                 // Executed now: keep the reply, not the request, if it has to wait.
-                *front = Deferred::Reply(peer, scratch[..n].to_vec());
-                (peer, n)
+                *entry = Deferred::Reply(peer, scratch[..n].to_vec());
+                n
             }
         };
         match transport.send(peer, n, |slot| slot.copy_from_slice(&scratch[..n])) {
             Ok(()) => {
-                pending.pop_front();
+                pending.remove(i);
                 sent += 1;
+                refused_in_a_row = 0;
             }
-            Err(TransportError::WouldBlock) => return Ok(sent),
+            Err(TransportError::WouldBlock) => {
+                blocked.push(peer);
+                refused_in_a_row += 1;
+                i += 1;
+            }
             Err(
                 TransportError::Unreachable
                 | TransportError::UnknownPeer
                 | TransportError::TooLarge,
             ) => {
                 counters.replies_dropped += 1;
-                pending.pop_front();
+                pending.remove(i);
             }
             Err(e) => return Err(e),
         }

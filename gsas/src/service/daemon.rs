@@ -70,6 +70,8 @@ pub enum Command {
     Stats {
         /// Its control socket.
         socket: PathBuf,
+        /// `--explain`: each line with its kind (counter or gauge) and meaning.
+        explain: bool,
     },
     /// `--help`.
     Help,
@@ -86,14 +88,16 @@ Usage:
   gsas-atomicd --config FILE --node ID [--log-level LEVEL]
   gsas-atomicd --listen ADDR:PORT --socket PATH [--node ID] [--fork-secret FILE]
                [--log-level LEVEL]
-  gsas-atomicd --stats SOCKET        (also: gsas-atomicd stats SOCKET)
+  gsas-atomicd --stats SOCKET [--explain]     (also: gsas-atomicd stats SOCKET)
 
 Serves remote reads, writes and atomics for the PEs of this node over UDP or Exanet,
 and hands out their shared memory over the Unix control socket. With --config, the
 node's entry of the cluster file gives the UDP address (bind, udp_port), the control
-socket, the memory limit (memory), the transport (transport; GSAS_TRANSPORT overrides
-it) with, for exanet, the coordinate (coord) and the endpoints (uio_devices, or the
-emulated node of GSAS_EXANET_EMU=<exanet-emu root>), and its defaults the deadline
+socket, the memory limits (memory; job_memory and user_memory, half of it each by
+default, so that no one user books the node), the peer table (max_peers), the
+transport (transport; GSAS_TRANSPORT overrides it) with, for exanet, the coordinate
+(coord) and the endpoints (uio_devices, or the emulated node of
+GSAS_EXANET_EMU=<exanet-emu root>), and its defaults the deadline
 (service_timeout_ms), the UDP MTU (udp_mtu) and remote FORK (fork_allowed,
 fork_secret_file). Over Exanet the UDP socket still carries host actions (ping, remote
 FORK). SIGTERM or SIGINT stop it cleanly.
@@ -110,14 +114,16 @@ Options:
   --socket PATH       control socket path (without --config)
   --fork-secret FILE  serve remote FORK signed with the secret in FILE (with --listen)
   --log-level LEVEL   off, error, warn, info, debug or trace (default: GSAS_LOG, or info)
-  --stats SOCKET      print the counters of the service at SOCKET and exit
+  --stats SOCKET      print the counters of the service at SOCKET and exit; counters
+                      only grow for the life of the service, gauges say how things are
+  --explain           with --stats: print each line's kind and meaning beside it
   -h, --help          print this help
   -V, --version       print the version
 
 Examples:
   gsas-atomicd --config /etc/gsas/cluster.toml --node 2
   gsas-atomicd --listen 127.0.0.1:7470 --socket /tmp/gsas-node0.sock
-  gsas-atomicd --stats /run/gsas/atomicd.sock
+  gsas-atomicd --stats /run/gsas/atomicd.sock --explain
 "
     .into()
 }
@@ -131,11 +137,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
     let mut socket = None;
     let mut log_level = None;
     let mut stats = None;
+    let mut explain = false;
     let mut fork_secret = None;
     if it.peek().is_some_and(|a| a == "stats") {
         it.next();
         let s = it.next().ok_or("stats needs the service's socket path")?;
-        return Ok(Command::Stats { socket: s.into() });
+        let explain = match it.next() {
+            None => false,
+            Some(a) if a == "--explain" => true,
+            Some(a) => return Err(format!("unknown argument {a:?} after stats SOCKET")),
+        };
+        return Ok(Command::Stats {
+            socket: s.into(),
+            explain,
+        });
     }
     while let Some(arg) = it.next() {
         let a = arg.to_string_lossy().into_owned();
@@ -169,6 +184,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
             }
             "--socket" => socket = Some(PathBuf::from(value("--socket")?)),
             "--stats" => stats = Some(PathBuf::from(value("--stats")?)),
+            "--explain" => explain = true,
             "--fork-secret" => fork_secret = Some(PathBuf::from(value("--fork-secret")?)),
             "--log-level" => {
                 let v = value("--log-level")?;
@@ -180,7 +196,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
         }
     }
     if let Some(socket) = stats {
-        return Ok(Command::Stats { socket });
+        return Ok(Command::Stats { socket, explain });
+    }
+    if explain {
+        return Err("--explain goes with --stats SOCKET".into());
     }
     match (config, listen, socket) {
         (Some(_), _, _) if fork_secret.is_some() => Err(
@@ -315,6 +334,41 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
     })
 }
 
+/// A daemon's per-job and per-user memory limits and peer table: the node's
+/// `job_memory`, `user_memory` and `max_peers` in the cluster file, else half of the
+/// node's limit (`memory` or `GSAS_MEMORY_LIMIT`, else the physical memory) for each
+/// share, so that no one user can book the whole node.
+fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
+    let whole = cfg
+        .memory_limit
+        .unwrap_or_else(super::core::physical_memory);
+    let half = u64::try_from(
+        u128::from(whole) * u128::from(board_config::keys::DEFAULT_MEMORY_SHARE_PERCENT) / 100,
+    )
+    .unwrap_or(u64::MAX);
+    let index = |key: &str| match node {
+        Some(n) => format!("nodes[] entry of node {}: {key}", n.id),
+        None => key.to_owned(),
+    };
+    let source = |set: Option<u64>, key: &str| match set {
+        Some(_) => index(key),
+        None => format!(
+            "by default half of the node's limit; raise it with {}",
+            index(key)
+        ),
+    };
+    let (job, user) = node.map_or((None, None), |n| (n.job_memory, n.user_memory));
+    cfg.job_memory_limit = Some(job.unwrap_or(half));
+    cfg.user_memory_limit = Some(user.unwrap_or(half));
+    cfg.memory_source = super::MemorySource {
+        job: source(job, "job_memory"),
+        user: source(user, "user_memory"),
+    };
+    if let Some(n) = node {
+        cfg.max_peers = n.max_peers as usize;
+    }
+}
+
 /// The effective user id of this process.
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -345,8 +399,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             println!("gsas-atomicd (gsas) {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }
-        Command::Stats { socket } => {
+        Command::Stats { socket, explain } => {
             return match super::query_stats(&socket, Duration::from_secs(5)) {
+                Ok(report) if explain => {
+                    print!("{}", report.explained());
+                    0
+                }
                 Ok(report) => {
                     print!("{report}");
                     0
@@ -427,6 +485,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     if let Some(m) = env.memory_limit {
         cfg.memory_limit = Some(m);
     }
+    set_shares(&mut cfg, file_node.as_ref());
     if let Some(ms) = env.deadline_ms {
         cfg.deadline = Duration::from_millis(ms);
     }
@@ -539,16 +598,40 @@ mod tests {
         assert_eq!(
             p(&["stats", "/tmp/s"]).unwrap(),
             Command::Stats {
-                socket: "/tmp/s".into()
+                socket: "/tmp/s".into(),
+                explain: false
             }
         );
         assert_eq!(
-            p(&["--stats", "/tmp/s"]).unwrap(),
+            p(&["--stats", "/tmp/s", "--explain"]).unwrap(),
             Command::Stats {
-                socket: "/tmp/s".into()
+                socket: "/tmp/s".into(),
+                explain: true
             }
         );
+        assert!(p(&["--explain"]).unwrap_err().contains("--stats"));
         assert_eq!(p(&["-h"]).unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn shares_default_to_half_of_the_node_and_name_their_key() {
+        let coord = board_config::Coord::from_index(3).unwrap();
+        let mut n = board_config::Node::new(3, coord, "127.0.0.1");
+        let mut cfg = ServiceConfig::new(3, "127.0.0.1:0".parse().unwrap(), "/tmp/x".into());
+        cfg.memory_limit = Some(10 << 30);
+        set_shares(&mut cfg, Some(&n));
+        assert_eq!(cfg.job_memory_limit, Some(5 << 30));
+        assert_eq!(cfg.user_memory_limit, Some(5 << 30));
+        assert!(
+            cfg.memory_source.user.contains("half")
+                && cfg.memory_source.user.contains("user_memory")
+        );
+        n.job_memory = Some(1 << 30);
+        n.max_peers = 64;
+        set_shares(&mut cfg, Some(&n));
+        assert_eq!(cfg.job_memory_limit, Some(1 << 30));
+        assert_eq!(cfg.memory_source.job, "nodes[] entry of node 3: job_memory");
+        assert_eq!(cfg.max_peers, 64);
     }
 
     #[test]

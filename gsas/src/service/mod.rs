@@ -25,8 +25,8 @@
 //! Per PE the service creates memfd segments on request (heap 0, data 1, sync 2, ring 3),
 //! sized as the PE asks within limits: each segment at most 1 TiB (the reach of a global
 //! address), the sync segment at most 16 MiB, and all segments together at most
-//! [`ServiceConfig::memory_limit`]; a larger request is refused with a message saying which
-//! limit. Segments 0-2 are registered with the engine, which checks every remote request
+//! [`ServiceConfig::memory_limit`] (and the shares below); a larger request is refused with
+//! a message saying which limit. Segments 0-2 are registered with the engine, which checks every remote request
 //! against them (key, PE, segment, bounds, alignment).
 //!
 //! **Waking waiters.** The doorbell page (a memfd every joined PE maps) also holds one
@@ -37,10 +37,25 @@
 //! [`crate::bell`]). So a PE sleeping in a wait for a flag set from another node wakes when
 //! the flag lands.
 //!
+//! **Network peers.** The reliability layer keeps state only for peers of jobs this
+//! service knows (a PE of the job joined here), each job up to its PE count + 4, and, when
+//! remote FORK is served, for up to 32 senders of unknown jobs (see `peers.rs`). Anyone
+//! else is refused and counted by reason, and a refused request is answered with a
+//! refusal, so the PE fails at once with the reason instead of a time-out. A job's peers
+//! are freed when it ends; idle peers silent for twice the deadline too. A peer whose
+//! window is full (it does not acknowledge) holds up no other peer's replies.
+//!
+//! **Memory.** Segments are booked at their full size (every page may be touched)
+//! against the node's limit ([`ServiceConfig::memory_limit`]) and, for a daemon, the
+//! per-job and per-user limits ([`ServiceConfig::job_memory_limit`],
+//! [`ServiceConfig::user_memory_limit`]); a refusal names the limit, where it comes from,
+//! the job and the user.
+//!
 //! **Reclamation.** A job ends when all its PEs that joined have left (Leave), or at once
 //! when one PE's control connection ends without Leave (the PE died): its segments are
-//! unregistered from the engine and unmapped here, remaining requests for it are refused
-//! with BadKey, and the memory is gone when the PEs' own mappings go.
+//! unregistered from the engine and unmapped here, its network peers are freed (later
+//! frames under its key are refused as an unknown job), and the memory is gone when the
+//! PEs' own mappings go.
 //!
 //! **Polling.** The loop busy-polls UDP and the rings for [`ServiceConfig::spin`] after the
 //! last activity (checking the control socket every millisecond; after the first
@@ -86,6 +101,7 @@ pub mod client;
 mod core;
 pub mod daemon;
 pub(crate) mod net;
+mod peers;
 pub mod proto;
 pub mod socket;
 pub mod stats;
@@ -137,9 +153,18 @@ pub struct ServiceConfig {
     pub spin: Duration,
     /// Total bytes of segments the service hands out; `None`: only the per-segment limits.
     pub memory_limit: Option<u64>,
+    /// Bytes of segments one job may book; `None`: no per-job limit (an embedded service,
+    /// whose node is the user's own).
+    pub job_memory_limit: Option<u64>,
+    /// Bytes of segments the jobs of one user id may book together; `None`: no per-user
+    /// limit.
+    pub user_memory_limit: Option<u64>,
+    /// Where the per-job and per-user limits come from, for refusal messages.
+    pub memory_source: MemorySource,
     /// Who may connect.
     pub uid_policy: UidPolicy,
-    /// Most UDP peers (PE sockets of all jobs) the reliability layer tracks.
+    /// Most network peers (PE sockets of all jobs) the reliability layer keeps state for;
+    /// each job may have its PE count + 4 of them.
     pub max_peers: usize,
     /// Most PEs joined at once, over all jobs.
     pub max_pes: usize,
@@ -151,8 +176,8 @@ pub struct ServiceConfig {
 
 impl ServiceConfig {
     /// An embedded service's defaults: name `gsas service`, socket mode 0600, UDP MTU
-    /// 61440, deadline 10 s, 200 us of spinning, no memory limit, [`UidPolicy::SameUser`],
-    /// 1024 peers, 1024 PEs.
+    /// 61440, deadline 10 s, 200 us of spinning, no memory limit (total, per job or per
+    /// user), [`UidPolicy::SameUser`], 1024 peers, 1024 PEs.
     pub fn new(node: u16, udp_bind: SocketAddr, socket_path: PathBuf) -> Self {
         ServiceConfig {
             node,
@@ -164,12 +189,25 @@ impl ServiceConfig {
             deadline: Duration::from_millis(crate::config::DEFAULT_DEADLINE_MS),
             spin: Duration::from_micros(crate::config::DEFAULT_SERVICE_SPIN_US),
             memory_limit: None,
+            job_memory_limit: None,
+            user_memory_limit: None,
+            memory_source: MemorySource::default(),
             uid_policy: UidPolicy::SameUser,
             max_peers: 1024,
             max_pes: 1024,
             exanet: None,
         }
     }
+}
+
+/// Where the per-job and per-user memory limits of a service come from (the cluster-file
+/// key, or how a default was derived), named in refusals.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct MemorySource {
+    /// Of [`ServiceConfig::job_memory_limit`].
+    pub job: String,
+    /// Of [`ServiceConfig::user_memory_limit`].
+    pub user: String,
 }
 
 /// Executes remote FORK requests; see [`Service::set_fork_handler`]. The daemon's

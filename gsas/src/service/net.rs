@@ -8,7 +8,9 @@
 //! handed out (see the safety argument on the type).
 //!
 //! [`MapIndex`] is a [`PeerIndex`] over a std `HashMap`: no fixed hash-table size to choose,
-//! and slots are handed out in order of first appearance up to the table's capacity.
+//! and slots are handed out in order of first appearance up to the table's capacity; it
+//! admits every peer (PEs and the FORK sender talk only to services they chose). A
+//! service uses its own index ([`super::peers::JobIndex`]).
 //!
 //! Thread-safety: single owner (`Send` when the inner transport and peer type are);
 //! used through `&mut self`.
@@ -16,26 +18,20 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::mem::ManuallyDrop;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gsas_core::reliable::{Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Reliable, Stats};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
 /// A [`PeerIndex`] backed by a `HashMap`; slots are assigned in order of first appearance.
-/// The number of peers with a slot is published through a shared counter, so the owner of
-/// the layer can see how full the table is.
 #[derive(Debug, Clone)]
 pub struct MapIndex<P> {
     map: HashMap<P, usize>,
-    known: Arc<AtomicUsize>,
 }
 
 impl<P> Default for MapIndex<P> {
     fn default() -> Self {
         MapIndex {
             map: HashMap::new(),
-            known: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
@@ -50,7 +46,6 @@ impl<P: Copy + Eq + Hash> PeerIndex<P> for MapIndex<P> {
             return None;
         }
         self.map.insert(peer, next);
-        self.known.store(self.map.len(), Ordering::Relaxed);
         Some(next)
     }
 
@@ -66,32 +61,47 @@ impl<P: Copy + Eq + Hash> PeerIndex<P> for MapIndex<P> {
 /// the layer itself has been dropped, and the layer never leaves this struct (no method
 /// returns it or a mutable reference to it), so the borrows never outlive the memory and
 /// no two layers can be swapped between owners.
-pub struct OwnedReliable<T: Transport, const W: usize>
+pub struct OwnedReliable<T: Transport, const W: usize, I = MapIndex<<T as Transport>::Peer>>
 where
     T::Peer: Hash + 'static,
 {
-    rel: ManuallyDrop<Reliable<'static, T, W, MapIndex<T::Peer>>>,
+    rel: ManuallyDrop<Reliable<'static, T, W, I>>,
     peers: *mut [PeerSlot<T::Peer, W>],
     buffers: *mut [u8],
-    known: Arc<AtomicUsize>,
     capacity: usize,
 }
 
 // SAFETY: the raw pointers are owned allocations only touched through `rel` (which is
 // `Send` when `T` and the peer type are) and freed in `Drop`; nothing is shared with other
 // owners.
-unsafe impl<T: Transport + Send, const W: usize> Send for OwnedReliable<T, W> where
+unsafe impl<T: Transport + Send, const W: usize, I: Send> Send for OwnedReliable<T, W, I> where
     T::Peer: Hash + Send + 'static
 {
 }
 
 impl<T: Transport, const W: usize> OwnedReliable<T, W>
 where
-    T::Peer: Hash + 'static,
+    T::Peer: Hash + Eq + 'static,
 {
     /// Builds the layer over `inner` with room for `peers` peers and `frames` frame
-    /// buffers of `frame_size` bytes (`None`: the inner MTU).
+    /// buffers of `frame_size` bytes (`None`: the inner MTU); every peer is admitted.
     pub fn new(inner: T, config: Config, peers: usize, frames: usize) -> Result<Self, ConfigError> {
+        Self::with_index(inner, config, peers, frames, MapIndex::default())
+    }
+}
+
+impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> OwnedReliable<T, W, I>
+where
+    T::Peer: Hash + 'static,
+{
+    /// As [`OwnedReliable::new`], with the peer index that decides who gets a slot.
+    pub fn with_index(
+        inner: T,
+        config: Config,
+        peers: usize,
+        frames: usize,
+        index: I,
+    ) -> Result<Self, ConfigError> {
         let frame_size = config.max_frame.unwrap_or(inner.capabilities().mtu);
         let inner_mtu = inner.capabilities().mtu;
         let len = gsas_core::reliable::buffer_len(inner_mtu, frame_size, frames.max(1));
@@ -106,14 +116,11 @@ where
         // stay allocated until `Drop` (or the error path below) reclaims them, after the
         // layer borrowing them is gone; see the type's safety argument.
         let (table_ref, buf_ref) = unsafe { (&mut *peers_ptr, &mut *buf_ptr) };
-        let index = MapIndex::default();
-        let known = Arc::clone(&index.known);
         match Reliable::with_index(inner, config, table_ref, buf_ref, index) {
             Ok(rel) => Ok(OwnedReliable {
                 rel: ManuallyDrop::new(rel),
                 peers: peers_ptr,
                 buffers: buf_ptr,
-                known,
                 capacity: peers,
             }),
             Err(e) => {
@@ -150,9 +157,30 @@ where
         self.rel.next_event()
     }
 
-    /// Peers that have a slot in the table (slots are never freed).
-    pub fn peers_known(&self) -> usize {
-        self.known.load(Ordering::Relaxed)
+    /// The peer index.
+    pub fn index(&self) -> &I {
+        self.rel.index()
+    }
+
+    /// The peer index, mutably.
+    pub fn index_mut(&mut self) -> &mut I {
+        self.rel.index_mut()
+    }
+
+    /// Lets `send` reach a peer declared unreachable again ([`Reliable::reset_peer`]).
+    pub fn reset_peer(&mut self, peer: T::Peer) -> Result<(), TransportError> {
+        self.rel.reset_peer(peer)
+    }
+
+    /// Frees `peer`'s slot ([`Reliable::release_peer`]).
+    pub fn release_peer(&mut self, peer: T::Peer) -> bool {
+        self.rel.release_peer(peer)
+    }
+
+    /// Frees idle peers silent for `silent_ns` that `pick` names
+    /// ([`Reliable::release_silent`]).
+    pub fn release_silent(&mut self, silent_ns: u64, pick: impl FnMut(T::Peer) -> bool) -> usize {
+        self.rel.release_silent(silent_ns, pick)
     }
 
     /// Size of the peer table.
@@ -167,7 +195,7 @@ where
     }
 }
 
-impl<T: Transport, const W: usize> Drop for OwnedReliable<T, W>
+impl<T: Transport, const W: usize, I> Drop for OwnedReliable<T, W, I>
 where
     T::Peer: Hash + 'static,
 {
@@ -183,7 +211,7 @@ where
     }
 }
 
-impl<T: Transport, const W: usize> Transport for OwnedReliable<T, W>
+impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for OwnedReliable<T, W, I>
 where
     T::Peer: Hash + 'static,
 {
@@ -278,7 +306,7 @@ mod tests {
         assert_eq!(m.slot(30, 2), None);
         assert_eq!(m.find(20, 2), Some(1));
         assert_eq!(m.find(30, 2), None);
-        assert_eq!(m.known.load(Ordering::Relaxed), 2);
+        assert_eq!(m.map.len(), 2);
     }
 
     #[test]
@@ -296,7 +324,7 @@ mod tests {
         assert_eq!(got, Some((0, b"abc".to_vec())));
         assert!(a.has_frames_in_use(), "the frame waits for its ack");
         assert_eq!(
-            (a.peers_known(), b.peers_known(), a.peer_capacity()),
+            (a.index().map.len(), b.index().map.len(), a.peer_capacity()),
             (1, 1, 2)
         );
         // A bad configuration is refused and frees what was allocated.

@@ -205,6 +205,25 @@ pub fn peer_cred(fd: BorrowedFd<'_>) -> io::Result<PeerCred> {
     })
 }
 
+/// The login name of `uid` from the password database, or `"unknown user"`, for messages
+/// (the service names the user whose limit a refusal hits).
+pub fn user_name(uid: u32) -> String {
+    // SAFETY: `passwd` is plain data (integers and pointers): all zeroes is a valid value.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into `pw` and `buf` (of the given length), both alive for
+    // the call, and sets `result` to `&mut pw` or NULL.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if rc != 0 || result.is_null() || pw.pw_name.is_null() {
+        return "unknown user".into();
+    }
+    // SAFETY: on success `pw_name` points at a NUL-terminated string inside `buf`.
+    unsafe { std::ffi::CStr::from_ptr(pw.pw_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Whether the other end of a connected socket has closed (or reset) it, without
 /// consuming any message.
 pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
@@ -291,6 +310,12 @@ mod tests {
         let l2 = listen(&path, 0o600).unwrap();
         drop(l2);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn user_names_come_from_the_password_database() {
+        assert_eq!(super::user_name(0), "root");
+        assert_eq!(super::user_name(0xfff0_0001), "unknown user");
     }
 
     #[test]

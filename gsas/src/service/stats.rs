@@ -5,7 +5,10 @@
 //! ([`Counters`]: control messages, jobs, reclamations) into `name value` lines;
 //! [`StatsReport`] parses them back for programs and tests. Names are stable:
 //! `requests.<type>`, `refused.<reason>`, `bytes.read`, `bytes.written`, `udp.*`,
-//! `reliable.*`, `control.*`, `jobs.*`, `pes.active`, `segments.active`, `memory.bytes`.
+//! `reliable.*`, `control.*`, `jobs.*`, `peers.*`, `pes.active`, `segments.active`,
+//! `memory.*`. [`DOCS`] says for each whether it is a *counter* (only grows, for the life
+//! of the service) or a *gauge* (the state now), and what it counts; `gsas-atomicd --stats
+//! SOCKET --explain` prints it beside the values.
 //!
 //! What it is not: a metrics exporter. Thread-safety: plain data.
 
@@ -38,8 +41,6 @@ pub struct Counters {
     pub replies_deferred: u64,
     /// Replies dropped because their peer was unreachable.
     pub replies_dropped: u64,
-    /// Times the UDP layer was rebuilt to empty its peer table.
-    pub udp_recycled: u64,
 }
 
 /// A snapshot of the live state.
@@ -55,6 +56,199 @@ pub struct Gauges {
     pub memory: u64,
     /// Open control connections.
     pub connections: u64,
+    /// Network peers with a slot in the reliability layer.
+    pub peers: u64,
+    /// Of those, peers of no known job (remote FORK senders).
+    pub host_peers: u64,
+    /// Size of the peer table.
+    pub peer_limit: u64,
+    /// Total bytes of segments the service may book.
+    pub memory_limit: u64,
+}
+
+/// Whether a statistic only grows or says how things are now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Grows for the life of the service; never reset.
+    Counter,
+    /// The state now.
+    Gauge,
+}
+
+/// Every statistic: name (`*` stands for each packet type or refusal reason, or for the
+/// names a fork handler or the Exanet link adds), kind, meaning.
+pub const DOCS: &[(&str, Kind, &str)] = {
+    use Kind::{Counter as C, Gauge as G};
+    &[
+        (
+            "requests.*",
+            C,
+            "requests served, by packet type (unknown: types this version does not know)",
+        ),
+        ("requests.total", C, "requests served"),
+        (
+            "refused.*",
+            C,
+            "requests answered with an error, by reason (bad_key: no job with that key; out_of_bounds, no_segment, misaligned: outside the job's segments; ...)",
+        ),
+        ("refused.total", C, "requests answered with an error"),
+        ("bytes.read", C, "bytes read for remote gets"),
+        ("bytes.written", C, "bytes written for remote puts"),
+        (
+            "dropped",
+            C,
+            "packets dropped without an answer (malformed beyond a reply)",
+        ),
+        ("udp.datagrams_sent", C, "UDP datagrams sent"),
+        ("udp.datagrams_received", C, "UDP datagrams received"),
+        ("udp.bytes_sent", C, "UDP payload bytes sent"),
+        ("udp.bytes_received", C, "UDP payload bytes received"),
+        ("udp.bad_magic", C, "datagrams dropped: not a gsas header"),
+        (
+            "udp.bad_version",
+            C,
+            "datagrams dropped: another protocol version",
+        ),
+        ("udp.runts", C, "datagrams dropped: shorter than the header"),
+        ("udp.oversized", C, "datagrams dropped: longer than the MTU"),
+        ("udp.send_errors", C, "sends the kernel refused"),
+        (
+            "reliable.packets_delivered",
+            C,
+            "packets handed to the service by the reliability layer",
+        ),
+        (
+            "reliable.packets_sent",
+            C,
+            "packets the service sent through the reliability layer",
+        ),
+        (
+            "reliable.retransmissions",
+            C,
+            "frames sent again (timeouts, reply cache)",
+        ),
+        (
+            "reliable.duplicates",
+            C,
+            "duplicate frames dropped (and acknowledged again)",
+        ),
+        ("reliable.bad_frames", C, "frames dropped as malformed"),
+        (
+            "reliable.stale_frames",
+            C,
+            "frames dropped for an old epoch (of the sender or of this service)",
+        ),
+        (
+            "reliable.unknown_peers",
+            C,
+            "frames dropped because their sender was refused a peer slot (sum of reliable.refused_*)",
+        ),
+        (
+            "reliable.refused_unknown_job",
+            C,
+            "frames refused a peer slot: no job with their key runs here",
+        ),
+        (
+            "reliable.refused_job_full",
+            C,
+            "frames refused a peer slot: their job has all the peers it may have (its PEs + 4)",
+        ),
+        (
+            "reliable.refused_table_full",
+            C,
+            "frames refused a peer slot: the peer table is full",
+        ),
+        (
+            "reliable.refused_host_full",
+            C,
+            "frames refused a peer slot: the share of peers of no job (FORK senders, 32) is busy",
+        ),
+        (
+            "reliable.refusals_sent",
+            C,
+            "refusals sent to refused senders of data frames (at most 64 per 100 ms)",
+        ),
+        (
+            "reliable.peers_released",
+            C,
+            "peer slots freed (job ended, silent for twice the deadline, or evicted)",
+        ),
+        (
+            "reliable.peers_failed",
+            C,
+            "peers declared unreachable (no acknowledgement within the deadline)",
+        ),
+        (
+            "reliable.reply_cache_hits",
+            C,
+            "replies resent at once because their request came again",
+        ),
+        ("control.connections", C, "control connections accepted"),
+        ("control.messages", C, "control messages received"),
+        ("control.refused", C, "control messages refused"),
+        (
+            "control.uid_refused",
+            C,
+            "control connections or requests refused for their user id",
+        ),
+        ("jobs.started", C, "jobs started here (first Join)"),
+        ("jobs.ended", C, "jobs ended because every PE left"),
+        (
+            "jobs.reclaimed",
+            C,
+            "jobs reclaimed because a PE died (connection closed without Leave)",
+        ),
+        ("jobs.active", G, "jobs with PEs here"),
+        ("pes.active", G, "PEs joined and not left"),
+        ("segments.active", G, "segments alive"),
+        ("memory.bytes", G, "bytes of segments booked"),
+        ("memory.limit", G, "bytes of segments the service may book"),
+        ("peers.known", G, "network peers with a slot"),
+        (
+            "peers.host",
+            G,
+            "of those, peers of no known job (FORK senders)",
+        ),
+        ("peers.limit", G, "size of the peer table (max_peers)"),
+        ("control.open", G, "open control connections"),
+        (
+            "ring.requests",
+            C,
+            "requests served from PE rings (GSAS_DIRECT=0)",
+        ),
+        ("fork.refused", C, "remote FORK requests refused"),
+        (
+            "fork.*",
+            C,
+            "remote FORK handler counters (when FORK is enabled)",
+        ),
+        (
+            "replies.deferred",
+            C,
+            "replies queued because the peer's window was full",
+        ),
+        (
+            "replies.dropped",
+            C,
+            "replies dropped because their peer was gone",
+        ),
+        ("exanet.*", C, "Exanet link counters (services on Exanet)"),
+    ]
+};
+
+/// The entry of [`DOCS`] for `name`: the exact name, else the longest `prefix.*` match.
+pub fn doc(name: &str) -> Option<(Kind, &'static str)> {
+    DOCS.iter()
+        .find(|(n, _, _)| *n == name)
+        .or_else(|| {
+            DOCS.iter()
+                .filter(|(n, _, _)| {
+                    n.strip_suffix('*')
+                        .is_some_and(|prefix| name.starts_with(prefix))
+                })
+                .max_by_key(|(n, _, _)| n.len())
+        })
+        .map(|&(_, k, d)| (k, d))
 }
 
 /// Short names of the packet types, by [`PacketType::index`].
@@ -148,6 +342,12 @@ pub fn render(
     line("reliable.bad_frames", reliable.bad_frames);
     line("reliable.stale_frames", reliable.stale_frames);
     line("reliable.unknown_peers", reliable.unknown_peers);
+    line("reliable.refused_unknown_job", reliable.refused_unknown_job);
+    line("reliable.refused_job_full", reliable.refused_job_full);
+    line("reliable.refused_table_full", reliable.refused_table_full);
+    line("reliable.refused_host_full", reliable.refused_host_full);
+    line("reliable.refusals_sent", reliable.refusals_sent);
+    line("reliable.peers_released", reliable.peers_released);
     line("reliable.peers_failed", reliable.peers_failed);
     line("reliable.reply_cache_hits", reliable.reply_cache_hits);
     line("control.connections", counters.connections);
@@ -161,12 +361,15 @@ pub fn render(
     line("pes.active", gauges.pes);
     line("segments.active", gauges.segments);
     line("memory.bytes", gauges.memory);
+    line("memory.limit", gauges.memory_limit);
+    line("peers.known", gauges.peers);
+    line("peers.host", gauges.host_peers);
+    line("peers.limit", gauges.peer_limit);
     line("control.open", gauges.connections);
     line("ring.requests", counters.ring_requests);
     line("fork.refused", counters.fork_refused);
     line("replies.deferred", counters.replies_deferred);
     line("replies.dropped", counters.replies_dropped);
-    line("udp.recycled", counters.udp_recycled);
     out
 }
 
@@ -200,6 +403,23 @@ impl StatsReport {
     /// All entries in order.
     pub fn entries(&self) -> &[(String, u64)] {
         &self.entries
+    }
+}
+
+impl StatsReport {
+    /// The report with each line's kind and meaning ([`DOCS`]) beside the value.
+    pub fn explained(&self) -> String {
+        let width = self.entries.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        let mut out = String::new();
+        for (n, v) in &self.entries {
+            let (kind, what) = match doc(n) {
+                Some((Kind::Counter, d)) => ("counter", d),
+                Some((Kind::Gauge, d)) => ("gauge  ", d),
+                None => ("       ", ""),
+            };
+            let _ = writeln!(out, "{n:<width$} {v:>14}  {kind}  {what}");
+        }
+        out
     }
 }
 
@@ -253,5 +473,44 @@ mod tests {
         // Every line parsed.
         assert_eq!(r.entries().len(), text.lines().count());
         assert!(r.to_string().contains("jobs.reclaimed"));
+        assert!(r.explained().contains("gauge    PEs joined and not left"));
+    }
+
+    #[test]
+    fn every_statistic_is_documented_and_every_doc_names_one() {
+        let text = render(
+            &Default::default(),
+            &Default::default(),
+            &Default::default(),
+            &Counters::default(),
+            &Gauges::default(),
+        );
+        let names: Vec<&str> = text.lines().filter_map(|l| l.split(' ').next()).collect();
+        for n in &names {
+            assert!(doc(n).is_some(), "{n} has no entry in DOCS");
+        }
+        for (d, _, _) in DOCS {
+            // The fork handler's and the Exanet link's names are added by the service.
+            if matches!(*d, "fork.*" | "exanet.*") {
+                continue;
+            }
+            let hit = match d.strip_suffix('*') {
+                Some(prefix) => names.iter().any(|n| n.starts_with(prefix)),
+                None => names.contains(d),
+            };
+            assert!(hit, "DOCS names {d}, which is not rendered");
+        }
+        assert_eq!(doc("requests.total").map(|d| d.0), Some(Kind::Counter));
+        assert_eq!(doc("requests.read").map(|d| d.0), Some(Kind::Counter));
+        assert_eq!(doc("peers.known").map(|d| d.0), Some(Kind::Gauge));
+        assert_eq!(doc("no.such"), None);
+        // The runtime documentation lists every statistic too.
+        let md = include_str!("../../../docs/runtime.md");
+        for (d, _, _) in DOCS {
+            assert!(
+                md.contains(&format!("`{d}`")),
+                "docs/runtime.md does not list {d}"
+            );
+        }
     }
 }

@@ -1,0 +1,290 @@
+//! Admission, refusals and freed slots of the reliability layer: a "service" endpoint whose
+//! index admits only some peers, refuses the others with a refusal frame, frees slots on
+//! demand or after silence, and keeps talking to a peer whose slot it freed.
+
+use gsas_core::reliable::{
+    Admission, Config, DenseIndex, PeerEvent, PeerIndex, PeerSlot, Refusal, RefusalReason,
+    Reliable, buffer_len,
+};
+use gsas_core::transport::loopback::{LoopbackConfig, LoopbackHub};
+use gsas_core::transport::{Transport, TransportError};
+
+const MTU: usize = 256;
+const W: usize = 8;
+
+/// Admits peers in `allowed` only (peer i has slot i); records the peers released.
+#[derive(Default)]
+struct Gate {
+    allowed: Vec<usize>,
+    /// Peers with a slot.
+    known: Vec<usize>,
+    released: Vec<usize>,
+    /// Name this victim instead of refusing.
+    evict: Option<usize>,
+}
+
+impl PeerIndex<usize> for Gate {
+    fn slot(&mut self, peer: usize, capacity: usize) -> Option<usize> {
+        let s = DenseIndex.slot(peer, capacity)?;
+        if !self.known.contains(&peer) {
+            self.known.push(peer);
+        }
+        Some(s)
+    }
+
+    fn find(&self, peer: usize, capacity: usize) -> Option<usize> {
+        DenseIndex
+            .find(peer, capacity)
+            .filter(|_| self.known.contains(&peer))
+    }
+
+    fn admit(&mut self, peer: usize, _capacity: usize) -> Admission<usize> {
+        let r = Refusal {
+            reason: RefusalReason::JobFull,
+            in_use: 1,
+            limit: 1,
+        };
+        if let Some(v) = self.evict.take() {
+            return Admission::Replace {
+                victim: v,
+                quiet_ns: 1_000_000_000,
+                refusal: r,
+            };
+        }
+        if self.allowed.contains(&peer) {
+            Admission::Admit
+        } else {
+            Admission::Refuse(Refusal {
+                reason: RefusalReason::UnknownJob,
+                in_use: 0,
+                limit: 0,
+            })
+        }
+    }
+
+    fn release(&mut self, peer: usize) {
+        self.known.retain(|&p| p != peer);
+        self.released.push(peer);
+    }
+}
+
+fn config(epoch: u64) -> Config {
+    Config {
+        ack_delay_ns: 100,
+        min_rto_ns: 1_000,
+        initial_rto_ns: 1_000,
+        max_rto_ns: 8_000,
+        deadline_ns: 50_000,
+        ..Config::new(epoch)
+    }
+}
+
+/// Moves packets both ways for a while (time steps past the ack delay, below the
+/// retransmission timeout); returns what each side received.
+fn pump<A, B>(a: &mut A, b: &mut B, now: u64) -> (Vec<Vec<u8>>, Vec<Vec<u8>>)
+where
+    A: Transport<Peer = usize>,
+    B: Transport<Peer = usize>,
+{
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    for i in 0..16 {
+        let now = now + i * 101;
+        a.poll(now).unwrap();
+        b.poll(now).unwrap();
+        while let Some(p) = a.recv(|_, d| d.to_vec()).unwrap() {
+            got_a.push(p);
+        }
+        while let Some(p) = b.recv(|_, d| d.to_vec()).unwrap() {
+            got_b.push(p);
+        }
+        a.flush().unwrap();
+        b.flush().unwrap();
+    }
+    (got_a, got_b)
+}
+
+/// A loopback hub of three endpoints: `svc` (endpoint 0, a layer whose [`Gate`] admits
+/// peer 1 only), and the tables and buffers for two more layers.
+macro_rules! three_endpoints {
+    ($hub:ident, $len:ident, $svc:ident, $p1:ident, $b1:ident, $p2:ident, $b2:ident) => {
+        let mut net = vec![0u8; 3 * 32 * (MTU + 8)];
+        let $hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+        let (mut ps, mut $p1, mut $p2) = (
+            vec![PeerSlot::<usize, W>::new(); 3],
+            vec![PeerSlot::<usize, W>::new(); 3],
+            vec![PeerSlot::<usize, W>::new(); 3],
+        );
+        let $len = buffer_len(MTU, MTU, 16);
+        let (mut bs, mut $b1, mut $b2) = (vec![0u8; $len], vec![0u8; $len], vec![0u8; $len]);
+        let gate = Gate {
+            allowed: vec![1],
+            ..Gate::default()
+        };
+        let mut $svc = Reliable::<_, W, Gate>::with_index(
+            $hub.endpoint(0).unwrap(),
+            config(7),
+            &mut ps,
+            &mut bs,
+            gate,
+        )
+        .unwrap();
+    };
+}
+
+#[test]
+fn a_peer_the_index_refuses_gets_no_slot_and_its_sender_learns_why() {
+    three_endpoints!(hub, len, svc, p1, b1, p2, b2);
+    let mut good =
+        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut p1, &mut b1).unwrap();
+    let mut bad =
+        Reliable::<_, W>::new(hub.endpoint(2).unwrap(), config(13), &mut p2, &mut b2).unwrap();
+
+    good.send(0, 4, |b| b.copy_from_slice(b"good")).unwrap();
+    bad.send(0, 3, |b| b.copy_from_slice(b"bad")).unwrap();
+    good.flush().unwrap();
+    bad.flush().unwrap();
+    let mut got = Vec::new();
+    while let Some(p) = svc.recv(|from, d| (from, d.to_vec())).unwrap() {
+        got.push(p);
+    }
+    assert_eq!(
+        got,
+        vec![(1, b"good".to_vec())],
+        "only the admitted peer is served"
+    );
+    let st = svc.stats();
+    assert_eq!(
+        (st.unknown_peers, st.refused_unknown_job, st.refusals_sent),
+        (1, 1, 1)
+    );
+    // The refused sender fails its peer at once, with the reason.
+    bad.poll(1).unwrap();
+    assert_eq!(bad.recv(|_, _| ()).unwrap(), None);
+    assert_eq!(
+        bad.next_event(),
+        Some(PeerEvent::Refused(
+            0,
+            Refusal {
+                reason: RefusalReason::UnknownJob,
+                in_use: 0,
+                limit: 0
+            }
+        ))
+    );
+    assert_eq!(
+        bad.send(0, 1, |b| b[0] = 0),
+        Err(TransportError::Unreachable)
+    );
+    assert_eq!(bad.stats().refusals_received, 1);
+    // A refusal is not accepted from a peer nothing was sent to, nor with a wrong epoch:
+    // replaying the one `bad` got at `good` changes nothing.
+    good.poll(1).unwrap();
+    while good.recv(|_, _| ()).unwrap().is_some() {}
+    assert_eq!(good.next_event(), None);
+    // Pure acks from a refused peer are dropped without an answer.
+    let sent_before = svc.stats().refusals_sent;
+    svc.index_mut().allowed.clear();
+    svc.release_peer(1);
+    good.send(0, 1, |b| b[0] = 1).unwrap();
+    good.flush().unwrap();
+    while svc.recv(|_, _| ()).unwrap().is_some() {}
+    assert_eq!(svc.stats().refusals_sent, sent_before + 1);
+}
+
+#[test]
+fn a_freed_peer_that_comes_back_is_served_exactly_once_in_both_directions() {
+    let mut net = vec![0u8; 2 * 64 * (MTU + 8)];
+    let hub = LoopbackHub::<2>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let (mut ps, mut pp) = (
+        vec![PeerSlot::<usize, W>::new(); 2],
+        vec![PeerSlot::<usize, W>::new(); 2],
+    );
+    let len = buffer_len(MTU, MTU, 16);
+    let (mut bs, mut bp) = (vec![0u8; len], vec![0u8; len]);
+    let gate = Gate {
+        allowed: vec![1],
+        ..Gate::default()
+    };
+    let mut svc = Reliable::<_, W, Gate>::with_index(
+        hub.endpoint(0).unwrap(),
+        config(7),
+        &mut ps,
+        &mut bs,
+        gate,
+    )
+    .unwrap();
+    let mut pe =
+        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut pp, &mut bp).unwrap();
+    let mut now = 10;
+    for round in 0..5u8 {
+        // A request, its reply, and their acks.
+        now += 2_000;
+        pe.set_now(now);
+        pe.send(0, 1, |b| b[0] = round).unwrap();
+        let (to_pe, to_svc) = pump(&mut pe, &mut svc, now);
+        assert!(to_pe.is_empty());
+        assert_eq!(to_svc, vec![vec![round]], "round {round}");
+        now += 2_000;
+        svc.set_now(now);
+        svc.send(1, 1, |b| b[0] = 100 + round).unwrap();
+        let (to_pe, to_svc) = pump(&mut pe, &mut svc, now);
+        assert_eq!(
+            (to_pe, to_svc),
+            (vec![vec![100 + round]], vec![]),
+            "round {round}"
+        );
+        // Let every delayed ack go out, then go silent long enough to be freed.
+        now += 10_000;
+        pump(&mut pe, &mut svc, now);
+        now += 100_000;
+        svc.poll(now).unwrap();
+        assert_eq!(svc.release_silent(60_000, |_| false), 0, "pick says no");
+        assert_eq!(svc.release_silent(60_000, |p| p == 1), 1, "round {round}");
+        assert_eq!(svc.index().released.len(), usize::from(round) + 1);
+    }
+    assert_eq!(svc.stats().peers_released, 5);
+    assert_eq!(svc.stats().duplicates, 0);
+    assert_eq!(
+        pe.stats().duplicates,
+        0,
+        "the service's numbering went on above the PE's ack"
+    );
+    assert_eq!(pe.next_event(), None);
+}
+
+#[test]
+fn an_idle_victim_is_evicted_for_a_newcomer_but_a_busy_one_is_not() {
+    three_endpoints!(hub, len, svc, p1, b1, p2, b2);
+    let mut one =
+        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut p1, &mut b1).unwrap();
+    let mut two =
+        Reliable::<_, W>::new(hub.endpoint(2).unwrap(), config(13), &mut p2, &mut b2).unwrap();
+    one.send(0, 1, |b| b[0] = 1).unwrap();
+    one.flush().unwrap();
+    assert!(svc.recv(|_, _| ()).unwrap().is_some());
+    // Peer 1 is owed an ack: not idle, so naming it as the victim refuses peer 2.
+    svc.index_mut().evict = Some(1);
+    two.send(0, 1, |b| b[0] = 2).unwrap();
+    two.flush().unwrap();
+    assert_eq!(svc.recv(|_, _| ()).unwrap(), None);
+    assert_eq!(svc.stats().refused_job_full, 1);
+    // Once acknowledged, peer 1 is idle and gives way to peer 2.
+    svc.poll(1_000_000).unwrap();
+    svc.index_mut().evict = Some(1);
+    let mut two_b = vec![PeerSlot::<usize, W>::new(); 3];
+    let mut two_buf = vec![0u8; len];
+    // The refused layer failed its peer: peer 2 comes back as a new incarnation.
+    let mut two = Reliable::<_, W>::new(
+        hub.endpoint(2).unwrap(),
+        config(17),
+        &mut two_b,
+        &mut two_buf,
+    )
+    .unwrap();
+    while two.recv(|_, _| ()).unwrap().is_some() {}
+    two.send(0, 1, |b| b[0] = 3).unwrap();
+    two.flush().unwrap();
+    let got = svc.recv(|from, d| (from, d.to_vec())).unwrap();
+    assert_eq!(got, Some((2, vec![3])));
+    assert_eq!(svc.stats().peers_released, 1);
+}

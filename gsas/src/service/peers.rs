@@ -1,0 +1,273 @@
+//! Who gets state in the service's reliability layer: [`JobIndex`].
+//!
+//! **What it is.** The [`PeerIndex`] of a service's network layer. A peer is a (source
+//! address, job key) pair; it gets a slot of the peer table only when
+//!
+//! * its key is the key of a job this service knows (a PE of this node joined it), and the
+//!   job has fewer peers than its share ([`job_share`]: the job's PE count plus
+//!   [`JOB_SLACK`], at most the table); or
+//! * the service serves host actions for unknown keys (remote FORK is enabled) and fewer
+//!   than [`HOST_SHARE`] such peers have a slot; when the share is full, the oldest one is
+//!   evicted if it is idle or silent for [`HOST_QUIET_NS`] (so a flood of keys cannot lock
+//!   the launcher out for longer than it keeps sending).
+//!
+//! Anyone else is refused (counted by reason by the layer, and a data frame answered with
+//! a refusal naming the reason and the figures). A job's peers are freed when the job ends
+//! ([`JobIndex::forget_job`]); idle peers of any kind when they fall silent (the service
+//! calls [`Reliable::release_silent`](gsas_core::reliable::Reliable::release_silent)).
+//! Peers of a job that arrived as host peers (the launcher's FORK, before a PE joined)
+//! count towards the job once it starts.
+//!
+//! **What it is not.** An authenticator: the job key travels in clear text, so whoever
+//! sees a job's traffic can use its share; the share bounds what that costs other jobs.
+//!
+//! Thread-safety: a plain value owned by the service loop.
+
+use std::collections::{HashMap, VecDeque};
+
+use gsas_core::reliable::{Admission, PeerIndex, Refusal, RefusalReason};
+
+use crate::transport::net::NetPeer;
+
+/// Peers a job may have beyond its PE count (the launcher's FORK sender, a restarted PE).
+pub(crate) const JOB_SLACK: usize = 4;
+/// Peers without a known job (remote FORK senders) that may have a slot at once.
+pub(crate) const HOST_SHARE: usize = 32;
+/// A host peer silent this long gives way to a newcomer even with replies unacknowledged
+/// (a FORK sender acknowledges within a round trip; one that does not is most likely a
+/// sender of forged frames).
+pub(crate) const HOST_QUIET_NS: u64 = 1_000_000_000;
+
+/// The share of the peer table of a job of `npes` PEs in a table of `capacity` slots.
+pub(crate) fn job_share(npes: u32, capacity: usize) -> usize {
+    (npes as usize).saturating_add(JOB_SLACK).min(capacity)
+}
+
+fn figures(reason: RefusalReason, in_use: usize, limit: usize) -> Refusal {
+    Refusal {
+        reason,
+        in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
+        limit: u32::try_from(limit).unwrap_or(u32::MAX),
+    }
+}
+
+/// A job's share: its limit and how many of its peers have a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Share {
+    limit: usize,
+    used: usize,
+}
+
+/// The service's peer index; see the [module docs](self).
+#[derive(Debug, Default)]
+pub(crate) struct JobIndex {
+    map: HashMap<NetPeer, usize>,
+    free: Vec<usize>,
+    next: usize,
+    jobs: HashMap<u64, Share>,
+    /// Whether peers of unknown keys get a slot (host actions are served).
+    host_open: bool,
+    /// Peers without a known job, oldest first.
+    host: VecDeque<NetPeer>,
+    /// The last refusal decided here, for the service's log.
+    last_refusal: Option<(NetPeer, Refusal)>,
+}
+
+impl JobIndex {
+    /// Lets peers of unknown keys have a slot (up to [`HOST_SHARE`]).
+    pub(crate) fn serve_host_actions(&mut self, open: bool) {
+        self.host_open = open;
+    }
+
+    /// Admits the peers of job `key`, at most `limit` of them.
+    pub(crate) fn admit_job(&mut self, key: u64, limit: usize) {
+        let before = self.host.len();
+        self.host.retain(|p| p.key != key);
+        let moved = before - self.host.len();
+        let used = self.jobs.get(&key).map_or(0, |s| s.used) + moved;
+        self.jobs.insert(key, Share { limit, used });
+    }
+
+    /// Stops admitting job `key`; returns its peers that have a slot (the caller frees
+    /// them in the layer, which calls [`PeerIndex::release`]).
+    pub(crate) fn forget_job(&mut self, key: u64) -> Vec<NetPeer> {
+        self.jobs.remove(&key);
+        self.map.keys().filter(|p| p.key == key).copied().collect()
+    }
+
+    /// Peers with a slot.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Peers with a slot that belong to no known job.
+    pub(crate) fn host_peers(&self) -> usize {
+        self.host.len()
+    }
+
+    /// The last refusal decided, and clears it.
+    pub(crate) fn take_refusal(&mut self) -> Option<(NetPeer, Refusal)> {
+        self.last_refusal.take()
+    }
+
+    fn refuse(&mut self, peer: NetPeer, r: Refusal) -> Admission<NetPeer> {
+        self.last_refusal = Some((peer, r));
+        Admission::Refuse(r)
+    }
+}
+
+impl PeerIndex<NetPeer> for JobIndex {
+    fn slot(&mut self, peer: NetPeer, capacity: usize) -> Option<usize> {
+        if let Some(&s) = self.map.get(&peer) {
+            return Some(s);
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None if self.next < capacity => {
+                self.next += 1;
+                self.next - 1
+            }
+            None => return None,
+        };
+        self.map.insert(peer, slot);
+        match self.jobs.get_mut(&peer.key) {
+            Some(share) => share.used += 1,
+            None => self.host.push_back(peer),
+        }
+        Some(slot)
+    }
+
+    fn find(&self, peer: NetPeer, _capacity: usize) -> Option<usize> {
+        self.map.get(&peer).copied()
+    }
+
+    fn admit(&mut self, peer: NetPeer, capacity: usize) -> Admission<NetPeer> {
+        let in_use = self.map.len();
+        if let Some(share) = self.jobs.get(&peer.key).copied() {
+            if share.used >= share.limit {
+                return self.refuse(
+                    peer,
+                    figures(RefusalReason::JobFull, share.used, share.limit),
+                );
+            }
+            if in_use >= capacity {
+                return self.refuse(peer, figures(RefusalReason::TableFull, in_use, capacity));
+            }
+            return Admission::Admit;
+        }
+        if !self.host_open {
+            return self.refuse(peer, figures(RefusalReason::UnknownJob, 0, 0));
+        }
+        let full = figures(RefusalReason::HostFull, self.host.len(), HOST_SHARE);
+        if self.host.len() >= HOST_SHARE || in_use >= capacity {
+            // Offer the oldest host peer; if it is busy it goes to the back, so the next
+            // newcomer is offered another.
+            let Some(victim) = self.host.pop_front() else {
+                return self.refuse(peer, figures(RefusalReason::TableFull, in_use, capacity));
+            };
+            self.host.push_back(victim);
+            self.last_refusal = Some((peer, full));
+            return Admission::Replace {
+                victim,
+                quiet_ns: HOST_QUIET_NS,
+                refusal: full,
+            };
+        }
+        Admission::Admit
+    }
+
+    fn release(&mut self, peer: NetPeer) {
+        let Some(slot) = self.map.remove(&peer) else {
+            return;
+        };
+        self.free.push(slot);
+        match self.jobs.get_mut(&peer.key) {
+            Some(share) => share.used = share.used.saturating_sub(1),
+            None => self.host.retain(|p| *p != peer),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::net::NetAddr;
+
+    fn peer(port: u16, key: u64) -> NetPeer {
+        NetPeer {
+            addr: NetAddr::Udp(([127, 0, 0, 1], port).into()),
+            key,
+        }
+    }
+
+    #[test]
+    fn only_known_jobs_get_slots_within_their_share() {
+        let mut ix = JobIndex::default();
+        assert_eq!(
+            ix.admit(peer(1, 7), 8),
+            Admission::Refuse(figures(RefusalReason::UnknownJob, 0, 0))
+        );
+        ix.admit_job(7, 2);
+        for port in 1..=2 {
+            assert_eq!(ix.admit(peer(port, 7), 8), Admission::Admit);
+            assert!(ix.slot(peer(port, 7), 8).is_some());
+        }
+        assert_eq!(
+            ix.admit(peer(3, 7), 8),
+            Admission::Refuse(figures(RefusalReason::JobFull, 2, 2))
+        );
+        assert_eq!(ix.take_refusal().map(|(p, _)| p), Some(peer(3, 7)));
+        // Freed slots are reused, and the job's share follows.
+        ix.release(peer(1, 7));
+        assert_eq!(ix.admit(peer(3, 7), 8), Admission::Admit);
+        assert_eq!(ix.slot(peer(3, 7), 8), Some(0));
+        let mut gone = ix.forget_job(7);
+        gone.sort_by_key(|p| format!("{:?}", p.addr));
+        assert_eq!(gone.len(), 2);
+        for p in gone {
+            ix.release(p);
+        }
+        assert_eq!(ix.len(), 0);
+        assert!(!ix.jobs.contains_key(&7));
+    }
+
+    #[test]
+    fn the_table_bounds_every_job_and_host_peers_rotate() {
+        let mut ix = JobIndex::default();
+        ix.admit_job(1, 10);
+        for port in 0..3 {
+            assert_eq!(ix.admit(peer(port, 1), 3), Admission::Admit);
+            ix.slot(peer(port, 1), 3).unwrap();
+        }
+        assert_eq!(
+            ix.admit(peer(9, 1), 3),
+            Admission::Refuse(figures(RefusalReason::TableFull, 3, 3))
+        );
+        // Host peers: admitted while FORK is served, then the oldest is offered.
+        let mut ix = JobIndex::default();
+        ix.serve_host_actions(true);
+        for port in 0..HOST_SHARE as u16 {
+            assert_eq!(
+                ix.admit(peer(port, 100 + u64::from(port)), 1024),
+                Admission::Admit
+            );
+            ix.slot(peer(port, 100 + u64::from(port)), 1024).unwrap();
+        }
+        let refusal = figures(RefusalReason::HostFull, HOST_SHARE, HOST_SHARE);
+        let offer = |victim| Admission::Replace {
+            victim,
+            quiet_ns: HOST_QUIET_NS,
+            refusal,
+        };
+        assert_eq!(ix.admit(peer(999, 5), 1024), offer(peer(0, 100)));
+        assert_eq!(
+            ix.admit(peer(999, 5), 1024),
+            offer(peer(1, 101)),
+            "a busy victim goes to the back"
+        );
+        // A job starting takes its host peers into its share.
+        ix.admit_job(102, 5);
+        assert_eq!(ix.host_peers(), HOST_SHARE - 1);
+        assert_eq!(ix.jobs[&102].used, 1);
+    }
+}
