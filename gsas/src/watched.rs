@@ -140,16 +140,21 @@ fn overlaps_ahead(src: *const u8, dst: *mut u8, n: usize) -> bool {
 
 #[cold]
 #[inline(never)]
-/// Copies through a private buffer when the destination overlaps the source ahead of it.
+/// Copies through a private buffer when the destination overlaps the source ahead of it:
+/// out of `src` in pieces aligned on `src`, then into `dst` in pieces aligned on `dst`
+/// (both ranges are the PE's own memory, which others may watch).
 ///
 /// # Safety
 ///
 /// As [`store_once`].
-unsafe fn bounce<const BY_DST: bool>(src: *const u8, dst: *mut u8, n: usize) {
-    // SAFETY: `src` is readable for `n` bytes.
-    let tmp = unsafe { std::slice::from_raw_parts(src, n) }.to_vec();
-    // SAFETY: `tmp` is private and holds `n` bytes; `dst` is writable for `n` bytes.
-    unsafe { copy::<BY_DST>(tmp.as_ptr(), dst, n) }
+unsafe fn bounce(src: *const u8, dst: *mut u8, n: usize) {
+    let mut tmp = vec![0u8; n];
+    // SAFETY: `src` is readable for `n` bytes and `tmp` is a private buffer of `n` bytes;
+    // then `tmp` is read and `dst` written for `n` bytes, and they do not overlap.
+    unsafe {
+        copy::<false>(src, tmp.as_mut_ptr(), n);
+        copy::<true>(tmp.as_ptr(), dst, n);
+    }
 }
 
 /// The out-of-line body of [`store_once`]. It has the C ABI, which cannot unwind, so that
@@ -163,7 +168,7 @@ unsafe fn bounce<const BY_DST: bool>(src: *const u8, dst: *mut u8, n: usize) {
 pub unsafe extern "C" fn store_general(src: *const u8, dst: *mut u8, n: usize) {
     if overlaps_ahead(src, dst, n) {
         // SAFETY: forwarded.
-        return unsafe { bounce::<true>(src, dst, n) };
+        return unsafe { bounce(src, dst, n) };
     }
     // SAFETY: forwarded.
     unsafe { copy::<true>(src, dst, n) }
@@ -178,7 +183,7 @@ pub unsafe extern "C" fn store_general(src: *const u8, dst: *mut u8, n: usize) {
 pub unsafe extern "C" fn load_general(src: *const u8, dst: *mut u8, n: usize) {
     if overlaps_ahead(src, dst, n) {
         // SAFETY: forwarded.
-        return unsafe { bounce::<false>(src, dst, n) };
+        return unsafe { bounce(src, dst, n) };
     }
     // SAFETY: forwarded.
     unsafe { copy::<false>(src, dst, n) }

@@ -23,8 +23,9 @@
 //!
 //! Options: `-n N` → `-n N`; `--ppn K` → `--ntasks-per-node=K`; `--tag-output` →
 //! `--label`; `--timeout S` → `--time=M:SS` (rounded up); `--kill-on-bad-exit=1` (`srun
-//! -K`): the first PE that fails ends the job, as under `oshrun` on one machine. SIGINT,
-//! SIGTERM and SIGHUP to `oshrun` are passed to the PE step's srun.
+//! -K`): the first PE that fails ends the job, as under `oshrun` on one machine. SIGTERM
+//! and SIGHUP to `oshrun` are passed to the PE step's srun, SIGINT as SIGTERM (one SIGINT
+//! only makes srun print the tasks' states); srun still there 10 s later gets SIGKILL.
 //!
 //! `oshrun --no-srun` runs on this machine even inside an allocation, and
 //! `oshrun --config FILE` always uses the cluster file's daemons.
@@ -279,7 +280,21 @@ impl Services {
                         )));
                     }
                 }
-                Err(_) => {
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // Both output pipes closed: the step ended (stop waits for it, bounded).
+                    s.stop();
+                    let status = match s.child.try_wait() {
+                        Ok(Some(st)) => st.to_string(),
+                        Ok(None) => "still running".to_owned(),
+                        Err(e) => e.to_string(),
+                    };
+                    return Err(launcher_err(format!(
+                        "the node services' step ended ({status}) before every service served \
+                         ({serving} of {nodes}):\n{}",
+                        seen.join("\n")
+                    )));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
                     s.stop();
                     return Err(launcher_err(format!(
                         "{serving} of {nodes} node services served within {} s (gsas-atomicd \
@@ -337,6 +352,9 @@ fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(EXIT_FAILURE)
 }
 
+/// How long the PE step's srun may take to end after oshrun passed it a signal.
+const STEP_GRACE: Duration = Duration::from_secs(10);
+
 /// Runs the job in the allocation (see the module documentation); returns the exit
 /// status, or a status and message when the launch itself failed.
 pub fn run_job(
@@ -363,6 +381,10 @@ pub fn run_job(
             return Err(launcher_err(format!("starting the PEs with srun: {e}")));
         }
     };
+    // A signal to oshrun ends the PE step: srun gets SIGTERM for SIGINT (one SIGINT only
+    // makes srun print the tasks' states), and SIGKILL if it is still there after
+    // STEP_GRACE.
+    let mut signalled: Option<Instant> = None;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),
@@ -370,8 +392,22 @@ pub fn run_job(
             Err(e) => break Err(e),
         }
         while let Ok(Some(sig)) = signals.read() {
-            log::info!("passing signal {sig} to the PE step's srun");
-            let _ = super::sys::kill(child.id(), sig);
+            let to = if sig == libc::SIGINT {
+                libc::SIGTERM
+            } else {
+                sig
+            };
+            log::info!("passing signal {sig} to the PE step's srun (as {to})");
+            let _ = super::sys::kill(child.id(), to);
+            signalled.get_or_insert_with(Instant::now);
+        }
+        if signalled.is_some_and(|t| t.elapsed() > STEP_GRACE) {
+            log::warn!(
+                "the PE step's srun did not end {} s after the signal: SIGKILL",
+                STEP_GRACE.as_secs()
+            );
+            let _ = super::sys::kill(child.id(), libc::SIGKILL);
+            signalled = None;
         }
         while let Ok(line) = services.output.try_recv() {
             log::debug!("node services: {line}");

@@ -139,9 +139,10 @@ pub const MAX_CONTEXTS: usize = remote::CONTEXTS;
 /// Segments a PE maps of each same-node peer.
 const MAPPED: usize = 3;
 
-/// How long finalize waits, at most, for its last acknowledgements once every operation
-/// completed (one ack delay, 200 us, when the PE gets the CPU; generous so that a PE that
-/// shares a loaded core does not fail a clean finalize).
+/// How long finalize waits, at least, for its last acknowledgements once every operation
+/// completed (one ack delay, 200 us, when the PE gets the CPU); the limit is the larger of
+/// this and the reliability deadline, so that a PE sharing a loaded (or emulated) core does
+/// not fail a clean finalize: a service silent for that long is unreachable anyway.
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 
 /// A communication context: operations are counted per context, and `quiet`/`fence`
@@ -1413,32 +1414,44 @@ impl Node {
         // The barrier's last increments are non-blocking: complete them before leaving,
         // or the PEs they went to could wait for them in vain.
         self.quiet(Ctx::DEFAULT)?;
-        self.settle()?;
+        // A PE that cannot settle still leaves the service and PMI (so that neither keeps
+        // its state), and then reports the failure.
+        let settled = self.settle();
         if let Some(mut keeper) = lock(&self.keeper).take() {
             keeper.stop();
         }
         self.finalized.store(true, Ordering::Release);
-        lock(&self.control)
+        let left = lock(&self.control)
             .leave(self.rank as u16, self.job_id)
-            .map_err(NodeError::from)?;
-        lock(&self.pmi)
-            .finalize()
-            .map_err(error::pmi("PMI finalize"))?;
+            .map_err(NodeError::from)
+            .and_then(|()| {
+                lock(&self.pmi)
+                    .finalize()
+                    .map_err(error::pmi("PMI finalize"))
+            });
         if let Some(service) = lock(&self.service).take() {
             boot::stop_embedded(service, self.boot_timeout);
         }
-        Ok(())
+        match (settled, left) {
+            (Err(e), Err(also)) => {
+                log::error!("finalize: after failing to settle, leaving failed too: {also}");
+                Err(e)
+            }
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+            (Ok(()), Ok(())) => Ok(()),
+        }
     }
 
     /// Before leaving, after every operation completed: lets the reliability layer
     /// acknowledge the last replies, so that no service keeps retransmitting a reply to a
     /// closed socket until it declares the PE unreachable. Usually an ack delay (200 us);
-    /// bounded by [`SETTLE_LIMIT`]. A PE that cannot settle does not pretend it left
-    /// cleanly: the error names the services and what was outstanding.
+    /// bounded by [`SETTLE_LIMIT`] or the reliability deadline, whichever is longer. A PE
+    /// that cannot settle does not pretend it left cleanly: the error names the services
+    /// and what was outstanding.
     fn settle(&self) -> Result<(), NodeError> {
         let settled = self.wait_for(
             &"the last replies to be acknowledged",
-            SETTLE_LIMIT,
+            SETTLE_LIMIT.max(self.deadline),
             |remote| Ok(remote.settled().then_some(())),
         );
         match settled {

@@ -270,7 +270,7 @@ impl Client {
                     reason: "PMIx is switched off in this client".into(),
                 });
             }
-            return match Pmix::init() {
+            return match Pmix::init(config.barrier_timeout) {
                 Ok(p) => Ok(Self::from_pmix(p, config)),
                 Err(e) => Err(PmiError::PmixLauncher {
                     var,
