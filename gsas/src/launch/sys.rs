@@ -80,22 +80,6 @@ pub fn child_set_pdeathsig(parent: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
-/// In a child between fork and exec: unblocks every signal (the launcher blocks the
-/// termination signals it reads from a signalfd, and a mask survives exec).
-pub fn child_unblock_signals() -> io::Result<()> {
-    // SAFETY: sigset_t is plain data; sigemptyset initialises it, and sigprocmask (which
-    // is async-signal-safe, as is sigemptyset) reads it during the call only.
-    let rc = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut())
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Sends `sig` to process `pid`. A process that is gone already is not an error.
 pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
