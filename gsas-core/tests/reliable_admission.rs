@@ -2,9 +2,12 @@
 //! index admits only some peers, refuses the others with a refusal frame, frees slots on
 //! demand or after silence, and keeps talking to a peer whose slot it freed.
 
+mod reliable_common;
+use reliable_common::config;
+
 use gsas_core::reliable::{
-    Admission, Config, DenseIndex, PeerEvent, PeerIndex, PeerSlot, Refusal, RefusalReason,
-    Reliable, buffer_len,
+    Admission, DenseIndex, PeerEvent, PeerIndex, PeerSlot, Refusal, RefusalReason, Reliable,
+    buffer_len,
 };
 use gsas_core::transport::loopback::{LoopbackConfig, LoopbackHub};
 use gsas_core::transport::{Transport, TransportError};
@@ -65,17 +68,6 @@ impl PeerIndex<usize> for Gate {
     fn release(&mut self, peer: usize) {
         self.known.retain(|&p| p != peer);
         self.released.push(peer);
-    }
-}
-
-fn config(epoch: u64) -> Config {
-    Config {
-        ack_delay_ns: 100,
-        min_rto_ns: 1_000,
-        initial_rto_ns: 1_000,
-        max_rto_ns: 8_000,
-        deadline_ns: 50_000,
-        ..Config::new(epoch)
     }
 }
 

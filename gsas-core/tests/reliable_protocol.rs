@@ -1,6 +1,9 @@
 //! Protocol behaviour of the reliability layer, checked frame by frame: a `Reliable` endpoint
 //! talks to a raw loopback endpoint whose frames the test writes and reads by hand.
 
+mod reliable_common;
+use reliable_common::config;
+
 use gsas_core::reliable::frame::{
     AckRepr, FLAG_ACK, Frame, FrameRepr, HEADER_LEN, Packets, emit_packet_prefix,
 };
@@ -16,18 +19,6 @@ const W: usize = 8;
 const SERVICE_EPOCH: u64 = 7;
 
 type Rel<'a, 'h, 's> = Reliable<'a, LoopbackEndpoint<'h, 's, 3>, W>;
-
-/// Short timers so that tests walk through timeouts with small numbers.
-fn config(epoch: u64) -> Config {
-    Config {
-        ack_delay_ns: 100,
-        min_rto_ns: 1_000,
-        initial_rto_ns: 1_000,
-        max_rto_ns: 8_000,
-        deadline_ns: 50_000,
-        ..Config::new(epoch)
-    }
-}
 
 fn net_storage() -> Vec<u8> {
     vec![0u8; 3 * 32 * (MTU + 8)]
