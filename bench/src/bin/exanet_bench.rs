@@ -29,9 +29,9 @@ use exanet::io::model::{ModelConfig, ModelFabric};
 use exanet::nva::{EmuRegistrar, MemSegment};
 use exanet::{Dest, DriverConfig, Endpoint, ExanetTransport, Model, Shm, TransportConfig};
 use gsas_core::client::{Client, Completion};
-use gsas_core::service::{Segment, Service, WordMemory};
-use gsas_core::transport::{Transport, TransportError};
-use gsas_core::wire::{GlobalAddr, SenderId};
+use gsas_core::service::{PortQueue, Segment, Service, WordMemory, refusal};
+use gsas_core::transport::Transport;
+use gsas_core::wire::{ErrorCode, GlobalAddr, SenderId};
 
 type Tr = ExanetTransport<Shm, EmuRegistrar>;
 const KEY: u64 = 7;
@@ -51,21 +51,23 @@ fn serve(mut t: Tr, stop: Arc<AtomicBool>) {
             len: 2 * MIB as u64,
         })
         .expect("segment");
+    // The service's serve loop (`Service::serve_port`, the daemon's).
+    let mut queue = PortQueue::new();
+    let mut scratch = vec![0u8; t.capabilities().mtu];
     while !stop.load(Ordering::Acquire) {
-        match t.recv(|p, d| (p, d.to_vec())).expect("recv") {
-            Some((peer, pkt)) => loop {
-                match service.serve(&mut t, peer, KEY, &pkt) {
-                    Ok(_) => break,
-                    Err(TransportError::WouldBlock) => {
-                        let _ = t.poll(0);
-                    }
-                    Err(e) => panic!("serve: {e}"),
-                }
-            },
-            None => {
-                let _ = t.poll(0);
-                std::thread::yield_now();
-            }
+        let served = service
+            .serve_port(
+                &mut t,
+                &mut queue,
+                &mut scratch,
+                64,
+                |_| KEY,
+                |_, r, out| refusal(out, r.token, ErrorCode::NotSupported),
+            )
+            .expect("serve");
+        if served.moved == 0 {
+            let _ = t.poll(0);
+            std::thread::yield_now();
         }
     }
 }

@@ -79,11 +79,15 @@
 mod amo;
 mod memory;
 mod segment;
+#[cfg(feature = "std")]
+mod serve;
 mod stats;
 
 pub use amo::AmoKind;
 pub use memory::{Memory, WordMemory};
 pub use segment::{RegisterError, Segment, SegmentTable};
+#[cfg(feature = "std")]
+pub use serve::{BLOCKED_SCAN, PortQueue, Served, refusal};
 pub use stats::Stats;
 
 use crate::transport::{Transport, TransportError};
