@@ -963,9 +963,10 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
         self.staging.write(old_tail, &[0; STAMP_LEN]).map_err(bad)?;
         crate::io::to_device_barrier();
         self.staging.write(off, &new).map_err(bad)?;
-        // SAFETY: send-staging slot `slot` is free: no receiver writes it (pulls only read
-        // it: a late pull of an older packet is rejected by its stamps), so nothing else
-        // writes these bytes while `fill` runs.
+        // SAFETY: send-staging slot `slot` is free: no RDMA operation writes it (receive
+        // pulls land in the receive-staging slots, never here) and no other slice of it
+        // exists. A late pull of an older packet may still read it from outside the
+        // process, which `slice_mut` allows: the stamps make the receiver drop such a read.
         let buf = unsafe { self.staging.slice_mut(off + STAMP_LEN, len) }.map_err(bad)?;
         let out = fill(buf);
         crate::io::to_device_barrier();
