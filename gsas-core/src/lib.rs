@@ -136,7 +136,6 @@
 //! ```
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod client;
 pub mod reliable;

@@ -137,8 +137,6 @@
 //! # Ok::<(), shmem::Error>(())
 //! ```
 
-#![warn(missing_docs)]
-
 // The internals (crate-private, so that the state the fast paths read is addressed
 // directly, not through the GOT, and so that issue 6's modules build on them).
 pub(crate) mod addr;
