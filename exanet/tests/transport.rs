@@ -14,9 +14,9 @@ use exanet::io::model::{ModelConfig, ModelFabric};
 use exanet::regs::nack;
 use exanet::{Dest, DriverConfig, ExanetTransport, Model, TransportConfig};
 use gsas_core::client::{Client, Completion};
-use gsas_core::service::{PortQueue, Segment, Service, WordMemory, refusal};
+use gsas_core::service::{PortQueue, Segment, Service, WordMemory, refuse_host_actions};
 use gsas_core::transport::{Transport, TransportError};
-use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, SenderId};
+use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -464,7 +464,7 @@ fn serve(mut t: ExanetTransport<exanet::Shm, exanet::nva::EmuRegistrar>, stop: A
                 &mut scratch,
                 64,
                 |_| KEY,
-                |_, r, out| refusal(out, r.token, ErrorCode::NotSupported),
+                refuse_host_actions,
             )
             .unwrap_or_else(|e| panic!("serve: {e}"));
         assert_eq!(served.dropped + served.scratch_short, 0, "{served:?}");

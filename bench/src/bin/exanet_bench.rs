@@ -29,9 +29,9 @@ use exanet::io::model::{ModelConfig, ModelFabric};
 use exanet::nva::{EmuRegistrar, MemSegment};
 use exanet::{Dest, DriverConfig, Endpoint, ExanetTransport, Model, Shm, TransportConfig};
 use gsas_core::client::{Client, Completion};
-use gsas_core::service::{PortQueue, Segment, Service, WordMemory, refusal};
+use gsas_core::service::{PortQueue, Segment, Service, WordMemory, refuse_host_actions};
 use gsas_core::transport::Transport;
-use gsas_core::wire::{ErrorCode, GlobalAddr, SenderId};
+use gsas_core::wire::{GlobalAddr, SenderId};
 
 type Tr = ExanetTransport<Shm, EmuRegistrar>;
 const KEY: u64 = 7;
@@ -62,7 +62,7 @@ fn serve(mut t: Tr, stop: Arc<AtomicBool>) {
                 &mut scratch,
                 64,
                 |_| KEY,
-                |_, r, out| refusal(out, r.token, ErrorCode::NotSupported),
+                refuse_host_actions,
             )
             .expect("serve");
         if served.moved == 0 {

@@ -87,7 +87,7 @@ pub use amo::AmoKind;
 pub use memory::{Memory, WordMemory};
 pub use segment::{RegisterError, Segment, SegmentTable};
 #[cfg(feature = "std")]
-pub use serve::{BLOCKED_SCAN, PortQueue, Served, refusal};
+pub use serve::{BLOCKED_SCAN, PortQueue, Served, refusal, refuse_host_actions};
 pub use stats::Stats;
 
 use crate::transport::{Transport, TransportError};

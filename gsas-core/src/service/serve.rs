@@ -101,6 +101,12 @@ pub fn refusal(out: &mut [u8], token: u32, code: ErrorCode) -> usize {
     crate::wire::REPLY_HEADER_LEN
 }
 
+/// A `host` callback for [`Service::serve_port`] that executes no host action: it refuses
+/// each with `NOT_SUPPORTED` (the daemon's rings, tests and benchmarks).
+pub fn refuse_host_actions<P>(_peer: P, request: RequestRepr<'_>, out: &mut [u8]) -> usize {
+    refusal(out, request.token, ErrorCode::NotSupported)
+}
+
 /// What one received packet produced.
 enum Got<P> {
     /// A reply of this many bytes in `scratch`; whether it may wait (`send_lazy`).
@@ -374,12 +380,9 @@ mod tests {
         }
         let mut queue = PortQueue::new();
         let mut scratch = [0u8; 1024];
-        let no_host = |_: u8, r: RequestRepr<'_>, out: &mut [u8]| {
-            refusal(out, r.token, ErrorCode::NotSupported)
-        };
         let mut turn = |service: &mut Service<_, 2>, port: &mut Port, queue: &mut PortQueue<u8>| {
             service
-                .serve_port(port, queue, &mut scratch, 64, |_| KEY, no_host)
+                .serve_port(port, queue, &mut scratch, 64, |_| KEY, refuse_host_actions)
                 .unwrap()
         };
         // Peer 1's first reply is refused: it and everything after it wait.

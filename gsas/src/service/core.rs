@@ -18,7 +18,9 @@ use std::sync::atomic::{self, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use gsas_core::reliable::{PeerEvent, RefusalReason};
-use gsas_core::service::{PortQueue, Segment as EngineSegment, Served, Service as Engine, refusal};
+use gsas_core::service::{
+    PortQueue, Segment as EngineSegment, Served, Service as Engine, refusal, refuse_host_actions,
+};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{
     ControlCode, ErrorCode, PacketType, Request, RequestRepr, SenderId, emit_reply_header,
@@ -586,9 +588,7 @@ impl Core {
                 &mut self.scratch,
                 BUDGET,
                 |_: &RingPeer| key,
-                |_: RingPeer, repr: RequestRepr<'_>, out: &mut [u8]| {
-                    refusal(out, repr.token, ErrorCode::NotSupported)
-                },
+                refuse_host_actions,
             );
             match served {
                 Ok(served) => {
