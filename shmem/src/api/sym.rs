@@ -77,7 +77,7 @@ unsafe fn load_relaxed<T: Symmetric>(p: *const T) -> T {
             // SAFETY: `p` readable for `size_of::<T>()` bytes, `v` writable; every byte of
             // `v` is written, and any bit pattern is a valid `T`.
             unsafe {
-                gsas::watched::load_once(p.cast(), v.as_mut_ptr().cast(), size_of::<T>());
+                gsas_transport::watched::load_once(p.cast(), v.as_mut_ptr().cast(), size_of::<T>());
                 v.assume_init()
             }
         }
@@ -100,7 +100,9 @@ unsafe fn store_relaxed<T: Symmetric>(p: *mut T, value: T) {
             unsafe { A::from_ptr(p.cast()) }.store(bits, std::sync::atomic::Ordering::Relaxed)
         },
         // SAFETY: `p` writable for `size_of::<T>()` bytes; `value` is a local.
-        unsafe { gsas::watched::store_once((&raw const value).cast(), p.cast(), size_of::<T>()) }
+        unsafe {
+            gsas_transport::watched::store_once((&raw const value).cast(), p.cast(), size_of::<T>())
+        }
     )
 }
 
