@@ -903,6 +903,13 @@ fn coll_mixed() {
     coll_program("coll_mixed");
 }
 
+/// Collectives back to back with changing data, team and active-set forms, at sizes on
+/// both sides of the direct path's data limit (`coll_direct.c`).
+#[test]
+fn coll_direct() {
+    coll_program("coll_direct");
+}
+
 /// `shmem_team_ptr` (OpenSHMEM 1.6) on the world, shared and a strided team, over the
 /// whole matrix (two nodes: the pointers of the other node's PEs are NULL).
 #[test]

@@ -44,6 +44,7 @@
 mod alltoall;
 mod barrier;
 mod bcast;
+pub(crate) mod direct;
 mod gather;
 mod group;
 pub(crate) mod layout;
