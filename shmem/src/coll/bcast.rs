@@ -82,7 +82,8 @@ pub unsafe fn broadcast(
             .collect();
         // Kids reached directly get data and signal in one datagram; the others a put
         // through their services, completed before their signals.
-        let (fast, slow): (Vec<_>, Vec<_>) = kids.iter().partition(|&&(_, kid)| r.direct_data(kid, n));
+        let (fast, slow): (Vec<_>, Vec<_>) =
+            kids.iter().partition(|&&(_, kid)| r.direct_data(kid, n));
         for &(k, kid) in &fast {
             // SAFETY: `data` holds `n` bytes (the root's source or this PE's received
             // `dest`); `dest` has `n` bytes on every member.

@@ -158,13 +158,15 @@ pub fn setup(st: &State) {
         _ => None,
     };
     let ep = ip.and_then(|ip| open(st, ip));
-    let word = ep.as_ref().map_or(0, |(sock, token)| match sock.local_addr() {
-        Ok(SocketAddr::V4(a)) => {
-            publish(st, 1, *token);
-            encode(a)
-        }
-        _ => 0,
-    });
+    let word = ep
+        .as_ref()
+        .map_or(0, |(sock, token)| match sock.local_addr() {
+            Ok(SocketAddr::V4(a)) => {
+                publish(st, 1, *token);
+                encode(a)
+            }
+            _ => 0,
+        });
     publish(st, 0, word);
     let _ = EP.set(ep.filter(|_| word != 0).map(|(sock, token)| {
         Mutex::new(Endpoint {
@@ -200,7 +202,10 @@ fn open(st: &State, ip: Ipv4Addr) -> Option<(UdpSocket, u64)> {
     let got = unsafe { libc::getrandom((&mut token as *mut u64).cast(), 8, 0) };
     if got != 8 || token == 0 {
         if st.config.debug {
-            eprintln!("gsas-shmem: PE {}: no random token: collectives use the services", st.me);
+            eprintln!(
+                "gsas-shmem: PE {}: no random token: collectives use the services",
+                st.me
+            );
         }
         return None;
     }
@@ -258,7 +263,10 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     let m = ep().unwrap_or_else(|| fatal(call, "internal error: no collective endpoint"));
     let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
     let Some((addr, token)) = peer_addr(st, &mut e, pe, call) else {
-        fatal(call, "internal error: a direct signal to a PE without an endpoint");
+        fatal(
+            call,
+            "internal error: a direct signal to a PE without an endpoint",
+        );
     };
     if e.peers[pe as usize].unacked.len() >= WINDOW {
         drop(e);
@@ -274,7 +282,15 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
         Msg::PutAdd(at, d, f) => (KIND_PUT_ADD, f, at, d),
         Msg::Put(at, d) => (KIND_PUT, SymAddr { seg: 0, off: 0 }, at, d),
         Msg::Mail(d, f) => (KIND_MAIL, f, SymAddr { seg: 0, off: 0 }, d),
-        Msg::Note(key, d) => (KIND_NOTE, SymAddr { seg: NOTE, off: key }, SymAddr { seg: 0, off: 0 }, d),
+        Msg::Note(key, d) => (
+            KIND_NOTE,
+            SymAddr {
+                seg: NOTE,
+                off: key,
+            },
+            SymAddr { seg: 0, off: 0 },
+            d,
+        ),
     };
     let mut d = vec![0u8; HEADER + data.len()];
     d[0..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -290,7 +306,9 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     d[HEADER..].copy_from_slice(data);
     // A send the kernel refuses (a full buffer) is repeated after the timeout.
     let _ = e.sock.send_to(&d, addr);
-    e.peers[pe as usize].unacked.push_back((seq, d, Instant::now()));
+    e.peers[pe as usize]
+        .unacked
+        .push_back((seq, d, Instant::now()));
 }
 
 /// Takes the oldest mail from world PE `from` for `flag` into `out` (its length); false
@@ -373,8 +391,7 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
             let _ = sock.send_to(&d, addr);
             p.owed = None;
         }
-        if p
-            .unacked
+        if p.unacked
             .front()
             .is_some_and(|(_, _, sent)| t.duration_since(*sent) >= RTO)
         {

@@ -92,7 +92,10 @@ pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k
             }
             r.rwait(Slot::ReduceDown, 1, &[parent]);
         }
-        let (fast, slow): (Vec<_>, Vec<_>) = kids.iter().rev().partition(|&&(_, kid)| r.direct_data(kid, n));
+        let (fast, slow): (Vec<_>, Vec<_>) = kids
+            .iter()
+            .rev()
+            .partition(|&&(_, kid)| r.direct_data(kid, n));
         for &(_, kid) in &fast {
             // SAFETY: this PE's `dest` holds the result; the child's holds `n` bytes.
             unsafe { r.send_to(kid, dest, 0, dest.local, n, Some(Slot::ReduceDown)) };

@@ -339,7 +339,12 @@ impl<'a> Run<'a> {
 
     /// Sends `data` as a note under `key` to member `to` (another cell, reached directly).
     pub fn note_to(&self, to: u32, key: u64, data: &[u8]) {
-        direct::send(self.st, self.g.world(to), direct::Msg::Note(key, data), self.call);
+        direct::send(
+            self.st,
+            self.g.world(to),
+            direct::Msg::Note(key, data),
+            self.call,
+        );
     }
 
     /// Takes the oldest note of member `from` under `key` into `out`, if one arrived.
