@@ -56,8 +56,11 @@ use crate::state::State;
 
 /// Magic of a direct datagram ("GSCD").
 const MAGIC: u32 = 0x4443_5347;
-/// Header bytes.
-const HEADER: usize = 56;
+/// Header bytes: magic (4), kind, flag segment, data segment, 0, sender (4), 0 (4), the
+/// receiver's token (8), sequence (8), acknowledgement (8), flag offset (8), data offset
+/// (8), the sender's token (8: for the receiver's acknowledgements to a sender it has not
+/// looked up).
+const HEADER: usize = 64;
 /// Kinds.
 const KIND_ACK: u8 = 0;
 const KIND_ADD: u8 = 1;
@@ -118,6 +121,8 @@ struct Endpoint {
     buf: Vec<u8>,
     /// Mail by (sender, flag segment, flag offset), in arrival order.
     mail: HashMap<(u32, u8, u64), VecDeque<Vec<u8>>>,
+    /// When the retransmission timers were last looked at.
+    last_look: Instant,
 }
 
 static EP: OnceLock<Option<Mutex<Endpoint>>> = OnceLock::new();
@@ -175,6 +180,7 @@ pub fn setup(st: &State) {
             peers: (0..st.npes).map(|_| Peer::default()).collect(),
             buf: vec![0; 65536],
             mail: HashMap::new(),
+            last_look: Instant::now(),
         })
     }));
     if let Err(e) = st.node.barrier_all() {
@@ -303,6 +309,7 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     d[32..40].copy_from_slice(&ack.to_le_bytes());
     d[40..48].copy_from_slice(&flag.off.to_le_bytes());
     d[48..56].copy_from_slice(&at.off.to_le_bytes());
+    d[56..64].copy_from_slice(&e.token.to_le_bytes());
     d[HEADER..].copy_from_slice(data);
     // A send the kernel refuses (a full buffer) is repeated after the timeout.
     let _ = e.sock.send_to(&d, addr);
@@ -365,17 +372,36 @@ pub fn drive(st: &State) {
 
 fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
     let mut buf = std::mem::take(&mut e.buf);
-    while let Ok(n) = e.sock.recv(&mut buf) {
-        receive(st, e, &buf[..n]);
+    while let Ok((n, src)) = e.sock.recv_from(&mut buf) {
+        receive(st, e, &buf[..n], src);
     }
     e.buf = buf;
-    let mut now = None;
-    let Endpoint { sock, peers, .. } = &mut *e;
-    for p in peers.iter_mut() {
-        if p.owed.is_none() && p.unacked.is_empty() {
-            continue;
+    let Endpoint {
+        sock,
+        peers,
+        last_look,
+        token: own,
+        ..
+    } = &mut *e;
+    let own = *own;
+    if peers
+        .iter()
+        .all(|p| p.owed.is_none() && p.unacked.is_empty())
+    {
+        return;
+    }
+    let t = Instant::now();
+    if t.duration_since(*last_look) >= RTO {
+        // A pause in driving (the program computed between collectives) is no sign of
+        // loss: the peer could not acknowledge what it was not yet waiting for either.
+        for p in peers.iter_mut() {
+            for (_, _, sent) in p.unacked.iter_mut() {
+                *sent = t;
+            }
         }
-        let t = *now.get_or_insert_with(Instant::now);
+    }
+    *last_look = t;
+    for p in peers.iter_mut() {
         let Some(Some((addr, token))) = p.addr else {
             continue;
         };
@@ -388,14 +414,12 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
             d[8..12].copy_from_slice(&st.me.to_le_bytes());
             d[16..24].copy_from_slice(&token.to_le_bytes());
             d[32..40].copy_from_slice(&p.got.to_le_bytes());
+            d[56..64].copy_from_slice(&own.to_le_bytes());
             let _ = sock.send_to(&d, addr);
             p.owed = None;
         }
-        if p.unacked
-            .front()
-            .is_some_and(|(_, _, sent)| t.duration_since(*sent) >= RTO)
-        {
-            for (_, d, sent) in p.unacked.iter_mut() {
+        for (_, d, sent) in p.unacked.iter_mut() {
+            if t.duration_since(*sent) >= RTO {
                 d[32..40].copy_from_slice(&p.got.to_le_bytes());
                 let _ = sock.send_to(d, addr);
                 *sent = t;
@@ -408,8 +432,8 @@ fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// One datagram.
-fn receive(st: &State, e: &mut Endpoint, b: &[u8]) {
+/// One datagram from `src`.
+fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
     if b.len() < HEADER
         || u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")) != MAGIC
         || le64(b, 16) != e.token
@@ -430,6 +454,11 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8]) {
         off: le64(b, 48),
     };
     let p = &mut e.peers[from as usize];
+    if p.addr.is_none() {
+        // It carries this PE's token, so it comes from a PE of the job: acknowledgements
+        // go back to where it came from, with its token.
+        p.addr = Some(Some((src, le64(b, 56))));
+    }
     while p.unacked.front().is_some_and(|(s, _, _)| *s <= ack) {
         p.unacked.pop_front();
     }
