@@ -20,10 +20,12 @@
 //! the cumulative acknowledgement of the other direction. A receiver applies a datagram
 //! only when it is the next one in sequence (a duplicate is acknowledged again, one after a
 //! gap is dropped), so every increment is applied exactly once and in order. A sender keeps
-//! what was not acknowledged and sends it again after [`RTO`] whenever it drives the
-//! endpoint: in every collective wait, and before `shmem_finalize` leaves (which waits, up
-//! to [`FLUSH_LIMIT`], until the other PEs acknowledged everything). Acknowledgements
-//! travel on the next datagram to that peer, or alone after [`ACK_DELAY`] of waiting.
+//! what was not acknowledged and sends it again after [`RTO`] of driving the endpoint (in
+//! every collective wait, and before `shmem_finalize` leaves, which waits up to
+//! [`FLUSH_LIMIT`] until the other PEs acknowledged everything; a pause between two drives
+//! restarts the timers). Acknowledgements travel on the next datagram to that peer, or alone
+//! after [`ACK_DELAY`] of waiting, to the return address of the peer's datagrams (with the
+//! token they carry) when this PE never looked the peer up.
 //! A PE that computes outside the library neither retransmits nor acknowledges until it
 //! calls a collective again (nothing is lost on a healthy loopback or LAN; a lost datagram
 //! whose sender then computes for longer than `SHMEM_WAIT_TIMEOUT` ends the job with a
