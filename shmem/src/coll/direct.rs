@@ -11,7 +11,7 @@
 //! to the receiving PE's socket; the receiver, which is waiting for exactly that signal,
 //! busy-polls the socket and applies the increment to its own memory. Data up to
 //! `SHMEM_COLL_DIRECT_MAX` bytes travels in the same datagram as its flag (the receiver
-//! writes it with [`gsas::watched::store_once`], then increments the flag), so a
+//! writes it with [`gsas_transport::watched::store_once`], then increments the flag), so a
 //! broadcast or allgather step costs one datagram instead of a put, a quiet (a round trip
 //! through the service) and an add. Larger data still goes through the services (their
 //! bandwidth path); only its flag comes here.
@@ -48,8 +48,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use gsas::node::{Ctx as NodeCtx, SYNC};
-use gsas::transport::net::NetAddr;
+use gsas_node::node::{Ctx as NodeCtx, SYNC};
+use gsas_transport::transport::net::NetAddr;
 
 use super::layout;
 use crate::addr::SymAddr;
@@ -502,7 +502,7 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
         };
         // SAFETY: `dp` maps `data.len()` bytes of this PE's segment (checked by `local`);
         // other processes watch it, so every byte is written once.
-        unsafe { gsas::watched::store_once(data.as_ptr(), dp, data.len()) };
+        unsafe { gsas_transport::watched::store_once(data.as_ptr(), dp, data.len()) };
     } else if kind == KIND_MAIL {
         e.mail
             .entry((from, flag.seg, flag.off))

@@ -347,7 +347,7 @@ pub unsafe fn collect_set(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, 
                 || format!("PE {} to send its collect block", g.world(m)),
             );
             // SAFETY: `at + len <= total`; this PE's `dest` holds the total.
-            unsafe { gsas::watched::store_once(block.as_ptr(), dest.local.add(at), len) };
+            unsafe { gsas_transport::watched::store_once(block.as_ptr(), dest.local.add(at), len) };
         }
     }
     barrier::sync(r);
