@@ -56,27 +56,39 @@ def make_plan(quick):
             "pes": [2, 4, 8], "rounds": 3, "args": ["--batches", "11"]}
 
 
-def steps(plan):
-    """(program, PEs, arguments) of one target, in order."""
-    out = [("p2p", 2, ["--sizes", ",".join(map(str, plan["sizes"]))])]
-    for n in plan["pes"]:
+def steps(plan, kind="gsas"):
+    """(program, PEs, arguments) of one target (of `kind`), in order."""
+    if kind == "raw":
+        return [("udp", 2, plan["args"])]
+    progs = plan.get("programs", PROGRAMS)
+    out = []
+    if "p2p" in progs:
+        out.append(("p2p", 2, ["--sizes", ",".join(map(str, plan["sizes"]))]))
+    for n in plan["pes"] if "coll" in progs else []:
         out.append(("coll", n, ["--sizes", ",".join(map(str, plan["coll_sizes"]))]))
-    for n in plan["pes"]:
+    for n in plan["pes"] if "gups" in progs else []:
         out.append(("gups", n, []))
     return [(p, n, plan["args"] + a) for p, n, a in out]
 
 
-def expected_rows(plan, skipped=()):
-    """Every (benchmark, size, PEs) the programs report for `plan`, minus `skipped`."""
+def expected_rows(plan, skipped=(), kind="gsas"):
+    """Every (benchmark, size, PEs) the programs of a `kind` target report for `plan`, minus
+    `skipped`."""
+    if kind == "raw":
+        return {("udp_rtt", 8, 2), ("udp_half_rtt", 8, 2)}
+    progs = plan.get("programs", PROGRAMS)
     rows = set()
-    for size in plan["sizes"]:
-        rows.update((b, size, 2) for b, _ in P2P_SIZED)
-    rows.update((b, 8, 2) for b in P2P_AMO)
+    if "p2p" in progs:
+        for size in plan["sizes"]:
+            rows.update((b, size, 2) for b, _ in P2P_SIZED)
+        rows.update((b, 8, 2) for b in P2P_AMO)
     table = (512 << 10) if "--quick" in plan["args"] else (4 << 20)
     for n in plan["pes"]:
-        rows.add(("barrier", 0, n))
-        rows.update((b, s, n) for b in COLL_SIZED for s in plan["coll_sizes"])
-        rows.add(("gups", table, n))
+        if "coll" in progs:
+            rows.add(("barrier", 0, n))
+            rows.update((b, s, n) for b in COLL_SIZED for s in plan["coll_sizes"])
+        if "gups" in progs:
+            rows.add(("gups", table, n))
     return {r for r in rows if r[0] not in skipped}
 
 
@@ -289,6 +301,18 @@ class GsasTarget(Target):
             wait_for(lambda: sock.exists(), d, f"gsas-atomicd --node {i}")
 
 
+class RawUdpTarget(Target):
+    """`udp-raw`: osb_udp.c, plain sockets built with cc, the raw UDP round trip on loopback
+    with both ends busy-polling (the floor of a cross-node collective)."""
+
+    def __init__(self):
+        super().__init__("udp-raw", os.environ.get("CC", "cc"), [], where="other process",
+                         kind="raw")
+
+    def launch(self, n, prog, args, timeout):
+        return [str(prog)] + list(args)
+
+
 def wait_for(ready, proc, what, limit=60.0):
     t0 = time.monotonic()
     while not ready():
@@ -303,6 +327,13 @@ def make_target(spec, prefix, emu):
     """A --target value -> Target, or (None, reason) when its implementation is missing."""
     if spec in ("gsas-shm", "gsas-udp", "gsas-exanet"):
         return GsasTarget(spec, prefix, spec.split("-")[1], emu), None
+    base, _, other = spec.partition("=")
+    if base in ("gsas-shm", "gsas-udp", "gsas-exanet") and other:
+        # Another installed gsas (an earlier build) beside this one: named after its folder.
+        alt = Path(other).resolve()
+        if not os.access(alt / "bin/oshcc", os.X_OK):
+            return None, f"{alt}/bin/oshcc is not an executable"
+        return GsasTarget(f"{base}:{alt.name}", alt, base.split("-")[1], emu), None
     if spec in ("ompi", "ompi-tcp"):
         if not (os.access("/usr/bin/oshcc", os.X_OK) and os.access("/usr/bin/oshrun", os.X_OK)):
             return None, ("Open MPI's /usr/bin/oshcc and /usr/bin/oshrun are not installed "
@@ -317,6 +348,10 @@ def make_target(spec, prefix, emu):
                        "--mca", "btl", "self,tcp"]
             where = "other node (UCX over TCP on loopback)"
         return Target(spec, "/usr/bin/oshcc", launch, env, where), None
+    if spec == "udp-raw":
+        if not shutil.which(os.environ.get("CC", "cc")):
+            return None, "no C compiler (cc, or $CC)"
+        return RawUdpTarget(), None
     if spec.startswith("peer:"):
         parts = spec.split(":", 3)
         if len(parts) != 4 or not all(parts[1:]):
@@ -327,7 +362,7 @@ def make_target(spec, prefix, emu):
             return None, f"{oshcc} is not an executable"
         return Target(name, oshcc, shlex.split(launcher)), None
     raise SystemExit(f"bench: unknown target {spec!r} (gsas-shm, gsas-udp, gsas-exanet, ompi, "
-                     "ompi-tcp, or peer:NAME:OSHCC:LAUNCHER)")
+                     "ompi-tcp, udp-raw, or peer:NAME:OSHCC:LAUNCHER)")
 
 
 # ---------------------------------------------------------------- progress
@@ -427,9 +462,9 @@ def build_gsas(profile, prefix, need_emu, say):
     return tdir / profile / "exanet-emu"
 
 
-def compile_programs(t, bdir):
+def compile_programs(t, bdir, programs=PROGRAMS):
     bdir.mkdir(parents=True, exist_ok=True)
-    for p in PROGRAMS:
+    for p in ("udp",) if t.kind == "raw" else programs:
         r = subprocess.run([t.oshcc, "-O2", "-o", str(bdir / f"osb_{p}"), str(SRC / f"osb_{p}.c")],
                            env=t.env, capture_output=True, text=True)
         if r.returncode != 0:
@@ -487,7 +522,16 @@ def main(argv):
     ap.add_argument("--out", type=Path, help="results folder (default target/bench/results-DATE)")
     ap.add_argument("--target", action="append", default=[],
                     help="comma-separated: gsas-shm, gsas-udp, gsas-exanet, ompi, ompi-tcp, "
-                         "peer:NAME:OSHCC:LAUNCHER (default gsas-shm,gsas-udp,gsas-exanet,ompi)")
+                         "udp-raw, peer:NAME:OSHCC:LAUNCHER, gsas-udp=PREFIX (another "
+                         "installed gsas, e.g. an earlier build) "
+                         "(default gsas-shm,gsas-udp,gsas-exanet,ompi)")
+    ap.add_argument("--programs", help="comma-separated subset of p2p,coll,gups (default all)")
+    ap.add_argument("--pes", help="comma-separated PE counts of coll and gups (default 2,4,8; "
+                                  "quick 2,4)")
+    ap.add_argument("--sizes", help="comma-separated message sizes of p2p in bytes "
+                                    "(default 1 B to 4 MiB in powers of two)")
+    ap.add_argument("--coll-sizes", help="comma-separated bytes per PE of the collectives, "
+                                         "multiples of 8 up to 65536 (default 8,512,4096)")
     ap.add_argument("--build", choices=("release", "debug"), default="release",
                     help="gsas build profile (debug only to check the pipeline)")
     ap.add_argument("--prefix", type=Path, help="use this installed gsas (no build)")
@@ -500,6 +544,22 @@ def main(argv):
         if a.rounds < 1:
             raise SystemExit("bench: --rounds must be at least 1")
         plan["rounds"] = a.rounds
+    if a.programs:
+        progs = tuple(p for p in a.programs.split(",") if p)
+        if not progs or any(p not in PROGRAMS for p in progs):
+            raise SystemExit(f"bench: --programs {a.programs!r}: a subset of p2p,coll,gups")
+        plan["programs"] = progs
+    for opt, key in ((a.pes, "pes"), (a.coll_sizes, "coll_sizes"), (a.sizes, "sizes")):
+        if opt:
+            try:
+                plan[key] = [int(x) for x in opt.split(",") if x]
+            except ValueError:
+                raise SystemExit(f"bench: --{key.replace('_', '-')} {opt!r}: numbers, "
+                                 "comma-separated") from None
+            if not plan[key] or min(plan[key]) < 1:
+                raise SystemExit(f"bench: --{key.replace('_', '-')} {opt!r}: positive numbers")
+    if any(s % 8 or s > 65536 for s in plan["coll_sizes"]):
+        raise SystemExit("bench: --coll-sizes: multiples of 8 up to 65536")
     timeout = a.timeout or (120.0 if a.quick else 1800.0)
     specs = [s for v in (a.target or ["gsas-shm,gsas-udp,gsas-exanet,ompi"])
              for s in v.split(",") if s]
@@ -510,7 +570,7 @@ def main(argv):
 
     profile = a.build
     prefix = a.prefix
-    gsas_wanted = any(s.startswith("gsas-") for s in specs)
+    gsas_wanted = any(s.startswith("gsas-") and "=" not in s for s in specs)
     emu = None
     if gsas_wanted:
         if prefix is None:
@@ -546,14 +606,15 @@ def main(argv):
     old_term = signal.signal(signal.SIGTERM, on_term)
     for t in list(targets):
         try:
-            compile_programs(t, out / "build" / t.name)
+            compile_programs(t, out / "build" / t.name, plan.get("programs", PROGRAMS))
             facts["targets"][t.name] = {"oshcc": t.oshcc, "where_pe1_runs": t.where,
                                         "launch": " ".join(t.launch(2, "PROGRAM", [], timeout))}
         except RuntimeError as e:
             prog.say(f"bench: FAILED to build for target {t.name}: {e}")
             facts["failed"].append(f"{t.name}: build: {e}")
             targets.remove(t)
-    job_list = [(r, t, s) for r in range(plan["rounds"]) for t in targets for s in steps(plan)]
+    job_list = [(r, t, s) for r in range(plan["rounds"]) for t in targets
+                for s in steps(plan, t.kind)]
     prog.total = len(job_list)
     raw_f = open(out / "raw.csv", "w", newline="")
     raw_w = csv.DictWriter(raw_f, fieldnames=("round", "target", "benchmark", "family",

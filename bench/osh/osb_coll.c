@@ -9,7 +9,7 @@
  *   reduce_sum  shmem_long_sum_to_all                       (size: bytes reduced)
  *
  *   osb_coll [--quick] [--sizes N,N,...] [--batches N] [--batch-ms MS]  (sizes: multiples
- *                                                           of 8, at most 4096)
+ *                                                           of 8, at most 65536)
  *
  * The active-set routines (OpenSHMEM 1.4, kept in 1.5) so that 1.4 implementations build
  * it too.  Method (OSU): only the call is timed; a barrier (untimed) follows every call, so
@@ -19,7 +19,7 @@
  */
 #include "osb.h"
 
-#define MAX_BYTES 4096
+#define MAX_BYTES 65536
 #define MAX_PES 256
 
 #define MAX2(a, b) ((a) > (b) ? (a) : (b))
@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     for (int s = 0; s < o.nsizes; s++) {
         size_t b = o.sizes[s];
         if (b == 0 || b % 8 != 0 || b > MAX_BYTES)
-            osb_die("osb_coll: --sizes must be multiples of 8 up to 4096");
+            osb_die("osb_coll: --sizes must be multiples of 8 up to 65536");
         run(&o, "broadcast", c_bcast, b);
         run(&o, "collect", c_collect, b);
         run(&o, "fcollect", c_fcollect, b);

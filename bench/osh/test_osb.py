@@ -77,6 +77,28 @@ class Pure(unittest.TestCase):
         self.assertEqual(len(rows) - len(less), n_sizes)
         self.assertEqual(len(osb.steps(plan)), 1 + 2 * n_pes)
 
+    def test_program_subsets_raw_udp_and_other_prefixes(self):
+        plan = dict(osb.make_plan(True), programs=("coll",), pes=[2, 8])
+        self.assertEqual([(p, n) for p, n, _ in osb.steps(plan)], [("coll", 2), ("coll", 8)])
+        rows = osb.expected_rows(plan)
+        self.assertEqual({b for b, _, _ in rows}, {"barrier", *osb.COLL_SIZED})
+        self.assertEqual({n for _, _, n in rows}, {2, 8})
+        self.assertEqual([p for p, _, _ in osb.steps(plan, "raw")], ["udp"])
+        self.assertEqual(osb.expected_rows(plan, kind="raw"),
+                         {("udp_rtt", 8, 2), ("udp_half_rtt", 8, 2)})
+        t, why = osb.make_target("gsas-udp=/nonexistent/prefix", None, None)
+        self.assertIsNone(t)
+        self.assertIn("/nonexistent/prefix/bin/oshcc", why)
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "bin").mkdir()
+            cc = Path(d) / "bin/oshcc"
+            cc.write_text("#!/bin/sh\n")
+            cc.chmod(0o755)
+            t, _ = osb.make_target(f"gsas-udp={d}", None, None)
+            self.assertEqual((t.name, t.transport, t.kind), (f"gsas-udp:{Path(d).name}", "udp", "gsas"))
+        raw, _ = osb.make_target("udp-raw", None, None)
+        self.assertEqual(raw.launch(2, "/x/osb_udp", ["--quick"], 10), ["/x/osb_udp", "--quick"])
+
     def test_speedup_and_labels(self):
         self.assertEqual(report.speedup(2.0, 1.0, False), 2.0)  # half the latency
         self.assertEqual(report.speedup(2.0, 1.0, True), 0.5)   # half the bandwidth

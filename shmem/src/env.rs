@@ -35,6 +35,7 @@
 //! | `SHMEM_COLL_FANIN` | - | integer (>= 0) | 8 | gsas extension: fan-in of the intra-node arrival tree of barriers (each sub-leader waits for this many PEs; at least 1). |
 //! | `SHMEM_COLL_RING_MIN` | - | size (number, decimals allowed, with optional k/m/g/t) | 256k | gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling. |
 //! | `SHMEM_COLL_SPIN_US` | - | integer (>= 0) | 20 | gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning when the node runs more PEs than there are CPUs. |
+//! | `SHMEM_COLL_DIRECT_MAX` | - | size (number with optional k/m/g/t) | 8k | gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per message in the same datagram (larger data goes through the services); 0 sends everything through the services. Must be the same on every PE. |
 //! <!-- END GENERATED -->
 
 use std::fmt;
@@ -155,6 +156,14 @@ pub const COLL_SPIN_US: EnvVar = EnvVar {
     default: "20",
     doc: "gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning when the node runs more PEs than there are CPUs.",
 };
+/// `SHMEM_COLL_DIRECT_MAX` (a gsas extension).
+pub const COLL_DIRECT_MAX: EnvVar = EnvVar {
+    name: "SHMEM_COLL_DIRECT_MAX",
+    alias: None,
+    kind: Kind::Size,
+    default: "8k",
+    doc: "gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per message in the same datagram (larger data goes through the services); 0 sends everything through the services. Must be the same on every PE.",
+};
 
 /// Every variable, in the order of the documentation.
 pub const VARS: &[EnvVar] = &[
@@ -167,6 +176,7 @@ pub const VARS: &[EnvVar] = &[
     COLL_FANIN,
     COLL_RING_MIN,
     COLL_SPIN_US,
+    COLL_DIRECT_MAX,
 ];
 
 /// Default of [`WAIT_TIMEOUT`].
@@ -193,6 +203,8 @@ pub struct Config {
     pub coll_ring_min: u64,
     /// `SHMEM_COLL_SPIN_US`.
     pub coll_spin_us: u64,
+    /// `SHMEM_COLL_DIRECT_MAX` in bytes.
+    pub coll_direct_max: u64,
 }
 
 impl Default for Config {
@@ -207,6 +219,7 @@ impl Default for Config {
             coll_fanin: 8,
             coll_ring_min: 256 << 10,
             coll_spin_us: 20,
+            coll_direct_max: 8 << 10,
         }
     }
 }
@@ -271,6 +284,7 @@ impl Config {
                     let v = parse_size(&value).map_err(|e| bad(e.to_string()))?;
                     match var.name {
                         "SHMEM_COLL_RING_MIN" => c.coll_ring_min = v,
+                        "SHMEM_COLL_DIRECT_MAX" => c.coll_direct_max = v,
                         _ => c.symmetric_size = Some(v),
                     }
                 }

@@ -275,6 +275,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
     .map_err(InitError::Node)?;
     let st = build(node, config, options)?;
     let st = STATE.get_or_init(|| st);
+    crate::coll::direct::setup(st);
     register_exit_handler(st);
     HOT.publish(
         st.segs.heap,
@@ -373,6 +374,7 @@ pub fn finalize(call: &str) {
 
 /// The last finalize: completes everything, waits for all PEs, leaves the job.
 fn finish(st: &State, call: &str) {
+    crate::coll::direct::flush(st);
     if let Err(e) = st.node.finalize() {
         fatal(call, e);
     }

@@ -903,6 +903,20 @@ fn coll_mixed() {
     coll_program("coll_mixed");
 }
 
+/// Collectives back to back with changing data, team and active-set forms, at sizes on
+/// both sides of the direct path's data limit (`coll_direct.c`): the two-node cases of
+/// [`coll_matrix`], where the direct path runs (one node has none).
+#[test]
+fn coll_direct() {
+    let bin = compile("coll_direct", "coll_direct.c", Lang::C, &[]);
+    let cases: Vec<Case> = coll_matrix()
+        .iter()
+        .copied()
+        .filter(|c| c.transport == Transport::Udp)
+        .collect();
+    run_cases("coll_direct", &bin, &cases, &[], &[], Expect::Success);
+}
+
 /// `shmem_team_ptr` (OpenSHMEM 1.6) on the world, shared and a strided team, over the
 /// whole matrix (two nodes: the pointers of the other node's PEs are NULL).
 #[test]

@@ -65,6 +65,9 @@ pub unsafe fn alltoall(r: &mut Run, dest: Buf, src: *const u8, shape: Shape) {
     let g = r.g;
     let (n, me, my_cell) = (g.n(), g.me(), g.my_cell());
     let mut remote = 0u64;
+    let parity = (r.seq() & 1) as u32;
+    let block = shape.nelems * shape.elem;
+    let mut slow = Vec::new();
     for k in 0..n {
         let l = (me + 1 + k) % n;
         let from = src.wrapping_add(l as usize * shape.src_block());
@@ -73,19 +76,23 @@ pub unsafe fn alltoall(r: &mut Run, dest: Buf, src: *const u8, shape: Shape) {
             // SAFETY: block `l` of the source and block `me` of member `l`'s `dest` lie in
             // their extents (the caller's contract).
             unsafe { copy_block(r, l, dest, at, from, shape) };
+        } else if shape.sst == 1 && shape.dst == 1 && r.direct_data(l, block) {
+            // Data and signal in one datagram straight to `l`.
+            let slot = Slot::AllToAll(parity);
+            // SAFETY: as above; the blocks are contiguous.
+            unsafe { r.send_to(l, dest, at, from, block, Some(slot)) };
+            remote += 1;
         } else {
             // SAFETY: as above.
             unsafe { put_block(r, l, dest, at, from, shape) };
             remote += 1;
+            slow.push(l);
         }
     }
-    let parity = (r.seq() & 1) as u32;
-    if remote > 0 {
+    if !slow.is_empty() {
         r.quiet();
-        for l in 0..n {
-            if g.cell_of(l) != my_cell {
-                r.rpost(Slot::AllToAll(parity), l);
-            }
+        for &l in &slow {
+            r.rpost(Slot::AllToAll(parity), l);
         }
     }
     r.lpost(Line::Arrive, 1, g.local_others());

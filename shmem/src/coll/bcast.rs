@@ -80,14 +80,22 @@ pub unsafe fn broadcast(
         let kids: Vec<(u32, u32)> = children(v, nc)
             .map(|k| (k, rep((c + (1 << k)) % nc)))
             .collect();
-        for &(_, kid) in &kids {
+        // Kids reached directly get data and signal in one datagram; the others a put
+        // through their services, completed before their signals.
+        let (fast, slow): (Vec<_>, Vec<_>) =
+            kids.iter().partition(|&&(_, kid)| r.direct_data(kid, n));
+        for &(k, kid) in &fast {
             // SAFETY: `data` holds `n` bytes (the root's source or this PE's received
             // `dest`); `dest` has `n` bytes on every member.
+            unsafe { r.send_to(kid, dest, 0, data, n, Some(Slot::Bcast(k))) };
+        }
+        for &(_, kid) in &slow {
+            // SAFETY: as above.
             unsafe { r.put_to(kid, dest, 0, data, n) };
         }
-        if !kids.is_empty() {
+        if !slow.is_empty() {
             r.quiet();
-            for &(k, kid) in &kids {
+            for &(k, kid) in &slow {
                 r.rpost(Slot::Bcast(k), kid);
             }
         }

@@ -233,6 +233,7 @@ fn held_cells(c: u32, nc: u32, cnt: u32) -> Vec<u32> {
 unsafe fn send(r: &mut Run, buf: Buf, cells: &[(usize, usize)], to: u32, list: &[u32], slot: Slot) {
     let mut list = list.to_vec();
     list.sort_unstable();
+    let mut runs = Vec::new();
     let mut i = 0;
     while i < list.len() {
         let mut j = i;
@@ -241,9 +242,26 @@ unsafe fn send(r: &mut Run, buf: Buf, cells: &[(usize, usize)], to: u32, list: &
         }
         let lo = cells[list[i] as usize].0;
         let (hlo, hn) = cells[list[j] as usize];
-        // SAFETY: the caller's contract.
-        unsafe { r.put_to(to, buf, lo, buf.local.add(lo), hlo + hn - lo) };
+        runs.push((lo, hlo + hn - lo));
         i = j + 1;
+    }
+    // Straight to the leader when every run fits a datagram: data, then the signal with
+    // the last run (delivered in order), no round trip through a service.
+    if runs.iter().all(|&(_, len)| r.direct_data(to, len)) {
+        let last = runs.len().saturating_sub(1);
+        for (k, &(lo, len)) in runs.iter().enumerate() {
+            let signal = (k == last).then_some(slot);
+            // SAFETY: the caller's contract.
+            unsafe { r.send_to(to, buf, lo, buf.local.add(lo), len, signal) };
+        }
+        if runs.is_empty() {
+            r.rpost(slot, to);
+        }
+        return;
+    }
+    for (lo, len) in runs {
+        // SAFETY: the caller's contract.
+        unsafe { r.put_to(to, buf, lo, buf.local.add(lo), len) };
     }
     r.quiet();
     r.rpost(slot, to);
@@ -259,6 +277,15 @@ pub unsafe fn collect_set(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, 
     let (st, me) = (r.st, g.me());
     r.published(me).store(n as u64 + 1, Ordering::Release);
     let psync = r.psync_buf(layout::PUBLISH_WORD);
+    // Members of other cells reached directly get this PE's size as a note (and its block
+    // as another when it fits a datagram) instead of reading the pSync word and being
+    // put to through the services; the choice is the same on both sides of a pair.
+    let direct: Vec<bool> = (0..g.n())
+        .map(|m| g.cell_of(m) != g.my_cell() && r.direct_data(m, 0))
+        .collect();
+    for m in (0..g.n()).filter(|&m| direct[m as usize]) {
+        r.note_to(m, NOTE_SIZE, &(n as u64).to_le_bytes());
+    }
     let mut sizes = vec![0usize; g.n() as usize];
     for m in 0..g.n() {
         let local = g.cell_of(m) == g.my_cell();
@@ -269,6 +296,12 @@ pub unsafe fn collect_set(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, 
             || {
                 got = if local {
                     r.published(m).load(Ordering::Acquire)
+                } else if direct[m as usize] {
+                    let mut w = [0u8; 8];
+                    if !r.take_note(m, NOTE_SIZE, &mut w) {
+                        return false;
+                    }
+                    u64::from_le_bytes(w) + 1
                 } else {
                     let mut w = [0u8; 8];
                     // SAFETY: `w` is writable for 8 bytes; the word is in the pSync.
@@ -282,6 +315,7 @@ pub unsafe fn collect_set(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, 
         sizes[m as usize] = (got - 1) as usize;
     }
     let total: usize = sizes.iter().sum();
+    let noted = |m: u32, len: usize| direct[m as usize] && r.direct_data(m, len);
     if total > 0 {
         let off: usize = sizes[..me as usize].iter().sum();
         let dest = Buf {
@@ -293,16 +327,36 @@ pub unsafe fn collect_set(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, 
             unsafe {
                 if g.cell_of(m) == g.my_cell() {
                     r.copy_to(m, dest, off, src, n);
+                } else if noted(m, n) {
+                    if n > 0 {
+                        r.note_to(m, NOTE_DATA, std::slice::from_raw_parts(src, n));
+                    }
                 } else {
                     r.put_to(m, dest, off, src, n);
                 }
             }
         }
         r.quiet();
+        for m in (0..g.n()).filter(|&m| sizes[m as usize] > 0 && noted(m, sizes[m as usize])) {
+            let (at, len) = (sizes[..m as usize].iter().sum::<usize>(), sizes[m as usize]);
+            let mut block = vec![0u8; len];
+            wait(
+                st,
+                call,
+                || r.take_note(m, NOTE_DATA, &mut block),
+                || format!("PE {} to send its collect block", g.world(m)),
+            );
+            // SAFETY: `at + len <= total`; this PE's `dest` holds the total.
+            unsafe { gsas_transport::watched::store_once(block.as_ptr(), dest.local.add(at), len) };
+        }
     }
     barrier::sync(r);
     r.published(me).store(0, Ordering::Release);
 }
+
+/// Note keys of the active-set `collect`: the size, the block.
+const NOTE_SIZE: u64 = 1;
+const NOTE_DATA: u64 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -63,6 +63,9 @@ pub const SPLIT_DST: u64 = 2048 + 8 * 64;
 pub const CELL_TOTALS: u64 = 4096;
 /// Most nodes (cells) a team's `collect` supports.
 pub const MAX_CELLS: usize = ((BLOCK - CELL_TOTALS) / 8) as usize;
+/// The record of this PE's collective endpoint (two words: address, token; see `direct`),
+/// in the sync segment's last cache line, after every team block.
+pub const ENDPOINT: u64 = (1 << 20) - 64;
 /// Most rounds of the logarithmic algorithms (2^16 nodes).
 pub const LOG_MAX: u32 = 16;
 
@@ -77,7 +80,7 @@ const _: () = {
     assert!(COUNTERS + 8 * NCOUNTERS as u64 <= SPLIT_SRC);
     assert!(MAX_BLOCKS <= 64, "block bitmaps are one word");
     assert!(SPLIT_DST + 8 * 64 <= CELL_TOTALS);
-    assert!(FIRST + MAX_BLOCKS as u64 * BLOCK <= 1 << 20);
+    assert!(FIRST + MAX_BLOCKS as u64 * BLOCK <= ENDPOINT);
 };
 
 /// A counter that PEs of other nodes increment.

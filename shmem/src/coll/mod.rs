@@ -18,7 +18,11 @@
 //! | alltoall(s) | direct copies | direct puts (the exchange is pairwise) |
 //! | reductions | the leader folds its node's sources | binomial reduce to node 0 and back down |
 //!
-//! See the modules for each algorithm. Flags live in the team's block of the sync segment
+//! Across nodes over UDP every signal of those algorithms, and data of up to
+//! `SHMEM_COLL_DIRECT_MAX` bytes with it, goes straight to the waiting PE's own socket
+//! ([`direct`]): no hop through a service, one datagram per step; larger data is put
+//! through the services and only its signal goes direct. See the modules for each
+//! algorithm. Flags live in the team's block of the sync segment
 //! (tags of monotonically increasing sequence numbers, counters that only grow) or, for an
 //! active set, in its `pSync` (counters that the owner decrements when it has seen them,
 //! back at `SHMEM_SYNC_VALUE` on return); see [`layout`]. Waits spin, yield, then sleep,
@@ -44,6 +48,7 @@
 mod alltoall;
 mod barrier;
 mod bcast;
+pub(crate) mod direct;
 mod gather;
 mod group;
 pub(crate) mod layout;

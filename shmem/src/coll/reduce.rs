@@ -72,24 +72,41 @@ pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k
         let mut partial = vec![0u8; if kids.is_empty() { 0 } else { n }];
         for &(j, kid) in &kids {
             r.rwait(Slot::ReduceUp(j), 1, &[kid]);
-            // SAFETY: `partial` holds `n` bytes; the child's `dest` holds its partial.
-            unsafe { r.get_from(kid, dest, 0, partial.as_mut_ptr(), n) };
+            // A child that reaches this PE directly mailed its partial with the signal;
+            // otherwise it is read from the child's `dest`.
+            if !r.take_mail(kid, Slot::ReduceUp(j), &mut partial) {
+                // SAFETY: `partial` holds `n` bytes; the child's `dest` holds its partial.
+                unsafe { r.get_from(kid, dest, 0, partial.as_mut_ptr(), n) };
+            }
             // SAFETY: both hold `count` elements.
             unsafe { k(dest.local, partial.as_ptr(), count) };
         }
         if c != 0 {
             let j = c.trailing_zeros();
             let parent = g.leader(c - (1 << j));
-            r.rpost(Slot::ReduceUp(j), parent);
+            if r.direct_data(parent, n) {
+                // SAFETY: this PE's `dest` holds its partial (`n` bytes).
+                unsafe { r.mail_to(parent, dest.local, n, Slot::ReduceUp(j)) };
+            } else {
+                r.rpost(Slot::ReduceUp(j), parent);
+            }
             r.rwait(Slot::ReduceDown, 1, &[parent]);
         }
-        for &(_, kid) in kids.iter().rev() {
+        let (fast, slow): (Vec<_>, Vec<_>) = kids
+            .iter()
+            .rev()
+            .partition(|&&(_, kid)| r.direct_data(kid, n));
+        for &(_, kid) in &fast {
             // SAFETY: this PE's `dest` holds the result; the child's holds `n` bytes.
+            unsafe { r.send_to(kid, dest, 0, dest.local, n, Some(Slot::ReduceDown)) };
+        }
+        for &(_, kid) in &slow {
+            // SAFETY: as above.
             unsafe { r.put_to(kid, dest, 0, dest.local, n) };
         }
-        if !kids.is_empty() {
+        if !slow.is_empty() {
             r.quiet();
-            for &(_, kid) in &kids {
+            for &(_, kid) in &slow {
                 r.rpost(Slot::ReduceDown, kid);
             }
         }

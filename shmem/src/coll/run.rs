@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use gsas_core::wire::{AtomicOp, AtomicType};
 use gsas_node::node::{Ctx as NodeCtx, SYNC};
 
+use super::direct;
 use super::group::Group;
 use super::layout::{self, Slot};
 use super::wait::wait;
@@ -270,9 +271,9 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Adds one to counter `slot` of member `to` (another cell).
-    pub fn rpost(&mut self, slot: Slot, to: u32) {
-        let at = match self.flags {
+    /// The symmetric address of counter `slot` (the same on every member).
+    fn slot_addr(&self, slot: Slot) -> SymAddr {
+        match self.flags {
             Flags::Team { block, .. } => SymAddr {
                 seg: SYNC,
                 off: block + layout::COUNTERS + 8 * slot.index() as u64,
@@ -281,8 +282,86 @@ impl<'a> Run<'a> {
                 seg: sym.seg,
                 off: sym.off + 8 * slot.word() as u64,
             },
+        }
+    }
+
+    /// Whether `len` bytes of data for member `to` (another cell) travel in datagrams
+    /// straight to it with their signal (see `direct`); else [`Run::put_to`],
+    /// [`Run::quiet`], [`Run::rpost`].
+    pub fn direct_data(&self, to: u32, len: usize) -> bool {
+        len <= direct::data_max(self.st) && direct::reaches(self.st, self.g.world(to), self.call)
+    }
+
+    /// Sends `len` bytes from local `src` to `dest + off` of member `to` (another cell,
+    /// [`Run::direct_data`]), then signals `slot` (`None`: no signal yet, a later send to
+    /// `to` carries it; it is delivered after this one).
+    ///
+    /// # Safety
+    ///
+    /// As [`Run::copy_to`].
+    pub unsafe fn send_to(
+        &self,
+        to: u32,
+        dest: Buf,
+        off: usize,
+        src: *const u8,
+        len: usize,
+        slot: Option<Slot>,
+    ) {
+        // SAFETY: the caller guarantees `src` is readable for `len` bytes.
+        let data = unsafe { std::slice::from_raw_parts(src, len) };
+        let at = dest.at(off).sym;
+        let msg = match slot {
+            Some(s) => direct::Msg::PutAdd(at, data, self.slot_addr(s)),
+            None => direct::Msg::Put(at, data),
         };
+        direct::send(self.st, self.g.world(to), msg, self.call);
+    }
+
+    /// Sends `len` bytes from local `src` to the mailbox of member `to` (another cell,
+    /// [`Run::direct_data`]) and signals `slot`; `to` takes them with [`Run::take_mail`].
+    ///
+    /// # Safety
+    ///
+    /// `src` readable for `len` bytes.
+    pub unsafe fn mail_to(&self, to: u32, src: *const u8, len: usize, slot: Slot) {
+        // SAFETY: the caller guarantees `src` is readable for `len` bytes.
+        let data = unsafe { std::slice::from_raw_parts(src, len) };
+        let msg = direct::Msg::Mail(data, self.slot_addr(slot));
+        direct::send(self.st, self.g.world(to), msg, self.call);
+    }
+
+    /// Takes the mail member `from` sent with signal `slot` into `out` (after that signal
+    /// was waited for); false when it sent none (its data is then in its memory).
+    pub fn take_mail(&self, from: u32, slot: Slot, out: &mut [u8]) -> bool {
+        direct::take_mail(self.g.world(from), self.slot_addr(slot), out, self.call)
+    }
+
+    /// Sends `data` as a note under `key` to member `to` (another cell, reached directly).
+    pub fn note_to(&self, to: u32, key: u64, data: &[u8]) {
+        direct::send(
+            self.st,
+            self.g.world(to),
+            direct::Msg::Note(key, data),
+            self.call,
+        );
+    }
+
+    /// Takes the oldest note of member `from` under `key` into `out`, if one arrived.
+    pub fn take_note(&self, from: u32, key: u64, out: &mut [u8]) -> bool {
+        let pe = self.g.world(from);
+        direct::has_note(self.st, pe, key) && direct::take_note(pe, key, out, self.call)
+    }
+
+    /// Adds one to counter `slot` of member `to` (another cell): straight to it when it
+    /// has a collective endpoint (see `direct`), else through its service.
+    pub fn rpost(&mut self, slot: Slot, to: u32) {
+        let at = self.slot_addr(slot);
         let pe = self.g.world(to);
+        if direct::reaches(self.st, pe, self.call) {
+            direct::send(self.st, pe, direct::Msg::Add(at), self.call);
+            return;
+        }
         if let Err(e) = self.st.node.atomic_nbi(
             NodeCtx::DEFAULT,
             pe,

@@ -18,6 +18,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::direct;
 use crate::fatal::fatal;
 use crate::state::State;
 use crate::wait::progress;
@@ -39,6 +40,7 @@ pub fn wait(
     what: impl FnOnce() -> String,
 ) {
     progress(st, call);
+    direct::drive(st);
     if ready() {
         return;
     }
@@ -64,7 +66,10 @@ fn spin_time(st: &State) -> Duration {
 fn slow(st: &State, call: &str, ready: &mut dyn FnMut() -> bool, what: impl FnOnce() -> String) {
     let start = Instant::now();
     let spin = spin_time(st);
-    let progress = || progress(st, call);
+    let progress = || {
+        progress(st, call);
+        direct::drive(st);
+    };
     loop {
         for _ in 0..BATCH {
             progress();

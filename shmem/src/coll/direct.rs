@@ -1,0 +1,572 @@
+//! The collectives' own endpoint: signals (and small data with them) sent straight to the
+//! waiting PE over UDP, not through the services.
+//!
+//! **What it is.** A cross-node collective signal used to be an atomic add through the
+//! receiver's atomic service: PE -> service (another process, which must be running) ->
+//! memory -> the waiting PE. On a machine where PEs and services share cores, and on a
+//! loaded one, each hop through a process that is not on a CPU costs a scheduling delay
+//! or a wake-up (about 70 us on the development VM). Here every PE of a job that spans
+//! nodes over UDP owns one more non-blocking UDP socket, and a collective sends its
+//! cross-node signal (a counter increment, the same word the service path would add to)
+//! to the receiving PE's socket; the receiver, which is waiting for exactly that signal,
+//! busy-polls the socket and applies the increment to its own memory. Data up to
+//! `SHMEM_COLL_DIRECT_MAX` bytes travels in the same datagram as its flag (the receiver
+//! writes it with [`gsas_transport::watched::store_once`], then increments the flag), so a
+//! broadcast or allgather step costs one datagram instead of a put, a quiet (a round trip
+//! through the service) and an add. Larger data still goes through the services (their
+//! bandwidth path); only its flag comes here.
+//!
+//! **Reliability.** Datagrams between two PEs carry a sequence number per direction and
+//! the cumulative acknowledgement of the other direction. A receiver applies a datagram
+//! only when it is the next one in sequence (a duplicate is acknowledged again, one after a
+//! gap is dropped), so every increment is applied exactly once and in order. A sender keeps
+//! what was not acknowledged and sends it again after [`RTO`] of driving the endpoint (in
+//! every collective wait, and before `shmem_finalize` leaves, which waits up to
+//! [`FLUSH_LIMIT`] until the other PEs acknowledged everything; a pause between two drives
+//! restarts the timers). Acknowledgements travel on the next datagram to that peer, or alone
+//! after [`ACK_DELAY`] of waiting, to the return address of the peer's datagrams (with the
+//! token they carry) when this PE never looked the peer up.
+//! A PE that computes outside the library neither retransmits nor acknowledges until it
+//! calls a collective again (nothing is lost on a healthy loopback or LAN; a lost datagram
+//! whose sender then computes for longer than `SHMEM_WAIT_TIMEOUT` ends the job with a
+//! message naming the signal, as any late signal does).
+//!
+//! **Security.** Every PE publishes its address and a random 64-bit token in its own sync
+//! segment (read by the others through the services, which check the job key); a
+//! datagram without the receiver's token, from a PE outside the job, or naming memory
+//! outside the receiver's segments is dropped.
+//!
+//! **What it is not.** Not used within a node (shared memory is faster), over Exanet (the
+//! PEs have no UDP socket there), or with `SHMEM_COLL_DIRECT_MAX=0`; then every signal
+//! goes through the services as before. Not for point-to-point operations.
+//!
+//! **Thread-safety.** One endpoint per process, behind a mutex.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use gsas_node::node::{Ctx as NodeCtx, SYNC};
+use gsas_transport::transport::net::NetAddr;
+
+use super::layout;
+use crate::addr::SymAddr;
+use crate::fatal::fatal;
+use crate::state::State;
+
+/// Magic of a direct datagram ("GSCD").
+const MAGIC: u32 = 0x4443_5347;
+/// Header bytes: magic (4), kind, flag segment, data segment, 0, sender (4), 0 (4), the
+/// receiver's token (8), sequence (8), acknowledgement (8), flag offset (8), data offset
+/// (8), the sender's token (8: for the receiver's acknowledgements to a sender it has not
+/// looked up).
+const HEADER: usize = 64;
+/// Kinds.
+const KIND_ACK: u8 = 0;
+const KIND_ADD: u8 = 1;
+const KIND_PUT_ADD: u8 = 2;
+const KIND_PUT: u8 = 3;
+const KIND_MAIL: u8 = 4;
+const KIND_NOTE: u8 = 5;
+/// Resend what is not acknowledged after this long (the runtime's floor, `MIN_RTO`: a
+/// peer descheduled for a few milliseconds is not a loss).
+pub const RTO: Duration = Duration::from_millis(20);
+/// Acknowledge alone after this long without a datagram to carry it.
+pub const ACK_DELAY: Duration = Duration::from_micros(200);
+/// How long `shmem_finalize` waits for acknowledgements.
+pub const FLUSH_LIMIT: Duration = Duration::from_secs(2);
+/// Unacknowledged datagrams per peer before a sender waits for acknowledgements.
+const WINDOW: usize = 4096;
+/// Receive buffer asked for (the kernel caps it).
+const RCVBUF: usize = 4 << 20;
+
+/// What a datagram carries besides its sequence number.
+#[derive(Clone, Copy, Debug)]
+pub enum Msg<'a> {
+    /// An increment of the receiver's flag word (8-byte aligned).
+    Add(SymAddr),
+    /// Bytes for the receiver's memory at the address, then an increment of the flag.
+    PutAdd(SymAddr, &'a [u8], SymAddr),
+    /// Bytes for the receiver's memory, no flag (more data or a flag follows).
+    Put(SymAddr, &'a [u8]),
+    /// Bytes for the receiver's mailbox of (sender, flag), then an increment of the flag:
+    /// data the receiver takes with [`take_mail`] instead of reading it from the sender.
+    Mail(&'a [u8], SymAddr),
+    /// Bytes for the receiver's mailbox of (sender, key), no flag: the receiver waits for
+    /// them with [`has_note`] and takes them with [`take_note`].
+    Note(u64, &'a [u8]),
+}
+
+/// The mailbox segment byte of notes (no segment has it).
+const NOTE: u8 = 0xff;
+
+#[derive(Default)]
+struct Peer {
+    /// Address and token, once read (`Some(None)`: the peer has no endpoint).
+    addr: Option<Option<(SocketAddr, u64)>>,
+    /// Next sequence number to send.
+    next: u64,
+    /// Sent, not acknowledged: (sequence, datagram, last sent).
+    unacked: VecDeque<(u64, Vec<u8>, Instant)>,
+    /// Highest sequence number applied from this peer.
+    got: u64,
+    /// Since when an acknowledgement is owed.
+    owed: Option<Instant>,
+}
+
+struct Endpoint {
+    sock: UdpSocket,
+    token: u64,
+    peers: Vec<Peer>,
+    buf: Vec<u8>,
+    /// Mail by (sender, flag segment, flag offset), in arrival order.
+    mail: HashMap<(u32, u8, u64), VecDeque<Vec<u8>>>,
+    /// When the retransmission timers were last looked at.
+    last_look: Instant,
+}
+
+static EP: OnceLock<Option<Mutex<Endpoint>>> = OnceLock::new();
+
+fn ep() -> Option<&'static Mutex<Endpoint>> {
+    EP.get().and_then(Option::as_ref)
+}
+
+/// The word that publishes this PE's endpoint: IPv4 address << 16 | port, bit 63 set.
+fn encode(a: SocketAddrV4) -> u64 {
+    1 << 63 | u64::from(a.ip().to_bits()) << 16 | u64::from(a.port())
+}
+
+fn decode(w: u64) -> Option<SocketAddr> {
+    (w >> 63 == 1).then(|| {
+        SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::from_bits((w >> 16) as u32),
+            w as u16,
+        ))
+    })
+}
+
+/// Opens the endpoint and publishes it in this PE's sync segment; then a barrier of all
+/// PEs, so that every PE's word is final before any is read. Every PE calls this (the
+/// barrier is taken whenever the job spans nodes, whatever this PE's settings).
+pub fn setup(st: &State) {
+    let nodes = st.node.nodes();
+    if nodes.len() < 2 {
+        let _ = EP.set(None);
+        return;
+    }
+    let mine = nodes
+        .iter()
+        .find(|(id, _)| *id == st.node.node_id())
+        .map(|(_, a)| *a);
+    let ip = match mine {
+        Some(NetAddr::Udp(SocketAddr::V4(a))) if st.config.coll_direct_max > 0 => Some(*a.ip()),
+        _ => None,
+    };
+    let ep = ip.and_then(|ip| open(st, ip));
+    let word = ep
+        .as_ref()
+        .map_or(0, |(sock, token)| match sock.local_addr() {
+            Ok(SocketAddr::V4(a)) => {
+                publish(st, 1, *token);
+                encode(a)
+            }
+            _ => 0,
+        });
+    publish(st, 0, word);
+    let _ = EP.set(ep.filter(|_| word != 0).map(|(sock, token)| {
+        Mutex::new(Endpoint {
+            sock,
+            token,
+            peers: (0..st.npes).map(|_| Peer::default()).collect(),
+            buf: vec![0; 65536],
+            mail: HashMap::new(),
+            last_look: Instant::now(),
+        })
+    }));
+    if let Err(e) = st.node.barrier_all() {
+        fatal("shmem_init", e);
+    }
+}
+
+fn open(st: &State, ip: Ipv4Addr) -> Option<(UdpSocket, u64)> {
+    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(ip), 0)).ok()?;
+    sock.set_nonblocking(true).ok()?;
+    let n = RCVBUF as libc::c_int;
+    // SAFETY: a valid socket and a pointer to an int of the size given.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&n as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let mut token = 0u64;
+    // SAFETY: writes 8 bytes into `token`.
+    let got = unsafe { libc::getrandom((&mut token as *mut u64).cast(), 8, 0) };
+    if got != 8 || token == 0 {
+        if st.config.debug {
+            eprintln!(
+                "gsas-shmem: PE {}: no random token: collectives use the services",
+                st.me
+            );
+        }
+        return None;
+    }
+    Some((sock, token))
+}
+
+/// Writes word `i` of this PE's endpoint record.
+fn publish(st: &State, i: u64, w: u64) {
+    let base = st
+        .mapped_base(st.me, SYNC)
+        .unwrap_or_else(|| fatal("shmem_init", "this PE's sync segment is not mapped"));
+    let p = base + (layout::ENDPOINT + 8 * i) as usize;
+    // SAFETY: word `i < 2` of the endpoint record of this PE's own sync segment (aligned,
+    // mapped for the life of the job); readers use atomics or the service.
+    unsafe { AtomicU64::from_ptr(p as *mut u64) }.store(w, Ordering::Release);
+}
+
+/// The endpoint of PE `pe` (read through its service once, then remembered).
+fn peer_addr(st: &State, e: &mut Endpoint, pe: u32, call: &str) -> Option<(SocketAddr, u64)> {
+    let p = &mut e.peers[pe as usize];
+    if let Some(a) = p.addr {
+        return a;
+    }
+    let mut rec = [0u8; 16];
+    if let Err(err) = st
+        .node
+        .get(NodeCtx::DEFAULT, pe, SYNC, layout::ENDPOINT, &mut rec)
+    {
+        fatal(call, err);
+    }
+    let w = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
+    let token = u64::from_le_bytes(rec[8..].try_into().expect("8 bytes"));
+    let a = decode(w).filter(|_| token != 0).map(|a| (a, token));
+    p.addr = Some(a);
+    a
+}
+
+/// Whether signals to world PE `pe` (of another node) go straight to it.
+pub fn reaches(st: &State, pe: u32, call: &str) -> bool {
+    let Some(m) = ep() else { return false };
+    if st.node.is_local(pe) {
+        return false;
+    }
+    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+    peer_addr(st, &mut e, pe, call).is_some()
+}
+
+/// Most data bytes sent with a flag (`SHMEM_COLL_DIRECT_MAX`, within one datagram).
+pub fn data_max(st: &State) -> usize {
+    (st.config.coll_direct_max as usize).min(60 << 10)
+}
+
+/// Sends `msg` to world PE `pe` (which [`reaches`]).
+pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
+    let m = ep().unwrap_or_else(|| fatal(call, "internal error: no collective endpoint"));
+    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some((addr, token)) = peer_addr(st, &mut e, pe, call) else {
+        fatal(
+            call,
+            "internal error: a direct signal to a PE without an endpoint",
+        );
+    };
+    if e.peers[pe as usize].unacked.len() >= WINDOW {
+        drop(e);
+        wait_acked(st, call, Some(pe), st.wait_timeout());
+        e = m.lock().unwrap_or_else(PoisonError::into_inner);
+    }
+    let p = &mut e.peers[pe as usize];
+    p.next += 1;
+    let (seq, ack) = (p.next, p.got);
+    p.owed = None;
+    let (kind, flag, at, data) = match msg {
+        Msg::Add(f) => (KIND_ADD, f, SymAddr { seg: 0, off: 0 }, &[][..]),
+        Msg::PutAdd(at, d, f) => (KIND_PUT_ADD, f, at, d),
+        Msg::Put(at, d) => (KIND_PUT, SymAddr { seg: 0, off: 0 }, at, d),
+        Msg::Mail(d, f) => (KIND_MAIL, f, SymAddr { seg: 0, off: 0 }, d),
+        Msg::Note(key, d) => (
+            KIND_NOTE,
+            SymAddr {
+                seg: NOTE,
+                off: key,
+            },
+            SymAddr { seg: 0, off: 0 },
+            d,
+        ),
+    };
+    let mut d = vec![0u8; HEADER + data.len()];
+    d[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    d[4] = kind;
+    d[5] = flag.seg;
+    d[6] = at.seg;
+    d[8..12].copy_from_slice(&st.me.to_le_bytes());
+    d[16..24].copy_from_slice(&token.to_le_bytes());
+    d[24..32].copy_from_slice(&seq.to_le_bytes());
+    d[32..40].copy_from_slice(&ack.to_le_bytes());
+    d[40..48].copy_from_slice(&flag.off.to_le_bytes());
+    d[48..56].copy_from_slice(&at.off.to_le_bytes());
+    d[56..64].copy_from_slice(&e.token.to_le_bytes());
+    d[HEADER..].copy_from_slice(data);
+    // A send the kernel refuses (a full buffer) is repeated after the timeout.
+    let _ = e.sock.send_to(&d, addr);
+    e.peers[pe as usize]
+        .unacked
+        .push_back((seq, d, Instant::now()));
+}
+
+/// Takes the oldest mail from world PE `from` for `flag` into `out` (its length); false
+/// when there is none (the sender then left the data in its own memory).
+pub fn take_mail(from: u32, flag: SymAddr, out: &mut [u8], call: &str) -> bool {
+    take(from, (flag.seg, flag.off), out, call)
+}
+
+/// Whether a note from world PE `from` under `key` arrived (drives the endpoint first).
+pub fn has_note(st: &State, from: u32, key: u64) -> bool {
+    let Some(m) = ep() else { return false };
+    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+    drive_locked(st, &mut e, false);
+    e.mail
+        .get(&(from, NOTE, key))
+        .is_some_and(|q| !q.is_empty())
+}
+
+/// Takes the oldest note from world PE `from` under `key` into `out` (its length).
+pub fn take_note(from: u32, key: u64, out: &mut [u8], call: &str) -> bool {
+    take(from, (NOTE, key), out, call)
+}
+
+fn take(from: u32, key: (u8, u64), out: &mut [u8], call: &str) -> bool {
+    let Some(m) = ep() else { return false };
+    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(q) = e.mail.get_mut(&(from, key.0, key.1)) else {
+        return false;
+    };
+    let Some(d) = q.pop_front() else { return false };
+    if d.len() != out.len() {
+        fatal(
+            call,
+            format_args!(
+                "internal error: {} bytes of mail from PE {from}, {} expected",
+                d.len(),
+                out.len()
+            ),
+        );
+    }
+    out.copy_from_slice(&d);
+    true
+}
+
+/// Receives and applies what arrived, sends owed acknowledgements and due retransmissions.
+/// Cheap when nothing is pending: one `recv` that finds nothing.
+#[inline]
+pub fn drive(st: &State) {
+    if let Some(m) = ep() {
+        let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+        drive_locked(st, &mut e, false);
+    }
+}
+
+fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
+    let mut buf = std::mem::take(&mut e.buf);
+    while let Ok((n, src)) = e.sock.recv_from(&mut buf) {
+        receive(st, e, &buf[..n], src);
+    }
+    e.buf = buf;
+    let Endpoint {
+        sock,
+        peers,
+        last_look,
+        token: own,
+        ..
+    } = &mut *e;
+    let own = *own;
+    if peers
+        .iter()
+        .all(|p| p.owed.is_none() && p.unacked.is_empty())
+    {
+        return;
+    }
+    let t = Instant::now();
+    if t.duration_since(*last_look) >= RTO {
+        // A pause in driving (the program computed between collectives) is no sign of
+        // loss: the peer could not acknowledge what it was not yet waiting for either.
+        for p in peers.iter_mut() {
+            for (_, _, sent) in p.unacked.iter_mut() {
+                *sent = t;
+            }
+        }
+    }
+    *last_look = t;
+    for p in peers.iter_mut() {
+        let Some(Some((addr, token))) = p.addr else {
+            continue;
+        };
+        if let Some(since) = p.owed
+            && (force_acks || t.duration_since(since) >= ACK_DELAY)
+        {
+            let mut d = [0u8; HEADER];
+            d[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+            d[4] = KIND_ACK;
+            d[8..12].copy_from_slice(&st.me.to_le_bytes());
+            d[16..24].copy_from_slice(&token.to_le_bytes());
+            d[32..40].copy_from_slice(&p.got.to_le_bytes());
+            d[56..64].copy_from_slice(&own.to_le_bytes());
+            let _ = sock.send_to(&d, addr);
+            p.owed = None;
+        }
+        for (_, d, sent) in p.unacked.iter_mut() {
+            if t.duration_since(*sent) >= RTO {
+                d[32..40].copy_from_slice(&p.got.to_le_bytes());
+                let _ = sock.send_to(d, addr);
+                *sent = t;
+            }
+        }
+    }
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// One datagram from `src`.
+fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
+    if b.len() < HEADER
+        || u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")) != MAGIC
+        || le64(b, 16) != e.token
+    {
+        return;
+    }
+    let from = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+    if from >= st.npes || from == st.me {
+        return;
+    }
+    let (kind, seq, ack) = (b[4], le64(b, 24), le64(b, 32));
+    let flag = SymAddr {
+        seg: b[5],
+        off: le64(b, 40),
+    };
+    let at = SymAddr {
+        seg: b[6],
+        off: le64(b, 48),
+    };
+    let p = &mut e.peers[from as usize];
+    if p.addr.is_none() {
+        // It carries this PE's token, so it comes from a PE of the job: acknowledgements
+        // go back to where it came from, with its token.
+        p.addr = Some(Some((src, le64(b, 56))));
+    }
+    while p.unacked.front().is_some_and(|(s, _, _)| *s <= ack) {
+        p.unacked.pop_front();
+    }
+    if !matches!(
+        kind,
+        KIND_ADD | KIND_PUT_ADD | KIND_PUT | KIND_MAIL | KIND_NOTE
+    ) {
+        return;
+    }
+    if seq != p.got + 1 {
+        // A duplicate (acknowledge it again now) or one after a gap (dropped; resent).
+        if seq <= p.got {
+            p.owed = Some(Instant::now() - ACK_DELAY);
+        }
+        return;
+    }
+    p.got = seq;
+    p.owed.get_or_insert_with(Instant::now);
+    if kind == KIND_NOTE {
+        e.mail
+            .entry((from, NOTE, flag.off))
+            .or_default()
+            .push_back(b[HEADER..].to_vec());
+        return;
+    }
+    // A datagram naming memory outside this PE's segments is consumed and ignored.
+    let fp = if kind == KIND_PUT {
+        None
+    } else {
+        let Some(fp) = local(st, flag, 8).filter(|p| *p as usize % 8 == 0) else {
+            return;
+        };
+        Some(fp)
+    };
+    let data = &b[HEADER..];
+    if matches!(kind, KIND_PUT_ADD | KIND_PUT) {
+        let Some(dp) = local(st, at, data.len()) else {
+            return;
+        };
+        // SAFETY: `dp` maps `data.len()` bytes of this PE's segment (checked by `local`);
+        // other processes watch it, so every byte is written once.
+        unsafe { gsas_transport::watched::store_once(data.as_ptr(), dp, data.len()) };
+    } else if kind == KIND_MAIL {
+        e.mail
+            .entry((from, flag.seg, flag.off))
+            .or_default()
+            .push_back(data.to_vec());
+    }
+    if let Some(fp) = fp {
+        // SAFETY: an aligned word of this PE's own segment (checked); all writers use
+        // atomics.
+        unsafe { AtomicU64::from_ptr(fp.cast::<u64>()) }.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// This PE's address of `len` bytes at `at`, if inside one of its segments.
+fn local(st: &State, at: SymAddr, len: usize) -> Option<*mut u8> {
+    let size = st.node.segment_size(at.seg);
+    let end = at.off.checked_add(len as u64)?;
+    if end > size || at.seg as usize >= 3 {
+        return None;
+    }
+    let base = st.mapped_base(st.me, at.seg)?;
+    Some((base + at.off as usize) as *mut u8)
+}
+
+/// Drives until every peer (or `only`) acknowledged everything, for at most `limit`;
+/// owed acknowledgements go out at once.
+fn wait_acked(st: &State, call: &str, only: Option<u32>, limit: Duration) -> bool {
+    let Some(m) = ep() else { return true };
+    let start = Instant::now();
+    loop {
+        {
+            let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+            drive_locked(st, &mut e, true);
+            let done = match only {
+                Some(pe) => e.peers[pe as usize].unacked.len() < WINDOW / 2,
+                None => e.peers.iter().all(|p| p.unacked.is_empty()),
+            };
+            if done {
+                return true;
+            }
+        }
+        if start.elapsed() >= limit {
+            if only.is_some() {
+                fatal(
+                    call,
+                    format_args!(
+                        "timed out after {:.1} s waiting for a PE to acknowledge collective signals",
+                        limit.as_secs_f64()
+                    ),
+                );
+            }
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+/// Before the job is left: owed acknowledgements out, and (for at most [`FLUSH_LIMIT`])
+/// everything this PE sent acknowledged.
+pub fn flush(st: &State) {
+    if !wait_acked(st, "shmem_finalize", None, FLUSH_LIMIT) && st.config.debug {
+        eprintln!(
+            "gsas-shmem: PE {}: some collective signals were not acknowledged at finalize",
+            st.me
+        );
+    }
+}
