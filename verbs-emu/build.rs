@@ -1,4 +1,4 @@
-//! Builds `csrc/softverbs.c` into `$OUT_DIR/lib/libibverbs.so.1` with the target's C
+//! Builds `csrc/*.c` (softverbs) into `$OUT_DIR/lib/libibverbs.so.1` with the target's C
 //! compiler, against the system's `<infiniband/verbs.h>` (Debian: libibverbs-dev).
 //!
 //! The headers are architecture-independent, so a cross build (aarch64) uses them too: they
@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const HEADERS: &str = "/usr/include";
+const SOURCES: [&str; 3] = ["csrc/device.c", "csrc/objects.c", "csrc/rc.c"];
 
 fn main() {
-    println!("cargo:rerun-if-changed=csrc/softverbs.c");
+    println!("cargo:rerun-if-changed=csrc");
     println!("cargo:rerun-if-changed=build.rs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let verbs_h = Path::new(HEADERS).join("infiniband/verbs.h");
@@ -49,14 +50,14 @@ fn main() {
     .arg("-Wl,-soname,libibverbs.so.1")
     .arg("-isystem")
     .arg(&inc)
-    .arg("csrc/softverbs.c")
+    .args(SOURCES)
     .arg("-o")
     .arg(&lib)
     .arg("-lpthread");
     let status = cmd.status().expect("running the C compiler");
     assert!(
         status.success(),
-        "compiling csrc/softverbs.c failed: {cmd:?}"
+        "compiling softverbs (csrc/) failed: {cmd:?}"
     );
     println!("cargo:rustc-env=SOFTVERBS_LIB_DIR={}", lib_dir.display());
 }

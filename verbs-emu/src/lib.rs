@@ -1,7 +1,7 @@
 //! softverbs: a software RDMA device behind the libibverbs ABI, for running verbs code
 //! without an HCA.
 //!
-//! What it is: this crate builds `csrc/softverbs.c` into a shared library named
+//! What it is: this crate builds the C sources in `csrc/` into a shared library named
 //! `libibverbs.so.1` (against the system's `<infiniband/verbs.h>`, so every structure has
 //! the real layout) and tells programs where it is. A process started with that directory
 //! first in `LD_LIBRARY_PATH` loads it instead of rdma-core's library, whatever binding it

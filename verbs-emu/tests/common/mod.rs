@@ -496,7 +496,7 @@ pub fn process_gone(pid: u32) -> bool {
 pub fn counters() -> [u64; 6] {
     let mut out = [0u64; 6];
     // SAFETY: the binding loaded libibverbs.so.1 (the software device in a role); the symbol
-    // has this signature in csrc/softverbs.c.
+    // has this signature in csrc/device.c.
     unsafe {
         let h = libc::dlopen(
             c"libibverbs.so.1".as_ptr(),
