@@ -24,7 +24,9 @@
  * Configuration (environment, read once):
  *   SOFTVERBS_DEVICE   device name (default softverbs0)
  *   SOFTVERBS_LID      the port's LID (default 1); the node's identity
- *   SOFTVERBS_GID      the port's GID 0 as an IPv6 address (default fe80::<lid>)
+ *   SOFTVERBS_GID      the active port's GID table: IPv6 addresses, comma-separated
+ *                      (default one GID, fe80::<lid>)
+ *   SOFTVERBS_PORT     the active port (default 1); ports 1..PORT-1 exist and are down
  *   SOFTVERBS_DIR      the rendezvous directory of the sockets (default /tmp/softverbs-<uid>)
  *   SOFTVERBS_ATOMIC   none|hca|glob: the atomic capability reported (default glob)
  *   SOFTVERBS_MIN_TIMEOUT_MS  lower bound of the retransmission timeout (default 50)
@@ -121,17 +123,36 @@ static void load_config(void)
 		}
 		cfg.lid = (uint16_t)v;
 	}
-	memset(&cfg.gid, 0, sizeof(cfg.gid));
+	memset(cfg.gid, 0, sizeof(cfg.gid));
 	if ((s = getenv("SOFTVERBS_GID")) && *s) {
-		if (inet_pton(AF_INET6, s, cfg.gid.raw) != 1) {
-			sv_warn("SOFTVERBS_GID='%s': expected an IPv6 address", s);
+		char list[256];
+		snprintf(list, sizeof(list), "%s", s);
+		for (char *save = NULL, *g = strtok_r(list, ",", &save); g;
+		     g = strtok_r(NULL, ",", &save)) {
+			if (cfg.ngids == SV_MAX_GIDS ||
+			    inet_pton(AF_INET6, g, cfg.gid[cfg.ngids].raw) != 1) {
+				sv_warn("SOFTVERBS_GID='%s': expected 1 to %d IPv6 addresses, "
+					"comma-separated", s, SV_MAX_GIDS);
+				goto bad;
+			}
+			cfg.ngids++;
+		}
+	}
+	if (!cfg.ngids) {
+		cfg.gid[0].raw[0] = 0xfe;
+		cfg.gid[0].raw[1] = 0x80;
+		cfg.gid[0].raw[14] = (uint8_t)(cfg.lid >> 8);
+		cfg.gid[0].raw[15] = (uint8_t)cfg.lid;
+		cfg.ngids = 1;
+	}
+	cfg.port = 1;
+	if ((s = getenv("SOFTVERBS_PORT")) && *s) {
+		if (parse_long(s, &v) || v < 1 || v > SV_MAX_PORTS) {
+			sv_warn("SOFTVERBS_PORT='%s': expected the active port, 1..%d", s,
+				SV_MAX_PORTS);
 			goto bad;
 		}
-	} else {
-		cfg.gid.raw[0] = 0xfe;
-		cfg.gid.raw[1] = 0x80;
-		cfg.gid.raw[14] = (uint8_t)(cfg.lid >> 8);
-		cfg.gid.raw[15] = (uint8_t)cfg.lid;
+		cfg.port = (uint8_t)v;
 	}
 	if ((s = getenv("SOFTVERBS_DIR")) && *s)
 		snprintf(cfg.dir, sizeof(cfg.dir), "%s", s);
@@ -232,22 +253,23 @@ SV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *dev)
 	return htobe64(node_guid());
 }
 
-static void fill_port_attr(struct ibv_port_attr *a)
+static void fill_port_attr(struct ibv_port_attr *a, uint8_t port)
 {
+	int up = port == cfg.port;
 	memset(a, 0, sizeof(*a));
-	a->state = IBV_PORT_ACTIVE;
+	a->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	a->max_mtu = IBV_MTU_4096;
 	a->active_mtu = IBV_MTU_4096;
-	a->gid_tbl_len = 1;
+	a->gid_tbl_len = up ? cfg.ngids : 0;
 	a->port_cap_flags = 0;
 	a->max_msg_sz = 0x80000000u;
 	a->pkey_tbl_len = 1;
-	a->lid = cfg.lid;
+	a->lid = up ? cfg.lid : 0;
 	a->sm_lid = 1;
 	a->max_vl_num = 1;
 	a->active_width = 2;  /* 4x */
 	a->active_speed = 32; /* EDR */
-	a->phys_state = 5;    /* LinkUp */
+	a->phys_state = up ? 5 : 3; /* LinkUp : Disabled */
 	a->link_layer = IBV_LINK_LAYER_INFINIBAND;
 }
 
@@ -255,10 +277,10 @@ static int sv_query_port_ex(struct ibv_context *c, uint8_t port, struct ibv_port
 			    size_t len)
 {
 	(void)c;
-	if (port != 1)
+	if (port < 1 || port > cfg.port)
 		return EINVAL;
 	struct ibv_port_attr a;
-	fill_port_attr(&a);
+	fill_port_attr(&a, port);
 	/* A caller built against newer headers passes a larger structure (its new fields at
 	 * the end): those read as zero, "not reported". */
 	memset(attr, 0, len);
@@ -298,7 +320,7 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->atomic_cap = cfg.atomic_cap;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 16;
-	a->phys_port_cnt = 1;
+	a->phys_port_cnt = cfg.port;
 }
 
 SV_EXPORT int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *attr)
@@ -323,9 +345,9 @@ static int sv_query_device_ex(struct ibv_context *c, const struct ibv_query_devi
 SV_EXPORT int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
 {
 	(void)c;
-	if (port != 1 || index != 0)
+	if (port != cfg.port || index < 0 || index >= cfg.ngids)
 		return -1;
-	*gid = cfg.gid;
+	*gid = cfg.gid[index];
 	return 0;
 }
 
@@ -334,13 +356,14 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t i
 {
 	(void)c;
 	(void)flags;
-	if (port != 1 || index != 0)
+	if (port != cfg.port || index >= (uint32_t)cfg.ngids)
 		return ENODATA;
 	if (size < sizeof(*entry))
 		return EINVAL;
 	memset(entry, 0, sizeof(*entry));
-	entry->gid = cfg.gid;
-	entry->port_num = 1;
+	entry->gid = cfg.gid[index];
+	entry->gid_index = index;
+	entry->port_num = port;
 	entry->gid_type = IBV_GID_TYPE_IB;
 	return 0;
 }
@@ -348,16 +371,22 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t i
 SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entries,
 				       size_t max, uint32_t flags, size_t size)
 {
-	if (max < 1)
+	if (max < (size_t)cfg.ngids || size < sizeof(*entries))
 		return -EINVAL;
-	int rc = _ibv_query_gid_ex(c, 1, 0, entries, flags, size);
-	return rc ? -rc : 1;
+	for (int i = 0; i < cfg.ngids; i++) {
+		int rc = _ibv_query_gid_ex(c, cfg.port, (uint32_t)i,
+					   (struct ibv_gid_entry *)((char *)entries + (size_t)i * size),
+					   flags, size);
+		if (rc)
+			return -rc;
+	}
+	return cfg.ngids;
 }
 
 SV_EXPORT int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
 {
 	(void)c;
-	if (port != 1 || index != 0)
+	if (port < 1 || port > cfg.port || index != 0)
 		return -1;
 	*pkey = htobe16(0xffff);
 	return 0;

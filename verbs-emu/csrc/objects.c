@@ -301,9 +301,11 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
 		goto inval;
 	if (!required_ok(from, to, mask))
 		goto inval;
-	if ((mask & IBV_QP_PORT) && attr->port_num != 1)
-		goto inval;
-	if ((mask & IBV_QP_AV) && attr->ah_attr.port_num > 1)
+	if ((mask & IBV_QP_PORT) && attr->port_num != cfg.port)
+		goto inval; /* the others are down */
+	if ((mask & IBV_QP_AV) &&
+	    ((attr->ah_attr.port_num && attr->ah_attr.port_num != cfg.port) ||
+	     (attr->ah_attr.is_global && attr->ah_attr.grh.sgid_index >= cfg.ngids)))
 		goto inval;
 	if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31)
 		goto inval;

@@ -261,7 +261,8 @@ static void tx(struct sv_qp *qp, struct sv_pkt *h, const void *payload, uint32_t
 	h->dst_qpn = qp->attr.dest_qp_num;
 	h->src_lid = cfg.lid;
 	h->dst_lid = qp->attr.ah_attr.dlid;
-	memcpy(h->src_gid, cfg.gid.raw, 16);
+	memcpy(h->src_gid, cfg.gid[qp->attr.ah_attr.is_global ? qp->attr.ah_attr.grh.sgid_index : 0].raw,
+	       16);
 	if (qp->attr.ah_attr.is_global) {
 		h->flags |= F_GRH;
 		memcpy(h->dst_gid, qp->attr.ah_attr.grh.dgid.raw, 16);
@@ -755,7 +756,7 @@ static int addressed_here(struct sv_qp *qp, struct sv_pkt *h)
 {
 	if (h->magic != SV_MAGIC || h->dst_qpn != qp->qp.qp_num || h->dst_lid != cfg.lid)
 		return 0;
-	if ((h->flags & F_GRH) && memcmp(h->dst_gid, cfg.gid.raw, 16))
+	if ((h->flags & F_GRH) && !sv_gid_is_mine(h->dst_gid))
 		return 0;
 	if (qp->qp.state != IBV_QPS_RTR && qp->qp.state != IBV_QPS_RTS)
 		return 0;

@@ -36,6 +36,8 @@
 #define SV_ATOMIC_CACHE 32
 #define SV_PSN_MASK 0xffffffu
 #define SV_WAKE_KEY UINT64_MAX
+#define SV_MAX_GIDS 4
+#define SV_MAX_PORTS 8
 
 /* ------------------------------------------------------------------------------------ */
 /* Configuration                                                                        */
@@ -44,7 +46,9 @@ struct sv_config {
 	char name[IBV_SYSFS_NAME_MAX];
 	char dir[80];
 	uint16_t lid;
-	union ibv_gid gid;
+	union ibv_gid gid[SV_MAX_GIDS]; /* the active port's GID table */
+	int ngids;
+	uint8_t port; /* the active port; ports 1..port-1 exist and are down */
 	enum ibv_atomic_cap atomic_cap;
 	uint64_t min_timeout_ns;
 	/* faults: counters shared by every context of the process (atomic updates) */
@@ -74,6 +78,15 @@ static inline uint64_t now_ns(void)
 }
 
 void sv_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Whether `gid` is one of the active port's. */
+static inline int sv_gid_is_mine(const uint8_t *gid)
+{
+	for (int i = 0; i < cfg.ngids; i++)
+		if (!memcmp(gid, cfg.gid[i].raw, 16))
+			return 1;
+	return 0;
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* Objects                                                                              */

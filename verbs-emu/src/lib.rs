@@ -45,8 +45,11 @@ pub mod var {
     pub const DEVICE: &str = "SOFTVERBS_DEVICE";
     /// The port's LID, the emulated node's identity (default 1).
     pub const LID: &str = "SOFTVERBS_LID";
-    /// The port's GID 0 as an IPv6 address (default `fe80::<lid>`).
+    /// The active port's GID table: IPv6 addresses, comma-separated (default one GID,
+    /// `fe80::<lid>`).
     pub const GID: &str = "SOFTVERBS_GID";
+    /// The active port (default 1); ports 1..PORT-1 exist and are down.
+    pub const PORT: &str = "SOFTVERBS_PORT";
     /// The rendezvous directory of the queue pairs' sockets (default `/tmp/softverbs-<uid>`).
     pub const DIR: &str = "SOFTVERBS_DIR";
     /// The atomic capability reported: `none`, `hca` or `glob` (default `glob`).

@@ -30,7 +30,15 @@ fn write_read_send() {
     match role().as_deref() {
         None => run_roles(
             "write_read_send",
-            vec![Role::new("target", 1), Role::new("initiator", 2)],
+            vec![
+                // A two-port device whose second port is up, with two GIDs; the target
+                // addresses with the second.
+                Role::new("target", 1)
+                    .with(var::PORT, "2")
+                    .with(var::GID, "fe80::1,::ffff:127.0.0.1")
+                    .with(GID_INDEX, "1"),
+                Role::new("initiator", 2),
+            ],
             RUN,
         ),
         Some("target") => rma_target(),
@@ -51,10 +59,13 @@ fn rma_target() {
     let mr = register(&pd, &buf, all_access());
     let rmr = register(&pd, &rbuf, AccessFlags::LocalWrite);
     let mut ep = new_ep(&ctx, &pd);
-    publish(
-        "target.ep",
-        &info(&ctx, &ep, Some(&mr), Some(&buf)).encode(),
+    assert_eq!((ep.port, ep.gid_index), (2, 1), "the first active port");
+    let me = info(&ctx, &ep, Some(&mr), Some(&buf));
+    assert_eq!(
+        std::net::Ipv6Addr::from(me.gid).to_string(),
+        "::ffff:127.0.0.1"
     );
+    publish("target.ep", &me.encode());
     let peer = Info::decode(&fetch("initiator.ep"));
     connect(&mut ep, &peer, DEFAULT);
     post_recv(&mut ep, 1, &rmr, rbuf.addr(), 2048);

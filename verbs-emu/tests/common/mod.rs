@@ -21,7 +21,7 @@ use sideway::ibverbs::AccessFlags;
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
-use sideway::ibverbs::device_context::{DeviceContext, Mtu};
+use sideway::ibverbs::device_context::{DeviceContext, Mtu, PortState};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
@@ -103,6 +103,29 @@ pub fn run_roles(test: &str, roles: Vec<Role>, timeout: Duration) {
             (r.name, cmd.spawn().expect("starting a role"))
         })
         .collect();
+    // A role that fails ends the run: the others would only wait for it at a barrier.
+    let mut children = children;
+    let t0 = Instant::now();
+    loop {
+        let mut running = 0;
+        let mut failed = false;
+        for (_, child) in children.iter_mut() {
+            match child.try_wait().expect("waiting for a role") {
+                None => running += 1,
+                Some(status) => failed |= !status.success(),
+            }
+        }
+        if running == 0 || t0.elapsed() > timeout {
+            break;
+        }
+        if failed {
+            for (_, child) in children.iter_mut() {
+                let _ = child.kill();
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut failures = Vec::new();
     for (name, child) in children {
         match testsupport::collect_output(child, timeout) {
@@ -240,11 +263,24 @@ impl Buf {
     }
 }
 
-/// A queue pair with its completion queue.
+/// A queue pair with its completion queue, on a port and source GID index.
 pub struct Ep {
     pub qp: BasicQueuePair,
     pub cq: Arc<BasicCompletionQueue>,
     pub psn: u32,
+    pub port: u8,
+    pub gid_index: u8,
+}
+
+/// The variable naming the GID index a role uses (default 0).
+pub const GID_INDEX: &str = "VERBS_TEST_GID_INDEX";
+
+/// The device's first active port, as the transport's default will be.
+pub fn first_active_port(ctx: &DeviceContext) -> u8 {
+    let ports = ctx.query_device().expect("query_device").phys_port_cnt();
+    (1..=ports)
+        .find(|&p| ctx.query_port(p).expect("query_port").port_state() == PortState::Active)
+        .unwrap_or_else(|| panic!("none of the {ports} ports is active"))
 }
 
 /// The full access a target grants.
@@ -273,7 +309,14 @@ pub fn new_ep(ctx: &Arc<DeviceContext>, pd: &Arc<ProtectionDomain>) -> Ep {
         .build()
         .expect("creating a QP");
     let psn = (std::process::id().wrapping_mul(2_654_435_761) ^ qp.qp_number()) & 0xff_ffff;
-    Ep { qp, cq, psn }
+    let gid_index = std::env::var(GID_INDEX).map_or(0, |v| v.parse().expect(GID_INDEX));
+    Ep {
+        qp,
+        cq,
+        psn,
+        port: first_active_port(ctx),
+        gid_index,
+    }
 }
 
 pub fn register(pd: &Arc<ProtectionDomain>, buf: &Buf, access: AccessFlags) -> Arc<MemoryRegion> {
@@ -282,10 +325,13 @@ pub fn register(pd: &Arc<ProtectionDomain>, buf: &Buf, access: AccessFlags) -> A
     unsafe { pd.reg_mr(buf.addr() as usize, buf.len(), access) }.expect("registering memory")
 }
 
-/// This endpoint's record for its peer (port 1, GID index 0).
+/// This endpoint's record for its peer.
 pub fn info(ctx: &DeviceContext, ep: &Ep, mr: Option<&MemoryRegion>, buf: Option<&Buf>) -> Info {
-    let port = ctx.query_port(1).expect("query_port");
-    let gid: Ipv6 = ctx.query_gid(1, 0).expect("query_gid").into();
+    let port = ctx.query_port(ep.port).expect("query_port");
+    let gid: Ipv6 = ctx
+        .query_gid(ep.port, ep.gid_index.into())
+        .expect("query_gid")
+        .into();
     Info {
         qpn: ep.qp.qp_number(),
         lid: port.lid(),
@@ -325,15 +371,15 @@ pub fn connect(ep: &mut Ep, peer: &Info, p: Params) {
     let mut a = QueuePairAttribute::new();
     a.setup_state(QueuePairState::Init)
         .setup_pkey_index(0)
-        .setup_port(1)
+        .setup_port(ep.port)
         .setup_access_flags(p.access);
     ep.qp.modify(&a).expect("RESET -> INIT");
     let mut av = AddressHandleAttribute::new();
     av.setup_dest_lid(peer.lid)
-        .setup_port(1)
+        .setup_port(ep.port)
         .setup_service_level(0);
     if p.grh {
-        av.setup_grh_src_gid_index(0)
+        av.setup_grh_src_gid_index(ep.gid_index)
             .setup_grh_dest_gid(&Gid::from(Ipv6::from(peer.gid)))
             .setup_grh_hop_limit(1);
     }
