@@ -30,6 +30,8 @@
 //! assert!(a.get_envs().any(|(k, _)| k == "LD_LIBRARY_PATH"));
 //! ```
 
+pub mod roles;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
