@@ -876,7 +876,8 @@ int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 		w->flags = wr->send_flags;
 		w->len = (uint32_t)len;
 		w->nsge = wr->num_sge;
-		memcpy(w->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
+		if (wr->num_sge)
+			memcpy(w->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
 		w->imm = wr->imm_data;
 		if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			w->raddr = wr->wr.atomic.remote_addr;
@@ -946,7 +947,8 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		struct sv_rwqe *r = &qp->rq[qp->rq_tail % qp->cap.max_recv_wr];
 		r->wr_id = wr->wr_id;
 		r->nsge = wr->num_sge;
-		memcpy(r->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
+		if (wr->num_sge)
+			memcpy(r->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
 		qp->rq_tail++;
 	}
 	if (qp->qp.state == IBV_QPS_ERR)

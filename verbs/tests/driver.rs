@@ -1,0 +1,283 @@
+//! The verbs driver on the software verbs device, between processes: each test's roles are
+//! the test binary started again, each an emulated node (`verbs_emu::roles`).
+
+use std::time::Duration;
+
+use verbs::{Address, Endpoint, Error, Nic, Op, Region, RemoteKey, Selection, Timing};
+use verbs_emu::roles::{self, Role, barrier, fetch, process_gone, publish, role};
+
+const RUN: Duration = Duration::from_secs(120);
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn run(test: &str, roles: Vec<Role>) {
+    roles::run_roles(
+        || gsas::testsupport::self_test(test).expect("the test binary"),
+        roles,
+        RUN,
+    );
+}
+
+fn unexpected(r: &str) -> ! {
+    panic!("unknown role {r}")
+}
+
+/// One side of a two-node run: the device, a registered buffer and an endpoint connected
+/// to the other side, whose buffer key it returns.
+struct Side {
+    ep: Endpoint,
+    peer_key: RemoteKey,
+    region: Region,
+    buf: Vec<u64>,
+    _nic: Nic,
+}
+
+fn side(me: &str, other: &str, bytes: usize, timing: Timing) -> Side {
+    let nic = Nic::open(&Selection::default()).expect("open the device");
+    let mut buf = vec![0u64; bytes / 8];
+    // SAFETY: `buf` lives in the returned Side with the region (dropped after it: `region`
+    // is declared before `buf`, and the Vec's heap block does not move).
+    let region = unsafe { nic.register(buf.as_mut_ptr().cast(), bytes) }.expect("register");
+    let mut ep = nic
+        .endpoint(&format!("node {other}"), 64)
+        .expect("endpoint");
+    publish(
+        &format!("{me}.rec"),
+        &format!("{} {}", ep.address().encode(), region.remote_key().encode()),
+    );
+    let rec = fetch(&format!("{other}.rec"));
+    let (addr, key) = rec.split_once(' ').expect("record");
+    let addr = Address::decode(addr).expect("address");
+    ep.connect(&addr, timing).expect("connect");
+    Side {
+        ep,
+        peer_key: RemoteKey::decode(key).expect("key"),
+        region,
+        buf,
+        _nic: nic,
+    }
+}
+
+fn bytes(buf: &[u64]) -> &[u8] {
+    // SAFETY: the same memory viewed as bytes.
+    unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), buf.len() * 8) }
+}
+
+const BYTES: usize = 1 << 20;
+const SMALL_PUTS: u64 = 2000;
+const BIG: usize = 300_000;
+const ADDS: u64 = 200;
+
+/// Small puts beyond the send queue's depth (back-pressure), a large put from registered
+/// memory, a get, fetch-adds and compare-swaps from both sides, and the refusal of an
+/// unregistered large put.
+#[test]
+fn puts_gets_and_atomics_between_two_nodes() {
+    match role().as_deref() {
+        None => run(
+            "puts_gets_and_atomics_between_two_nodes",
+            vec![Role::new("a", 1), Role::new("b", 2)],
+        ),
+        Some(r @ ("a" | "b")) => rma_side(r),
+        Some(r) => unexpected(r),
+    }
+}
+
+fn rma_side(me: &str) {
+    let other = if me == "a" { "b" } else { "a" };
+    let mut s = side(me, other, BYTES, Timing::default());
+    barrier(me, &[other], "connected");
+    if me == "a" {
+        // 2000 inline puts of 8 bytes through a queue of 64: WouldBlock is back-pressure.
+        let mut blocked = 0;
+        for i in 0..SMALL_PUTS {
+            loop {
+                match s.ep.put(&(i * 3).to_le_bytes(), None, s.peer_key, i * 8) {
+                    Ok(()) => break,
+                    Err(Error::WouldBlock) => {
+                        blocked += 1;
+                        s.ep.progress().expect("progress");
+                    }
+                    Err(e) => panic!("put {i}: {e}"),
+                }
+            }
+        }
+        // A large put from the registered buffer.
+        let off = 512 * 1024;
+        for (i, w) in s.buf[off / 8..(off + BIG) / 8].iter_mut().enumerate() {
+            *w = i as u64 ^ 0x5a5a;
+        }
+        let src = &bytes(&s.buf)[off..off + BIG];
+        match s.ep.put(src, None, s.peer_key, off as u64) {
+            Err(Error::NotRegistered { .. }) => {}
+            r => panic!("a large put without its region: {r:?}"),
+        }
+        s.ep.put(src, Some(&s.region), s.peer_key, off as u64)
+            .expect("large put");
+        s.ep.quiet(DEADLINE).expect("quiet");
+        assert_eq!(s.ep.outstanding(), 0);
+        println!("{SMALL_PUTS} small puts, back-pressure {blocked} times");
+    }
+    barrier(me, &[other], "puts");
+    if me == "b" {
+        for i in 0..SMALL_PUTS as usize {
+            assert_eq!(s.buf[i], i as u64 * 3, "small put {i}");
+        }
+        let off = 512 * 1024 / 8;
+        for i in 0..BIG / 8 {
+            assert_eq!(s.buf[off + i], i as u64 ^ 0x5a5a, "large put word {i}");
+        }
+        // b reads the large put's source back from a.
+        s.ep.get(&s.region, 900_000, 4096, s.peer_key, 512 * 1024)
+            .expect("get");
+        s.ep.quiet(DEADLINE).expect("quiet");
+        for i in 0..512 {
+            assert_eq!(s.buf[900_000 / 8 + i], i as u64 ^ 0x5a5a, "get word {i}");
+        }
+    }
+    barrier(me, &[other], "get");
+    // A counter word on a, which b updates through the NIC and a checks at the end.
+    let counter = 1_000_000u64;
+    if me == "b" {
+        let mut seen = Vec::new();
+        for _ in 0..ADDS {
+            let old =
+                s.ep.fetch_add(&s.region, 8, s.peer_key, counter, 1, DEADLINE)
+                    .expect("fetch-add");
+            seen.push(old);
+        }
+        assert_eq!(seen, (0..ADDS).collect::<Vec<_>>(), "fetch-add old values");
+        let old =
+            s.ep.compare_swap(&s.region, 8, s.peer_key, counter, ADDS, 7777, DEADLINE)
+                .expect("compare-swap");
+        assert_eq!(old, ADDS);
+        let old =
+            s.ep.compare_swap(&s.region, 8, s.peer_key, counter, 1, 9999, DEADLINE)
+                .expect("compare-swap");
+        assert_eq!(old, 7777, "a failed compare-swap returns the current value");
+    }
+    barrier(me, &[other], "atomics");
+    if me == "a" {
+        assert_eq!(s.buf[counter as usize / 8], 7777);
+    }
+}
+
+/// The peer dies: the next puts and quiet fail with retry-exceeded, naming the peer and the
+/// operation, within the connection's timing; the endpoint stays failed.
+#[test]
+fn peer_death_is_reported_with_peer_and_operation() {
+    match role().as_deref() {
+        None => run(
+            "peer_death_is_reported_with_peer_and_operation",
+            vec![Role::new("a", 1), Role::new("b", 2)],
+        ),
+        Some("a") => death_survivor(),
+        Some("b") => {
+            let _s = side("b", "a", 4096, Timing::default());
+            publish("b.pid", &std::process::id().to_string());
+            barrier("b", &["a"], "connected");
+            // SAFETY: _exit ends the process at once, as a crash would.
+            unsafe { libc::_exit(0) }
+        }
+        Some(r) => unexpected(r),
+    }
+}
+
+fn death_survivor() {
+    let timing = Timing {
+        timeout: 14,
+        retry_cnt: 2,
+        rnr_retry: 7,
+    };
+    let mut s = side("a", "b", 4096, timing);
+    let pid: u32 = fetch("b.pid").parse().unwrap();
+    barrier("a", &["b"], "connected");
+    let t0 = std::time::Instant::now();
+    while !process_gone(pid) {
+        assert!(t0.elapsed() < DEADLINE, "b did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t0 = std::time::Instant::now();
+    for i in 0..5u64 {
+        s.ep.put(&i.to_le_bytes(), None, s.peer_key, i * 8)
+            .expect("posting works");
+    }
+    let e = s.ep.quiet(DEADLINE).expect_err("quiet must fail");
+    let took = t0.elapsed();
+    match &e {
+        Error::Completion { peer, op, status } => {
+            assert_eq!(peer, "node b");
+            assert_eq!(*op, Op::Put);
+            assert!(status.contains("retry"), "{status}");
+        }
+        e => panic!("expected a completion error, got {e}"),
+    }
+    let msg = e.to_string();
+    assert!(msg.contains("node b") && msg.contains("put"), "{msg}");
+    assert!(took < Duration::from_secs(5), "reported after {took:?}");
+    assert!(
+        s.ep.put(b"x", None, s.peer_key, 0).is_err(),
+        "the endpoint stays failed"
+    );
+    println!("{msg} (after {took:?})");
+}
+
+/// Device, port and GID selection: the defaults find the first active port; a missing
+/// device, an inactive port and a missing GID are refused by name.
+#[test]
+fn selection_of_device_port_and_gid() {
+    match role().as_deref() {
+        None => run(
+            "selection_of_device_port_and_gid",
+            vec![
+                Role::new("only", 1)
+                    .with(verbs_emu::var::PORT, "3")
+                    .with(verbs_emu::var::GID, "fe80::1,fe80::2"),
+            ],
+        ),
+        Some("only") => {
+            let nic = Nic::open(&Selection::default()).expect("default selection");
+            let c = nic.caps();
+            assert_eq!((c.device.as_str(), c.port, c.lid), ("softverbs0", 3, 1));
+            let sel = |device: Option<&str>, port, gid_index| Selection {
+                device: device.map(str::to_owned),
+                port,
+                gid_index,
+            };
+            let nic = Nic::open(&sel(Some("softverbs0"), Some(3), 1)).expect("explicit");
+            assert_eq!(nic.caps().gid[15], 2, "GID index 1");
+            let err = |s: Selection| Nic::open(&s).err().expect("refused").to_string();
+            assert!(err(sel(Some("mlx5_9"), None, 0)).contains("no device named mlx5_9"));
+            assert!(err(sel(None, Some(1), 0)).contains("port 1 of softverbs0 is not active"));
+            assert!(err(sel(None, None, 3)).contains("GID index 3"));
+        }
+        Some(r) => unexpected(r),
+    }
+}
+
+#[test]
+fn records_round_trip_and_reject_garbage() {
+    let a = Address {
+        lid: 0x12,
+        gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7],
+        qpn: 0x10_2345,
+        psn: 0xab_cdef,
+    };
+    assert_eq!(Address::decode(&a.encode()).unwrap(), a);
+    let k = RemoteKey {
+        addr: 0x7fff_0000_1000,
+        len: 1 << 20,
+        rkey: 0x1234,
+    };
+    assert_eq!(RemoteKey::decode(&k.encode()).unwrap(), k);
+    for bad in [
+        "",
+        "1:2",
+        "zz:fe80000000000000000000000000000:1:2",
+        "1:2:3:4:5",
+    ] {
+        assert!(Address::decode(bad).is_err(), "{bad}");
+    }
+    for bad in ["", "1:2", "1:2:3:4", "1:2:100000000", "x:1:2"] {
+        assert!(RemoteKey::decode(bad).is_err(), "{bad}");
+    }
+}
