@@ -41,6 +41,20 @@ pub fn library_dir() -> &'static Path {
     Path::new(env!("SOFTVERBS_LIB_DIR"))
 }
 
+/// Whether the `libibverbs.so.1` loaded in this process is the software device (false when
+/// none is loaded). Hardware tests call it to refuse passing on the emulation.
+pub fn loaded_is_software() -> bool {
+    // SAFETY: RTLD_NOLOAD only looks up an already loaded library; dlsym on its handle
+    // reads its symbol table.
+    unsafe {
+        let h = libc::dlopen(
+            c"libibverbs.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        );
+        !h.is_null() && !libc::dlsym(h, c"softverbs_counters".as_ptr()).is_null()
+    }
+}
+
 /// The device's variables (read once, when the process first lists devices).
 pub mod var {
     /// Device name (default `softverbs0`).

@@ -721,16 +721,8 @@ fn hardware_loopback() {
     let name = std::env::var(HW_DEVICE).unwrap_or_else(|_| {
         panic!("{HW_DEVICE} must name the RDMA device to test (see ibv_devices)")
     });
-    // SAFETY: probing the already loaded libibverbs for a symbol only the software device has.
-    let soft = unsafe {
-        let h = libc::dlopen(
-            c"libibverbs.so.1".as_ptr(),
-            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
-        );
-        !h.is_null() && !libc::dlsym(h, c"softverbs_sizeof".as_ptr()).is_null()
-    };
     assert!(
-        !soft,
+        !verbs_emu::loaded_is_software(),
         "libibverbs.so.1 is the software device: unset LD_LIBRARY_PATH"
     );
     let mut buf = Buf::new(64 * 1024);

@@ -254,6 +254,62 @@ fn selection_of_device_port_and_gid() {
     }
 }
 
+/// The variable that selects the hardware test's device.
+const HW_DEVICE: &str = "GSAS_VERBS_TEST_DEVICE";
+
+/// Puts, a get and the atomics between two endpoints of one real HCA (through its port).
+/// Never passes without one: it fails when the variable is unset, when the device is
+/// missing or has no active port, and when the library loaded is the software device.
+#[test]
+#[ignore = "needs an RDMA device: GSAS_VERBS_TEST_DEVICE=<device> ... -- --ignored hardware_loopback"]
+fn hardware_loopback() {
+    let name = std::env::var(HW_DEVICE).unwrap_or_else(|_| {
+        panic!("{HW_DEVICE} must name the RDMA device to test (see ibv_devices)")
+    });
+    assert!(
+        !verbs_emu::loaded_is_software(),
+        "libibverbs.so.1 is the software device: unset LD_LIBRARY_PATH"
+    );
+    let sel = Selection {
+        device: Some(name),
+        port: None,
+        gid_index: std::env::var("GSAS_VERBS_TEST_GID_INDEX").map_or(0, |v| v.parse().unwrap()),
+    };
+    let nic = Nic::open(&sel).unwrap_or_else(|e| panic!("{e}"));
+    let mut buf = vec![0u64; BYTES / 8];
+    // SAFETY: `buf` outlives the region and every request (quiet before the end).
+    let region = unsafe { nic.register(buf.as_mut_ptr().cast(), BYTES) }.unwrap();
+    let mut a = nic.endpoint("loopback b", 64).unwrap();
+    let mut b = nic.endpoint("loopback a", 64).unwrap();
+    let (aa, ba) = (a.address(), b.address());
+    a.connect(&ba, Timing::default()).unwrap();
+    b.connect(&aa, Timing::default()).unwrap();
+    let key = region.remote_key();
+    for i in 0..1000u64 {
+        while let Err(e) = a.put(&i.to_le_bytes(), None, key, 8 * i) {
+            assert!(matches!(e, Error::WouldBlock), "{e}");
+            a.progress().unwrap();
+        }
+    }
+    a.quiet(DEADLINE).unwrap();
+    b.get(&region, 500_000, 8000, key, 0).unwrap();
+    b.quiet(DEADLINE).unwrap();
+    for i in 0..1000 {
+        assert_eq!((buf[i], buf[62_500 + i]), (i as u64, i as u64), "word {i}");
+    }
+    assert_eq!(
+        a.fetch_add(&region, 8 * 100_000, key, 8 * 100_001, 5, DEADLINE)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        a.compare_swap(&region, 8 * 100_000, key, 8 * 100_001, 5, 9, DEADLINE)
+            .unwrap(),
+        5
+    );
+    assert_eq!(buf[100_001], 9);
+}
+
 #[test]
 fn records_round_trip_and_reject_garbage() {
     let a = Address {
