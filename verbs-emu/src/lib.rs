@@ -41,6 +41,23 @@ pub fn library_dir() -> &'static Path {
     Path::new(env!("SOFTVERBS_LIB_DIR"))
 }
 
+/// The variable naming the RDMA device the hardware tests run on.
+pub const HW_DEVICE: &str = "GSAS_VERBS_TEST_DEVICE";
+
+/// The device a hardware test runs on, from [`HW_DEVICE`]. Panics when the variable is unset
+/// or when the `libibverbs.so.1` loaded is the software device, so that a hardware test never
+/// passes without hardware.
+pub fn hardware_device() -> String {
+    let name = std::env::var(HW_DEVICE).unwrap_or_else(|_| {
+        panic!("{HW_DEVICE} must name the RDMA device to test (see ibv_devices)")
+    });
+    assert!(
+        !loaded_is_software(),
+        "libibverbs.so.1 is the software device: unset LD_LIBRARY_PATH"
+    );
+    name
+}
+
 /// Whether the `libibverbs.so.1` loaded in this process is the software device (false when
 /// none is loaded). Hardware tests call it to refuse passing on the emulation.
 pub fn loaded_is_software() -> bool {

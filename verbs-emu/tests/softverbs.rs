@@ -709,22 +709,13 @@ fn layout_matches_the_binding() {
     }
 }
 
-/// The variable that selects the hardware test's device.
-const HW_DEVICE: &str = "GSAS_VERBS_TEST_DEVICE";
-
 /// WRITE, READ and the atomics between two queue pairs of one real HCA (loopback through
 /// its port). Never passes without one: it fails when the variable is unset, when the
 /// device is missing, or when the library loaded is the software device.
 #[test]
 #[ignore = "needs an RDMA device: GSAS_VERBS_TEST_DEVICE=<device> ... -- --ignored hardware_loopback"]
 fn hardware_loopback() {
-    let name = std::env::var(HW_DEVICE).unwrap_or_else(|_| {
-        panic!("{HW_DEVICE} must name the RDMA device to test (see ibv_devices)")
-    });
-    assert!(
-        !verbs_emu::loaded_is_software(),
-        "libibverbs.so.1 is the software device: unset LD_LIBRARY_PATH"
-    );
+    let name = verbs_emu::hardware_device();
     let mut buf = Buf::new(64 * 1024);
     let ctx = open_device(Some(&name));
     let pd = ctx.alloc_pd().unwrap();

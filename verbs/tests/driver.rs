@@ -254,22 +254,13 @@ fn selection_of_device_port_and_gid() {
     }
 }
 
-/// The variable that selects the hardware test's device.
-const HW_DEVICE: &str = "GSAS_VERBS_TEST_DEVICE";
-
 /// Puts, a get and the atomics between two endpoints of one real HCA (through its port).
 /// Never passes without one: it fails when the variable is unset, when the device is
 /// missing or has no active port, and when the library loaded is the software device.
 #[test]
 #[ignore = "needs an RDMA device: GSAS_VERBS_TEST_DEVICE=<device> ... -- --ignored hardware_loopback"]
 fn hardware_loopback() {
-    let name = std::env::var(HW_DEVICE).unwrap_or_else(|_| {
-        panic!("{HW_DEVICE} must name the RDMA device to test (see ibv_devices)")
-    });
-    assert!(
-        !verbs_emu::loaded_is_software(),
-        "libibverbs.so.1 is the software device: unset LD_LIBRARY_PATH"
-    );
+    let name = verbs_emu::hardware_device();
     let sel = Selection {
         device: Some(name),
         port: None,
