@@ -5,7 +5,9 @@
 //! ([`Nic::register`], [`Region`], [`RemoteKey`]), reliable-connected endpoints with the
 //! addresses a bootstrap exchanges ([`Endpoint`], [`Address`]), and on them one-sided RDMA
 //! WRITE (inline when small) and READ, NIC fetch-add and compare-swap, fences, selective
-//! signalling, back-pressure ([`Error::WouldBlock`]) and `quiet`. Setup goes through the
+//! signalling, back-pressure ([`Error::WouldBlock`]) and `quiet`; and the bootstrap that
+//! connects every pair of ranks through a key-value exchange such as PMI
+//! ([`mesh::connect_all`]). Setup goes through the
 //! `sideway` binding; posting and polling go through `rdma-mummy-sys` on the raw handles
 //! with work requests built on the stack (no allocation per operation).
 //!
@@ -33,6 +35,7 @@
 //! ```
 
 mod endpoint;
+pub mod mesh;
 mod nic;
 
 pub use endpoint::{Address, Endpoint, Op, Timing};

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use verbs::mesh::Exchange;
 use verbs::{Address, Endpoint, Error, Nic, Op, Region, RemoteKey, Selection, Timing};
 use verbs_emu::roles::{self, Role, barrier, fetch, process_gone, publish, role};
 
@@ -252,6 +253,109 @@ fn selection_of_device_port_and_gid() {
         }
         Some(r) => unexpected(r),
     }
+}
+
+/// The exchange of the tests: files in the run's directory, a fence is a barrier.
+struct Files {
+    me: u32,
+    n: u32,
+    fences: u32,
+}
+
+impl Exchange for Files {
+    fn put(&mut self, key: &str, value: &str) -> Result<(), String> {
+        publish(&format!("r{}.{key}", self.me), value);
+        Ok(())
+    }
+    fn fence(&mut self) -> Result<(), String> {
+        self.fences += 1;
+        let all: Vec<String> = (0..self.n).map(|r| format!("r{r}")).collect();
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        barrier(
+            &format!("r{}", self.me),
+            &all,
+            &format!("fence{}", self.fences),
+        );
+        Ok(())
+    }
+    fn get(&mut self, rank: u32, key: &str) -> Result<String, String> {
+        Ok(fetch(&format!("r{rank}.{key}")))
+    }
+}
+
+const RANKS: u32 = 4;
+
+/// Four ranks on two emulated nodes (two per node, like PEs): each connects over verbs to
+/// the two ranks of the other node only, through the key-value exchange; then every rank
+/// puts its number into each remote peer's memory and adds to rank 0's counter.
+#[test]
+fn mesh_connects_the_remote_ranks_of_a_job() {
+    match role().as_deref() {
+        None => run(
+            "mesh_connects_the_remote_ranks_of_a_job",
+            (0..RANKS)
+                .map(|r| Role::new(["r0", "r1", "r2", "r3"][r as usize], 1 + (r / 2) as u16))
+                .collect(),
+        ),
+        Some(r) if r.starts_with('r') => mesh_rank(r[1..].parse().unwrap()),
+        Some(r) => unexpected(r),
+    }
+}
+
+fn mesh_rank(me: u32) {
+    let node = |r: u32| r / 2;
+    let nic = Nic::open(&Selection::default()).expect("open");
+    let mut buf = vec![0u64; 64];
+    // SAFETY: `buf` outlives the region and every request (quiet and a fence before the end).
+    let region = unsafe { nic.register(buf.as_mut_ptr().cast(), 64 * 8) }.expect("register");
+    let mut ex = Files {
+        me,
+        n: RANKS,
+        fences: 0,
+    };
+    let remote = |r: u32| node(r) != node(me);
+    let name = |r: u32| format!("PE {r} on node {}", node(r));
+    let job = verbs::mesh::Job {
+        me,
+        n: RANKS,
+        remote: &remote,
+        name: &name,
+    };
+    let mut mesh = verbs::mesh::connect_all(&nic, &job, &[&region], 64, Timing::default(), &mut ex)
+        .expect("connect_all");
+    for r in 0..RANKS {
+        assert_eq!(
+            mesh.endpoints[r as usize].is_some(),
+            remote(r),
+            "endpoint to {r}"
+        );
+    }
+    for r in (0..RANKS).filter(|&r| remote(r)) {
+        let key = mesh.keys[r as usize][0];
+        let ep = mesh.endpoints[r as usize].as_mut().unwrap();
+        ep.put(
+            &u64::from(me + 100).to_le_bytes(),
+            None,
+            key,
+            8 * u64::from(me),
+        )
+        .expect("put");
+        ep.quiet(DEADLINE).expect("quiet");
+    }
+    if me >= 2 {
+        let key = mesh.keys[0][0];
+        let ep = mesh.endpoints[0].as_mut().unwrap();
+        ep.fetch_add(&region, 8 * 40, key, 8 * 32, 1 << me, DEADLINE)
+            .expect("fetch-add");
+    }
+    ex.fence().unwrap();
+    for r in (0..RANKS).filter(|&r| remote(r)) {
+        assert_eq!(buf[r as usize], u64::from(r + 100), "rank {r}'s put");
+    }
+    if me == 0 {
+        assert_eq!(buf[32], (1 << 2) + (1 << 3), "both remote ranks added once");
+    }
+    drop(mesh);
 }
 
 /// Puts, a get and the atomics between two endpoints of one real HCA (through its port).
