@@ -3,14 +3,17 @@
 //!
 //! Each rank creates one endpoint per remote peer, publishes one record per peer
 //! (`verbs-qp-<peer>`: the endpoint's [`Address`]) and one for its memory (`verbs-mr`: the
-//! [`RemoteKey`]s of its regions, in order), fences, reads what every peer published for
+//! [`RemoteKey`]s of its regions, in order, comma-separated), fences, reads what every peer published for
 //! it, connects, and fences again so that no request reaches a queue pair that is not
 //! ready yet. One record per peer keeps every value short (PMI-1 limits values to about
 //! a kilobyte).
 
 use crate::{Address, Endpoint, Error, Nic, Region, RemoteKey, Timing};
 
-/// A key-value exchange between the ranks of a job.
+/// A key-value exchange between the ranks of a job. Keys are per rank: an implementation
+/// over one flat key space (PMI-1, PMI-2) adds the rank to the key it stores (`key@rank`),
+/// one over PMIx reads the publishing rank's value. Keys are short printable ASCII without
+/// space, `=` or `#`; values are printable ASCII without space.
 pub trait Exchange {
     /// Publishes `value` under `key` for this rank.
     fn put(&mut self, key: &str, value: &str) -> Result<(), String>;
@@ -61,7 +64,7 @@ pub fn connect_all(
         endpoints[r as usize] = Some(ep);
     }
     let mr: Vec<String> = regions.iter().map(|g| g.remote_key().encode()).collect();
-    ex.put("verbs-mr", &mr.join(" "))
+    ex.put("verbs-mr", &mr.join(","))
         .map_err(|e| exchange("put", e))?;
     ex.fence().map_err(|e| exchange("fence", e))?;
     let mut keys = vec![Vec::new(); n as usize];
@@ -74,7 +77,8 @@ pub fn connect_all(
         ep.connect(&addr, timing)?;
         let mr = ex.get(r, "verbs-mr").map_err(|e| exchange("get", e))?;
         keys[r as usize] = mr
-            .split_whitespace()
+            .split(',')
+            .filter(|k| !k.is_empty())
             .map(RemoteKey::decode)
             .collect::<Result<_, _>>()?;
     }
