@@ -521,6 +521,61 @@ fn death_initiator() {
     println!("retry exceeded after {took:?} (at least {min:?})");
 }
 
+/// A dead link (the target's device sends nothing, fault `unreachable`): the initiator's
+/// WRITE reaches the target and lands, but no acknowledgement comes back, so it ends in
+/// retry-exceeded; a delayed link (`delay-us`) only slows things down.
+#[test]
+fn unreachable_and_delayed_links() {
+    match role().as_deref() {
+        None => run_roles(
+            "unreachable_and_delayed_links",
+            vec![
+                Role::new("target", 1).with(var::FAULTS, "unreachable"),
+                Role::new("initiator", 2).with(var::FAULTS, "delay-us=2000"),
+            ],
+            RUN,
+        ),
+        Some("target") => {
+            let buf = Buf::new(4096);
+            let ctx = open_device(None);
+            let pd = ctx.alloc_pd().unwrap();
+            let mr = register(&pd, &buf, all_access());
+            let mut ep = new_ep(&ctx, &pd);
+            let me = info(&ctx, &ep, Some(&mr), Some(&buf));
+            publish("target.ep", &me.encode());
+            connect(&mut ep, &Info::decode(&fetch("initiator.ep")), DEFAULT);
+            barrier("target", &["initiator"], "done");
+            assert_eq!(&buf.bytes()[..8], &pattern(5, 8)[..], "the request arrived");
+        }
+        Some("initiator") => {
+            let buf = Buf::new(4096);
+            let ctx = open_device(None);
+            let pd = ctx.alloc_pd().unwrap();
+            let mr = register(&pd, &buf, AccessFlags::LocalWrite);
+            let mut ep = new_ep(&ctx, &pd);
+            publish("initiator.ep", &info(&ctx, &ep, None, None).encode());
+            let peer = Info::decode(&fetch("target.ep"));
+            let mut p = DEFAULT;
+            p.retry_cnt = 1;
+            connect(&mut ep, &peer, p);
+            let t0 = Instant::now();
+            write_inline(&mut ep, 1, &pattern(5, 8), &peer, 0);
+            let w = wait_cq(&ep.cq, 1)[0];
+            assert_eq!(
+                (w.wr_id, w.status),
+                (1, St::RetryCounterExceededError as u32)
+            );
+            let took = t0.elapsed();
+            // Two attempts of 67 ms, each packet held 2 ms first.
+            assert!(took >= Duration::from_millis(2 * 67 + 4), "after {took:?}");
+            let [sent, ..] = counters();
+            assert_eq!(sent, 2, "the request and one retransmission");
+            barrier("initiator", &["target"], "done");
+        }
+        Some(r) => unexpected(r),
+    }
+}
+
 /// Lost packets both ways (fault injection): go-back-N retransmission recovers every
 /// WRITE, READ and atomic, and duplicates never execute twice.
 #[test]
