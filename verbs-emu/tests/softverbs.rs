@@ -551,7 +551,7 @@ fn unreachable_and_delayed_links() {
             let buf = Buf::new(4096);
             let ctx = open_device(None);
             let pd = ctx.alloc_pd().unwrap();
-            let mr = register(&pd, &buf, AccessFlags::LocalWrite);
+            let _mr = register(&pd, &buf, AccessFlags::LocalWrite);
             let mut ep = new_ep(&ctx, &pd);
             publish("initiator.ep", &info(&ctx, &ep, None, None).encode());
             let peer = Info::decode(&fetch("target.ep"));
