@@ -8,6 +8,13 @@ use verbs::{Address, Endpoint, Error, Nic, Op, Region, RemoteKey, Selection, Tim
 use verbs_emu::roles::{self, Role, barrier, fetch, process_gone, publish, role};
 
 const RUN: Duration = Duration::from_secs(120);
+/// 1.07 s per attempt, 8 attempts: a machine loaded by a parallel test run does not fail
+/// a connection (the peer-death test sets its own).
+const TIMING: Timing = Timing {
+    timeout: 18,
+    retry_cnt: 7,
+    rnr_retry: 7,
+};
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn run(test: &str, roles: Vec<Role>) {
@@ -85,7 +92,7 @@ fn puts_gets_and_atomics_between_two_nodes() {
 
 fn rma_side(me: &str) {
     let other = if me == "a" { "b" } else { "a" };
-    let mut s = side(me, other, BYTES, Timing::default());
+    let mut s = side(me, other, BYTES, TIMING);
     barrier(me, &[other], "connected");
     if me == "a" {
         // 2000 inline puts of 8 bytes through a queue of 64: WouldBlock is back-pressure.
@@ -321,8 +328,8 @@ fn mesh_rank(me: u32) {
         remote: &remote,
         name: &name,
     };
-    let mut mesh = verbs::mesh::connect_all(&nic, &job, &[&region], 64, Timing::default(), &mut ex)
-        .expect("connect_all");
+    let mut mesh =
+        verbs::mesh::connect_all(&nic, &job, &[&region], 64, TIMING, &mut ex).expect("connect_all");
     for r in 0..RANKS {
         assert_eq!(
             mesh.endpoints[r as usize].is_some(),
