@@ -496,7 +496,31 @@ pub const NODE_TRANSPORT: KeySpec = KeySpec {
     name: "transport",
     kind: ValueKind::Choice(&["udp", "exanet", "shm", "verbs"]),
     default: DefaultValue::Str(DEFAULT_TRANSPORT),
-    doc: "How other nodes reach this node's service; `shm` only in a single-node cluster.",
+    doc: "How other nodes reach this node's service; `shm` only in a single-node cluster; `verbs` parses but the runtime refuses it until the verbs transport exists ([`verbs.md`](verbs.md)).",
+};
+/// `nodes[].verbs_device`.
+pub const NODE_VERBS_DEVICE: KeySpec = KeySpec {
+    section: Section::Node,
+    name: "verbs_device",
+    kind: ValueKind::Str,
+    default: DefaultValue::Derived("the first RDMA device with an active port"),
+    doc: "`verbs` nodes: the RDMA device, as `ibv_devices` names it (`mlx5_0`).",
+};
+/// `nodes[].verbs_port`.
+pub const NODE_VERBS_PORT: KeySpec = KeySpec {
+    section: Section::Node,
+    name: "verbs_port",
+    kind: ValueKind::Int { min: 1, max: 255 },
+    default: DefaultValue::Derived("the device's first active port"),
+    doc: "`verbs` nodes: the device port.",
+};
+/// `nodes[].verbs_gid_index`.
+pub const NODE_VERBS_GID_INDEX: KeySpec = KeySpec {
+    section: Section::Node,
+    name: "verbs_gid_index",
+    kind: ValueKind::Int { min: 0, max: 255 },
+    default: DefaultValue::Int(0),
+    doc: "`verbs` nodes: the source GID index; on RoCE the index of a RoCEv2 GID (`show_gids`).",
 };
 /// `nodes[].board`.
 pub const NODE_BOARD: KeySpec = KeySpec {
@@ -569,6 +593,9 @@ pub static KEYS: &[KeySpec] = &[
     NODE_USER_MEMORY,
     NODE_MAX_PEERS,
     NODE_TRANSPORT,
+    NODE_VERBS_DEVICE,
+    NODE_VERBS_PORT,
+    NODE_VERBS_GID_INDEX,
     NODE_BOARD,
     BOARD_ID,
     BOARD_NAME,

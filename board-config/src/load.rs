@@ -776,6 +776,11 @@ impl<'s> Loader<'s> {
                 )
             })?;
         }
+        node.verbs_device = self.string(t, &keys::NODE_VERBS_DEVICE)?;
+        node.verbs_port = self.int(t, &keys::NODE_VERBS_PORT)?;
+        if let Some(index) = self.int(t, &keys::NODE_VERBS_GID_INDEX)? {
+            node.verbs_gid_index = index;
+        }
         node.board = self.int(t, &keys::NODE_BOARD)?;
         Ok(node)
     }

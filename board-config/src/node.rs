@@ -125,6 +125,12 @@ pub struct Node {
     pub max_peers: u32,
     /// How other nodes reach this one.
     pub transport: Transport,
+    /// `verbs`: the RDMA device; `None`: the first with an active port.
+    pub verbs_device: Option<String>,
+    /// `verbs`: the device port; `None`: its first active port.
+    pub verbs_port: Option<u8>,
+    /// `verbs`: the source GID index.
+    pub verbs_gid_index: u8,
     /// Id of the board the node sits on, if any.
     pub board: Option<u16>,
 }
@@ -151,6 +157,9 @@ impl Node {
             user_memory: None,
             max_peers: crate::keys::DEFAULT_MAX_PEERS,
             transport: Transport::Udp,
+            verbs_device: None,
+            verbs_port: None,
+            verbs_gid_index: 0,
             board: None,
         }
     }

@@ -238,6 +238,9 @@ job_memory = "256m"
 user_memory = "512m"
 max_peers = 64
 transport = "verbs"
+verbs_device = "mlx5_1"
+verbs_port = 2
+verbs_gid_index = 3
 board = 9
 
 [[nodes]]
@@ -273,6 +276,10 @@ nodes = [20000]
         (Some(256 << 20), Some(512 << 20), 64)
     );
     assert_eq!((n.transport, n.board), (Transport::Verbs, Some(9)));
+    assert_eq!(
+        (n.verbs_device.as_deref(), n.verbs_port, n.verbs_gid_index),
+        (Some("mlx5_1"), Some(2), 3)
+    );
     let b = c.board(9).unwrap();
     assert_eq!(
         (b.name.as_str(), b.kind, b.nodes.as_slice()),
@@ -291,6 +298,10 @@ nodes = [20000]
     assert_eq!((m.job_memory, m.user_memory), (None, None));
     assert_eq!(m.max_peers, keys::DEFAULT_MAX_PEERS);
     assert_eq!(m.transport, Transport::Udp);
+    assert_eq!(
+        (m.verbs_device.as_deref(), m.verbs_port, m.verbs_gid_index),
+        (None, None, 0)
+    );
 
     // Every key of the table appears in the text above.
     for k in keys::KEYS {
