@@ -97,6 +97,8 @@ const PULL_CHANNEL: usize = 0;
 const DESC_TAG: u16 = 0x8000;
 /// Driver tag of a `BULK_RELEASE`: `0x4000 | released slot`.
 const RELEASE_TAG: u16 = 0x4000;
+/// Driver tag of a message sent with [`ExanetTransport::send_until`].
+const UNTIL_TAG: u16 = 0x2000;
 /// Transmissions of one release before it is given up (each one is itself retried by the
 /// driver on `RING_FULL`).
 const RELEASE_ATTEMPTS: u8 = 8;
@@ -280,6 +282,8 @@ pub struct ExanetTransport<R: RegIo, G: Registrar> {
     sent_releases: HashMap<(Dest, u8), Release>,
     failures: VecDeque<TxFailure>,
     new_failure: bool,
+    /// Messages of `send_until` that were not delivered by their deadline.
+    lost: VecDeque<TxFailure>,
     notifications: VecDeque<crate::driver::Notification>,
     done: Vec<RdmaCompletion>,
     untaken: [u32; RDMA_CHANNELS],
@@ -350,6 +354,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
             sent_releases: HashMap::new(),
             failures: VecDeque::new(),
             new_failure: false,
+            lost: VecDeque::new(),
             notifications: VecDeque::new(),
             done: Vec::new(),
             untaken: [0; RDMA_CHANNELS],
@@ -390,12 +395,86 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
     pub fn work_pending(&self) -> bool {
         !self.pulls.is_empty()
             || !self.releases.is_empty()
+            || self.ep.retries_pending() > 0
             || self.rx.iter().any(|s| matches!(s, RxSlot::Pulling { .. }))
     }
 
     /// Next undeliverable message or unresponsive peer, if any.
     pub fn take_failure(&mut self) -> Option<TxFailure> {
         self.failures.pop_front()
+    }
+
+    /// Sends a small packet (1..=64 bytes) as one mailbox message that the driver resends
+    /// after `RING_FULL` and after the NI's ack timeout (`UNREACHABLE`) until `until`
+    /// ([`Endpoint::try_send_until`]). One that is still not delivered then is reported
+    /// through [`take_lost`](Self::take_lost), whatever the [`FailurePolicy`]. A message
+    /// whose acknowledgement was lost arrives twice: this is for a layer above that
+    /// numbers its messages and discards duplicates (the runtime's PIO path).
+    pub fn send_until<T, F>(
+        &mut self,
+        peer: ExanetPeer,
+        len: usize,
+        until: Instant,
+        fill: F,
+    ) -> Result<T, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> T,
+    {
+        if len > 64 {
+            return Err(TransportError::TooLarge);
+        }
+        self.send_small(peer, len, Some(until), fill)
+    }
+
+    /// Mailbox messages posted whose final status is not known yet, plus queued resends.
+    pub fn tx_pending(&self) -> usize {
+        self.ep.tx_pending()
+    }
+
+    /// Next message of [`send_until`](Self::send_until) given up at its deadline, if any.
+    pub fn take_lost(&mut self) -> Option<TxFailure> {
+        self.lost.pop_front()
+    }
+
+    /// One mailbox message (`len` 1..=64), resent until `until` when given.
+    #[inline]
+    fn send_small<T, F>(
+        &mut self,
+        peer: ExanetPeer,
+        len: usize,
+        until: Option<Instant>,
+        fill: F,
+    ) -> Result<T, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> T,
+    {
+        if len == 0
+            || peer.coord > crate::regs::COORD_MASK
+            || u32::from(peer.ep) > crate::regs::MAX_EP
+        {
+            return Err(TransportError::Failed(libc::EINVAL));
+        }
+        if !self.ep.can_send() {
+            self.pump();
+            if !self.ep.can_send() {
+                return Err(TransportError::WouldBlock);
+            }
+        }
+        let mut buf = [0u8; 64];
+        let out = fill(&mut buf[..len]);
+        if buf[0] >= RESERVED_FIRST {
+            return Err(TransportError::Failed(libc::EINVAL));
+        }
+        let data = &buf[..len];
+        let sent = match until {
+            None => self.ep.try_send(peer, data, 0),
+            Some(u) => self
+                .ep
+                .try_send_until(peer, len, UNTIL_TAG, u, |b| b.copy_from_slice(data)),
+        };
+        sent.map_err(|_| TransportError::WouldBlock)?;
+        self.stats.small_sent += 1;
+        Ok(out)
     }
 
     /// Next RDMA notification received (`NOTIFY_REMOTE` from a peer's write into our
@@ -511,6 +590,9 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                     f.dest
                 );
             }
+        } else if f.tag == UNTIL_TAG {
+            self.stats.failures += 1;
+            self.lost.push_back(f);
         } else {
             self.fail(f);
         }
@@ -902,6 +984,9 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
         if len > self.cfg.mtu {
             return Err(TransportError::TooLarge);
         }
+        if len <= 64 {
+            return self.send_small(peer, len, None, fill);
+        }
         if len == 0
             || peer.coord > crate::regs::COORD_MASK
             || u32::from(peer.ep) > crate::regs::MAX_EP
@@ -913,18 +998,6 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
             if !self.ep.can_send() {
                 return Err(TransportError::WouldBlock);
             }
-        }
-        if len <= 64 {
-            let mut buf = [0u8; 64];
-            let out = fill(&mut buf[..len]);
-            if buf[0] >= RESERVED_FIRST {
-                return Err(TransportError::Failed(libc::EINVAL));
-            }
-            self.ep
-                .try_send(peer, &buf[..len], 0)
-                .map_err(|_| TransportError::WouldBlock)?;
-            self.stats.small_sent += 1;
-            return Ok(out);
         }
         let slot = match self.tx.iter().position(|s| !s.busy) {
             Some(slot) => slot,

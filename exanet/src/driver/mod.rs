@@ -12,7 +12,10 @@
 //!   ([`DriverConfig::backoff_min`] doubling up to `backoff_max`) up to
 //!   [`DriverConfig::max_attempts`]; other reasons (PDID mismatch, no such endpoint,
 //!   unreachable) and exhausted retries become a [`TxFailure`] naming the destination,
-//!   collected by [`Endpoint::take_failure`]. `TX_NACK_SEEN` is written with `TX_NACKS`.
+//!   collected by [`Endpoint::take_failure`]. A message sent with
+//!   [`Endpoint::try_send_until`] is resent instead until its deadline after `RING_FULL`
+//!   and after `UNREACHABLE` (the NI's ack timeout: the message or its ack was lost; it
+//!   may have arrived, so its receiver must discard duplicates). `TX_NACK_SEEN` is written with `TX_NACKS`.
 //!   A TX slot is reused only after its status was read (`TX_TAIL - TX_DONE < 16`), so
 //!   no status is ever overwritten unread.
 //! * **mailbox receive** (section 4): see [`rx`].
@@ -122,6 +125,8 @@ struct Shadow {
     attempts: u32,
     no_ack: bool,
     live: bool,
+    /// Resend after `RING_FULL` and `UNREACHABLE` until then ([`Endpoint::try_send_until`]).
+    until: Option<Instant>,
 }
 
 impl Shadow {
@@ -133,6 +138,7 @@ impl Shadow {
         attempts: 0,
         no_ack: false,
         live: false,
+        until: None,
     };
 }
 
@@ -300,6 +306,35 @@ impl<R: RegIo> Endpoint<R> {
         no_ack: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<u32, SendError> {
+        self.try_send_inner(dest, len, tag, no_ack, None, fill)
+    }
+
+    /// As [`try_send_with`](Self::try_send_with) for a message that is resent after a
+    /// `RING_FULL` or `UNREACHABLE` NACK until `until` (then it fails with the last
+    /// reason). `UNREACHABLE` is the NI's ack timeout: the message may have arrived (only
+    /// its ack was lost), so the receiver must discard duplicates.
+    #[inline]
+    pub fn try_send_until(
+        &mut self,
+        dest: Dest,
+        len: usize,
+        tag: u16,
+        until: Instant,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<u32, SendError> {
+        self.try_send_inner(dest, len, tag, false, Some(until), fill)
+    }
+
+    #[inline]
+    fn try_send_inner(
+        &mut self,
+        dest: Dest,
+        len: usize,
+        tag: u16,
+        no_ack: bool,
+        until: Option<Instant>,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<u32, SendError> {
         if !(1..=64).contains(&len) {
             return Err(SendError::BadLength(len));
         }
@@ -317,6 +352,7 @@ impl<R: RegIo> Endpoint<R> {
             attempts: 1,
             no_ack,
             live: true,
+            until,
             ..Shadow::EMPTY
         };
         fill(&mut shadow.data[..len]);
@@ -429,8 +465,20 @@ impl<R: RegIo> Endpoint<R> {
                 tx_status::NACKED => {
                     self.stats.nacked += 1;
                     let reason = (w2 >> txd::REASON_SHIFT) as u8;
-                    if reason == nack::RING_FULL && shadow.attempts < self.cfg.max_attempts {
-                        let due = Instant::now() + self.backoff(shadow.attempts);
+                    let now = Instant::now();
+                    let persists = shadow.until.is_some_and(|u| now < u);
+                    let retry = match reason {
+                        nack::RING_FULL => shadow.attempts < self.cfg.max_attempts || persists,
+                        nack::UNREACHABLE => persists,
+                        _ => false,
+                    };
+                    if retry {
+                        // After an ack timeout the wait is behind us: resend at once.
+                        let due = if reason == nack::UNREACHABLE {
+                            now
+                        } else {
+                            now + self.backoff(shadow.attempts.min(self.cfg.max_attempts))
+                        };
                         // Keep the queue sorted by due time (backoffs differ per message).
                         let at = self
                             .retries
@@ -459,6 +507,12 @@ impl<R: RegIo> Endpoint<R> {
             self.io.release_counter(off::TX_NACK_SEEN, nacks);
         }
         reaped
+    }
+
+    /// NACKed messages waiting for their resend (no interrupt announces when one is due:
+    /// an owner that sleeps on the interrupt line keeps polling while there are any).
+    pub fn retries_pending(&self) -> usize {
+        self.retries.len()
     }
 
     /// Waits (bounded) until every posted message has a final status and no resend is
