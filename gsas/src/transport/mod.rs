@@ -41,5 +41,6 @@
 pub mod conformance;
 pub mod exanet;
 pub mod net;
+pub mod pio;
 pub mod shmring;
 pub mod udp;
