@@ -97,8 +97,8 @@ const PULL_CHANNEL: usize = 0;
 const DESC_TAG: u16 = 0x8000;
 /// Driver tag of a `BULK_RELEASE`: `0x4000 | released slot`.
 const RELEASE_TAG: u16 = 0x4000;
-/// Driver tag of a message sent with [`ExanetTransport::send_until`].
-const UNTIL_TAG: u16 = 0x2000;
+/// Driver tag of a message sent with [`ExanetTransport::send_persistent`].
+const PERSIST_TAG: u16 = 0x2000;
 /// Transmissions of one release before it is given up (each one is itself retried by the
 /// driver on `RING_FULL`).
 const RELEASE_ATTEMPTS: u8 = 8;
@@ -282,7 +282,7 @@ pub struct ExanetTransport<R: RegIo, G: Registrar> {
     sent_releases: HashMap<(Dest, u8), Release>,
     failures: VecDeque<TxFailure>,
     new_failure: bool,
-    /// Messages of `send_until` that were not delivered by their deadline.
+    /// Messages of `send_persistent` that were not delivered by their deadline.
     lost: VecDeque<TxFailure>,
     notifications: VecDeque<crate::driver::Notification>,
     done: Vec<RdmaCompletion>,
@@ -405,16 +405,17 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
     }
 
     /// Sends a small packet (1..=64 bytes) as one mailbox message that the driver resends
-    /// after `RING_FULL` and after the NI's ack timeout (`UNREACHABLE`) until `until`
-    /// ([`Endpoint::try_send_until`]). One that is still not delivered then is reported
+    /// after `RING_FULL` and after the NI's ack timeout (`UNREACHABLE`) for `deadline`
+    /// after its first refusal ([`Endpoint::try_send_persistent`]). One that is still not
+    /// delivered then is reported
     /// through [`take_lost`](Self::take_lost), whatever the [`FailurePolicy`]. A message
     /// whose acknowledgement was lost arrives twice: this is for a layer above that
     /// numbers its messages and discards duplicates (the runtime's PIO path).
-    pub fn send_until<T, F>(
+    pub fn send_persistent<T, F>(
         &mut self,
         peer: ExanetPeer,
         len: usize,
-        until: Instant,
+        deadline: Duration,
         fill: F,
     ) -> Result<T, TransportError>
     where
@@ -423,7 +424,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         if len > 64 {
             return Err(TransportError::TooLarge);
         }
-        self.send_small(peer, len, Some(until), fill)
+        self.send_small(peer, len, Some(deadline), fill)
     }
 
     /// Mailbox messages posted whose final status is not known yet, plus queued resends.
@@ -431,18 +432,19 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         self.ep.tx_pending()
     }
 
-    /// Next message of [`send_until`](Self::send_until) given up at its deadline, if any.
+    /// Next message of [`send_persistent`](Self::send_persistent) given up at its
+    /// deadline, if any.
     pub fn take_lost(&mut self) -> Option<TxFailure> {
         self.lost.pop_front()
     }
 
-    /// One mailbox message (`len` 1..=64), resent until `until` when given.
+    /// One mailbox message (`len` 1..=64), persistent for `deadline` when given.
     #[inline]
     fn send_small<T, F>(
         &mut self,
         peer: ExanetPeer,
         len: usize,
-        until: Option<Instant>,
+        deadline: Option<Duration>,
         fill: F,
     ) -> Result<T, TransportError>
     where
@@ -466,11 +468,11 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
             return Err(TransportError::Failed(libc::EINVAL));
         }
         let data = &buf[..len];
-        let sent = match until {
+        let sent = match deadline {
             None => self.ep.try_send(peer, data, 0),
-            Some(u) => self
+            Some(d) => self
                 .ep
-                .try_send_until(peer, len, UNTIL_TAG, u, |b| b.copy_from_slice(data)),
+                .try_send_persistent(peer, len, PERSIST_TAG, d, |b| b.copy_from_slice(data)),
         };
         sent.map_err(|_| TransportError::WouldBlock)?;
         self.stats.small_sent += 1;
@@ -590,7 +592,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                     f.dest
                 );
             }
-        } else if f.tag == UNTIL_TAG {
+        } else if f.tag == PERSIST_TAG {
             self.stats.failures += 1;
             self.lost.push_back(f);
         } else {

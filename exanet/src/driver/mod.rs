@@ -13,9 +13,10 @@
 //!   [`DriverConfig::max_attempts`]; other reasons (PDID mismatch, no such endpoint,
 //!   unreachable) and exhausted retries become a [`TxFailure`] naming the destination,
 //!   collected by [`Endpoint::take_failure`]. A message sent with
-//!   [`Endpoint::try_send_until`] is resent instead until its deadline after `RING_FULL`
-//!   and after `UNREACHABLE` (the NI's ack timeout: the message or its ack was lost; it
-//!   may have arrived, so its receiver must discard duplicates). `TX_NACK_SEEN` is written with `TX_NACKS`.
+//!   [`Endpoint::try_send_persistent`] is resent instead after `RING_FULL` and after
+//!   `UNREACHABLE` (the NI's ack timeout: the message or its ack was lost; it may have
+//!   arrived, so its receiver must discard duplicates) until a deadline after its first
+//!   refusal. `TX_NACK_SEEN` is written with `TX_NACKS`.
 //!   A TX slot is reused only after its status was read (`TX_TAIL - TX_DONE < 16`), so
 //!   no status is ever overwritten unread.
 //! * **mailbox receive** (section 4): see [`rx`].
@@ -125,8 +126,19 @@ struct Shadow {
     attempts: u32,
     no_ack: bool,
     live: bool,
-    /// Resend after `RING_FULL` and `UNREACHABLE` until then ([`Endpoint::try_send_until`]).
-    until: Option<Instant>,
+    /// Resend after `RING_FULL` and `UNREACHABLE` ([`Endpoint::try_send_persistent`]).
+    persist: Persist,
+}
+
+/// How long a message is resent after `RING_FULL` and `UNREACHABLE`.
+#[derive(Clone, Copy, Debug)]
+enum Persist {
+    /// Not (the default: `RING_FULL` up to `max_attempts`, nothing else).
+    No,
+    /// For this long after its first refusal (no clock is read while all goes well).
+    For(Duration),
+    /// Until then.
+    Until(Instant),
 }
 
 impl Shadow {
@@ -138,7 +150,7 @@ impl Shadow {
         attempts: 0,
         no_ack: false,
         live: false,
-        until: None,
+        persist: Persist::No,
     };
 }
 
@@ -306,23 +318,23 @@ impl<R: RegIo> Endpoint<R> {
         no_ack: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<u32, SendError> {
-        self.try_send_inner(dest, len, tag, no_ack, None, fill)
+        self.try_send_inner(dest, len, tag, no_ack, Persist::No, fill)
     }
 
     /// As [`try_send_with`](Self::try_send_with) for a message that is resent after a
-    /// `RING_FULL` or `UNREACHABLE` NACK until `until` (then it fails with the last
-    /// reason). `UNREACHABLE` is the NI's ack timeout: the message may have arrived (only
-    /// its ack was lost), so the receiver must discard duplicates.
+    /// `RING_FULL` or `UNREACHABLE` NACK for `deadline` after its first refusal (then it
+    /// fails with the last reason). `UNREACHABLE` is the NI's ack timeout: the message may
+    /// have arrived (only its ack was lost), so the receiver must discard duplicates.
     #[inline]
-    pub fn try_send_until(
+    pub fn try_send_persistent(
         &mut self,
         dest: Dest,
         len: usize,
         tag: u16,
-        until: Instant,
+        deadline: Duration,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<u32, SendError> {
-        self.try_send_inner(dest, len, tag, false, Some(until), fill)
+        self.try_send_inner(dest, len, tag, false, Persist::For(deadline), fill)
     }
 
     #[inline]
@@ -332,7 +344,7 @@ impl<R: RegIo> Endpoint<R> {
         len: usize,
         tag: u16,
         no_ack: bool,
-        until: Option<Instant>,
+        persist: Persist,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<u32, SendError> {
         if !(1..=64).contains(&len) {
@@ -352,7 +364,7 @@ impl<R: RegIo> Endpoint<R> {
             attempts: 1,
             no_ack,
             live: true,
-            until,
+            persist,
             ..Shadow::EMPTY
         };
         fill(&mut shadow.data[..len]);
@@ -455,7 +467,7 @@ impl<R: RegIo> Endpoint<R> {
             let seq = self.io.read32(Map::Pktz, off::tx_desc(j, 3));
             let w2 = self.io.read32(Map::Pktz, off::tx_desc(j, 2));
             debug_assert_eq!(seq, index, "TX status write-back out of order");
-            let shadow = std::mem::replace(&mut self.shadows[j], Shadow::EMPTY);
+            let mut shadow = std::mem::replace(&mut self.shadows[j], Shadow::EMPTY);
             self.tx_done = index.wrapping_add(1);
             reaped += 1;
             if !shadow.live {
@@ -466,7 +478,10 @@ impl<R: RegIo> Endpoint<R> {
                     self.stats.nacked += 1;
                     let reason = (w2 >> txd::REASON_SHIFT) as u8;
                     let now = Instant::now();
-                    let persists = shadow.until.is_some_and(|u| now < u);
+                    if let Persist::For(d) = shadow.persist {
+                        shadow.persist = Persist::Until(now + d);
+                    }
+                    let persists = matches!(shadow.persist, Persist::Until(u) if now < u);
                     let retry = match reason {
                         nack::RING_FULL => shadow.attempts < self.cfg.max_attempts || persists,
                         nack::UNREACHABLE => persists,

@@ -420,14 +420,13 @@ impl Pio for ExanetLink {
     where
         F: FnOnce(&mut [u8]) -> R,
     {
-        let until = std::time::Instant::now() + deadline;
         let tx = &mut self.pio_tx;
         let with_header = move |buf: &mut [u8]| {
             let (head, body) = buf.split_at_mut(pio::HEADER_LEN);
             tx.header(peer.dest, peer.key, head);
             fill(body)
         };
-        with_inner!(&mut self.inner, t => t.send_until(peer.dest, pio::HEADER_LEN + len, until, with_header))
+        with_inner!(&mut self.inner, t => t.send_persistent(peer.dest, pio::HEADER_LEN + len, deadline, with_header))
     }
 
     #[inline]

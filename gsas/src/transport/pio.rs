@@ -8,7 +8,7 @@
 //! means its ack timeout passed: the message *or its ack* was lost, so it may have
 //! arrived. So of the reliability layer's work only two things are left for small
 //! packets: resending after a NACK or a timeout until a deadline (the driver does it,
-//! `Endpoint::try_send_until`), and discarding the second copy that a resend after a lost
+//! `Endpoint::try_send_persistent`), and discarding the second copy that a resend after a lost
 //! ack delivers. For that every PIO message carries a 16-byte header in place of the
 //! 16-byte job-key header of the reliability frames, with the same magic position and the
 //! key at the same offset:
@@ -42,6 +42,7 @@
 //! Thread-safety: plain single-owner values.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use exanet::Dest;
@@ -55,11 +56,41 @@ pub const HEADER_LEN: usize = 16;
 pub const MAX_PACKET: usize = 64 - HEADER_LEN;
 /// Sequence numbers a receiver remembers per source endpoint.
 const WINDOW: u16 = 1024;
-/// A source silent this long may be forgotten, and its next incarnation is accepted
-/// whatever its value (incarnations wrap after about 70 minutes).
+/// An incarnation older than the current one of its source is a straggler of an ended
+/// process only while the current one is younger than this; later it is a new process
+/// (incarnations wrap after about 70 minutes).
 const QUIET: Duration = Duration::from_secs(10);
 /// Source endpoints remembered before the one silent longest is forgotten.
 const MAX_STREAMS: usize = 4096;
+
+/// The hash of an endpoint address for the per-endpoint maps: its 42 bits folded by a
+/// multiplication (std's SipHash costs more than the rest of a PIO send; the keys are NI
+/// stamped endpoint addresses, not attacker-chosen strings).
+#[derive(Default)]
+pub struct DestHash(u64);
+
+impl Hasher for DestHash {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0 << 8 | u64::from(b);
+        }
+    }
+
+    fn write_u16(&mut self, v: u16) {
+        self.0 = self.0 << 16 | u64::from(v);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.0 = self.0 << 32 | u64::from(v);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+/// A map keyed by endpoint address.
+type DestMap<V> = HashMap<Dest, V, BuildHasherDefault<DestHash>>;
 
 /// The transport hooks of the PIO path; the defaults are a transport without one.
 pub trait Pio: Transport {
@@ -69,7 +100,8 @@ pub trait Pio: Transport {
         false
     }
 
-    /// Sends a packet by PIO, resent by the NI driver until `deadline` from now.
+    /// Sends a packet by PIO, resent by the NI driver for `deadline` after its first
+    /// refusal.
     fn pio_send<R, F>(
         &mut self,
         _peer: Self::Peer,
@@ -121,7 +153,7 @@ pub fn fresh_incarnation() -> u32 {
 #[derive(Debug)]
 pub struct PioTx {
     incarnation: u32,
-    streams: HashMap<Dest, (u16, u64)>,
+    streams: DestMap<(u16, u64)>,
 }
 
 impl PioTx {
@@ -129,7 +161,7 @@ impl PioTx {
     pub fn new(incarnation: u32) -> PioTx {
         PioTx {
             incarnation,
-            streams: HashMap::new(),
+            streams: DestMap::default(),
         }
     }
 
@@ -159,16 +191,20 @@ struct Stream {
     next: u16,
     /// Bit `x % WINDOW`: number `x` in `next..next + WINDOW` was seen.
     seen: [u64; WINDOW as usize / 64],
-    last: Instant,
+    /// When this incarnation was first heard.
+    since: Instant,
+    /// The receiver's message count when this source was last heard.
+    last: u64,
 }
 
 impl Stream {
-    fn new(incarnation: u32, first: u16, now: Instant) -> Stream {
+    fn new(incarnation: u32, first: u16, last: u64) -> Stream {
         Stream {
             incarnation,
             next: first.wrapping_sub(WINDOW / 2),
             seen: [0; WINDOW as usize / 64],
-            last: now,
+            since: Instant::now(),
+            last,
         }
     }
 
@@ -212,7 +248,9 @@ impl Stream {
 /// The receiving side: duplicate suppression per source endpoint (see the module docs).
 #[derive(Debug, Default)]
 pub struct PioRx {
-    streams: HashMap<Dest, Stream>,
+    streams: DestMap<Stream>,
+    /// Messages received (the clock of `Stream::last`).
+    count: u64,
     /// Messages dropped as duplicates or stragglers of an older incarnation.
     pub dropped: u64,
 }
@@ -228,23 +266,24 @@ impl PioRx {
         let seq = u16::from_le_bytes([msg[2], msg[3]]);
         let inc = u32::from_le_bytes(msg[4..8].try_into().expect("4 bytes"));
         let key = u64::from_le_bytes(msg[8..16].try_into().expect("8 bytes"));
-        let now = Instant::now();
-        if !self.streams.contains_key(&src) && self.streams.len() >= MAX_STREAMS {
+        self.count += 1;
+        let count = self.count;
+        if self.streams.len() >= MAX_STREAMS && !self.streams.contains_key(&src) {
             self.forget_one();
         }
         let s = self
             .streams
             .entry(src)
-            .or_insert_with(|| Stream::new(inc, seq, now));
+            .or_insert_with(|| Stream::new(inc, seq, count));
         if s.incarnation != inc {
             let newer = (inc.wrapping_sub(s.incarnation) as i32) > 0;
-            if !newer && now.duration_since(s.last) < QUIET {
+            if !newer && s.since.elapsed() < QUIET {
                 self.dropped += 1;
                 return None;
             }
-            *s = Stream::new(inc, seq, now);
+            *s = Stream::new(inc, seq, count);
         }
-        s.last = now;
+        s.last = count;
         if s.accept(seq) {
             Some(key)
         } else {
@@ -314,5 +353,231 @@ mod tests {
         assert_eq!(rx.accept(A, &msg(1, 6, 2)), Some(2));
         assert_eq!(rx.accept(A, &msg(2, 6, 2)), Some(2));
         assert_eq!(rx.accept(A, &[0u8; 15]), None, "too short");
+    }
+
+    /// The runtime's stack over the emulator (in process): the reliability layer the
+    /// services and PEs use, over an Exanet endpoint of node 0 and one of node 1.
+    mod over_the_emulator {
+        use std::collections::HashSet;
+        use std::time::{Duration, Instant};
+
+        use exanet::emu::{EmuConfig, EmuStats, Emulator};
+        use exanet::node_coord;
+        use gsas_core::reliable::PeerEvent;
+        use gsas_core::transport::{Transport, TransportError};
+
+        use crate::service::net::{OwnedReliable, reliable_config};
+        use crate::transport::exanet::ExanetSite;
+        use crate::transport::net::{NetAddr, NetPeer, NetTransport};
+
+        type Layer = OwnedReliable<NetTransport, 8>;
+        const KEY: u64 = 0x5EED;
+
+        fn layer(root: &std::path::Path, node: usize, deadline: Duration) -> Layer {
+            let site = ExanetSite::emulated(root, node_coord(node)).unwrap();
+            let (link, _) = site.open(1, 8192, false).unwrap();
+            let net = NetTransport::Exanet {
+                link: Box::new(link),
+                udp: None,
+            };
+            OwnedReliable::new(net, reliable_config(deadline), 4, 16).unwrap()
+        }
+
+        fn peer_of(l: &Layer) -> NetPeer {
+            NetPeer {
+                addr: l.inner().local_addr(),
+                key: KEY,
+            }
+        }
+
+        struct Pair {
+            emu: Option<Emulator>,
+            a: Layer,
+            b: Layer,
+            to_b: NetPeer,
+            root: std::path::PathBuf,
+            got: Vec<Vec<u8>>,
+        }
+
+        impl Drop for Pair {
+            fn drop(&mut self) {
+                if let Some(e) = self.emu.take() {
+                    let _ = e.shutdown();
+                }
+                let _ = std::fs::remove_dir_all(&self.root);
+            }
+        }
+
+        fn pair(tag: &str, deadline: Duration) -> Pair {
+            let root = std::env::temp_dir().join(format!("gsas-pio-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&root);
+            let mut cfg = EmuConfig::new(&root);
+            cfg.nodes = 2;
+            cfg.eps = 2;
+            cfg.ack_timeout = Duration::from_millis(100);
+            let emu = Emulator::start(cfg).unwrap();
+            emu.paths().wait_ready(Duration::from_secs(30)).unwrap();
+            let a = layer(&root, 0, deadline);
+            let b = layer(&root, 1, deadline);
+            let to_b = peer_of(&b);
+            Pair {
+                emu: Some(emu),
+                a,
+                b,
+                to_b,
+                root,
+                got: Vec::new(),
+            }
+        }
+
+        impl Pair {
+            fn stats(&self) -> EmuStats {
+                self.emu.as_ref().unwrap().stats()
+            }
+
+            /// One round: both sides polled, what `b` received collected.
+            fn pump(&mut self) {
+                let now = crate::poll::monotonic_ns();
+                self.a.poll(now).unwrap();
+                self.a.flush().unwrap();
+                self.b.poll(now).unwrap();
+                while let Some((from, d)) = self.b.recv(|from, d| (from, d.to_vec())).unwrap() {
+                    assert_eq!(from.key, KEY);
+                    assert_eq!(from.addr, self.a.inner().local_addr());
+                    self.got.push(d);
+                }
+            }
+
+            /// Drives both sides until `b` received `n` packets in all or `limit` passed;
+            /// returns them.
+            fn receive_for(&mut self, n: usize, limit: Duration) -> Vec<Vec<u8>> {
+                let start = Instant::now();
+                while self.got.len() < n && start.elapsed() < limit {
+                    self.pump();
+                    std::thread::yield_now();
+                }
+                std::mem::take(&mut self.got)
+            }
+
+            fn receive(&mut self, n: usize) -> Vec<Vec<u8>> {
+                self.receive_for(n, Duration::from_secs(30))
+            }
+
+            /// Sends `packet` to `b`, driving both sides while the transport is busy.
+            fn send(&mut self, packet: &[u8]) {
+                let to_b = self.to_b;
+                loop {
+                    match self
+                        .a
+                        .send(to_b, packet.len(), |b| b.copy_from_slice(packet))
+                    {
+                        Ok(()) => return,
+                        Err(TransportError::WouldBlock) => self.pump(),
+                        Err(e) => panic!("send: {e:?}"),
+                    }
+                }
+            }
+        }
+
+        /// The boundary: the largest packet that fits (48 bytes: a 16-byte put, since a
+        /// request header is 32 bytes) is exactly one mailbox message and no RDMA; the
+        /// smallest that does not (49 bytes) is a reliability frame pulled by RDMA.
+        #[test]
+        fn the_largest_packet_that_fits_is_one_message_and_the_next_size_is_pulled() {
+            assert_eq!(super::super::MAX_PACKET, gsas_core::wire::HEADER_LEN + 16);
+            let mut p = pair("edge", Duration::from_secs(10));
+            for len in [1, 8, super::super::MAX_PACKET] {
+                let before = p.stats();
+                let packet: Vec<u8> = (0..len as u8).collect();
+                p.send(&packet);
+                assert_eq!(p.receive(1), [packet], "{len} bytes");
+                let after = p.stats();
+                assert_eq!(after.mailbox - before.mailbox, 1, "{len} bytes: {after:?}");
+                assert_eq!(
+                    after.read_req - before.read_req,
+                    0,
+                    "{len} bytes: {after:?}"
+                );
+            }
+            let before = p.stats();
+            let packet = vec![7u8; super::super::MAX_PACKET + 1];
+            p.send(&packet);
+            assert_eq!(p.receive(1), [packet]);
+            let after = p.stats();
+            assert!(
+                after.read_req > before.read_req,
+                "pulled by RDMA: {after:?}"
+            );
+            let st = p.a.inner().exanet().unwrap().stats();
+            assert_eq!(st.bulk_sent, 1, "{st:?}");
+        }
+
+        /// Messages and acknowledgements dropped, corrupted and NACKed while 300 PIO packets
+        /// go from a to b: each is delivered exactly once, and the copies that resends
+        /// after lost acknowledgements produced were discarded.
+        #[test]
+        fn under_faults_no_pio_packet_is_lost_or_duplicated() {
+            let mut p = pair("faults", Duration::from_secs(20));
+            let (n0, n1) = (node_coord(0), node_coord(1));
+            let mut sent = HashSet::new();
+            // One kind of fault per round of 60 packets: lost acknowledgements (the
+            // message arrived: its resend is a copy), corrupted acknowledgements, lost
+            // messages, refusals (ring full, unreachable).
+            for round in 0..5u32 {
+                let faults = p.emu.as_ref().unwrap().faults();
+                match round {
+                    0 => faults.drop_frames(n1, 3),
+                    1 => faults.corrupt_frames(n1, 2),
+                    2 => faults.drop_frames(n0, 3),
+                    3 => faults.force_nack(n1, Some(1), exanet::regs::nack::RING_FULL, 5),
+                    _ => faults.force_nack(n1, Some(1), exanet::regs::nack::UNREACHABLE, 2),
+                }
+                for i in 0..60u32 {
+                    let packet = (round * 1000 + i).to_le_bytes();
+                    sent.insert(packet.to_vec());
+                    p.send(&packet);
+                }
+            }
+            let got = p.receive(300);
+            // Late copies would come within an ack timeout or two: look a little longer.
+            let extra = p.receive_for(usize::MAX, Duration::from_millis(400));
+            assert!(p.a.next_event().is_none(), "nothing given up");
+            assert_eq!(got.len(), 300, "all delivered");
+            assert!(extra.is_empty(), "duplicates delivered: {extra:?}");
+            let unique: HashSet<Vec<u8>> = got.into_iter().collect();
+            assert_eq!(unique, sent, "each once");
+            let link = p.b.inner().exanet().unwrap();
+            assert!(link.pio_duplicates() >= 5, "acks were lost, so copies came");
+            let st = p.stats();
+            assert!(st.dropped >= 6 && st.corrupted >= 2, "{st:?}");
+        }
+
+        /// A peer that does not answer: the PIO message is resent until the deadline, then
+        /// the peer is reported unreachable and later sends to it fail.
+        #[test]
+        fn an_unreachable_peer_is_reported_at_the_deadline() {
+            let deadline = Duration::from_millis(600);
+            let mut p = pair("dead", deadline);
+            let faults = p.emu.as_ref().unwrap().faults();
+            faults.set_unreachable(node_coord(1), true);
+            let start = Instant::now();
+            p.send(b"hello");
+            let to_b = p.to_b;
+            let ev = loop {
+                p.a.poll(crate::poll::monotonic_ns()).unwrap();
+                if let Some(ev) = p.a.next_event() {
+                    break ev;
+                }
+                assert!(start.elapsed() < Duration::from_secs(20), "no event");
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            assert_eq!(ev, PeerEvent::Unreachable(to_b));
+            assert!(start.elapsed() >= deadline, "{:?}", start.elapsed());
+            assert_eq!(
+                p.a.send(to_b, 5, |b| b.copy_from_slice(b"again")),
+                Err(TransportError::Unreachable)
+            );
+            assert!(matches!(p.a.inner().local_addr(), NetAddr::Exanet(_)));
+        }
     }
 }
