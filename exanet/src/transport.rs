@@ -4,6 +4,9 @@
 //! * **Small packets** (1..=64 bytes: every request, compare-swap included, and every
 //!   reply) go through the packetizer into the peer's mailbox, one message each. NACKed
 //!   messages (`RING_FULL`) are resent by the driver with backoff.
+//!   [`ExanetTransport::send_persistent`] sends one that is also resent after the NI's
+//!   ack timeout, until a deadline (for a layer above that discards the copies a lost
+//!   ack produces: the runtime's PIO path).
 //! * **Bulk packets** (65..=[`TransportConfig::mtu`] bytes: BULK_WRITE, BULK_DATA and FORK
 //!   fragments) are *pulled with the RDMA engine*. The sender's `fill` writes the packet
 //!   straight into one of its registered send-staging slots (no copy), then a 16-byte
@@ -1250,4 +1253,54 @@ mod tests {
         }
         assert_eq!(third, Some(vec![3u8; 100]));
     }
+
+    /// A persistent message whose acknowledgement is lost is resent, so it arrives twice
+    /// (the layer above discards the copy); one to a node that stays unreachable is given
+    /// up once its deadline after the first refusal passed, and reported by `take_lost`.
+    #[test]
+    fn a_persistent_message_is_resent_after_a_lost_ack_and_given_up_at_its_deadline() {
+        let f = ModelFabric::new(ModelConfig::default());
+        let mut a = link(&f, 0);
+        let mut b = link(&f, 1);
+        let to_b = b.local_peer();
+        f.set_step_mode(true);
+        a.send_persistent(to_b, 8, Duration::from_secs(10), |buf| buf.fill(7))
+            .unwrap();
+        assert!(f.step());
+        assert!(f.step(), "delivered; the ack is queued");
+        f.faults().set_unreachable(node_coord(1), true);
+        while f.queued() > 0 {
+            f.step();
+        }
+        f.faults().set_unreachable(node_coord(1), false);
+        f.set_step_mode(false);
+        f.advance(Duration::from_millis(5));
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            a.poll(0).unwrap();
+            while let Some(p) = b.recv(|_, d| d.to_vec()).unwrap() {
+                got.push(p);
+            }
+        }
+        assert_eq!(got, [vec![7u8; 8], vec![7u8; 8]], "the original and the resend");
+        assert!(a.take_lost().is_none());
+        assert_eq!(a.endpoint().stats().resent, 1);
+        f.faults().set_unreachable(node_coord(1), true);
+        a.send_persistent(to_b, 8, Duration::from_millis(20), |buf| buf.fill(8))
+            .unwrap();
+        let start = Instant::now();
+        let lost = loop {
+            f.advance(Duration::from_millis(5));
+            a.poll(0).unwrap();
+            if let Some(l) = a.take_lost() {
+                break l;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "never given up");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!((lost.dest, lost.reason), (to_b, nack::UNREACHABLE));
+        assert!(lost.attempts > 1, "resent before the deadline: {lost:?}");
+        assert!(start.elapsed() >= Duration::from_millis(20));
+    }
 }
+
