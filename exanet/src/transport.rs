@@ -1282,7 +1282,11 @@ mod tests {
                 got.push(p);
             }
         }
-        assert_eq!(got, [vec![7u8; 8], vec![7u8; 8]], "the original and the resend");
+        assert_eq!(
+            got,
+            [vec![7u8; 8], vec![7u8; 8]],
+            "the original and the resend"
+        );
         assert!(a.take_lost().is_none());
         assert_eq!(a.endpoint().stats().resent, 1);
         f.faults().set_unreachable(node_coord(1), true);
@@ -1303,4 +1307,3 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_millis(20));
     }
 }
-

@@ -224,6 +224,8 @@ impl ExanetSite {
             dropped: 0,
             pio_tx: PioTx::new(pio::fresh_incarnation()),
             pio_rx: PioRx::default(),
+            pio_sent: 0,
+            pio_received: 0,
             pio_inbox: VecDeque::new(),
         };
         let me = link.local();
@@ -289,6 +291,9 @@ pub struct ExanetLink {
     dropped: u64,
     pio_tx: PioTx,
     pio_rx: PioRx,
+    /// PIO packets sent and delivered.
+    pio_sent: u64,
+    pio_received: u64,
     /// PIO packets received (header stripped) and not yet taken by `pio_recv`.
     pio_inbox: VecDeque<(ExaPeer, u8, [u8; pio::MAX_PACKET])>,
 }
@@ -320,6 +325,11 @@ impl ExanetLink {
     /// PIO messages dropped as duplicates (a resend after a lost NI ack) or stragglers.
     pub fn pio_duplicates(&self) -> u64 {
         self.pio_rx.dropped
+    }
+
+    /// PIO packets sent (posted to the NI) and received (delivered once).
+    pub fn pio_counts(&self) -> (u64, u64) {
+        (self.pio_sent, self.pio_received)
     }
 
     /// The counters of the Exanet transport.
@@ -426,7 +436,9 @@ impl Pio for ExanetLink {
             tx.header(peer.dest, peer.key, head);
             fill(body)
         };
-        with_inner!(&mut self.inner, t => t.send_persistent(peer.dest, pio::HEADER_LEN + len, deadline, with_header))
+        let out = with_inner!(&mut self.inner, t => t.send_persistent(peer.dest, pio::HEADER_LEN + len, deadline, with_header))?;
+        self.pio_sent += 1;
+        Ok(out)
     }
 
     #[inline]
@@ -439,6 +451,7 @@ impl Pio for ExanetLink {
         F: FnOnce(ExaPeer, &[u8]) -> R,
     {
         let (peer, len, packet) = self.pio_inbox.pop_front()?;
+        self.pio_received += 1;
         Some(f(peer, &packet[..usize::from(len)]))
     }
 
