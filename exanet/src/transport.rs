@@ -4,8 +4,8 @@
 //! * **Small packets** (1..=64 bytes: every request, compare-swap included, and every
 //!   reply) go through the packetizer into the peer's mailbox, one message each. NACKed
 //!   messages (`RING_FULL`) are resent by the driver with backoff.
-//!   [`ExanetTransport::send_persistent`] sends one that is also resent after the NI's
-//!   ack timeout, until a deadline (for a layer above that discards the copies a lost
+//!   [`ExanetTransport::send_persistent`] sends one that is resent after every NACK, the
+//!   NI's ack timeout included, until a deadline (for a layer above that discards the copies a lost
 //!   ack produces: the runtime's PIO path).
 //! * **Bulk packets** (65..=[`TransportConfig::mtu`] bytes: BULK_WRITE, BULK_DATA and FORK
 //!   fragments) are *pulled with the RDMA engine*. The sender's `fill` writes the packet
@@ -408,7 +408,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
     }
 
     /// Sends a small packet (1..=64 bytes) as one mailbox message that the driver resends
-    /// after `RING_FULL` and after the NI's ack timeout (`UNREACHABLE`) for `deadline`
+    /// after every NACK, the NI's ack timeout (`UNREACHABLE`) included, for `deadline`
     /// after its first refusal ([`Endpoint::try_send_persistent`]). One that is still not
     /// delivered then is reported
     /// through [`take_lost`](Self::take_lost), whatever the [`FailurePolicy`]. A message

@@ -13,10 +13,9 @@
 //!   [`DriverConfig::max_attempts`]; other reasons (PDID mismatch, no such endpoint,
 //!   unreachable) and exhausted retries become a [`TxFailure`] naming the destination,
 //!   collected by [`Endpoint::take_failure`]. A message sent with
-//!   [`Endpoint::try_send_persistent`] is resent instead after `RING_FULL` and after
-//!   `UNREACHABLE` (the NI's ack timeout: the message or its ack was lost; it may have
-//!   arrived, so its receiver must discard duplicates) until a deadline after its first
-//!   refusal. `TX_NACK_SEEN` is written with `TX_NACKS`.
+//!   [`Endpoint::try_send_persistent`] is resent instead after every NACK, `UNREACHABLE`
+//!   (the NI's ack timeout: the message or its ack was lost; it may have arrived, so its
+//!   receiver must discard duplicates) included, until a deadline after its first refusal. `TX_NACK_SEEN` is written with `TX_NACKS`.
 //!   A TX slot is reused only after its status was read (`TX_TAIL - TX_DONE < 16`), so
 //!   no status is ever overwritten unread.
 //! * **mailbox receive** (section 4): see [`rx`].
@@ -126,11 +125,11 @@ struct Shadow {
     attempts: u32,
     no_ack: bool,
     live: bool,
-    /// Resend after `RING_FULL` and `UNREACHABLE` ([`Endpoint::try_send_persistent`]).
+    /// Resend after every NACK for a while ([`Endpoint::try_send_persistent`]).
     persist: Persist,
 }
 
-/// How long a message is resent after `RING_FULL` and `UNREACHABLE`.
+/// How long a message is resent after NACKs.
 #[derive(Clone, Copy, Debug)]
 enum Persist {
     /// Not (the default: `RING_FULL` up to `max_attempts`, nothing else).
@@ -321,10 +320,12 @@ impl<R: RegIo> Endpoint<R> {
         self.try_send_inner(dest, len, tag, no_ack, Persist::No, fill)
     }
 
-    /// As [`try_send_with`](Self::try_send_with) for a message that is resent after a
-    /// `RING_FULL` or `UNREACHABLE` NACK for `deadline` after its first refusal (then it
-    /// fails with the last reason). `UNREACHABLE` is the NI's ack timeout: the message may
-    /// have arrived (only its ack was lost), so the receiver must discard duplicates.
+    /// As [`try_send_with`](Self::try_send_with) for a message that is resent after every
+    /// NACK for `deadline` after its first refusal (then it fails with the last reason),
+    /// as a reliability layer resends a lost datagram: `RING_FULL` and the other refusals
+    /// after the backoff, `UNREACHABLE` (the NI's ack timeout) at once. After a timeout the
+    /// message may have arrived (only its ack was lost), so the receiver must discard
+    /// duplicates.
     #[inline]
     pub fn try_send_persistent(
         &mut self,
@@ -482,11 +483,8 @@ impl<R: RegIo> Endpoint<R> {
                         shadow.persist = Persist::Until(now + d);
                     }
                     let persists = matches!(shadow.persist, Persist::Until(u) if now < u);
-                    let retry = match reason {
-                        nack::RING_FULL => shadow.attempts < self.cfg.max_attempts || persists,
-                        nack::UNREACHABLE => persists,
-                        _ => false,
-                    };
+                    let retry = persists
+                        || (reason == nack::RING_FULL && shadow.attempts < self.cfg.max_attempts);
                     if retry {
                         // After an ack timeout the wait is behind us: resend at once.
                         let due = if reason == nack::UNREACHABLE {

@@ -7,7 +7,8 @@
 //! `PDID_MISMATCH` or `NO_SUCH_EP` means refused (never delivered), and `UNREACHABLE`
 //! means its ack timeout passed: the message *or its ack* was lost, so it may have
 //! arrived. So of the reliability layer's work only two things are left for small
-//! packets: resending after a NACK or a timeout until a deadline (the driver does it,
+//! packets: resending after a NACK or a timeout until a deadline, as the layer resends a
+//! lost datagram whatever the NI's reason (the driver does it,
 //! `Endpoint::try_send_persistent`), and discarding the second copy that a resend after a lost
 //! ack delivers. For that every PIO message carries a 16-byte header in place of the
 //! 16-byte job-key header of the reliability frames, with the same magic position and the
@@ -520,19 +521,20 @@ mod tests {
             let mut p = pair("faults", Duration::from_secs(20));
             let (n0, n1) = (node_coord(0), node_coord(1));
             let mut sent = HashSet::new();
-            // One kind of fault per round of 60 packets: lost acknowledgements (the
+            // One kind of fault per round of 50 packets: lost acknowledgements (the
             // message arrived: its resend is a copy), corrupted acknowledgements, lost
-            // messages, refusals (ring full, unreachable).
-            for round in 0..5u32 {
+            // messages, refusals (ring full, PDID mismatch, unreachable).
+            for round in 0..6u32 {
                 let faults = p.emu.as_ref().unwrap().faults();
                 match round {
                     0 => faults.drop_frames(n1, 3),
                     1 => faults.corrupt_frames(n1, 2),
                     2 => faults.drop_frames(n0, 3),
                     3 => faults.force_nack(n1, Some(1), exanet::regs::nack::RING_FULL, 5),
+                    4 => faults.force_nack(n1, Some(1), exanet::regs::nack::PDID_MISMATCH, 2),
                     _ => faults.force_nack(n1, Some(1), exanet::regs::nack::UNREACHABLE, 2),
                 }
-                for i in 0..60u32 {
+                for i in 0..50u32 {
                     let packet = (round * 1000 + i).to_le_bytes();
                     sent.insert(packet.to_vec());
                     p.send(&packet);
