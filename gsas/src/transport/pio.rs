@@ -409,13 +409,13 @@ mod tests {
             }
         }
 
-        fn pair(tag: &str, deadline: Duration) -> Pair {
+        fn pair(tag: &str, deadline: Duration, ack_timeout: Duration) -> Pair {
             let root = std::env::temp_dir().join(format!("gsas-pio-{tag}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&root);
             let mut cfg = EmuConfig::new(&root);
             cfg.nodes = 2;
             cfg.eps = 2;
-            cfg.ack_timeout = Duration::from_millis(100);
+            cfg.ack_timeout = ack_timeout;
             let emu = Emulator::start(cfg).unwrap();
             emu.paths().wait_ready(Duration::from_secs(30)).unwrap();
             let a = layer(&root, 0, deadline);
@@ -486,7 +486,8 @@ mod tests {
         #[test]
         fn the_largest_packet_that_fits_is_one_message_and_the_next_size_is_pulled() {
             assert_eq!(super::super::MAX_PACKET, gsas_core::wire::HEADER_LEN + 16);
-            let mut p = pair("edge", Duration::from_secs(10));
+            // A generous ack timeout: a spurious resend (a slow emulator under qemu) would count.
+            let mut p = pair("edge", Duration::from_secs(10), Duration::from_secs(5));
             for len in [1, 8, super::super::MAX_PACKET] {
                 let before = p.stats();
                 let packet: Vec<u8> = (0..len as u8).collect();
@@ -518,7 +519,11 @@ mod tests {
         /// after lost acknowledgements produced were discarded.
         #[test]
         fn under_faults_no_pio_packet_is_lost_or_duplicated() {
-            let mut p = pair("faults", Duration::from_secs(20));
+            let mut p = pair(
+                "faults",
+                Duration::from_secs(20),
+                Duration::from_millis(100),
+            );
             let (n0, n1) = (node_coord(0), node_coord(1));
             let mut sent = HashSet::new();
             // One kind of fault per round of 50 packets: lost acknowledgements (the
@@ -559,7 +564,7 @@ mod tests {
         #[test]
         fn an_unreachable_peer_is_reported_at_the_deadline() {
             let deadline = Duration::from_millis(600);
-            let mut p = pair("dead", deadline);
+            let mut p = pair("dead", deadline, Duration::from_millis(100));
             let faults = p.emu.as_ref().unwrap().faults();
             faults.set_unreachable(node_coord(1), true);
             let start = Instant::now();
