@@ -288,8 +288,8 @@ impl EmuRegistrar {
             path: path.to_path_buf(),
             source: e,
         };
-        let sock = crate::sys::seqpacket_connect(path).map_err(err)?;
-        crate::sys::set_timeouts(sock.as_fd(), timeout).map_err(err)?;
+        let sock = gsas_sys::socket::connect(path, timeout).map_err(err)?;
+        gsas_sys::socket::set_timeouts(sock.as_fd(), timeout).map_err(err)?;
         Ok(EmuRegistrar {
             sock,
             path: path.to_path_buf(),
@@ -305,9 +305,9 @@ impl EmuRegistrar {
             path: self.path.clone(),
             source: e,
         };
-        crate::sys::send_with_fd(self.sock.as_fd(), &[IoSlice::new(req)], fd).map_err(err)?;
+        gsas_sys::fdpass::send_with_fd(self.sock.as_fd(), &[IoSlice::new(req)], fd).map_err(err)?;
         let mut reply = [0u8; 64];
-        let (n, _) = crate::sys::recv_with_fd(self.sock.as_fd(), &mut reply).map_err(err)?;
+        let (n, _) = gsas_sys::fdpass::recv_with_fd(self.sock.as_fd(), &mut reply).map_err(err)?;
         if n == 0 {
             return Err(err(io::Error::from(io::ErrorKind::UnexpectedEof)));
         }
@@ -357,7 +357,7 @@ impl Registrar for EmuRegistrar {
 }
 
 /// Checks that a Unix socket path fits `sun_path`.
-pub(crate) fn socket_path_ok(path: &Path) -> bool {
+pub fn socket_path_ok(path: &Path) -> bool {
     let b = path.as_os_str().as_bytes();
     !b.is_empty() && b.len() < 108 && !b.contains(&0)
 }

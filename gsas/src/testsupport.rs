@@ -145,25 +145,27 @@ pub fn exanet_emu_command() -> Command {
         let path = PathBuf::from(path);
         assert!(
             path.is_file(),
-            "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet --bin exanet-emu`)",
+            "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet-emu`)",
             path.display()
         );
         return Command::new(path);
     }
-    launch().command(target_exanet_emu())
+    launch().command(target_bin("exanet-emu", "exanet-emu", false))
 }
 
-/// The `exanet-emu` beside the running test binary (`<target>[/<triple>]/<profile>/deps/
-/// <test>`), built with cargo for the same target and profile when missing.
-fn target_exanet_emu() -> PathBuf {
+/// The binary `bin` of workspace crate `package` beside the running test binary
+/// (`<target>[/<triple>]/<profile>/deps/<test>`), built with cargo for the same target and
+/// profile when missing, or always (a no-op when it is fresh) with `rebuild` (which builds
+/// all the crate's binaries).
+fn target_bin(package: &str, bin: &str, rebuild: bool) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let profile_dir = exe
         .parent()
         .and_then(std::path::Path::parent)
         .expect("test executable in <profile>/deps");
-    let bin = profile_dir.join("exanet-emu");
-    if bin.exists() {
-        return bin;
+    let path = profile_dir.join(bin);
+    if path.exists() && !rebuild {
+        return path;
     }
     let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
     let above = profile_dir.parent().expect("target directory");
@@ -175,8 +177,13 @@ fn target_exanet_emu() -> PathBuf {
     };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "exanet", "--bin", "exanet-emu"])
-        .arg("--manifest-path")
+    cmd.args(["build", "-q", "-p", package]);
+    if rebuild {
+        cmd.arg("--bins");
+    } else {
+        cmd.args(["--bin", bin]);
+    }
+    cmd.arg("--manifest-path")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
         .arg("--target-dir")
         .arg(target_dir);
@@ -188,12 +195,29 @@ fn target_exanet_emu() -> PathBuf {
     }
     let out = run_with_timeout(&mut cmd, Duration::from_secs(1800)).expect("running cargo");
     assert!(
-        out.status.success() && bin.exists(),
-        "building exanet-emu failed:\n{}{}",
+        out.status.success() && path.exists(),
+        "building {bin} failed:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    bin
+    path
+}
+
+/// The path of `gsas-launch`'s binary `name` (`oshrun`, `gshrun` or `gsas-atomicd`) for
+/// the tests of other crates (cargo's `CARGO_BIN_EXE_<name>` names only a crate's own
+/// binaries): the one beside the running test binary, brought up to date with cargo once
+/// per process when the test runs under cargo, else (a bundle) as it is.
+///
+/// Panics (a test setup error) when building it fails, with cargo's output.
+pub fn launch_bin(name: &str) -> PathBuf {
+    static FRESH: OnceLock<()> = OnceLock::new();
+    let under_cargo = std::env::var_os("CARGO").is_some();
+    FRESH.get_or_init(|| {
+        if under_cargo {
+            target_bin("gsas-launch", name, true);
+        }
+    });
+    target_bin("gsas-launch", name, false)
 }
 
 /// The decision of [`Launch::detect`] for this process, made once.

@@ -31,7 +31,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use exanet::emu::{EmuPaths, EmuStats};
+use exanet::emu::EmuPaths;
+use exanet_emu::emu::EmuStats;
 use gsas::node::{Ctx, HEAP, Node, NodeError, NodeOptions};
 use gsas::testsupport::{exanet_emu_command, launch, run_with_timeout, self_test_argv};
 use gsas_core::wire::{AtomicOp, AtomicType};

@@ -189,7 +189,7 @@ fn a_replayed_request_is_refused() {
 
 /// Runs the daemon of node 0 with `file` and returns its exit status and stderr.
 fn daemon_must_not_start(cf: &ClusterFile, file: &Path) -> (Option<i32>, String) {
-    let mut cmd = launch().command(env!("CARGO_BIN_EXE_gsas-atomicd"));
+    let mut cmd = launch().command(gsas::testsupport::launch_bin("gsas-atomicd"));
     cmd.arg("--config").arg(file).args(["--node", "0"]);
     let out = run_with_timeout(&mut cmd, Duration::from_secs(120)).unwrap();
     assert!(!cf.sockets[0].exists(), "the daemon bound its socket");

@@ -18,7 +18,7 @@ fn child_pe() {
 }
 
 fn oshrun() -> Command {
-    launch().command(env!("CARGO_BIN_EXE_oshrun"))
+    launch().command(gsas::testsupport::launch_bin("oshrun"))
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -40,7 +40,9 @@ fn help_and_version() {
     );
     let o = run(oshrun().arg("--version"));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("oshrun (gsas)"));
-    let o = run(launch().command(env!("CARGO_BIN_EXE_gshrun")).arg("--help"));
+    let o = run(launch()
+        .command(gsas::testsupport::launch_bin("gshrun"))
+        .arg("--help"));
     assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: gshrun -n N"));
 }
 

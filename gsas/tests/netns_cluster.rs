@@ -159,7 +159,7 @@ fn run_cluster(test: &str, tag: &str, n: usize, pes: u32, mtu: u32) -> Option<Ou
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.nodes[0]])
         .args(launch().prefix())
-        .arg(env!("CARGO_BIN_EXE_oshrun"))
+        .arg(gsas::testsupport::launch_bin("oshrun"))
         .arg("--config")
         .arg(&file)
         .args(["-n", &pes.to_string(), "--tag-output", "--"])
@@ -230,7 +230,7 @@ fn an_unreachable_node_is_named_within_the_deadline() {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.nodes[0]])
         .args(launch().prefix())
-        .arg(env!("CARGO_BIN_EXE_oshrun"))
+        .arg(gsas::testsupport::launch_bin("oshrun"))
         .arg("--config")
         .arg(&file)
         .args(["-n", "2", "true"])

@@ -123,7 +123,7 @@ impl Drop for Daemon {
 
 fn daemon(node: u16, socket: &Path) -> Daemon {
     let child = launch()
-        .command(env!("CARGO_BIN_EXE_gsas-atomicd"))
+        .command(gsas::testsupport::launch_bin("gsas-atomicd"))
         .args(["--listen", "127.0.0.1:0", "--node"])
         .arg(node.to_string())
         .arg("--socket")

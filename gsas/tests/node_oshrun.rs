@@ -17,7 +17,7 @@ fn child_pe() {
 }
 
 fn oshrun(n: u32, scenario: &str, env: &[(&str, &str)]) -> Output {
-    let mut cmd: Command = launch().command(env!("CARGO_BIN_EXE_oshrun"));
+    let mut cmd: Command = launch().command(gsas::testsupport::launch_bin("oshrun"));
     cmd.arg("-n")
         .arg(n.to_string())
         .arg("--tag-output")

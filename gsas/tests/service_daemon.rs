@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use gsas::testsupport::{collect_output, launch, run_with_timeout};
 
 fn atomicd() -> Command {
-    launch().command(env!("CARGO_BIN_EXE_gsas-atomicd"))
+    launch().command(gsas::testsupport::launch_bin("gsas-atomicd"))
 }
 
 fn run(cmd: &mut Command) -> Output {

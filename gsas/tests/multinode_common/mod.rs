@@ -182,12 +182,12 @@ impl Daemon {
         env: &[(&str, &std::ffi::OsStr)],
     ) -> Daemon {
         let mut cmd = if wrap.is_empty() {
-            launch().command(env!("CARGO_BIN_EXE_gsas-atomicd"))
+            launch().command(gsas::testsupport::launch_bin("gsas-atomicd"))
         } else {
             let mut c = Command::new(wrap[0]);
             c.args(&wrap[1..]);
             c.args(launch().prefix());
-            c.arg(env!("CARGO_BIN_EXE_gsas-atomicd"));
+            c.arg(gsas::testsupport::launch_bin("gsas-atomicd"));
             c
         };
         cmd.arg("--config")
@@ -273,7 +273,7 @@ pub fn daemons(cf: &ClusterFile, file: &Path) -> Vec<Daemon> {
 
 /// An `oshrun` command (through qemu when the tests run emulated).
 pub fn oshrun() -> Command {
-    launch().command(env!("CARGO_BIN_EXE_oshrun"))
+    launch().command(gsas::testsupport::launch_bin("oshrun"))
 }
 
 /// Whether process `pid` exists.
