@@ -441,18 +441,10 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         self.lost.pop_front()
     }
 
-    /// One mailbox message (`len` 1..=64), persistent for `deadline` when given.
+    /// Checks the destination and the length, and that the driver can post a message now
+    /// (reaping statuses first when it looks full).
     #[inline]
-    fn send_small<T, F>(
-        &mut self,
-        peer: ExanetPeer,
-        len: usize,
-        deadline: Option<Duration>,
-        fill: F,
-    ) -> Result<T, TransportError>
-    where
-        F: FnOnce(&mut [u8]) -> T,
-    {
+    fn ready_to_send(&mut self, peer: ExanetPeer, len: usize) -> Result<(), TransportError> {
         if len == 0
             || peer.coord > crate::regs::COORD_MASK
             || u32::from(peer.ep) > crate::regs::MAX_EP
@@ -465,6 +457,22 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                 return Err(TransportError::WouldBlock);
             }
         }
+        Ok(())
+    }
+
+    /// One mailbox message (`len` 1..=64), persistent for `deadline` when given.
+    #[inline]
+    fn send_small<T, F>(
+        &mut self,
+        peer: ExanetPeer,
+        len: usize,
+        deadline: Option<Duration>,
+        fill: F,
+    ) -> Result<T, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> T,
+    {
+        self.ready_to_send(peer, len)?;
         let mut buf = [0u8; 64];
         let out = fill(&mut buf[..len]);
         if buf[0] >= RESERVED_FIRST {
@@ -992,18 +1000,7 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
         if len <= 64 {
             return self.send_small(peer, len, None, fill);
         }
-        if len == 0
-            || peer.coord > crate::regs::COORD_MASK
-            || u32::from(peer.ep) > crate::regs::MAX_EP
-        {
-            return Err(TransportError::Failed(libc::EINVAL));
-        }
-        if !self.ep.can_send() {
-            self.pump();
-            if !self.ep.can_send() {
-                return Err(TransportError::WouldBlock);
-            }
-        }
+        self.ready_to_send(peer, len)?;
         let slot = match self.tx.iter().position(|s| !s.busy) {
             Some(slot) => slot,
             None => {
