@@ -717,3 +717,291 @@ fn a_reclaimed_slot_is_never_delivered_for_a_stale_descriptor() {
     }
     assert_eq!(third, Some(vec![3u8; 100]));
 }
+
+/// A persistent message whose acknowledgement is lost is resent, so it arrives twice
+/// (the layer above discards the copy); one to a node that stays unreachable is given
+/// up once its deadline after the first refusal passed, and reported by `take_lost`.
+#[test]
+fn a_persistent_message_is_resent_after_a_lost_ack_and_given_up_at_its_deadline() {
+    let f = ModelFabric::new(ModelConfig::default());
+    let mut a = slot_link(&f, 0);
+    let mut b = slot_link(&f, 1);
+    let to_b = b.local_peer();
+    f.set_step_mode(true);
+    a.send_persistent(to_b, 8, Duration::from_secs(10), |buf| buf.fill(7))
+        .unwrap();
+    assert!(f.step());
+    assert!(f.step(), "delivered; the ack is queued");
+    f.faults().set_unreachable(node_coord(1), true);
+    while f.queued() > 0 {
+        f.step();
+    }
+    f.faults().set_unreachable(node_coord(1), false);
+    f.set_step_mode(false);
+    f.advance(Duration::from_millis(5));
+    let mut got = Vec::new();
+    for _ in 0..100 {
+        a.poll(0).unwrap();
+        while let Some(p) = b.recv(|_, d| d.to_vec()).unwrap() {
+            got.push(p);
+        }
+    }
+    assert_eq!(
+        got,
+        [vec![7u8; 8], vec![7u8; 8]],
+        "the original and the resend"
+    );
+    assert!(a.take_lost().is_none());
+    assert_eq!(a.endpoint().stats().resent, 1);
+    f.faults().set_unreachable(node_coord(1), true);
+    a.send_persistent(to_b, 8, Duration::from_millis(20), |buf| buf.fill(8))
+        .unwrap();
+    let start = Instant::now();
+    let lost = loop {
+        f.advance(Duration::from_millis(5));
+        a.poll(0).unwrap();
+        if let Some(l) = a.take_lost() {
+            break l;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never given up");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!((lost.dest, lost.reason), (to_b, nack::UNREACHABLE));
+    assert!(lost.attempts > 1, "resent before the deadline: {lost:?}");
+    assert!(start.elapsed() >= Duration::from_millis(20));
+}
+
+/// The runtime's PIO path (`gsas_transport::transport::pio`) over the emulator in
+/// process: the reliability layer the services and PEs use, over an Exanet endpoint of
+/// node 0 and one of node 1.
+mod pio_over_the_emulator {
+    use std::collections::HashSet;
+    use std::time::{Duration, Instant};
+
+    use exanet::node_coord;
+    use exanet_emu::emu::{EmuConfig, EmuStats, Emulator};
+    use gsas_core::reliable::PeerEvent;
+    use gsas_core::transport::{Transport, TransportError};
+
+    use gsas_transport::poll::monotonic_ns;
+    use gsas_transport::transport::exanet::ExanetSite;
+    use gsas_transport::transport::net::{NetAddr, NetPeer, NetTransport};
+    use gsas_transport::transport::pio::MAX_PACKET;
+    use gsas_transport::transport::reliable::{OwnedReliable, reliable_config};
+
+    type Layer = OwnedReliable<NetTransport, 8>;
+    const KEY: u64 = 0x5EED;
+
+    fn layer(root: &std::path::Path, node: usize, deadline: Duration) -> Layer {
+        let site = ExanetSite::emulated(root, node_coord(node)).unwrap();
+        let (link, _) = site.open(1, 8192, false).unwrap();
+        let net = NetTransport::Exanet {
+            link: Box::new(link),
+            udp: None,
+        };
+        OwnedReliable::new(net, reliable_config(deadline), 4, 16).unwrap()
+    }
+
+    fn peer_of(l: &Layer) -> NetPeer {
+        NetPeer {
+            addr: l.inner().local_addr(),
+            key: KEY,
+        }
+    }
+
+    struct Pair {
+        emu: Option<Emulator>,
+        a: Layer,
+        b: Layer,
+        to_b: NetPeer,
+        root: std::path::PathBuf,
+        got: Vec<Vec<u8>>,
+    }
+
+    impl Drop for Pair {
+        fn drop(&mut self) {
+            if let Some(e) = self.emu.take() {
+                let _ = e.shutdown();
+            }
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    fn pair(tag: &str, deadline: Duration, ack_timeout: Duration) -> Pair {
+        let root = std::env::temp_dir().join(format!("gsas-pio-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let mut cfg = EmuConfig::new(&root);
+        cfg.nodes = 2;
+        cfg.eps = 2;
+        cfg.ack_timeout = ack_timeout;
+        let emu = Emulator::start(cfg).unwrap();
+        emu.paths().wait_ready(Duration::from_secs(30)).unwrap();
+        let a = layer(&root, 0, deadline);
+        let b = layer(&root, 1, deadline);
+        let to_b = peer_of(&b);
+        Pair {
+            emu: Some(emu),
+            a,
+            b,
+            to_b,
+            root,
+            got: Vec::new(),
+        }
+    }
+
+    impl Pair {
+        fn stats(&self) -> EmuStats {
+            self.emu.as_ref().unwrap().stats()
+        }
+
+        /// One round: both sides polled, what `b` received collected.
+        fn pump(&mut self) {
+            let now = monotonic_ns();
+            self.a.poll(now).unwrap();
+            self.a.flush().unwrap();
+            self.b.poll(now).unwrap();
+            while let Some((from, d)) = self.b.recv(|from, d| (from, d.to_vec())).unwrap() {
+                assert_eq!(from.key, KEY);
+                assert_eq!(from.addr, self.a.inner().local_addr());
+                self.got.push(d);
+            }
+        }
+
+        /// Drives both sides until `b` received `n` packets in all or `limit` passed;
+        /// returns them.
+        fn receive_for(&mut self, n: usize, limit: Duration) -> Vec<Vec<u8>> {
+            let start = Instant::now();
+            while self.got.len() < n && start.elapsed() < limit {
+                self.pump();
+                std::thread::yield_now();
+            }
+            std::mem::take(&mut self.got)
+        }
+
+        fn receive(&mut self, n: usize) -> Vec<Vec<u8>> {
+            self.receive_for(n, Duration::from_secs(30))
+        }
+
+        /// Sends `packet` to `b`, driving both sides while the transport is busy.
+        fn send(&mut self, packet: &[u8]) {
+            let to_b = self.to_b;
+            loop {
+                match self
+                    .a
+                    .send(to_b, packet.len(), |b| b.copy_from_slice(packet))
+                {
+                    Ok(()) => return,
+                    Err(TransportError::WouldBlock) => self.pump(),
+                    Err(e) => panic!("send: {e:?}"),
+                }
+            }
+        }
+    }
+
+    /// The boundary: the largest packet that fits (48 bytes: a 16-byte put, since a
+    /// request header is 32 bytes) is exactly one mailbox message and no RDMA; the
+    /// smallest that does not (49 bytes) is a reliability frame pulled by RDMA.
+    #[test]
+    fn the_largest_packet_that_fits_is_one_message_and_the_next_size_is_pulled() {
+        assert_eq!(MAX_PACKET, gsas_core::wire::HEADER_LEN + 16);
+        // A generous ack timeout: a spurious resend (a slow emulator under qemu) would count.
+        let mut p = pair("edge", Duration::from_secs(10), Duration::from_secs(5));
+        for len in [1, 8, MAX_PACKET] {
+            let before = p.stats();
+            let packet: Vec<u8> = (0..len as u8).collect();
+            p.send(&packet);
+            assert_eq!(p.receive(1), [packet], "{len} bytes");
+            let after = p.stats();
+            assert_eq!(after.mailbox - before.mailbox, 1, "{len} bytes: {after:?}");
+            assert_eq!(
+                after.read_req - before.read_req,
+                0,
+                "{len} bytes: {after:?}"
+            );
+        }
+        let before = p.stats();
+        let packet = vec![7u8; MAX_PACKET + 1];
+        p.send(&packet);
+        assert_eq!(p.receive(1), [packet]);
+        let after = p.stats();
+        assert!(
+            after.read_req > before.read_req,
+            "pulled by RDMA: {after:?}"
+        );
+        let st = p.a.inner().exanet().unwrap().stats();
+        assert_eq!(st.bulk_sent, 1, "{st:?}");
+    }
+
+    /// Messages and acknowledgements dropped, corrupted and NACKed while 300 PIO packets
+    /// go from a to b: each is delivered exactly once, and the copies that resends
+    /// after lost acknowledgements produced were discarded.
+    #[test]
+    fn under_faults_no_pio_packet_is_lost_or_duplicated() {
+        let mut p = pair(
+            "faults",
+            Duration::from_secs(20),
+            Duration::from_millis(100),
+        );
+        let (n0, n1) = (node_coord(0), node_coord(1));
+        let mut sent = HashSet::new();
+        // One kind of fault per round of 50 packets: lost acknowledgements (the
+        // message arrived: its resend is a copy), corrupted acknowledgements, lost
+        // messages, refusals (ring full, PDID mismatch, unreachable).
+        for round in 0..6u32 {
+            let faults = p.emu.as_ref().unwrap().faults();
+            match round {
+                0 => faults.drop_frames(n1, 3),
+                1 => faults.corrupt_frames(n1, 2),
+                2 => faults.drop_frames(n0, 3),
+                3 => faults.force_nack(n1, Some(1), exanet::regs::nack::RING_FULL, 5),
+                4 => faults.force_nack(n1, Some(1), exanet::regs::nack::PDID_MISMATCH, 2),
+                _ => faults.force_nack(n1, Some(1), exanet::regs::nack::UNREACHABLE, 2),
+            }
+            for i in 0..50u32 {
+                let packet = (round * 1000 + i).to_le_bytes();
+                sent.insert(packet.to_vec());
+                p.send(&packet);
+            }
+        }
+        let got = p.receive(300);
+        // Late copies would come within an ack timeout or two: look a little longer.
+        let extra = p.receive_for(usize::MAX, Duration::from_millis(400));
+        assert!(p.a.next_event().is_none(), "nothing given up");
+        assert_eq!(got.len(), 300, "all delivered");
+        assert!(extra.is_empty(), "duplicates delivered: {extra:?}");
+        let unique: HashSet<Vec<u8>> = got.into_iter().collect();
+        assert_eq!(unique, sent, "each once");
+        let link = p.b.inner().exanet().unwrap();
+        assert!(link.pio_duplicates() >= 5, "acks were lost, so copies came");
+        let st = p.stats();
+        assert!(st.dropped >= 6 && st.corrupted >= 2, "{st:?}");
+    }
+
+    /// A peer that does not answer: the PIO message is resent until the deadline, then
+    /// the peer is reported unreachable and later sends to it fail.
+    #[test]
+    fn an_unreachable_peer_is_reported_at_the_deadline() {
+        let deadline = Duration::from_millis(600);
+        let mut p = pair("dead", deadline, Duration::from_millis(100));
+        let faults = p.emu.as_ref().unwrap().faults();
+        faults.set_unreachable(node_coord(1), true);
+        let start = Instant::now();
+        p.send(b"hello");
+        let to_b = p.to_b;
+        let ev = loop {
+            p.a.poll(monotonic_ns()).unwrap();
+            if let Some(ev) = p.a.next_event() {
+                break ev;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "no event");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(ev, PeerEvent::Unreachable(to_b));
+        assert!(start.elapsed() >= deadline, "{:?}", start.elapsed());
+        assert_eq!(
+            p.a.send(to_b, 5, |b| b.copy_from_slice(b"again")),
+            Err(TransportError::Unreachable)
+        );
+        assert!(matches!(p.a.inner().local_addr(), NetAddr::Exanet(_)));
+    }
+}

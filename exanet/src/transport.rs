@@ -4,6 +4,9 @@
 //! * **Small packets** (1..=64 bytes: every request, compare-swap included, and every
 //!   reply) go through the packetizer into the peer's mailbox, one message each. NACKed
 //!   messages (`RING_FULL`) are resent by the driver with backoff.
+//!   [`ExanetTransport::send_persistent`] sends one that is resent after every NACK, the
+//!   NI's ack timeout included, until a deadline (for a layer above that discards the copies a lost
+//!   ack produces: the runtime's PIO path).
 //! * **Bulk packets** (65..=[`TransportConfig::mtu`] bytes: BULK_WRITE, BULK_DATA and FORK
 //!   fragments) are *pulled with the RDMA engine*. The sender's `fill` writes the packet
 //!   straight into one of its registered send-staging slots (no copy), then a 16-byte
@@ -101,6 +104,8 @@ const PULL_CHANNEL: usize = 0;
 const DESC_TAG: u16 = 0x8000;
 /// Driver tag of a `BULK_RELEASE`: `0x4000 | released slot`.
 const RELEASE_TAG: u16 = 0x4000;
+/// Driver tag of a message sent with [`ExanetTransport::send_persistent`].
+const PERSIST_TAG: u16 = 0x2000;
 /// Transmissions of one release before it is given up (each one is itself retried by the
 /// driver on `RING_FULL`).
 const RELEASE_ATTEMPTS: u8 = 8;
@@ -284,6 +289,8 @@ pub struct ExanetTransport<R: RegIo, G: Registrar> {
     sent_releases: HashMap<(Dest, u8), Release>,
     failures: VecDeque<TxFailure>,
     new_failure: bool,
+    /// Messages of `send_persistent` that were not delivered by their deadline.
+    lost: VecDeque<TxFailure>,
     notifications: VecDeque<crate::driver::Notification>,
     done: Vec<RdmaCompletion>,
     untaken: [u32; RDMA_CHANNELS],
@@ -354,6 +361,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
             sent_releases: HashMap::new(),
             failures: VecDeque::new(),
             new_failure: false,
+            lost: VecDeque::new(),
             notifications: VecDeque::new(),
             done: Vec::new(),
             untaken: [0; RDMA_CHANNELS],
@@ -394,12 +402,96 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
     pub fn work_pending(&self) -> bool {
         !self.pulls.is_empty()
             || !self.releases.is_empty()
+            || self.ep.retries_pending() > 0
             || self.rx.iter().any(|s| matches!(s, RxSlot::Pulling { .. }))
     }
 
     /// Next undeliverable message or unresponsive peer, if any.
     pub fn take_failure(&mut self) -> Option<TxFailure> {
         self.failures.pop_front()
+    }
+
+    /// Sends a small packet (1..=64 bytes) as one mailbox message that the driver resends
+    /// after every NACK, the NI's ack timeout (`UNREACHABLE`) included, for `deadline`
+    /// after its first refusal ([`Endpoint::try_send_persistent`]). One that is still not
+    /// delivered then is reported
+    /// through [`take_lost`](Self::take_lost), whatever the [`FailurePolicy`]. A message
+    /// whose acknowledgement was lost arrives twice: this is for a layer above that
+    /// numbers its messages and discards duplicates (the runtime's PIO path).
+    pub fn send_persistent<T, F>(
+        &mut self,
+        peer: ExanetPeer,
+        len: usize,
+        deadline: Duration,
+        fill: F,
+    ) -> Result<T, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> T,
+    {
+        if len > 64 {
+            return Err(TransportError::TooLarge);
+        }
+        self.send_small(peer, len, Some(deadline), fill)
+    }
+
+    /// Mailbox messages posted whose final status is not known yet, plus queued resends.
+    pub fn tx_pending(&self) -> usize {
+        self.ep.tx_pending()
+    }
+
+    /// Next message of [`send_persistent`](Self::send_persistent) given up at its
+    /// deadline, if any.
+    pub fn take_lost(&mut self) -> Option<TxFailure> {
+        self.lost.pop_front()
+    }
+
+    /// Checks the destination and the length, and that the driver can post a message now
+    /// (reaping statuses first when it looks full).
+    #[inline]
+    fn ready_to_send(&mut self, peer: ExanetPeer, len: usize) -> Result<(), TransportError> {
+        if len == 0
+            || peer.coord > crate::regs::COORD_MASK
+            || u32::from(peer.ep) > crate::regs::MAX_EP
+        {
+            return Err(TransportError::Failed(libc::EINVAL));
+        }
+        if !self.ep.can_send() {
+            self.pump();
+            if !self.ep.can_send() {
+                return Err(TransportError::WouldBlock);
+            }
+        }
+        Ok(())
+    }
+
+    /// One mailbox message (`len` 1..=64), persistent for `deadline` when given.
+    #[inline]
+    fn send_small<T, F>(
+        &mut self,
+        peer: ExanetPeer,
+        len: usize,
+        deadline: Option<Duration>,
+        fill: F,
+    ) -> Result<T, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> T,
+    {
+        self.ready_to_send(peer, len)?;
+        let mut buf = [0u8; 64];
+        let out = fill(&mut buf[..len]);
+        if buf[0] >= RESERVED_FIRST {
+            return Err(TransportError::Failed(libc::EINVAL));
+        }
+        let data = &buf[..len];
+        let sent = match deadline {
+            None => self.ep.try_send(peer, data, 0),
+            Some(d) => self
+                .ep
+                .try_send_persistent(peer, len, PERSIST_TAG, d, |b| b.copy_from_slice(data)),
+        };
+        sent.map_err(|_| TransportError::WouldBlock)?;
+        self.stats.small_sent += 1;
+        Ok(out)
     }
 
     /// Next RDMA notification received (`NOTIFY_REMOTE` from a peer's write into our
@@ -515,6 +607,9 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                     f.dest
                 );
             }
+        } else if f.tag == PERSIST_TAG {
+            self.stats.failures += 1;
+            self.lost.push_back(f);
         } else {
             self.fail(f);
         }
@@ -918,30 +1013,10 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
         if len > self.cfg.mtu {
             return Err(TransportError::TooLarge);
         }
-        if len == 0
-            || peer.coord > crate::regs::COORD_MASK
-            || u32::from(peer.ep) > crate::regs::MAX_EP
-        {
-            return Err(TransportError::Failed(libc::EINVAL));
-        }
-        if !self.ep.can_send() {
-            self.pump();
-            if !self.ep.can_send() {
-                return Err(TransportError::WouldBlock);
-            }
-        }
         if len <= 64 {
-            let mut buf = [0u8; 64];
-            let out = fill(&mut buf[..len]);
-            if buf[0] >= RESERVED_FIRST {
-                return Err(TransportError::Failed(libc::EINVAL));
-            }
-            self.ep
-                .try_send(peer, &buf[..len], 0)
-                .map_err(|_| TransportError::WouldBlock)?;
-            self.stats.small_sent += 1;
-            return Ok(out);
+            return self.send_small(peer, len, None, fill);
         }
+        self.ready_to_send(peer, len)?;
         let slot = match self.tx.iter().position(|s| !s.busy) {
             Some(slot) => slot,
             None => {

@@ -951,7 +951,14 @@ fn exanet_programs() {
     for sock in &daemons.sockets {
         let stats = gsas::service::client::query_stats(sock, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("stats of the daemon at {}: {e}", sock.display()));
-        for key in ["exanet.bulk_sent", "exanet.delivered", "requests.atomic"] {
+        // Small requests and replies by PIO, large ones by RDMA.
+        for key in [
+            "exanet.bulk_sent",
+            "exanet.delivered",
+            "exanet.pio_sent",
+            "exanet.pio_received",
+            "requests.atomic",
+        ] {
             assert!(
                 stats.get(key).unwrap_or(0) > 0,
                 "{}: no {key}: {stats:?}",

@@ -70,6 +70,38 @@ pub(crate) struct FabricCounters {
     pub dropped: AtomicU64,
     /// Frames discarded by the receiving link because their checksum was wrong.
     pub corrupted: AtomicU64,
+    /// Frames by kind (counted as they leave the outbox, like `frames`).
+    pub kinds: KindCounters,
+}
+
+/// Frames by kind: what a request costs the NI (`stats` control command).
+#[derive(Debug, Default)]
+pub(crate) struct KindCounters {
+    /// Mailbox (packetizer) messages.
+    pub mailbox: AtomicU64,
+    /// RDMA write data packets.
+    pub rdma_write: AtomicU64,
+    /// RDMA read requests.
+    pub read_req: AtomicU64,
+    /// RDMA read responses.
+    pub read_resp: AtomicU64,
+    /// Acknowledgements (of mailbox messages, RDMA writes and notifications).
+    pub acks: AtomicU64,
+}
+
+impl KindCounters {
+    fn count(&self, packet_type: u8, sub: u8) {
+        use crate::frame::{ack_sub, ptype, write_sub};
+        let c = match (packet_type, sub) {
+            (ptype::WRITE, write_sub::MAILBOX) => &self.mailbox,
+            (ptype::WRITE, _) => &self.rdma_write,
+            (ptype::READ_REQ, _) => &self.read_req,
+            (ptype::ACK, ack_sub::READ_RESP) => &self.read_resp,
+            (ptype::ACK, _) => &self.acks,
+            _ => return,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// A management command for the fabric thread.
@@ -432,7 +464,10 @@ impl Fabric {
     /// next pool buffer.
     fn stage(&mut self, frame: &Frame) {
         let bytes = &frame.buf[..frame.len];
-        let dst = match FramePacket::new_checked(bytes).map(|p| p.dst_coord()) {
+        let dst = match FramePacket::new_checked(bytes).map(|p| {
+            self.counters.kinds.count(p.packet_type(), p.sub());
+            p.dst_coord()
+        }) {
             Ok(dst) => match self.node_of(dst) {
                 Some(i) => i,
                 None => {

@@ -54,7 +54,7 @@
 //! | `enable <node> <ep> on\|off` | enable or disable an endpoint |
 //! | `clear` | remove all fault rules and the latency |
 //! | `faults` | describe the rules in force |
-//! | `stats` | `ok passes P frames F dozes D wakeups W dozing 0\|1 dropped X corrupted C` (fabric thread counters, see [`EmuStats`]) |
+//! | `stats` | `ok passes P frames F dozes D wakeups W dozing 0\|1 dropped X corrupted C mailbox M rdma_write W read_req Q read_resp R acks A` (fabric thread counters, frames by kind; see [`EmuStats`]) |
 //!
 //! Lost frames: the NI does not retransmit. A dropped or corrupted frame makes its
 //! sender's NI time out after `ack_timeout` and report the message `NACKED/UNREACHABLE` or
@@ -228,6 +228,16 @@ pub struct EmuStats {
     pub dropped: u64,
     /// Frames discarded by a receiving link (checksum wrong: the `corrupt` fault).
     pub corrupted: u64,
+    /// Mailbox (packetizer) messages among `frames`.
+    pub mailbox: u64,
+    /// RDMA write data packets among `frames`.
+    pub rdma_write: u64,
+    /// RDMA read requests among `frames`.
+    pub read_req: u64,
+    /// RDMA read responses among `frames`.
+    pub read_resp: u64,
+    /// Acknowledgements among `frames` (of mailbox messages, RDMA writes, notifications).
+    pub acks: u64,
 }
 
 impl EmuStats {
@@ -240,6 +250,11 @@ impl EmuStats {
             dozing: c.dozing.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
             corrupted: c.corrupted.load(Ordering::Relaxed),
+            mailbox: c.kinds.mailbox.load(Ordering::Relaxed),
+            rdma_write: c.kinds.rdma_write.load(Ordering::Relaxed),
+            read_req: c.kinds.read_req.load(Ordering::Relaxed),
+            read_resp: c.kinds.read_resp.load(Ordering::Relaxed),
+            acks: c.kinds.acks.load(Ordering::Relaxed),
         }
     }
 
@@ -257,6 +272,11 @@ impl EmuStats {
                 "dozing" => s.dozing = v != 0,
                 "dropped" => s.dropped = v,
                 "corrupted" => s.corrupted = v,
+                "mailbox" => s.mailbox = v,
+                "rdma_write" => s.rdma_write = v,
+                "read_req" => s.read_req = v,
+                "read_resp" => s.read_resp = v,
+                "acks" => s.acks = v,
                 _ => return None,
             }
         }
@@ -268,14 +288,19 @@ impl std::fmt::Display for EmuStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "passes {} frames {} dozes {} wakeups {} dozing {} dropped {} corrupted {}",
+            "passes {} frames {} dozes {} wakeups {} dozing {} dropped {} corrupted {} mailbox {} rdma_write {} read_req {} read_resp {} acks {}",
             self.passes,
             self.frames,
             self.dozes,
             self.wakeups,
             u8::from(self.dozing),
             self.dropped,
-            self.corrupted
+            self.corrupted,
+            self.mailbox,
+            self.rdma_write,
+            self.read_req,
+            self.read_resp,
+            self.acks
         )
     }
 }

@@ -12,7 +12,10 @@
 //!   ([`DriverConfig::backoff_min`] doubling up to `backoff_max`) up to
 //!   [`DriverConfig::max_attempts`]; other reasons (PDID mismatch, no such endpoint,
 //!   unreachable) and exhausted retries become a [`TxFailure`] naming the destination,
-//!   collected by [`Endpoint::take_failure`]. `TX_NACK_SEEN` is written with `TX_NACKS`.
+//!   collected by [`Endpoint::take_failure`]. A message sent with
+//!   [`Endpoint::try_send_persistent`] is resent instead after every NACK, `UNREACHABLE`
+//!   (the NI's ack timeout: the message or its ack was lost; it may have arrived, so its
+//!   receiver must discard duplicates) included, until a deadline after its first refusal. `TX_NACK_SEEN` is written with `TX_NACKS`.
 //!   A TX slot is reused only after its status was read (`TX_TAIL - TX_DONE < 16`), so
 //!   no status is ever overwritten unread.
 //! * **mailbox receive** (section 4): see [`rx`].
@@ -122,6 +125,19 @@ struct Shadow {
     attempts: u32,
     no_ack: bool,
     live: bool,
+    /// Resend after every NACK for a while ([`Endpoint::try_send_persistent`]).
+    persist: Persist,
+}
+
+/// How long a message is resent after NACKs.
+#[derive(Clone, Copy, Debug)]
+enum Persist {
+    /// Not (the default: `RING_FULL` up to `max_attempts`, nothing else).
+    No,
+    /// For this long after its first refusal (no clock is read while all goes well).
+    For(Duration),
+    /// Until then.
+    Until(Instant),
 }
 
 impl Shadow {
@@ -133,6 +149,7 @@ impl Shadow {
         attempts: 0,
         no_ack: false,
         live: false,
+        persist: Persist::No,
     };
 }
 
@@ -300,6 +317,37 @@ impl<R: RegIo> Endpoint<R> {
         no_ack: bool,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<u32, SendError> {
+        self.try_send_inner(dest, len, tag, no_ack, Persist::No, fill)
+    }
+
+    /// As [`try_send_with`](Self::try_send_with) for a message that is resent after every
+    /// NACK for `deadline` after its first refusal (then it fails with the last reason),
+    /// as a reliability layer resends a lost datagram: `RING_FULL` and the other refusals
+    /// after the backoff, `UNREACHABLE` (the NI's ack timeout) at once. After a timeout the
+    /// message may have arrived (only its ack was lost), so the receiver must discard
+    /// duplicates.
+    #[inline]
+    pub fn try_send_persistent(
+        &mut self,
+        dest: Dest,
+        len: usize,
+        tag: u16,
+        deadline: Duration,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<u32, SendError> {
+        self.try_send_inner(dest, len, tag, false, Persist::For(deadline), fill)
+    }
+
+    #[inline]
+    fn try_send_inner(
+        &mut self,
+        dest: Dest,
+        len: usize,
+        tag: u16,
+        no_ack: bool,
+        persist: Persist,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<u32, SendError> {
         if !(1..=64).contains(&len) {
             return Err(SendError::BadLength(len));
         }
@@ -317,6 +365,7 @@ impl<R: RegIo> Endpoint<R> {
             attempts: 1,
             no_ack,
             live: true,
+            persist,
             ..Shadow::EMPTY
         };
         fill(&mut shadow.data[..len]);
@@ -419,7 +468,7 @@ impl<R: RegIo> Endpoint<R> {
             let seq = self.io.read32(Map::Pktz, off::tx_desc(j, 3));
             let w2 = self.io.read32(Map::Pktz, off::tx_desc(j, 2));
             debug_assert_eq!(seq, index, "TX status write-back out of order");
-            let shadow = std::mem::replace(&mut self.shadows[j], Shadow::EMPTY);
+            let mut shadow = std::mem::replace(&mut self.shadows[j], Shadow::EMPTY);
             self.tx_done = index.wrapping_add(1);
             reaped += 1;
             if !shadow.live {
@@ -429,8 +478,20 @@ impl<R: RegIo> Endpoint<R> {
                 tx_status::NACKED => {
                     self.stats.nacked += 1;
                     let reason = (w2 >> txd::REASON_SHIFT) as u8;
-                    if reason == nack::RING_FULL && shadow.attempts < self.cfg.max_attempts {
-                        let due = Instant::now() + self.backoff(shadow.attempts);
+                    let now = Instant::now();
+                    if let Persist::For(d) = shadow.persist {
+                        shadow.persist = Persist::Until(now + d);
+                    }
+                    let persists = matches!(shadow.persist, Persist::Until(u) if now < u);
+                    let retry = persists
+                        || (reason == nack::RING_FULL && shadow.attempts < self.cfg.max_attempts);
+                    if retry {
+                        // After an ack timeout the wait is behind us: resend at once.
+                        let due = if reason == nack::UNREACHABLE {
+                            now
+                        } else {
+                            now + self.backoff(shadow.attempts.min(self.cfg.max_attempts))
+                        };
                         // Keep the queue sorted by due time (backoffs differ per message).
                         let at = self
                             .retries
@@ -459,6 +520,12 @@ impl<R: RegIo> Endpoint<R> {
             self.io.release_counter(off::TX_NACK_SEEN, nacks);
         }
         reaped
+    }
+
+    /// NACKed messages waiting for their resend (no interrupt announces when one is due:
+    /// an owner that sleeps on the interrupt line keeps polling while there are any).
+    pub fn retries_pending(&self) -> usize {
+        self.retries.len()
     }
 
     /// Waits (bounded) until every posted message has a final status and no resend is

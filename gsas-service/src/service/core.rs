@@ -1647,6 +1647,9 @@ impl Core {
                 ("exanet.pull_errors", st.pull_errors),
                 ("exanet.failures", st.failures),
                 ("exanet.foreign_dropped", link.dropped()),
+                ("exanet.pio_sent", link.pio_counts().0),
+                ("exanet.pio_received", link.pio_counts().1),
+                ("exanet.pio_duplicates", link.pio_duplicates()),
             ] {
                 text.push_str(&format!("{name} {value}\n"));
             }

@@ -15,7 +15,9 @@
 //!   header (magic `GSX1`, 4 reserved bytes, the job key; the wire view `header`), the counterpart of the UDP
 //!   header, so that a service learns which job a request claims to belong to. The
 //!   reliability layer's acknowledgements (40 bytes) stay below the 64-byte mailbox limit
-//!   with it; data frames are pulled by RDMA whatever their header.
+//!   with it; data frames are pulled by RDMA whatever their header. A packet of up to
+//!   48 bytes bypasses the frames: it travels as one mailbox message with a PIO header
+//!   (see [`super::pio`]; [`ExanetLink`] implements its [`Pio`] hooks).
 //! * [`WakeLine`]: the endpoint's interrupt as a pollable descriptor (the emulator's IRQ
 //!   socket or `/dev/uioN`): [`WakeLine::arm`] before sleeping, [`WakeLine::drain`] after.
 //!   The service and every PE sleep on their endpoint's line. The endpoint raises it for
@@ -28,6 +30,7 @@
 //! Thread-safety: every type here is a single-owner value used through `&mut self`
 //! (`Send`).
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -42,6 +45,7 @@ use exanet::{Dest, ExanetTransport, FailurePolicy, Mmio, Shm, TransportConfig};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
 mod header;
+use super::pio::{self, Pio, PioRx, PioTx};
 
 /// Bytes of the job-key header in front of every Exanet packet of the runtime.
 pub use header::HEADER_LEN;
@@ -219,6 +223,11 @@ impl ExanetSite {
             inner,
             _lock: lock,
             dropped: 0,
+            pio_tx: PioTx::new(pio::fresh_incarnation()),
+            pio_rx: PioRx::default(),
+            pio_sent: 0,
+            pio_received: 0,
+            pio_inbox: VecDeque::new(),
         };
         let me = link.local();
         if me.coord != self.coord || me.ep != ep {
@@ -281,7 +290,18 @@ pub struct ExanetLink {
     inner: Inner,
     _lock: File,
     dropped: u64,
+    pio_tx: PioTx,
+    pio_rx: PioRx,
+    /// PIO packets sent and delivered.
+    pio_sent: u64,
+    pio_received: u64,
+    /// PIO packets received (header stripped) and not yet taken by `pio_recv`.
+    pio_inbox: VecDeque<(ExaPeer, u8, [u8; pio::MAX_PACKET])>,
 }
+
+/// PIO packets held between the mailbox and `pio_recv`: beyond it the link leaves messages
+/// in the transport (whose full inbox makes the NI refuse more: back-pressure).
+const PIO_INBOX: usize = 64;
 
 impl std::fmt::Debug for ExanetLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -301,6 +321,16 @@ impl ExanetLink {
     /// Packets dropped because they did not carry the runtime's header.
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// PIO messages dropped as duplicates (a resend after a lost NI ack) or stragglers.
+    pub fn pio_duplicates(&self) -> u64 {
+        self.pio_rx.dropped
+    }
+
+    /// PIO packets sent (posted to the NI) and received (delivered once).
+    pub fn pio_counts(&self) -> (u64, u64) {
+        (self.pio_sent, self.pio_received)
     }
 
     /// The counters of the Exanet transport.
@@ -347,16 +377,30 @@ impl Transport for ExanetLink {
     {
         let mut f = Some(f);
         loop {
+            if self.pio_inbox.len() >= PIO_INBOX {
+                return Ok(None);
+            }
+            let (pio_rx, pio_inbox) = (&mut self.pio_rx, &mut self.pio_inbox);
             let got = with_inner!(&mut self.inner, t => t.recv(|src, data| {
+                if data.len() >= HEADER_LEN && data[..2] == pio::MAGIC {
+                    if let Some(key) = pio_rx.accept(src, data) {
+                        let body = &data[pio::HEADER_LEN..];
+                        let mut packet = [0u8; pio::MAX_PACKET];
+                        packet[..body.len()].copy_from_slice(body);
+                        pio_inbox.push_back((ExaPeer { dest: src, key }, body.len() as u8, packet));
+                    }
+                    return Some(None);
+                }
                 let Ok(HeaderRepr { key }) = HeaderRepr::parse(data) else {
                     return None;
                 };
                 let f = f.take().expect("called once per delivered packet");
-                Some(f(ExaPeer { dest: src, key }, &data[HEADER_LEN..]))
+                Some(Some(f(ExaPeer { dest: src, key }, &data[HEADER_LEN..])))
             }))?;
             match got {
                 None => return Ok(None),
-                Some(Some(r)) => return Ok(Some(r)),
+                Some(Some(Some(r))) => return Ok(Some(r)),
+                Some(Some(None)) => {}
                 Some(None) => self.dropped += 1,
             }
         }
@@ -364,6 +408,62 @@ impl Transport for ExanetLink {
 
     fn poll(&mut self, now_ns: u64) -> Result<(), TransportError> {
         with_inner!(&mut self.inner, t => t.poll(now_ns))
+    }
+}
+
+impl Pio for ExanetLink {
+    #[inline]
+    fn pio_fits(&self, _peer: &ExaPeer, len: usize) -> bool {
+        len <= pio::MAX_PACKET
+    }
+
+    #[inline]
+    fn pio_send<R, F>(
+        &mut self,
+        peer: ExaPeer,
+        len: usize,
+        deadline: Duration,
+        fill: F,
+    ) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        let tx = &mut self.pio_tx;
+        let with_header = move |buf: &mut [u8]| {
+            let (head, body) = buf.split_at_mut(pio::HEADER_LEN);
+            tx.header(peer.dest, peer.key, head);
+            fill(body)
+        };
+        let out = with_inner!(&mut self.inner, t => t.send_persistent(peer.dest, pio::HEADER_LEN + len, deadline, with_header))?;
+        self.pio_sent += 1;
+        Ok(out)
+    }
+
+    #[inline]
+    fn pio_ready(&self) -> bool {
+        !self.pio_inbox.is_empty()
+    }
+
+    fn pio_recv<R, F>(&mut self, f: F) -> Option<R>
+    where
+        F: FnOnce(ExaPeer, &[u8]) -> R,
+    {
+        let (peer, len, packet) = self.pio_inbox.pop_front()?;
+        self.pio_received += 1;
+        Some(f(peer, &packet[..usize::from(len)]))
+    }
+
+    fn pio_lost(&mut self) -> Option<ExaPeer> {
+        let lost = with_inner!(&mut self.inner, t => t.take_lost())?;
+        log::debug!("exanet: PIO message to {} not delivered: {lost}", lost.dest);
+        Some(ExaPeer {
+            dest: lost.dest,
+            key: self.pio_tx.key_of(lost.dest),
+        })
+    }
+
+    fn pio_pending(&self) -> bool {
+        with_inner!(&self.inner, t => t.tx_pending() > 0)
     }
 }
 

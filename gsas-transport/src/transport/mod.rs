@@ -42,6 +42,7 @@
 pub mod conformance;
 pub mod exanet;
 pub mod net;
+pub mod pio;
 pub mod reliable;
 pub mod shmring;
 pub mod udp;

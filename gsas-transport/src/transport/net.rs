@@ -19,6 +19,7 @@ use exanet::Dest;
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
 use super::exanet::{ExaPeer, ExanetLink};
+use super::pio::Pio;
 use super::udp::{UdpPeer, UdpTransport};
 
 /// Where a peer is reached.
@@ -91,6 +92,85 @@ impl NetTransport {
             NetTransport::Udp(u) => NetAddr::Udp(u.local_addr()),
             NetTransport::Exanet { link, .. } => NetAddr::Exanet(link.local()),
         }
+    }
+}
+
+/// PIO over the Exanet link (see [`super::pio`]); never over UDP.
+impl Pio for NetTransport {
+    #[inline]
+    fn pio_fits(&self, peer: &NetPeer, len: usize) -> bool {
+        match (self, peer.addr) {
+            (NetTransport::Exanet { link, .. }, NetAddr::Exanet(dest)) => link.pio_fits(
+                &ExaPeer {
+                    dest,
+                    key: peer.key,
+                },
+                len,
+            ),
+            _ => false,
+        }
+    }
+
+    #[inline]
+    fn pio_send<R, F>(
+        &mut self,
+        peer: NetPeer,
+        len: usize,
+        deadline: std::time::Duration,
+        fill: F,
+    ) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        match (self, peer.addr) {
+            (NetTransport::Exanet { link, .. }, NetAddr::Exanet(dest)) => link.pio_send(
+                ExaPeer {
+                    dest,
+                    key: peer.key,
+                },
+                len,
+                deadline,
+                fill,
+            ),
+            _ => Err(mismatch()),
+        }
+    }
+
+    #[inline]
+    fn pio_ready(&self) -> bool {
+        self.exanet().is_some_and(Pio::pio_ready)
+    }
+
+    fn pio_recv<R, F>(&mut self, f: F) -> Option<R>
+    where
+        F: FnOnce(NetPeer, &[u8]) -> R,
+    {
+        let NetTransport::Exanet { link, .. } = self else {
+            return None;
+        };
+        link.pio_recv(|p, d| {
+            f(
+                NetPeer {
+                    addr: NetAddr::Exanet(p.dest),
+                    key: p.key,
+                },
+                d,
+            )
+        })
+    }
+
+    fn pio_lost(&mut self) -> Option<NetPeer> {
+        let NetTransport::Exanet { link, .. } = self else {
+            return None;
+        };
+        link.pio_lost().map(|p| NetPeer {
+            addr: NetAddr::Exanet(p.dest),
+            key: p.key,
+        })
+    }
+
+    fn pio_pending(&self) -> bool {
+        self.exanet().is_some_and(Pio::pio_pending)
     }
 }
 

@@ -7,6 +7,12 @@
 //! forwarding, plus the few extra methods the runtime needs; the inner [`Reliable`] is never
 //! handed out (see the safety argument on the type).
 //!
+//! Packets that the inner transport can carry by PIO ([`Pio`]: over Exanet, those of up
+//! to 48 bytes) bypass the layer: sent as one mailbox message that the NI driver resends
+//! until the layer's deadline, received from the transport's PIO inbox before the frames;
+//! one that is not delivered by the deadline makes its peer unreachable
+//! ([`PeerEvent::Unreachable`], later sends fail) until [`OwnedReliable::reset_peer`].
+//!
 //! [`MapIndex`] is a [`PeerIndex`] over a std `HashMap`: no fixed hash-table size to choose,
 //! and slots are handed out in order of first appearance up to the table's capacity; it
 //! admits every peer (PEs and the FORK sender talk only to services they chose). A
@@ -15,12 +21,14 @@
 //! Thread-safety: single owner (`Send` when the inner transport and peer type are);
 //! used through `&mut self`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::mem::ManuallyDrop;
 
 use gsas_core::reliable::{Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Reliable, Stats};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
+
+use crate::transport::pio::Pio;
 
 /// A [`PeerIndex`] backed by a `HashMap`; slots are assigned in order of first appearance.
 #[derive(Debug, Clone)]
@@ -69,6 +77,10 @@ where
     peers: *mut [PeerSlot<T::Peer, W>],
     buffers: *mut [u8],
     capacity: usize,
+    /// How long a PIO packet is resent (the layer's deadline).
+    deadline: std::time::Duration,
+    /// Peers a PIO packet could not be delivered to (until `reset_peer`).
+    pio_failed: HashSet<T::Peer>,
 }
 
 // SAFETY: the raw pointers are owned allocations only touched through `rel` (which is
@@ -122,6 +134,8 @@ where
                 peers: peers_ptr,
                 buffers: buf_ptr,
                 capacity: peers,
+                deadline: std::time::Duration::from_nanos(config.deadline_ns),
+                pio_failed: HashSet::new(),
             }),
             Err(e) => {
                 // SAFETY: the layer was not built, so nothing borrows the allocations; they
@@ -152,8 +166,17 @@ where
         self.rel.set_now(now_ns);
     }
 
-    /// The next peer event, if any.
-    pub fn next_event(&mut self) -> Option<PeerEvent<T::Peer>> {
+    /// The next peer event, if any (a PIO packet not delivered by its deadline makes its
+    /// peer unreachable too).
+    pub fn next_event(&mut self) -> Option<PeerEvent<T::Peer>>
+    where
+        T: Pio,
+    {
+        if let Some(p) = self.rel.inner_mut().pio_lost() {
+            if self.pio_failed.insert(p) {
+                return Some(PeerEvent::Unreachable(p));
+            }
+        }
         self.rel.next_event()
     }
 
@@ -169,6 +192,7 @@ where
 
     /// Lets `send` reach a peer declared unreachable again ([`Reliable::reset_peer`]).
     pub fn reset_peer(&mut self, peer: T::Peer) -> Result<(), TransportError> {
+        self.pio_failed.remove(&peer);
         self.rel.reset_peer(peer)
     }
 
@@ -188,10 +212,27 @@ where
         self.capacity
     }
 
-    /// Whether any frame is open or unacknowledged (timers are pending).
-    pub fn has_frames_in_use(&self) -> bool {
+    /// Whether any frame is open or unacknowledged (timers are pending), or a PIO message
+    /// waits for its final status or its resend.
+    pub fn has_frames_in_use(&self) -> bool
+    where
+        T: Pio,
+    {
         let (cap, free) = self.rel.pool_usage();
-        free < cap
+        free < cap || self.rel.inner().pio_pending()
+    }
+
+    #[inline]
+    fn pio_send<R, F>(&mut self, peer: T::Peer, len: usize, fill: F) -> Result<R, TransportError>
+    where
+        T: Pio,
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        if !self.pio_failed.is_empty() && self.pio_failed.contains(&peer) {
+            return Err(TransportError::Unreachable);
+        }
+        let deadline = self.deadline;
+        self.rel.inner_mut().pio_send(peer, len, deadline, fill)
     }
 }
 
@@ -211,7 +252,7 @@ where
     }
 }
 
-impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for OwnedReliable<T, W, I>
+impl<T: Pio, const W: usize, I: PeerIndex<T::Peer>> Transport for OwnedReliable<T, W, I>
 where
     T::Peer: Hash + 'static,
 {
@@ -226,6 +267,9 @@ where
     where
         F: FnOnce(&mut [u8]) -> R,
     {
+        if self.rel.inner().pio_fits(&peer, len) {
+            return self.pio_send(peer, len, fill);
+        }
         self.rel.send(peer, len, fill)
     }
 
@@ -234,6 +278,9 @@ where
     where
         F: FnOnce(&mut [u8]) -> R,
     {
+        if self.rel.inner().pio_fits(&peer, len) {
+            return self.pio_send(peer, len, fill);
+        }
         self.rel.send_lazy(peer, len, fill)
     }
 
@@ -242,7 +289,18 @@ where
     where
         F: FnOnce(T::Peer, &[u8]) -> R,
     {
-        self.rel.recv(f)
+        if !self.rel.inner().pio_ready() {
+            // Reading the frames also moves PIO packets to the transport's PIO inbox.
+            let mut f = Some(f);
+            let got = self
+                .rel
+                .recv(|p, d| (f.take().expect("called once"))(p, d))?;
+            if got.is_some() {
+                return Ok(got);
+            }
+            return Ok(f.and_then(|f| self.rel.inner_mut().pio_recv(f)));
+        }
+        Ok(self.rel.inner_mut().pio_recv(f))
     }
 
     fn flush(&mut self) -> Result<(), TransportError> {

@@ -484,6 +484,9 @@ impl AsRawFd for UdpTransport {
     }
 }
 
+/// No PIO path over UDP.
+impl crate::transport::pio::Pio for UdpTransport {}
+
 impl Transport for UdpTransport {
     type Peer = UdpPeer;
 

@@ -1,0 +1,358 @@
+//! The PIO path over Exanet: a packet whose frame fits one 64-byte mailbox message travels
+//! as exactly that message, outside the reliability layer ([`PioTx`], [`PioRx`], the
+//! [`Pio`] hooks that [`OwnedReliable`](super::reliable::OwnedReliable) calls).
+//!
+//! What it is. The NI reports the fate of every mailbox message (model section 5): `ACKED`
+//! means delivered into the destination mailbox exactly once, `NACKED` with `RING_FULL`,
+//! `PDID_MISMATCH` or `NO_SUCH_EP` means refused (never delivered), and `UNREACHABLE`
+//! means its ack timeout passed: the message *or its ack* was lost, so it may have
+//! arrived. So of the reliability layer's work only two things are left for small
+//! packets: resending after a NACK or a timeout until a deadline, as the layer resends a
+//! lost datagram whatever the NI's reason (the driver does it,
+//! `Endpoint::try_send_persistent`), and discarding the second copy that a resend after a lost
+//! ack delivers. For that every PIO message carries a 16-byte header in place of the
+//! 16-byte job-key header of the reliability frames, with the same magic position and the
+//! key at the same offset:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 2 | magic `GP` ([`MAGIC`]) |
+//! | 2 | 2 | sequence number of the message in the stream from this endpoint to that one |
+//! | 4 | 4 | the sender's incarnation (time-based, newer after every open of the endpoint) |
+//! | 8 | 8 | the job key |
+//!
+//! and the gsas packet follows (up to [`MAX_PACKET`] = 48 bytes: an 8- or 16-byte put, every
+//! get and atomic request, replies with up to 40 bytes of data). The receiver keeps per
+//! source endpoint a window of 1024 sequence numbers ([`PioRx`]) and drops a number it has
+//! seen. No software acknowledgement, timer or window is needed: the NI's ack is the
+//! acknowledgement, its timeout the timer, the 16-deep TX ring the window.
+//!
+//! Why the window is enough: a message is resent right after its timeout is reaped, behind
+//! at most the 15 later messages of the TX ring and the driver's queued resends (at most
+//! 64), so a duplicate is always far inside the window; a stream that leaves numbers
+//! behind by more than 1024 (a message refused with `RING_FULL` for longer than 1024 later
+//! ones took to be delivered) has them counted as seen: such a message, arriving later,
+//! would be dropped, and its operation fails at the requester's deadline with the node
+//! named. A new incarnation of a sender (a PE restarted on the endpoint) resets its stream;
+//! a message of an older one (a straggler of a process that ended) is dropped.
+//!
+//! What it is not: a path for packets above [`MAX_PACKET`] (they stay in the reliability
+//! layer's frames, pulled by RDMA), nor ordered (like the frames, PIO messages to one peer
+//! may be delivered out of order when one is resent).
+//!
+//! Thread-safety: plain single-owner values.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::{Duration, Instant};
+
+use exanet::Dest;
+use gsas_core::transport::{Transport, TransportError};
+
+/// Magic of a PIO message (the first two bytes).
+pub const MAGIC: [u8; 2] = *b"GP";
+/// Bytes of the PIO header.
+pub const HEADER_LEN: usize = 16;
+/// Largest gsas packet that travels by PIO (one 64-byte mailbox message with the header).
+pub const MAX_PACKET: usize = 64 - HEADER_LEN;
+/// Sequence numbers a receiver remembers per source endpoint.
+const WINDOW: u16 = 1024;
+/// An incarnation older than the current one of its source is a straggler of an ended
+/// process only while the current one is younger than this; later it is a new process
+/// (incarnations wrap after about 70 minutes).
+const QUIET: Duration = Duration::from_secs(10);
+/// Source endpoints remembered before the one silent longest is forgotten.
+const MAX_STREAMS: usize = 4096;
+
+/// The hash of an endpoint address for the per-endpoint maps: its 42 bits folded by a
+/// multiplication (std's SipHash costs more than the rest of a PIO send; the keys are NI
+/// stamped endpoint addresses, not attacker-chosen strings).
+#[derive(Default)]
+pub struct DestHash(u64);
+
+impl Hasher for DestHash {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0 << 8 | u64::from(b);
+        }
+    }
+
+    fn write_u16(&mut self, v: u16) {
+        self.0 = self.0 << 16 | u64::from(v);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.0 = self.0 << 32 | u64::from(v);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+/// A map keyed by endpoint address.
+type DestMap<V> = HashMap<Dest, V, BuildHasherDefault<DestHash>>;
+
+/// The transport hooks of the PIO path; the defaults are a transport without one.
+pub trait Pio: Transport {
+    /// Whether a packet of `len` bytes to `peer` goes by PIO.
+    #[inline]
+    fn pio_fits(&self, _peer: &Self::Peer, _len: usize) -> bool {
+        false
+    }
+
+    /// Sends a packet by PIO, resent by the NI driver for `deadline` after its first
+    /// refusal.
+    fn pio_send<R, F>(
+        &mut self,
+        _peer: Self::Peer,
+        _len: usize,
+        _deadline: Duration,
+        _fill: F,
+    ) -> Result<R, TransportError>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        Err(TransportError::TooLarge)
+    }
+
+    /// Whether a packet received by PIO waits for [`pio_recv`](Self::pio_recv).
+    #[inline]
+    fn pio_ready(&self) -> bool {
+        false
+    }
+
+    /// Hands the next packet received by PIO to `f`, if any.
+    fn pio_recv<R, F>(&mut self, _f: F) -> Option<R>
+    where
+        F: FnOnce(Self::Peer, &[u8]) -> R,
+    {
+        None
+    }
+
+    /// The next peer a PIO packet could not be delivered to by its deadline.
+    fn pio_lost(&mut self) -> Option<Self::Peer> {
+        None
+    }
+
+    /// Whether PIO messages wait for their final status or their resend.
+    fn pio_pending(&self) -> bool {
+        false
+    }
+}
+
+/// No PIO path on the in-process loopback (tests of the layer).
+impl<const N: usize> Pio for gsas_core::transport::loopback::LoopbackEndpoint<'_, '_, N> {}
+
+/// A time-based incarnation: microseconds of the wall clock, wrapping.
+pub fn fresh_incarnation() -> u32 {
+    (super::reliable::fresh_epoch() / 1000) as u32
+}
+
+/// The sending side: a sequence number per destination endpoint, and the key last used
+/// (to name the peer of a message lost at its deadline).
+#[derive(Debug)]
+pub struct PioTx {
+    incarnation: u32,
+    streams: DestMap<(u16, u64)>,
+}
+
+impl PioTx {
+    /// A sender of incarnation `incarnation`.
+    pub fn new(incarnation: u32) -> PioTx {
+        PioTx {
+            incarnation,
+            streams: DestMap::default(),
+        }
+    }
+
+    /// Writes the header of the next message to `dest` with `key` into `head`.
+    #[inline]
+    pub fn header(&mut self, dest: Dest, key: u64, head: &mut [u8]) {
+        let s = self.streams.entry(dest).or_insert((0, key));
+        let seq = s.0;
+        *s = (seq.wrapping_add(1), key);
+        head[..2].copy_from_slice(&MAGIC);
+        head[2..4].copy_from_slice(&seq.to_le_bytes());
+        head[4..8].copy_from_slice(&self.incarnation.to_le_bytes());
+        head[8..16].copy_from_slice(&key.to_le_bytes());
+    }
+
+    /// The key last sent to `dest` (0 if none).
+    pub fn key_of(&self, dest: Dest) -> u64 {
+        self.streams.get(&dest).map_or(0, |s| s.1)
+    }
+}
+
+/// What the receiver remembers of one source endpoint.
+#[derive(Debug)]
+struct Stream {
+    incarnation: u32,
+    /// Every number before `next` counts as seen.
+    next: u16,
+    /// Bit `x % WINDOW`: number `x` in `next..next + WINDOW` was seen.
+    seen: [u64; WINDOW as usize / 64],
+    /// When this incarnation was first heard.
+    since: Instant,
+    /// The receiver's message count when this source was last heard.
+    last: u64,
+}
+
+impl Stream {
+    fn new(incarnation: u32, first: u16, last: u64) -> Stream {
+        Stream {
+            incarnation,
+            next: first.wrapping_sub(WINDOW / 2),
+            seen: [0; WINDOW as usize / 64],
+            since: Instant::now(),
+            last,
+        }
+    }
+
+    fn bit(x: u16) -> (usize, u64) {
+        let i = usize::from(x % WINDOW);
+        (i / 64, 1u64 << (i % 64))
+    }
+
+    /// Records `seq`; false if it was seen.
+    fn accept(&mut self, seq: u16) -> bool {
+        let mut d = seq.wrapping_sub(self.next);
+        if d >= u16::MAX / 2 {
+            return false;
+        }
+        while d >= WINDOW {
+            // Leave the oldest number behind (counted as seen).
+            self.advance();
+            d -= 1;
+        }
+        let (w, b) = Stream::bit(seq);
+        if self.seen[w] & b != 0 {
+            return false;
+        }
+        self.seen[w] |= b;
+        while {
+            let (w, b) = Stream::bit(self.next);
+            self.seen[w] & b != 0
+        } {
+            self.advance();
+        }
+        true
+    }
+
+    fn advance(&mut self) {
+        let (w, b) = Stream::bit(self.next);
+        self.seen[w] &= !b;
+        self.next = self.next.wrapping_add(1);
+    }
+}
+
+/// The receiving side: duplicate suppression per source endpoint (see the module docs).
+#[derive(Debug, Default)]
+pub struct PioRx {
+    streams: DestMap<Stream>,
+    /// Messages received (the clock of `Stream::last`).
+    count: u64,
+    /// Messages dropped as duplicates or stragglers of an older incarnation.
+    pub dropped: u64,
+}
+
+impl PioRx {
+    /// Parses the header of a message from `src`: `Some(key)` if its packet is to be
+    /// delivered, `None` if it is a duplicate, a straggler or malformed (counted).
+    pub fn accept(&mut self, src: Dest, msg: &[u8]) -> Option<u64> {
+        if msg.len() < HEADER_LEN || msg[..2] != MAGIC {
+            self.dropped += 1;
+            return None;
+        }
+        let seq = u16::from_le_bytes([msg[2], msg[3]]);
+        let inc = u32::from_le_bytes(msg[4..8].try_into().expect("4 bytes"));
+        let key = u64::from_le_bytes(msg[8..16].try_into().expect("8 bytes"));
+        self.count += 1;
+        let count = self.count;
+        if self.streams.len() >= MAX_STREAMS && !self.streams.contains_key(&src) {
+            self.forget_one();
+        }
+        let s = self
+            .streams
+            .entry(src)
+            .or_insert_with(|| Stream::new(inc, seq, count));
+        if s.incarnation != inc {
+            let newer = (inc.wrapping_sub(s.incarnation) as i32) > 0;
+            if !newer && s.since.elapsed() < QUIET {
+                self.dropped += 1;
+                return None;
+            }
+            *s = Stream::new(inc, seq, count);
+        }
+        s.last = count;
+        if s.accept(seq) {
+            Some(key)
+        } else {
+            self.dropped += 1;
+            None
+        }
+    }
+
+    fn forget_one(&mut self) {
+        if let Some(src) = self
+            .streams
+            .iter()
+            .min_by_key(|(_, s)| s.last)
+            .map(|(d, _)| *d)
+        {
+            self.streams.remove(&src);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Dest = Dest { coord: 1, ep: 1 };
+
+    fn msg(seq: u16, inc: u32, key: u64) -> [u8; 16] {
+        let mut tx = PioTx::new(inc);
+        tx.streams.insert(A, (seq, key));
+        let mut h = [0u8; 16];
+        tx.header(A, key, &mut h);
+        h
+    }
+
+    #[test]
+    fn duplicates_are_dropped_and_late_numbers_delivered() {
+        let mut rx = PioRx::default();
+        assert_eq!(rx.accept(A, &msg(0, 7, 9)), Some(9));
+        assert_eq!(rx.accept(A, &msg(2, 7, 9)), Some(9), "a gap is fine");
+        assert_eq!(rx.accept(A, &msg(2, 7, 9)), None, "a duplicate is not");
+        assert_eq!(
+            rx.accept(A, &msg(1, 7, 9)),
+            Some(9),
+            "a resent message fills it"
+        );
+        assert_eq!(rx.accept(A, &msg(1, 7, 9)), None);
+        assert_eq!(rx.accept(A, &msg(0, 7, 9)), None);
+        // Across the wrap of the 16-bit numbers and far beyond the window.
+        for seq in 3..=u16::MAX {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9), "{seq}");
+        }
+        for seq in 0..3000u16 {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9), "{seq}");
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), None, "{seq}");
+        }
+        assert_eq!(rx.dropped, 3003);
+    }
+
+    #[test]
+    fn a_new_incarnation_resets_and_an_old_one_is_a_straggler() {
+        let mut rx = PioRx::default();
+        for seq in 100..110 {
+            assert!(rx.accept(A, &msg(seq, 5, 1)).is_some());
+        }
+        assert_eq!(rx.accept(A, &msg(0, 6, 2)), Some(2), "restarted at 0");
+        assert_eq!(rx.accept(A, &msg(105, 5, 1)), None, "the old process");
+        assert_eq!(rx.accept(A, &msg(1, 6, 2)), Some(2));
+        assert_eq!(rx.accept(A, &msg(2, 6, 2)), Some(2));
+        assert_eq!(rx.accept(A, &[0u8; 15]), None, "too short");
+    }
+}
