@@ -201,7 +201,7 @@ impl Node {
             },
         );
         let (index, _) = self.start(route, rec, blocking, |remote, tag| match route {
-            Route::Net(peer) => remote::try_start(&mut remote.udp, |c, t| {
+            Route::Net(peer) => remote::try_start(&mut remote.net, |c, t| {
                 c.atomic(t, peer, ctx, tag, addr, desc, operand, comparand)
             }),
             Route::Ring => match &mut remote.ring {

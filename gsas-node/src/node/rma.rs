@@ -62,7 +62,7 @@ impl Node {
         };
         let rec = self.record(ctx, route, pe, desc, false, Target::Write { payload: None });
         let (index, issued) = self.start(route, rec, !nbi, |remote, tag| match route {
-            Route::Net(peer) => remote::try_start(&mut remote.udp, |c, t| {
+            Route::Net(peer) => remote::try_start(&mut remote.net, |c, t| {
                 c.write(t, peer, ctx, tag, addr, data)
             }),
             Route::Ring => match &mut remote.ring {
@@ -95,9 +95,9 @@ impl Node {
                 let r = match route {
                     Route::Net(_) => {
                         remote
-                            .udp
+                            .net
                             .client
-                            .resume(&mut remote.udp.transport, handle, data)
+                            .resume(&mut remote.net.transport, handle, data)
                     }
                     Route::Ring => match &mut remote.ring {
                         Some(e) => e.client.resume(&mut e.transport, handle, data),
@@ -231,7 +231,7 @@ impl Node {
         );
         let (index, _) = self.start(route, rec, blocking, |remote, tag| match route {
             Route::Net(peer) => {
-                remote::try_start(&mut remote.udp, |c, t| c.read(t, peer, ctx, tag, addr, len))
+                remote::try_start(&mut remote.net, |c, t| c.read(t, peer, ctx, tag, addr, len))
             }
             Route::Ring => match &mut remote.ring {
                 Some(e) => {
