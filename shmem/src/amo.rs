@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use gsas_core::wire::{AtomicOp, AtomicType};
 
-use crate::ctx::{self, CtxRef};
+use crate::ctx_table::{self as ctx, CtxRef};
 use crate::fatal::{boundary, fatal};
 use crate::state::{self, HOT};
 use crate::types::Scalar;

@@ -21,7 +21,7 @@ use gsas_core::wire::AtomicOp;
 use super::bytes;
 use super::sym::SymSlice;
 use super::{Error, ErrorKind, c_pe};
-use crate::ctx::{self as cctx, CtxRef};
+use crate::ctx_table::{self as cctx, CtxRef};
 use crate::rma;
 use crate::types::{AmoBitwise, AmoExtended, AmoStandard, Scalar, Symmetric};
 
