@@ -105,8 +105,8 @@ pub enum ValueKind {
     },
     /// `true` or `false`.
     Bool,
-    /// A byte count in `min..=max`: an integer, or a string with a binary suffix
-    /// (`"64m"`, see [`crate::parse_size`]).
+    /// A byte count in `min..=max`: an integer, or a string in the one size grammar
+    /// (`"64m"`, `"1.5g"`, see [`crate::parse_size`]).
     Size {
         /// Smallest accepted value.
         min: u64,
@@ -663,8 +663,9 @@ fn write_markdown(out: &mut String) -> fmt::Result {
         "A cluster is described by one TOML file, read by `gsas-atomicd`, `oshrun` and the\n",
         "Exanet transport through the `board-config` crate. Examples are in `configs/`.\n",
         "\n",
-        "* Sizes are a number of bytes, or a string with a binary suffix: `\"64k\"`, `\"512m\"`,\n",
-        "  `\"2g\"`, `\"1t\"` (1k = 1024, any case).\n",
+        "* Sizes are a number of bytes, or a string in the size grammar of `SHMEM_SYMMETRIC_SIZE`:\n",
+        "  a number (decimals allowed) with an optional binary multiplier, `\"64k\"`, `\"512m\"`,\n",
+        "  `\"1.5g\"`, `\"1t\"` (1k = 1024, any case; rounded up to whole bytes).\n",
         "* Coordinates are Exanet node coordinates, written `\"x.y.z.fpga.tor\"` in decimal\n",
         "  (x, y, z in 0..=15, fpga in 0..=3, tor in 0..=255), or as the raw 22-bit integer\n",
         "  `x | y << 4 | z << 8 | fpga << 12 | tor << 14`.\n",

@@ -41,7 +41,6 @@
 //! ```
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 extern crate alloc;
 

@@ -1,21 +1,42 @@
-//! Byte sizes with binary suffixes.
+//! Byte sizes: the one size grammar of gsas.
 //!
-//! What it is: [`parse_size`] reads `4096`, `64k`, `512m`, `2g`, `1t` (suffixes are binary
-//! multiples, 1k = 1024, and case-insensitive), the form SOS accepts for
-//! `SHMEM_SYMMETRIC_SIZE`; [`ByteSize`] writes a size back in the shortest such form.
+//! What it is: [`parse_size`] reads the grammar OpenSHMEM 1.5 gives `SHMEM_SYMMETRIC_SIZE`
+//! (Sandia OpenSHMEM and Open MPI read the same): a non-negative integer or decimal number
+//! (`4096`, `3.1`, `.5`, `2.`), optionally followed by one multiplier `k`, `m`, `g`, `t` (any
+//! case; binary: 2^10, 2^20, 2^30, 2^40), after which anything is ignored (`20kk` = `20k`,
+//! `2GiB` = `2g`, `512mb` = `512m`); the result is `ceil(number * multiplier)` bytes.
+//! Surrounding white space is ignored. The library's environment variables
+//! (`SHMEM_SYMMETRIC_SIZE`, `SHMEM_COLL_RING_MIN`), the cluster file's sizes and the
+//! service's configuration keys all use it. [`ByteSize`] writes a size back in the shortest
+//! exact form.
 //!
-//! What it is not: decimal units. `kB`/`MB`/`GiB` spellings and fractions are refused, so a
-//! size never means two different things.
+//! What it is not: decimal units. A multiplier is always a power of 1024 (`1kB` is 1024
+//! bytes), so a size never means two different things.
 //!
-//! Thread safety: pure functions and a `Copy` type.
+//! Errors ([`SizeError`]) say what is wrong: no number, two decimal points, an unexpected
+//! character after the number (named), or a value beyond 64 bits.
+//!
+//! ```
+//! use board_config::{SizeError, parse_size};
+//! assert_eq!(parse_size("64k"), Ok(65_536));
+//! assert_eq!(parse_size("3.1M"), Ok(3_250_586)); // ceil(3.1 * 2^20)
+//! assert_eq!(parse_size("2GiB"), parse_size("2g"));
+//! assert_eq!(parse_size("20x"), Err(SizeError::Unexpected('x')));
+//! ```
+//!
+//! Thread safety: pure functions and `Copy` types.
 
 use core::fmt;
 
 /// Why a size string was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SizeError {
-    /// Not digits followed by at most one of `k`, `m`, `g`, `t`.
-    Syntax,
+    /// No number where one was expected (empty, a lone `.`, a sign, a letter first).
+    NoNumber,
+    /// More than one decimal point.
+    TwoPoints,
+    /// A character after the number that is not a multiplier `k`, `m`, `g` or `t`.
+    Unexpected(char),
     /// The value does not fit in 64 bits.
     Overflow,
 }
@@ -23,9 +44,14 @@ pub enum SizeError {
 impl fmt::Display for SizeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Syntax => f.write_str(
-                "a size is a whole number of bytes with an optional binary suffix k, m, g or t \
-                 (e.g. 4096, 64k, 512m, 2g)",
+            Self::NoNumber => f.write_str(
+                "expected a size: a number of bytes with an optional binary multiplier \
+                 k, m, g or t (e.g. 1048576, 64k, 512m, 3.5M, 2g)",
+            ),
+            Self::TwoPoints => f.write_str("a size has at most one decimal point"),
+            Self::Unexpected(c) => write!(
+                f,
+                "unexpected {c:?} after the number (multipliers are k, m, g, t: 64k, 512m, 2g)"
             ),
             Self::Overflow => f.write_str("size does not fit in 64 bits"),
         }
@@ -36,27 +62,57 @@ impl core::error::Error for SizeError {}
 
 const SUFFIXES: [(u8, u32); 4] = [(b't', 40), (b'g', 30), (b'm', 20), (b'k', 10)];
 
-/// Parses a byte size: decimal digits, then optionally one of `k`, `m`, `g`, `t` (any case)
-/// for 2^10, 2^20, 2^30, 2^40. No spaces, signs or fractions.
+/// Parses a byte size in the grammar of the [module documentation](self): a number
+/// (integer or decimal), an optional multiplier `k`/`m`/`g`/`t` (any case, powers of 1024)
+/// and anything after it ignored; `ceil(number * multiplier)` bytes.
 pub fn parse_size(text: &str) -> Result<u64, SizeError> {
-    let bytes = text.as_bytes();
-    let (digits, shift) = match bytes.last() {
-        Some(last) if last.is_ascii_alphabetic() => {
-            let lower = last.to_ascii_lowercase();
-            let shift = SUFFIXES
-                .iter()
-                .find(|(s, _)| *s == lower)
-                .map(|(_, shift)| *shift)
-                .ok_or(SizeError::Syntax)?;
-            (&text[..text.len() - 1], shift)
-        }
-        _ => (text, 0),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(SizeError::Syntax);
+    let t = text.trim();
+    let end = t
+        .bytes()
+        .position(|b| !(b.is_ascii_digit() || b == b'.'))
+        .unwrap_or(t.len());
+    let (number, rest) = t.split_at(end);
+    if number.is_empty() || number == "." {
+        return Err(SizeError::NoNumber);
     }
-    let value: u64 = digits.parse().map_err(|_| SizeError::Overflow)?;
-    value.checked_mul(1u64 << shift).ok_or(SizeError::Overflow)
+    let shift = match rest.chars().next() {
+        None => 0,
+        Some(c) => {
+            let lower = c.to_ascii_lowercase();
+            SUFFIXES
+                .iter()
+                .find(|(s, _)| char::from(*s) == lower)
+                .map(|(_, shift)| *shift)
+                .ok_or(SizeError::Unexpected(c))?
+        }
+    };
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    if frac_part.contains('.') {
+        return Err(SizeError::TwoPoints);
+    }
+    let int: u64 = if int_part.is_empty() {
+        0
+    } else {
+        int_part.parse().map_err(|_| SizeError::Overflow)?
+    };
+    let scale = 1u64 << shift;
+    let whole = int.checked_mul(scale).ok_or(SizeError::Overflow)?;
+    let frac_digits = frac_part.trim_end_matches('0');
+    if frac_digits.is_empty() {
+        return Ok(whole);
+    }
+    // ceil(0.frac * scale) exactly: frac / 10^d * scale rounded up, in 128-bit integers
+    // while the digits fit; beyond 30 digits the tail only decides the rounding.
+    let d = frac_digits.len().min(30);
+    let frac: u128 = frac_digits[..d].parse().map_err(|_| SizeError::Overflow)?;
+    let denom = 10u128.pow(d as u32);
+    let num = frac * u128::from(scale);
+    let mut extra = num / denom;
+    if num % denom != 0 || frac_digits.len() > d {
+        extra += 1;
+    }
+    let extra = u64::try_from(extra).map_err(|_| SizeError::Overflow)?;
+    whole.checked_add(extra).ok_or(SizeError::Overflow)
 }
 
 /// Displays a byte count in the shortest exact form [`parse_size`] reads back
@@ -83,7 +139,7 @@ mod tests {
     use alloc::string::ToString;
 
     #[test]
-    fn suffixes_are_binary_and_case_insensitive() {
+    fn multipliers_are_binary_and_case_insensitive() {
         assert_eq!(parse_size("0"), Ok(0));
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("64k"), Ok(64 << 10));
@@ -91,17 +147,53 @@ mod tests {
         assert_eq!(parse_size("512m"), Ok(512 << 20));
         assert_eq!(parse_size("2G"), Ok(2 << 30));
         assert_eq!(parse_size("3t"), Ok(3 << 40));
+        assert_eq!(parse_size("1kB"), Ok(1024), "never decimal units");
     }
 
     #[test]
-    fn bad_sizes_are_refused() {
-        for bad in [
-            "", "k", "1.5g", "-1", "1 g", "1gb", "1GiB", "1p", "0x10", "+5",
-        ] {
-            assert_eq!(parse_size(bad), Err(SizeError::Syntax), "input {bad:?}");
+    fn the_specification_examples() {
+        // OpenSHMEM 1.5 SHMEM_SYMMETRIC_SIZE (docs/openshmem-checklist.md).
+        assert_eq!(parse_size("20m"), Ok(20_971_520));
+        assert_eq!(parse_size("3.1M"), Ok(3_250_586));
+        assert_eq!(parse_size(".5m"), Ok(524_288));
+        assert_eq!(parse_size("0.5m"), parse_size(".5m"));
+        assert_eq!(parse_size("20kk"), Ok(20_480));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("3.25mega"), Ok(3_407_872));
+    }
+
+    #[test]
+    fn decimals_round_up_and_white_space_is_ignored() {
+        assert_eq!(parse_size("1.5k"), Ok(1536));
+        assert_eq!(parse_size("2."), Ok(2));
+        assert_eq!(parse_size("1.000"), Ok(1));
+        // ceil: 0.001k = 1.024 bytes -> 2
+        assert_eq!(parse_size("0.001k"), Ok(2));
+        assert_eq!(parse_size("1.0000000000000000000000000000000001"), Ok(2));
+        assert_eq!(parse_size(" 64M "), Ok(64 << 20));
+        assert_eq!(
+            parse_size("16777215.5t"),
+            Ok((16_777_215 << 40) + (1 << 39))
+        );
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_with_the_reason() {
+        for bad in ["", " ", "k", ".", "-1", "+5", "abc"] {
+            assert_eq!(parse_size(bad), Err(SizeError::NoNumber), "input {bad:?}");
         }
+        assert_eq!(parse_size("1.2.3m"), Err(SizeError::TwoPoints));
+        assert_eq!(parse_size("20x"), Err(SizeError::Unexpected('x')));
+        assert_eq!(parse_size("1 g"), Err(SizeError::Unexpected(' ')));
+        assert_eq!(parse_size("1p"), Err(SizeError::Unexpected('p')));
+        assert_eq!(parse_size("0x10"), Err(SizeError::Unexpected('x')));
+        assert!(parse_size("20x").unwrap_err().to_string().contains("'x'"));
         assert_eq!(parse_size("99999999999999999999"), Err(SizeError::Overflow));
         assert_eq!(parse_size("16777216t"), Err(SizeError::Overflow));
+        assert_eq!(
+            parse_size("16777215.9999999999999t"),
+            Err(SizeError::Overflow)
+        );
     }
 
     #[test]

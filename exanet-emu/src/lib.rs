@@ -49,9 +49,6 @@
 //! assert_eq!(out, [7u8; 300]);
 //! ```
 
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs)]
-
 pub mod device;
 pub mod emu;
 pub mod fault;

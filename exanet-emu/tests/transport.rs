@@ -15,7 +15,7 @@ use exanet::{Dest, DriverConfig, ExanetTransport, FailurePolicy, TransportConfig
 use exanet_emu::Model;
 use exanet_emu::model::{ModelConfig, ModelFabric, ModelRegistrar};
 use gsas_core::client::{Client, Completion};
-use gsas_core::service::{Segment, Service, WordMemory};
+use gsas_core::service::{PortQueue, Segment, Service, WordMemory, refuse_host_actions};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
 
@@ -438,7 +438,8 @@ fn direct_rdma_through_the_transport() {
 
 const KEY: u64 = 0xFEED;
 
-/// Serves requests on `t` until `stop`; answers through `Service::serve`.
+/// Serves requests on `t` until `stop`, with the service's serve loop
+/// (`Service::serve_port`, the daemon's).
 fn serve(mut t: ExanetTransport<exanet::Shm, exanet::nva::EmuRegistrar>, stop: Arc<AtomicBool>) {
     let words: Vec<AtomicU64> = (0..8192).map(|_| AtomicU64::new(0)).collect();
     let id = SenderId::new(t.sender_id()).unwrap();
@@ -453,25 +454,31 @@ fn serve(mut t: ExanetTransport<exanet::Shm, exanet::nva::EmuRegistrar>, stop: A
             len: 65536,
         })
         .unwrap();
+    let mut queue = PortQueue::new();
+    let mut scratch = vec![0u8; t.capabilities().mtu];
+    let mut waiting_since = None;
     while !stop.load(Ordering::Acquire) {
-        match t.recv(|p, d| (p, d.to_vec())).unwrap() {
-            Some((peer, pkt)) => {
-                let start = Instant::now();
-                loop {
-                    match service.serve(&mut t, peer, KEY, &pkt) {
-                        Ok(_) => break,
-                        Err(TransportError::WouldBlock) => {
-                            assert!(start.elapsed() < LONG, "service could not reply");
-                            let _ = t.poll(0);
-                        }
-                        Err(e) => panic!("serve: {e}"),
-                    }
-                }
-            }
-            None => {
-                let _ = t.poll(0);
-                std::thread::sleep(Duration::from_micros(20));
-            }
+        let served = service
+            .serve_port(
+                &mut t,
+                &mut queue,
+                &mut scratch,
+                64,
+                |_| KEY,
+                refuse_host_actions,
+            )
+            .unwrap_or_else(|e| panic!("serve: {e}"));
+        assert_eq!(served.dropped + served.scratch_short, 0, "{served:?}");
+        // A reply may wait for room, but not for ever.
+        if queue.is_empty() {
+            waiting_since = None;
+        } else {
+            let since = *waiting_since.get_or_insert_with(Instant::now);
+            assert!(since.elapsed() < LONG, "service could not reply");
+        }
+        if served.moved == 0 {
+            let _ = t.poll(0);
+            std::thread::sleep(Duration::from_micros(20));
         }
     }
 }

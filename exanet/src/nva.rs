@@ -237,10 +237,18 @@ impl MemSegment {
 
     /// The bytes at `offset..offset + len` as a mutable slice.
     ///
+    /// Reads from outside this process (an RDMA READ by the NI or the emulator pulling the
+    /// bytes) may happen while the slice lives: they cannot change what this process sees,
+    /// so they do not make the slice unsound, but they may observe any mix of old and new
+    /// bytes. A caller that lets that happen must detect such a read on the other side (the
+    /// transport's generation stamps do: a pull of a slot being rewritten is dropped,
+    /// `stale_pulls`).
+    ///
     /// # Safety
     ///
-    /// No RDMA operation (or other process) reads or writes these bytes while the slice
-    /// lives, and no other slice of them exists.
+    /// Nothing writes these bytes while the slice lives except through it (no RDMA WRITE or
+    /// READ into them, no other process), and no other slice or pointer access of them
+    /// exists in this process meanwhile.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn slice_mut(&self, offset: usize, len: usize) -> io::Result<&mut [u8]> {
         self.range(offset, len)?;

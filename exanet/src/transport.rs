@@ -89,8 +89,12 @@ use crate::regs::{RDMA_CHANNELS, RDMA_DEPTH, RX_DEPTH, class, nack, rdma_status,
 /// A transport peer: a node coordinate and an endpoint.
 pub type ExanetPeer = Dest;
 
-const BULK_DESC: u8 = 0xFB;
-const BULK_RELEASE: u8 = 0xFC;
+mod wire;
+
+use wire::{
+    BULK_DESC, BULK_RELEASE, BulkDescRepr, BulkReleaseRepr, DESC_LEN, RELEASE_LEN, RELEASE_MIN_LEN,
+};
+
 const RESERVED_FIRST: u8 = 0xF8;
 const PULL_CHANNEL: usize = 0;
 /// Driver tag of a `BULK_DESC`: `0x8000 | (generation & 0x7F) << 8 | slot`.
@@ -242,13 +246,13 @@ struct Release {
 }
 
 impl Release {
-    fn message(&self) -> [u8; 8] {
-        let mut msg = [0u8; 8];
-        msg[0] = BULK_RELEASE;
-        msg[1] = self.slot;
-        msg[2..4].copy_from_slice(&self.generation.to_le_bytes());
-        msg[4] = self.status;
-        msg
+    fn message(&self) -> [u8; RELEASE_LEN] {
+        BulkReleaseRepr {
+            slot: self.slot,
+            generation: self.generation,
+            status: self.status,
+        }
+        .to_bytes()
     }
 }
 
@@ -534,7 +538,10 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         let mut n = self.scanned.max(1);
         while let Some(msg) = self.ep.rx_peek_nth(n) {
             let data = msg.data();
-            if msg.class() == class::USER && data[0] == BULK_RELEASE && data.len() >= 5 {
+            if msg.class() == class::USER
+                && data[0] == BULK_RELEASE
+                && data.len() >= RELEASE_MIN_LEN
+            {
                 self.on_release(msg.src(), data);
             }
             n += 1;
@@ -554,7 +561,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
             match data[0] {
                 BULK_RELEASE => {
                     self.pop();
-                    if data.len() >= 5 {
+                    if data.len() >= RELEASE_MIN_LEN {
                         self.on_release(msg.src(), data);
                     }
                 }
@@ -563,7 +570,7 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
                         return false;
                     }
                     self.pop();
-                    if data.len() >= 16 {
+                    if data.len() >= DESC_LEN {
                         self.on_desc(msg.src(), data);
                     }
                 }
@@ -594,10 +601,16 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
     }
 
     fn on_desc(&mut self, src: Dest, data: &[u8]) {
-        let src_slot = data[1];
-        let generation = u16::from_le_bytes([data[2], data[3]]);
-        let len = u32::from_le_bytes(data[4..8].try_into().expect("4 bytes"));
-        let nva = Nva(u64::from_le_bytes(data[8..16].try_into().expect("8 bytes")));
+        let Ok(BulkDescRepr {
+            slot: src_slot,
+            generation,
+            len,
+            nva,
+        }) = BulkDescRepr::parse(data)
+        else {
+            return;
+        };
+        let nva = Nva(nva);
         if len == 0 || len as usize > self.cfg.mtu {
             log::warn!(
                 "exanet {}: refused a bulk packet of {len} bytes from {src} (mtu {})",
@@ -618,8 +631,11 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
     }
 
     fn on_release(&mut self, src: Dest, data: &[u8]) {
-        let slot = usize::from(data[1]);
-        let generation = u16::from_le_bytes([data[2], data[3]]);
+        let Ok(release) = BulkReleaseRepr::parse(data) else {
+            return;
+        };
+        let slot = usize::from(release.slot);
+        let generation = release.generation;
         let Some(s) = self
             .tx
             .get_mut(slot)
@@ -629,10 +645,10 @@ impl<R: RegIo, G: Registrar> ExanetTransport<R, G> {
         };
         s.busy = false;
         let reported = std::mem::take(&mut s.overdue);
-        if data[4] != 0 && !reported {
+        if release.status != 0 && !reported {
             log::warn!(
                 "exanet: bulk packet to {src} lost: the receiver's pull failed ({})",
-                rdma_status::name(u32::from(data[4]))
+                rdma_status::name(u32::from(release.status))
             );
             self.fail(TxFailure {
                 dest: src,
@@ -947,9 +963,10 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
         self.staging.write(old_tail, &[0; STAMP_LEN]).map_err(bad)?;
         crate::io::to_device_barrier();
         self.staging.write(off, &new).map_err(bad)?;
-        // SAFETY: send-staging slot `slot` is free: no receiver writes it (pulls only read
-        // it: a late pull of an older packet is rejected by its stamps), so nothing else
-        // writes these bytes while `fill` runs.
+        // SAFETY: send-staging slot `slot` is free: no RDMA operation writes it (receive
+        // pulls land in the receive-staging slots, never here) and no other slice of it
+        // exists. A late pull of an older packet may still read it from outside the
+        // process, which `slice_mut` allows: the stamps make the receiver drop such a read.
         let buf = unsafe { self.staging.slice_mut(off + STAMP_LEN, len) }.map_err(bad)?;
         let out = fill(buf);
         crate::io::to_device_barrier();
@@ -959,12 +976,13 @@ impl<R: RegIo, G: Registrar> Transport for ExanetTransport<R, G> {
         let s = &mut self.tx[slot];
         s.generation = generation;
         s.len = len as u32;
-        let mut desc = [0u8; 16];
-        desc[0] = BULK_DESC;
-        desc[1] = slot as u8;
-        desc[2..4].copy_from_slice(&s.generation.to_le_bytes());
-        desc[4..8].copy_from_slice(&(len as u32).to_le_bytes());
-        desc[8..16].copy_from_slice(&self.staging_nva.add(off as u64).0.to_le_bytes());
+        let desc = BulkDescRepr {
+            slot: slot as u8,
+            generation: s.generation,
+            len: len as u32,
+            nva: self.staging_nva.add(off as u64).0,
+        }
+        .to_bytes();
         let tag = DESC_TAG | (s.generation & 0x7F) << 8 | slot as u16;
         self.ep
             .try_send(peer, &desc, tag)

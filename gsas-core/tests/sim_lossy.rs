@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use gsas_core::client::{Client, ClientError, Completion, OpError, OpHandle, OpKind};
 use gsas_core::reliable::{Config, PeerSlot, Reliable, buffer_len};
-use gsas_core::service::{Prepared, Segment, Service, WordMemory};
+use gsas_core::service::{Handled, Segment, Service, WordMemory};
 use gsas_core::transport::fault::{FaultConfig, FaultInjector, PPM};
 use gsas_core::transport::loopback::{LoopbackConfig, LoopbackEndpoint, LoopbackHub};
 use gsas_core::transport::{Ordering, Transport, TransportError};
@@ -1136,25 +1136,12 @@ fn serve<T: Transport<Peer = usize>>(
     from: usize,
     packet: &[u8],
 ) -> bool {
-    match service.prepare(KEY, packet) {
-        Prepared::Reply(p) => {
-            let len = p.reply_len();
-            let sent = if p.may_wait() {
-                node.send_lazy(from, len, |slot| service.execute(&p, slot))
-            } else {
-                node.send(from, len, |slot| service.execute(&p, slot))
-            };
-            match sent {
-                Ok(Ok(n)) => {
-                    assert_eq!(n, p.reply_len());
-                    true
-                }
-                Ok(Err(e)) => panic!("reply slot of exactly reply_len bytes: {e}"),
-                Err(TransportError::WouldBlock) => false,
-                Err(e) => panic!("reply to peer {from} failed: {e}"),
-            }
-        }
-        other => panic!("request from peer {from} not a memory request: {other:?}"),
+    // The core's one-shot serve (prepare, then execute into the transport's slot).
+    match service.serve(node, from, KEY, packet) {
+        Ok(Handled::Replied(_)) => true,
+        Err(TransportError::WouldBlock) => false,
+        Ok(other) => panic!("request from peer {from} not a memory request: {other:?}"),
+        Err(e) => panic!("reply to peer {from} failed: {e}"),
     }
 }
 

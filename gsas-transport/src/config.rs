@@ -51,8 +51,8 @@ pub enum Kind {
         /// Largest accepted value.
         max: u64,
     },
-    /// A byte count in `min..=max`: an integer with an optional `k`/`m`/`g`/`t` suffix
-    /// (powers of 1024), as in `board-config`.
+    /// A byte count in `min..=max` in `board-config`'s one size grammar
+    /// ([`board_config::parse_size`]: `64k`, `1.5g`, powers of 1024).
     Size {
         /// Smallest accepted value.
         min: u64,

@@ -23,8 +23,9 @@
 //! **Thread-safety.** Reentrant.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
+use gsas_core::service::AmoKind;
 use gsas_core::wire::{AtomicOp, AtomicType};
 
 use crate::ctx_table::{self as ctx, CtxRef};
@@ -41,57 +42,24 @@ fn width(ty: AtomicType) -> usize {
     }
 }
 
-/// Runs `op` on the `width`-byte word at `p` with CPU atomics; returns the old value
-/// (zero-extended), 0 for SET.
+/// Runs `op` on the `width`-byte word at `p` with CPU atomics, through gsas-core's atomic
+/// kernel ([`AmoKind`], the one the service runs); returns the old value (zero-extended),
+/// 0 for SET.
 ///
 /// # Safety
 ///
 /// `p` valid, aligned to `width`, and accessed only atomically by others meanwhile.
 #[inline(always)]
 pub unsafe fn local(p: *mut u8, op: AtomicOp, width: usize, operand: u64, comparand: u64) -> u64 {
-    let (ar, acq, rel) = (Ordering::AcqRel, Ordering::Acquire, Ordering::Release);
+    let (kind, operand) = AmoKind::from_wire(op, operand);
     if width == 4 {
         // SAFETY: the caller guarantees a valid, 4-byte aligned, atomically accessed word.
         let a = unsafe { AtomicU32::from_ptr(p.cast()) };
-        let (v, c) = (operand as u32, comparand as u32);
-        u64::from(match op {
-            AtomicOp::Fetch => a.load(acq),
-            AtomicOp::Set => {
-                a.store(v, rel);
-                0
-            }
-            AtomicOp::Swap => a.swap(v, ar),
-            AtomicOp::CompareSwap => match a.compare_exchange(c, v, ar, acq) {
-                Ok(old) | Err(old) => old,
-            },
-            AtomicOp::FetchAdd | AtomicOp::Add => a.fetch_add(v, ar),
-            AtomicOp::FetchInc | AtomicOp::Inc => a.fetch_add(1, ar),
-            AtomicOp::FetchAnd | AtomicOp::And => a.fetch_and(v, ar),
-            AtomicOp::FetchOr | AtomicOp::Or => a.fetch_or(v, ar),
-            AtomicOp::FetchXor | AtomicOp::Xor => a.fetch_xor(v, ar),
-            AtomicOp::Unknown(_) => a.load(acq),
-        })
+        u64::from(kind.run32(a, operand as u32, comparand as u32))
     } else {
         // SAFETY: as above, 8-byte aligned.
         let a = unsafe { AtomicU64::from_ptr(p.cast()) };
-        let (v, c) = (operand, comparand);
-        match op {
-            AtomicOp::Fetch => a.load(acq),
-            AtomicOp::Set => {
-                a.store(v, rel);
-                0
-            }
-            AtomicOp::Swap => a.swap(v, ar),
-            AtomicOp::CompareSwap => match a.compare_exchange(c, v, ar, acq) {
-                Ok(old) | Err(old) => old,
-            },
-            AtomicOp::FetchAdd | AtomicOp::Add => a.fetch_add(v, ar),
-            AtomicOp::FetchInc | AtomicOp::Inc => a.fetch_add(1, ar),
-            AtomicOp::FetchAnd | AtomicOp::And => a.fetch_and(v, ar),
-            AtomicOp::FetchOr | AtomicOp::Or => a.fetch_or(v, ar),
-            AtomicOp::FetchXor | AtomicOp::Xor => a.fetch_xor(v, ar),
-            AtomicOp::Unknown(_) => a.load(acq),
-        }
+        kind.run64(a, operand, comparand)
     }
 }
 

@@ -28,24 +28,27 @@
 //! |---|---|---|---|---|
 //! | `SHMEM_VERSION` | `SMA_VERSION` | boolean (set = on) | off | PE 0 prints the library name and the OpenSHMEM version at start-up. |
 //! | `SHMEM_INFO` | `SMA_INFO` | boolean (set = on) | off | PE 0 prints the library version and this list of variables at start-up. |
-//! | `SHMEM_SYMMETRIC_SIZE` | `SMA_SYMMETRIC_SIZE` | size (number with optional k/m/g/t) | the runtime's default: `defaults.symmetric_size` of the cluster file, else 64 MiB | Symmetric heap size of every PE in bytes; at least ceil(number * scale) bytes are provided. |
+//! | `SHMEM_SYMMETRIC_SIZE` | `SMA_SYMMETRIC_SIZE` | size (number, decimals allowed, with optional k/m/g/t) | the runtime's default: `defaults.symmetric_size` of the cluster file, else 64 MiB | Symmetric heap size of every PE in bytes; at least ceil(number * scale) bytes are provided. |
 //! | `SHMEM_DEBUG` | `SMA_DEBUG` | boolean (set = on) | off | Print diagnostic messages (start-up details, ignored hints) on standard error. |
 //! | `SHMEM_WAIT_TIMEOUT` | - | seconds (number > 0) | 3600 | gsas extension: longest time a point-to-point wait, a signal wait, a lock acquisition or a wait inside a collective may block before the job is ended with a message naming the call. |
 //! | `SHMEM_COLL_FLAT_MAX` | - | integer (>= 0) | 8 | gsas extension: a barrier of a team or active set on one node with at most this many PEs is flat (every PE watches every other PE's flag); larger ones gather through a tree of sub-leaders to one leader. |
 //! | `SHMEM_COLL_FANIN` | - | integer (>= 0) | 8 | gsas extension: fan-in of the intra-node arrival tree of barriers (each sub-leader waits for this many PEs; at least 1). |
-//! | `SHMEM_COLL_RING_MIN` | - | size (number with optional k/m/g/t) | 256k | gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling. |
+//! | `SHMEM_COLL_RING_MIN` | - | size (number, decimals allowed, with optional k/m/g/t) | 256k | gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling. |
 //! | `SHMEM_COLL_SPIN_US` | - | integer (>= 0) | 20 | gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning when the node runs more PEs than there are CPUs. |
 //! <!-- END GENERATED -->
 
 use std::fmt;
 use std::time::Duration;
 
+pub use board_config::parse_size;
+
 /// The type of a variable's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// Set when present, whatever the value.
     Bool,
-    /// A size with an optional `k/m/g/t` multiplier ([`parse_size`]).
+    /// A size with an optional `k/m/g/t` multiplier ([`parse_size`]: board-config's one size
+    /// grammar, the specification's for `SHMEM_SYMMETRIC_SIZE`).
     Size,
     /// A positive number of seconds (integer or decimal).
     Seconds,
@@ -57,7 +60,7 @@ impl Kind {
     fn describe(self) -> &'static str {
         match self {
             Kind::Bool => "boolean (set = on)",
-            Kind::Size => "size (number with optional k/m/g/t)",
+            Kind::Size => "size (number, decimals allowed, with optional k/m/g/t)",
             Kind::Seconds => "seconds (number > 0)",
             Kind::Count => "integer (>= 0)",
         }
@@ -265,7 +268,7 @@ impl Config {
                     }
                 }
                 Kind::Size => {
-                    let v = parse_size(&value).map_err(bad)?;
+                    let v = parse_size(&value).map_err(|e| bad(e.to_string()))?;
                     match var.name {
                         "SHMEM_COLL_RING_MIN" => c.coll_ring_min = v,
                         _ => c.symmetric_size = Some(v),
@@ -306,64 +309,6 @@ impl Config {
         }
         Config::from_lookup(|name| std::env::var(name).ok())
     }
-}
-
-/// Parses a `SHMEM_SYMMETRIC_SIZE` value: a non-negative integer or decimal number
-/// (`20`, `3.1`, `.5`, `2.`), optionally followed by one multiplier `k/K`, `m/M`, `g/G`,
-/// `t/T` (2^10, 2^20, 2^30, 2^40) after which anything is ignored; the result is
-/// `ceil(number * scale)`. Surrounding white space is ignored.
-///
-/// Errors: a message saying what is wrong (no number, an unexpected character, overflow).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let digits_end = t
-        .char_indices()
-        .find(|&(_, ch)| !(ch.is_ascii_digit() || ch == '.'))
-        .map_or(t.len(), |(i, _)| i);
-    let (number, rest) = t.split_at(digits_end);
-    if number.is_empty() || number == "." {
-        return Err("expected a number such as 512m, 2g, 3.5M or 1048576".into());
-    }
-    if number.matches('.').count() > 1 {
-        return Err(format!("{number:?} has more than one decimal point"));
-    }
-    let scale: u64 = match rest.chars().next() {
-        None => 1,
-        Some('k' | 'K') => 1 << 10,
-        Some('m' | 'M') => 1 << 20,
-        Some('g' | 'G') => 1 << 30,
-        Some('t' | 'T') => 1 << 40,
-        Some(other) => {
-            return Err(format!(
-                "unexpected {other:?} after the number (multipliers are k, m, g, t)"
-            ));
-        }
-    };
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    let overflow = || format!("{t:?} does not fit in 64 bits");
-    let int: u64 = if int_part.is_empty() {
-        0
-    } else {
-        int_part.parse().map_err(|_| overflow())?
-    };
-    let whole = int.checked_mul(scale).ok_or_else(overflow)?;
-    let frac_digits = frac_part.trim_end_matches('0');
-    if frac_digits.is_empty() {
-        return Ok(whole);
-    }
-    // ceil(0.frac * scale) exactly: frac / 10^d * scale, rounded up, in 128-bit integers
-    // while the digits fit; beyond 30 digits the tail cannot change the result by a byte.
-    let d = frac_digits.len().min(30);
-    let frac: u128 = frac_digits[..d].parse().map_err(|_| overflow())?;
-    let tail_nonzero = frac_digits.len() > d;
-    let denom = 10u128.pow(d as u32);
-    let num = frac * u128::from(scale);
-    let mut extra = num / denom;
-    if num % denom != 0 || tail_nonzero {
-        extra += 1;
-    }
-    let extra = u64::try_from(extra).map_err(|_| overflow())?;
-    whole.checked_add(extra).ok_or_else(overflow)
 }
 
 /// Parses a positive number of seconds (`30`, `0.5`).
@@ -435,49 +380,18 @@ mod tests {
     }
 
     #[test]
-    fn checklist_examples() {
-        assert_eq!(parse_size("20m"), Ok(20_971_520));
-        assert_eq!(parse_size("3.1M"), Ok(3_250_586));
-        assert_eq!(parse_size(".5m"), Ok(524_288));
-        assert_eq!(parse_size("0.5m"), parse_size(".5m"));
-        assert_eq!(parse_size("20kk"), Ok(20_480));
-        assert_eq!(parse_size("20kk"), parse_size("20k"));
-    }
-
-    #[test]
-    fn more_sizes() {
-        assert_eq!(parse_size("1048576"), Ok(1 << 20));
-        assert_eq!(parse_size("2g"), Ok(2 << 30));
-        assert_eq!(parse_size("2G"), Ok(2 << 30));
-        assert_eq!(parse_size("1t"), Ok(1 << 40));
-        assert_eq!(parse_size("1.5k"), Ok(1536));
-        assert_eq!(parse_size("2."), Ok(2));
-        assert_eq!(parse_size("0"), Ok(0));
-        // ceil: 0.001k = 1.024 bytes -> 2
-        assert_eq!(parse_size("0.001k"), Ok(2));
-        assert_eq!(parse_size("1.0000000000000000000000000000000001"), Ok(2));
-        assert_eq!(parse_size(" 64M "), Ok(64 << 20));
-        assert_eq!(parse_size("3.25mega"), Ok(3_407_872));
-    }
-
-    #[test]
-    fn invalid_sizes() {
-        for bad in [
-            "",
-            "m",
-            ".",
-            "-5",
-            "abc",
-            "20x",
-            "1.2.3m",
-            "5 m",
-            "99999999999999999999",
-        ] {
-            let e = parse_size(bad).unwrap_err();
-            assert!(!e.is_empty(), "{bad}");
-        }
-        assert!(parse_size("20x").unwrap_err().contains("'x'"));
-        assert!(parse_size("16777216t").unwrap_err().contains("64 bits"));
+    fn sizes_use_the_one_grammar_and_name_the_variable_on_error() {
+        // The grammar itself is tested in board-config (size.rs).
+        let c = cfg(&[
+            ("SHMEM_SYMMETRIC_SIZE", "3.1M"),
+            ("SHMEM_COLL_RING_MIN", "2k"),
+        ])
+        .unwrap();
+        assert_eq!(c.symmetric_size, Some(3_250_586));
+        assert_eq!(c.coll_ring_min, 2048);
+        let e = cfg(&[("SHMEM_SYMMETRIC_SIZE", "20x")]).unwrap_err();
+        assert_eq!(e.name, "SHMEM_SYMMETRIC_SIZE");
+        assert!(e.reason.contains("'x'"), "{}", e.reason);
     }
 
     #[test]

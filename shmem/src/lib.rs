@@ -137,8 +137,6 @@
 //! # Ok::<(), shmem::Error>(())
 //! ```
 
-#![warn(missing_docs)]
-
 // The internals (crate-private, so that the state the fast paths read is addressed
 // directly, not through the GOT, and so that issue 6's modules build on them). Their names
 // say their role beside the C ABI's `capi/` and the Rust API's `api/` (`ctx_table` holds the

@@ -56,6 +56,16 @@ use crate::team::Team;
 pub const SMALL: usize = 16;
 
 /// The words of the state the fast paths read, outside the state pointer.
+///
+/// Ordering (the contract between [`Hot::publish`] and [`Hot::heap_direct`]): `publish`
+/// stores the table, the heap base and the heap limit, then `npes` with `Release`;
+/// `heap_direct` loads `npes` first, with `Acquire`, and the other words only after it.
+/// So a caller that sees `npes != 0` also sees the table (never freed) and the heap of that
+/// publication, whichever thread it runs on and whatever the program's own synchronisation
+/// with `shmem_init` (which OpenSHMEM requires anyway). On x86_64 an `Acquire` load is the
+/// same `mov` as a `Relaxed` one; on aarch64 it is one `ldar` for one `ldr`: the fast
+/// paths keep their instruction counts. `retract` stores `npes = 0` first, so a late
+/// caller falls to the slow path, which reports the library as not initialized.
 #[derive(Debug)]
 pub struct Hot {
     heap_base: AtomicUsize,
@@ -84,16 +94,19 @@ impl Hot {
         if n > SMALL {
             return None;
         }
+        // Acquire, and first: see the ordering contract on `Hot`.
+        let npes = self.npes.load(Ordering::Acquire);
         let off = addr.wrapping_sub(self.heap_base.load(Ordering::Relaxed));
         if off > self.heap_limit.load(Ordering::Relaxed) {
             return None;
         }
         let pe = pe as u32;
-        if pe >= self.npes.load(Ordering::Relaxed) {
+        if pe >= npes {
             return None;
         }
-        // SAFETY: `npes` is non-zero only while the table of `npes` entries is alive (set
-        // at init before `npes`, never freed), and `pe < npes`.
+        // SAFETY: `npes` is non-zero only once the table of `npes` entries was published
+        // (stored before the Release store of `npes`, which the Acquire load above
+        // synchronizes with; never freed), and `pe < npes`.
         let base = unsafe { *self.heap_direct.load(Ordering::Relaxed).add(pe as usize) };
         if base == 0 {
             return None;
@@ -101,6 +114,8 @@ impl Hot {
         Some((base + off) as *mut u8)
     }
 
+    /// Makes the fast paths live: `table` (`npes` entries, never freed) and `heap`, then
+    /// `npes` with `Release` (see the ordering contract on [`Hot`]).
     fn publish(&self, heap: Range, npes: u32, table: *mut usize) {
         self.heap_direct.store(table, Ordering::Relaxed);
         self.heap_base.store(heap.base, Ordering::Relaxed);
@@ -109,6 +124,7 @@ impl Hot {
         self.npes.store(npes, Ordering::Release);
     }
 
+    /// Sends every later fast-path call to the slow path.
     fn retract(&self) {
         self.npes.store(0, Ordering::Release);
         self.heap_limit.store(0, Ordering::Relaxed);
@@ -489,5 +505,49 @@ impl State {
     /// How long user-level waits may block (`SHMEM_WAIT_TIMEOUT`).
     pub fn wait_timeout(&self) -> Duration {
         self.config.wait_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hot() -> Hot {
+        Hot {
+            heap_base: AtomicUsize::new(0),
+            heap_limit: AtomicUsize::new(0),
+            npes: AtomicU32::new(0),
+            heap_direct: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    #[test]
+    fn heap_direct_is_live_only_between_publish_and_retract() {
+        let h = hot();
+        let heap = Range {
+            base: 0x10_0000,
+            len: 0x1000,
+        };
+        assert_eq!(h.heap_direct(heap.base, 8, 0), None, "before publish");
+        // PE 0 mapped at 0x50_0000, PE 1 reached through the service (0).
+        let table: &'static mut [usize] = Box::leak(vec![0x50_0000, 0].into_boxed_slice());
+        h.publish(heap, 2, table.as_mut_ptr());
+        assert_eq!(
+            h.heap_direct(heap.base + 0x10, 8, 0),
+            Some(0x50_0010 as *mut u8)
+        );
+        assert_eq!(h.heap_direct(heap.base + 0x10, 8, 1), None, "not mapped");
+        assert_eq!(h.heap_direct(heap.base + 0x10, 8, 2), None, "pe >= npes");
+        assert_eq!(h.heap_direct(heap.base + 0x10, 8, -1), None, "negative pe");
+        assert_eq!(h.heap_direct(heap.base - 8, 8, 0), None, "below the heap");
+        let last = heap.base + heap.len - SMALL;
+        assert_eq!(
+            h.heap_direct(last, 16, 0),
+            Some((0x50_0000 + 0x1000 - 16) as *mut u8)
+        );
+        assert_eq!(h.heap_direct(last + 1, 8, 0), None, "the tail goes slow");
+        assert_eq!(h.heap_direct(heap.base, SMALL + 1, 0), None, "too large");
+        h.retract();
+        assert_eq!(h.heap_direct(heap.base + 0x10, 8, 0), None, "after retract");
     }
 }

@@ -52,9 +52,6 @@
 //! # }
 //! ```
 
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs)]
-
 mod error;
 pub mod fabricate;
 pub mod irq;

@@ -30,8 +30,8 @@ use exanet_emu::Model;
 use exanet_emu::emu::{EmuConfig, Emulator, FabricMode};
 use exanet_emu::model::{ModelConfig, ModelFabric};
 use gsas_core::client::{Client, Completion};
-use gsas_core::service::{Segment, Service, WordMemory};
-use gsas_core::transport::{Transport, TransportError};
+use gsas_core::service::{PortQueue, Segment, Service, WordMemory, refuse_host_actions};
+use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, SenderId};
 
 type Tr = ExanetTransport<Shm, EmuRegistrar>;
@@ -52,21 +52,23 @@ fn serve(mut t: Tr, stop: Arc<AtomicBool>) {
             len: 2 * MIB as u64,
         })
         .expect("segment");
+    // The service's serve loop (`Service::serve_port`, the daemon's).
+    let mut queue = PortQueue::new();
+    let mut scratch = vec![0u8; t.capabilities().mtu];
     while !stop.load(Ordering::Acquire) {
-        match t.recv(|p, d| (p, d.to_vec())).expect("recv") {
-            Some((peer, pkt)) => loop {
-                match service.serve(&mut t, peer, KEY, &pkt) {
-                    Ok(_) => break,
-                    Err(TransportError::WouldBlock) => {
-                        let _ = t.poll(0);
-                    }
-                    Err(e) => panic!("serve: {e}"),
-                }
-            },
-            None => {
-                let _ = t.poll(0);
-                std::thread::yield_now();
-            }
+        let served = service
+            .serve_port(
+                &mut t,
+                &mut queue,
+                &mut scratch,
+                64,
+                |_| KEY,
+                refuse_host_actions,
+            )
+            .expect("serve");
+        if served.moved == 0 {
+            let _ = t.poll(0);
+            std::thread::yield_now();
         }
     }
 }

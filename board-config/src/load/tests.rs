@@ -582,13 +582,13 @@ fn out_of_range_values() {
 
 #[test]
 fn invalid_values() {
-    let text = two("memory = \"1.5g\"", "", "");
+    let text = two("memory = \"1.5p\"", "", "");
     expect(
         &text,
         ErrorKind::Invalid,
         line_with(&text, "memory"),
         "nodes[0].memory",
-        "\"1.5g\" is not a size",
+        "\"1.5p\" is not a size: unexpected 'p' after the number",
     );
     let text = two("coord = \"1.2.3\"", "", "");
     expect(

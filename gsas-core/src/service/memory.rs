@@ -12,48 +12,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use super::Segment;
-
-/// A resolved atomic operation, as executed on memory. The engine maps the 14 wire
-/// operations onto these (INC = ADD 1; fetching and non-fetching variants share one kind).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum AmoKind {
-    /// Load the value.
-    Fetch,
-    /// Store the operand (the returned value is ignored by the engine).
-    Set,
-    /// Exchange with the operand.
-    Swap,
-    /// Store the operand if the value equals the comparand.
-    CompareSwap,
-    /// Wrapping add of the operand (two's complement: the same for signed and unsigned).
-    Add,
-    /// Bitwise AND.
-    And,
-    /// Bitwise OR.
-    Or,
-    /// Bitwise XOR.
-    Xor,
-}
-
-impl AmoKind {
-    /// The new value for `old` (for [`AmoKind::CompareSwap`], `None` when it does not
-    /// match; for [`AmoKind::Fetch`] always `None`). Works on any width given as `u64`;
-    /// callers mask 32-bit results.
-    #[inline]
-    pub fn apply(self, old: u64, operand: u64, comparand: u64) -> Option<u64> {
-        match self {
-            AmoKind::Fetch => None,
-            AmoKind::Set | AmoKind::Swap => Some(operand),
-            AmoKind::CompareSwap => (old == comparand).then_some(operand),
-            AmoKind::Add => Some(old.wrapping_add(operand)),
-            AmoKind::And => Some(old & operand),
-            AmoKind::Or => Some(old | operand),
-            AmoKind::Xor => Some(old ^ operand),
-        }
-    }
-}
+use super::{AmoKind, Segment};
 
 /// How the service engine reaches memory.
 ///
@@ -244,25 +203,11 @@ impl Memory for WordMemory<'_> {
         operand: u64,
         comparand: u64,
     ) -> u64 {
-        let word = &self.words[Self::index(seg, offset) / 8];
-        match op {
-            AmoKind::Fetch => word.load(Ordering::Acquire),
-            AmoKind::Set => {
-                word.store(operand, Ordering::Release);
-                0
-            }
-            AmoKind::Swap => word.swap(operand, Ordering::AcqRel),
-            AmoKind::CompareSwap => {
-                match word.compare_exchange(comparand, operand, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(v) | Err(v) => v,
-                }
-            }
-            AmoKind::Add => word.fetch_add(operand, Ordering::AcqRel),
-            AmoKind::And => word.fetch_and(operand, Ordering::AcqRel),
-            AmoKind::Or => word.fetch_or(operand, Ordering::AcqRel),
-            AmoKind::Xor => word.fetch_xor(operand, Ordering::AcqRel),
-        }
+        op.run64(
+            &self.words[Self::index(seg, offset) / 8],
+            operand,
+            comparand,
+        )
     }
 }
 

@@ -76,18 +76,24 @@
 //! assert_eq!(ReplyRepr::parse(&reply[..n]).unwrap().body, Reply::Data(b"hello"));
 //! ```
 
+mod amo;
 mod memory;
 mod segment;
+#[cfg(feature = "std")]
+mod serve;
 mod stats;
 
-pub use memory::{AmoKind, Memory, WordMemory};
+pub use amo::AmoKind;
+pub use memory::{Memory, WordMemory};
 pub use segment::{RegisterError, Segment, SegmentTable};
+#[cfg(feature = "std")]
+pub use serve::{BLOCKED_SCAN, PortQueue, Served, refusal, refuse_host_actions};
 pub use stats::Stats;
 
 use crate::transport::{Transport, TransportError};
 use crate::wire::{
-    AtomicDesc, AtomicOp, ErrorCode, Fragment, GlobalAddr, HEADER_LEN, Packet, PacketType,
-    REPLY_HEADER_LEN, Request, RequestRepr, SenderId, emit_reply_header, peek_token, peek_type,
+    AtomicDesc, ErrorCode, Fragment, GlobalAddr, HEADER_LEN, Packet, PacketType, REPLY_HEADER_LEN,
+    Request, RequestRepr, SenderId, emit_reply_header, peek_token, peek_type,
 };
 
 /// The reply buffer given to [`Service::execute`] is shorter than the reply.
@@ -552,7 +558,7 @@ impl<M: Memory, const N: usize> Service<M, N> {
                 operand,
                 comparand,
             } => {
-                let (kind, operand) = amo_kind(desc.op(), operand);
+                let (kind, operand) = AmoKind::from_wire(desc.op(), operand);
                 let old = if desc.width() == 4 {
                     u64::from(self.memory.atomic32(
                         &seg,
@@ -632,23 +638,5 @@ impl<M: Memory, const N: usize> Service<M, N> {
             Prepared::Host(repr) => Ok(Handled::Host(repr)),
             Prepared::Drop => Ok(Handled::Dropped),
         }
-    }
-}
-
-/// Maps a wire operation onto a memory operation and its effective operand.
-#[inline]
-fn amo_kind(op: AtomicOp, operand: u64) -> (AmoKind, u64) {
-    match op {
-        AtomicOp::Fetch => (AmoKind::Fetch, 0),
-        AtomicOp::Set => (AmoKind::Set, operand),
-        AtomicOp::Swap => (AmoKind::Swap, operand),
-        AtomicOp::CompareSwap => (AmoKind::CompareSwap, operand),
-        AtomicOp::FetchAdd | AtomicOp::Add => (AmoKind::Add, operand),
-        AtomicOp::FetchInc | AtomicOp::Inc => (AmoKind::Add, 1),
-        AtomicOp::FetchAnd | AtomicOp::And => (AmoKind::And, operand),
-        AtomicOp::FetchOr | AtomicOp::Or => (AmoKind::Or, operand),
-        AtomicOp::FetchXor | AtomicOp::Xor => (AmoKind::Xor, operand),
-        // A valid descriptor never holds an unknown op; fetching is harmless.
-        AtomicOp::Unknown(_) => (AmoKind::Fetch, 0),
     }
 }

@@ -4,7 +4,8 @@
 //! every PE of its node (descriptors from the service), so a put is a `memcpy` into the
 //! target's mapping and an atomic is a CPU atomic of the requested width on it. The
 //! service executes remote atomics with CPU atomics on its own mapping of the same pages,
-//! so both kinds stay coherent.
+//! so both kinds stay coherent; both run the one atomic kernel of
+//! [`gsas_core::service::AmoKind`] (this module only makes the atomic reference).
 //!
 //! Ordering: atomics use the orderings of the service's memory access (read-modify-writes
 //! `AcqRel`, fetches `Acquire`, sets `Release`); plain copies carry no ordering of their
@@ -13,27 +14,10 @@
 //! What it is not: bounds checking (the caller checks against the mapping's length).
 //! Thread-safety: free functions on raw pointers; their callers guarantee validity.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use gsas_core::service::AmoKind;
-use gsas_core::wire::{AtomicDesc, AtomicOp};
-
-/// Maps a wire operation onto a memory operation and its effective operand (as the
-/// service engine does: INC is ADD 1, fetching and non-fetching share a kind).
-pub(crate) fn amo_kind(op: AtomicOp, operand: u64) -> (AmoKind, u64) {
-    match op {
-        AtomicOp::Fetch => (AmoKind::Fetch, 0),
-        AtomicOp::Set => (AmoKind::Set, operand),
-        AtomicOp::Swap => (AmoKind::Swap, operand),
-        AtomicOp::CompareSwap => (AmoKind::CompareSwap, operand),
-        AtomicOp::FetchAdd | AtomicOp::Add => (AmoKind::Add, operand),
-        AtomicOp::FetchInc | AtomicOp::Inc => (AmoKind::Add, 1),
-        AtomicOp::FetchAnd | AtomicOp::And => (AmoKind::And, operand),
-        AtomicOp::FetchOr | AtomicOp::Or => (AmoKind::Or, operand),
-        AtomicOp::FetchXor | AtomicOp::Xor => (AmoKind::Xor, operand),
-        AtomicOp::Unknown(_) => (AmoKind::Fetch, 0),
-    }
-}
+use gsas_core::wire::AtomicDesc;
 
 /// Runs the atomic `desc` at `ptr` and returns the old value (32-bit values
 /// zero-extended; 0 for SET, whose old value nobody asks for).
@@ -49,56 +33,23 @@ pub(crate) unsafe fn atomic_at(
     operand: u64,
     comparand: u64,
 ) -> u64 {
-    let (kind, operand) = amo_kind(desc.op(), operand);
+    let (kind, operand) = AmoKind::from_wire(desc.op(), operand);
     if desc.width() == 4 {
         // SAFETY: the caller guarantees a valid, 4-byte aligned location accessed
         // atomically by everyone else.
         let a = unsafe { AtomicU32::from_ptr(ptr.cast::<u32>()) };
-        let (v, c) = (operand as u32, comparand as u32);
-        u64::from(match kind {
-            AmoKind::Fetch => a.load(Ordering::Acquire),
-            AmoKind::Set => {
-                a.store(v, Ordering::Release);
-                0
-            }
-            AmoKind::Swap => a.swap(v, Ordering::AcqRel),
-            AmoKind::CompareSwap => {
-                match a.compare_exchange(c, v, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(old) | Err(old) => old,
-                }
-            }
-            AmoKind::Add => a.fetch_add(v, Ordering::AcqRel),
-            AmoKind::And => a.fetch_and(v, Ordering::AcqRel),
-            AmoKind::Or => a.fetch_or(v, Ordering::AcqRel),
-            AmoKind::Xor => a.fetch_xor(v, Ordering::AcqRel),
-        })
+        u64::from(kind.run32(a, operand as u32, comparand as u32))
     } else {
         // SAFETY: as above, for an 8-byte aligned location.
         let a = unsafe { AtomicU64::from_ptr(ptr.cast::<u64>()) };
-        match kind {
-            AmoKind::Fetch => a.load(Ordering::Acquire),
-            AmoKind::Set => {
-                a.store(operand, Ordering::Release);
-                0
-            }
-            AmoKind::Swap => a.swap(operand, Ordering::AcqRel),
-            AmoKind::CompareSwap => {
-                match a.compare_exchange(comparand, operand, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(old) | Err(old) => old,
-                }
-            }
-            AmoKind::Add => a.fetch_add(operand, Ordering::AcqRel),
-            AmoKind::And => a.fetch_and(operand, Ordering::AcqRel),
-            AmoKind::Or => a.fetch_or(operand, Ordering::AcqRel),
-            AmoKind::Xor => a.fetch_xor(operand, Ordering::AcqRel),
-        }
+        kind.run64(a, operand, comparand)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gsas_core::wire::AtomicType;
+    use gsas_core::wire::{AtomicOp, AtomicType};
 
     fn d(op: AtomicOp, ty: AtomicType) -> AtomicDesc {
         AtomicDesc::new(op, ty).unwrap()

@@ -2,10 +2,12 @@
 //! and rings, polling.
 //!
 //! See the [module docs](super) for the behaviour. Internals: one [`Core`] owns every
-//! descriptor and the gsas-core engine; [`serve_port`] serves one transport (the network or a ring)
-//! with the same code; replies that cannot be sent at once (window or ring full) are
-//! queued per transport, and no new request is taken from that transport until its queue
-//! has drained, so a reply is never lost and memory stays bounded.
+//! descriptor and the gsas-core engine; the engine's serve loop
+//! ([`Engine::serve_port`], the one the tests and benchmarks run too) serves one transport
+//! (the network or a ring) with the same code; replies that cannot be sent at once (window
+//! or ring full) are queued per transport ([`PortQueue`]) and sent in order per peer, and
+//! while they wait new BULK_READ requests are kept as requests, so a reply is never lost
+//! and memory stays bounded.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -16,8 +18,10 @@ use std::sync::atomic::{self, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use gsas_core::reliable::{PeerEvent, RefusalReason};
-use gsas_core::service::{Prepared, Segment as EngineSegment, Service as Engine};
-use gsas_core::transport::{Transport, TransportError};
+use gsas_core::service::{
+    PortQueue, Segment as EngineSegment, Served, Service as Engine, refusal, refuse_host_actions,
+};
+use gsas_core::transport::Transport;
 use gsas_core::wire::{
     ControlCode, ErrorCode, PacketType, Request, RequestRepr, SenderId, emit_reply_header,
 };
@@ -49,9 +53,6 @@ const MAX_SEGMENTS: usize = 4096;
 const UDP_FRAMES: usize = 256;
 /// Requests served from one transport per loop turn before the others get a turn.
 const BUDGET: usize = 256;
-/// Queued replies refused in a row (their peers' windows, or the frame pool, full) after
-/// which a pass over the queue stops.
-const BLOCKED_SCAN: usize = 64;
 /// Largest segment (the reach of a 40-bit offset).
 const MAX_SEGMENT: u64 = 1 << 40;
 /// Largest sync segment.
@@ -116,7 +117,7 @@ struct RingPort {
     key: u64,
     pe: u16,
     ring: ShmRing,
-    pending: VecDeque<Deferred<RingPeer>>,
+    pending: PortQueue<RingPeer>,
 }
 
 /// The page PEs look at to decide whether to ring the eventfd; it also holds the PEs'
@@ -164,7 +165,7 @@ pub(crate) struct Core {
     listener: OwnedFd,
     udp: Udp,
     udp_addr: SocketAddr,
-    udp_pending: VecDeque<Deferred<NetPeer>>,
+    udp_pending: PortQueue<NetPeer>,
     /// The Exanet endpoint's interrupt line (services on Exanet).
     wake_line: Option<WakeLine>,
     engine: Box<EngineT>,
@@ -353,7 +354,7 @@ impl Core {
             listener,
             udp,
             udp_addr,
-            udp_pending: VecDeque::new(),
+            udp_pending: PortQueue::new(),
             wake_line,
             engine,
             conns: Vec::new(),
@@ -563,38 +564,37 @@ impl Core {
                 fork,
                 ..
             } = self;
-            let served = serve_port(
-                engine,
-                udp,
-                udp_pending,
-                scratch,
-                counters,
-                |p: &NetPeer| p.key,
-                |peer: NetPeer, repr: RequestRepr<'_>, out: &mut [u8], counters: &mut Counters| {
-                    udp_host_action(fork, peer, repr, out, counters)
-                },
-            )
-            .map_err(udp_err)?;
-            busy |= served > 0;
+            let served = engine
+                .serve_port(
+                    udp,
+                    udp_pending,
+                    scratch,
+                    BUDGET,
+                    |p: &NetPeer| p.key,
+                    |peer: NetPeer, repr: RequestRepr<'_>, out: &mut [u8]| {
+                        udp_host_action(fork, peer, repr, out, counters)
+                    },
+                )
+                .map_err(udp_err)?;
+            count_served(counters, served);
+            busy |= served.moved > 0;
         }
         let mut broken = Vec::new();
         for (i, port) in self.rings.iter_mut().enumerate() {
             let key = port.key;
-            let served = serve_port(
-                &mut self.engine,
+            let served = self.engine.serve_port(
                 &mut port.ring,
                 &mut port.pending,
                 &mut self.scratch,
-                &mut self.counters,
+                BUDGET,
                 |_: &RingPeer| key,
-                |_: RingPeer, repr: RequestRepr<'_>, out: &mut [u8], _: &mut Counters| {
-                    refuse(out, repr.token, ErrorCode::NotSupported)
-                },
+                refuse_host_actions,
             );
             match served {
-                Ok(n) => {
-                    self.counters.ring_requests += n as u64;
-                    busy |= n > 0;
+                Ok(served) => {
+                    count_served(&mut self.counters, served);
+                    self.counters.ring_requests += served.moved as u64;
+                    busy |= served.moved > 0;
                 }
                 Err(e) => {
                     log::warn!("ring of PE {} failed ({e}); no longer served", port.pe);
@@ -1245,7 +1245,7 @@ impl Core {
                 key,
                 pe,
                 ring,
-                pending: VecDeque::new(),
+                pending: PortQueue::new(),
             });
             self.memory_used += len;
             return Ok(Outcome::Data(len.to_le_bytes().to_vec(), vec![fd]));
@@ -1667,10 +1667,16 @@ enum Outcome {
     Stats(String),
 }
 
-/// Writes an ERROR reply with `code` and returns its length.
-fn refuse(out: &mut [u8], token: u32, code: ErrorCode) -> usize {
-    emit_reply_header(out, PacketType::Error, code.into(), 0, token);
-    gsas_core::wire::REPLY_HEADER_LEN
+/// Adds what one [`Engine::serve_port`] call did to the service's counters.
+fn count_served(counters: &mut Counters, served: Served) {
+    counters.replies_deferred += served.deferred;
+    counters.replies_dropped += served.dropped;
+    if served.scratch_short > 0 {
+        log::error!(
+            "{} requests unanswered: their reply exceeds the reply buffer",
+            served.scratch_short
+        );
+    }
 }
 
 /// Host actions arriving over UDP: Ping is answered, FORK goes to the hook (or is
@@ -1699,13 +1705,13 @@ fn udp_host_action(
                 Err(code) => {
                     // The handler logs its refusals with the reason.
                     counters.fork_refused += 1;
-                    refuse(out, repr.token, code)
+                    refusal(out, repr.token, code)
                 }
             },
             (Some(_), NetAddr::Exanet(from)) => {
                 counters.fork_refused += 1;
                 log::warn!("FORK request from exanet {from} refused: remote FORK comes over UDP");
-                refuse(out, repr.token, ErrorCode::NotSupported)
+                refusal(out, repr.token, ErrorCode::NotSupported)
             }
             (None, _) => {
                 counters.fork_refused += 1;
@@ -1717,187 +1723,9 @@ fn udp_host_action(
                         counters.fork_refused
                     );
                 }
-                refuse(out, repr.token, ErrorCode::NotSupported)
+                refusal(out, repr.token, ErrorCode::NotSupported)
             }
         },
-        _ => refuse(out, repr.token, ErrorCode::NotSupported),
+        _ => refusal(out, repr.token, ErrorCode::NotSupported),
     }
-}
-
-/// Work for a transport that could not be done at once: a reply waiting for room, or a
-/// bulk-read request whose (large) reply would have to wait behind others.
-pub(crate) enum Deferred<P> {
-    Reply(P, Vec<u8>),
-    Request(P, u64, Vec<u8>),
-}
-
-/// Sends queued replies and executes stashed requests while the transport takes them.
-///
-/// A peer whose window is full (it does not acknowledge: slow, gone, or hostile) must not
-/// hold up the replies to everyone else: its entries stay queued, in order, and the pass
-/// goes on with the other peers' entries. The pass stops after [`BLOCKED_SCAN`] refusals
-/// in a row (the shared frame pool, not one peer, is then full).
-fn drain<T: Transport>(
-    engine: &mut EngineT,
-    transport: &mut T,
-    pending: &mut VecDeque<Deferred<T::Peer>>,
-    scratch: &mut [u8],
-    counters: &mut Counters,
-) -> Result<usize, TransportError> {
-    let mut sent = 0;
-    let mut blocked: Vec<T::Peer> = Vec::new();
-    let mut refused_in_a_row = 0;
-    let mut i = 0;
-    while i < pending.len() && refused_in_a_row < BLOCKED_SCAN {
-        let entry = &mut pending[i];
-        let peer = match entry {
-            Deferred::Reply(peer, _) | Deferred::Request(peer, _, _) => *peer,
-        };
-        if blocked.contains(&peer) {
-            i += 1;
-            continue;
-        }
-        let n = match entry {
-            Deferred::Reply(_, bytes) => {
-                let n = bytes.len();
-                scratch[..n].copy_from_slice(bytes);
-                n
-            }
-            Deferred::Request(_, key, req) => {
-                let n = match engine.prepare(*key, req) {
-                    Prepared::Reply(p) => engine.execute(&p, scratch).unwrap_or(0),
-                    Prepared::Host(repr) => refuse(scratch, repr.token, ErrorCode::NotSupported),
-                    Prepared::Drop => 0,
-                };
-                if n == 0 {
-                    pending.remove(i);
-                    continue;
-                }
-                // Executed now: keep the reply, not the request, if it has to wait.
-                *entry = Deferred::Reply(peer, scratch[..n].to_vec());
-                n
-            }
-        };
-        match transport.send(peer, n, |slot| slot.copy_from_slice(&scratch[..n])) {
-            Ok(()) => {
-                pending.remove(i);
-                sent += 1;
-                refused_in_a_row = 0;
-            }
-            Err(TransportError::WouldBlock) => {
-                blocked.push(peer);
-                refused_in_a_row += 1;
-                i += 1;
-            }
-            Err(
-                TransportError::Unreachable
-                | TransportError::UnknownPeer
-                | TransportError::TooLarge,
-            ) => {
-                counters.replies_dropped += 1;
-                pending.remove(i);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(sent)
-}
-
-/// What one received packet produced.
-enum Got<P> {
-    /// A reply of this many bytes in `scratch`; whether it may wait
-    /// ([`gsas_core::service::Pending::may_wait`]: sent with `send_lazy`).
-    Reply(P, usize, bool),
-    Stash(P, u64, Vec<u8>),
-}
-
-/// Serves one transport: sends what is queued, then takes up to [`BUDGET`] requests,
-/// executing each inside `recv` into `scratch` and sending the reply. Returns how many
-/// packets moved.
-///
-/// The transport is always read, even while replies wait for room: acknowledgements that
-/// open the window arrive that way. While replies wait, new BULK_READ requests (whose
-/// replies are large) are stashed as requests (32 bytes) and executed in order when
-/// room appears, so at most one large reply per transport waits in memory; other
-/// requests are executed and their small replies queued.
-fn serve_port<T, K, H>(
-    engine: &mut EngineT,
-    transport: &mut T,
-    pending: &mut VecDeque<Deferred<T::Peer>>,
-    scratch: &mut [u8],
-    counters: &mut Counters,
-    key_of: K,
-    mut host: H,
-) -> Result<usize, TransportError>
-where
-    T: Transport,
-    K: Fn(&T::Peer) -> u64,
-    H: FnMut(T::Peer, RequestRepr<'_>, &mut [u8], &mut Counters) -> usize,
-{
-    let mut moved = if pending.is_empty() {
-        0
-    } else {
-        drain(engine, transport, pending, scratch, counters)?
-    };
-    for _ in 0..BUDGET {
-        let blocked = !pending.is_empty();
-        let got = transport.recv(|peer, packet| {
-            let key = key_of(&peer);
-            if blocked && gsas_core::wire::peek_type(packet) == Some(PacketType::BulkRead) {
-                let keep = packet.len().min(gsas_core::wire::HEADER_LEN);
-                return Got::Stash(peer, key, packet[..keep].to_vec());
-            }
-            let (n, lazy) = match engine.prepare(key, packet) {
-                Prepared::Reply(p) => {
-                    let n = engine.execute(&p, scratch).unwrap_or_else(|e| {
-                        log::error!("reply buffer of {} bytes too small: {e}", scratch.len());
-                        0
-                    });
-                    (n, p.may_wait())
-                }
-                Prepared::Host(repr) => (host(peer, repr, scratch, counters), false),
-                Prepared::Drop => (0, false),
-            };
-            Got::Reply(peer, n, lazy)
-        })?;
-        let Some(got) = got else {
-            break;
-        };
-        moved += 1;
-        match got {
-            Got::Stash(peer, key, req) => {
-                counters.replies_deferred += 1;
-                pending.push_back(Deferred::Request(peer, key, req));
-            }
-            Got::Reply(_, 0, _) => {}
-            Got::Reply(peer, n, _) if !pending.is_empty() => {
-                counters.replies_deferred += 1;
-                pending.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
-            }
-            Got::Reply(peer, n, lazy) => {
-                let fill = |slot: &mut [u8]| slot.copy_from_slice(&scratch[..n]);
-                let sent = if lazy {
-                    transport.send_lazy(peer, n, fill)
-                } else {
-                    transport.send(peer, n, fill)
-                };
-                match sent {
-                    Ok(()) => {}
-                    Err(TransportError::WouldBlock) => {
-                        counters.replies_deferred += 1;
-                        pending.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
-                    }
-                    Err(
-                        TransportError::Unreachable
-                        | TransportError::UnknownPeer
-                        | TransportError::TooLarge,
-                    ) => {
-                        counters.replies_dropped += 1;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-    }
-    Ok(moved)
 }

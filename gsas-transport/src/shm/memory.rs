@@ -228,23 +228,7 @@ impl Memory for ShmMemory {
         // that the read lock keeps mapped until `a` is dropped at the end of this call;
         // shared memory is accessed concurrently only through atomics and raw copies.
         let a = unsafe { AtomicU32::from_ptr(p.cast::<u32>()) };
-        let old = match op {
-            AmoKind::Fetch => a.load(Ordering::Acquire),
-            AmoKind::Set => {
-                a.store(operand, Ordering::Release);
-                0
-            }
-            AmoKind::Swap => a.swap(operand, Ordering::AcqRel),
-            AmoKind::CompareSwap => {
-                match a.compare_exchange(comparand, operand, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(v) | Err(v) => v,
-                }
-            }
-            AmoKind::Add => a.fetch_add(operand, Ordering::AcqRel),
-            AmoKind::And => a.fetch_and(operand, Ordering::AcqRel),
-            AmoKind::Or => a.fetch_or(operand, Ordering::AcqRel),
-            AmoKind::Xor => a.fetch_xor(operand, Ordering::AcqRel),
-        };
+        let old = op.run32(a, operand, comparand);
         if !matches!(op, AmoKind::Fetch) {
             region.ring();
         }
@@ -268,23 +252,7 @@ impl Memory for ShmMemory {
         );
         // SAFETY: as in `atomic32`, with 8 bytes and 8-byte alignment.
         let a = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) };
-        let old = match op {
-            AmoKind::Fetch => a.load(Ordering::Acquire),
-            AmoKind::Set => {
-                a.store(operand, Ordering::Release);
-                0
-            }
-            AmoKind::Swap => a.swap(operand, Ordering::AcqRel),
-            AmoKind::CompareSwap => {
-                match a.compare_exchange(comparand, operand, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(v) | Err(v) => v,
-                }
-            }
-            AmoKind::Add => a.fetch_add(operand, Ordering::AcqRel),
-            AmoKind::And => a.fetch_and(operand, Ordering::AcqRel),
-            AmoKind::Or => a.fetch_or(operand, Ordering::AcqRel),
-            AmoKind::Xor => a.fetch_xor(operand, Ordering::AcqRel),
-        };
+        let old = op.run64(a, operand, comparand);
         if !matches!(op, AmoKind::Fetch) {
             region.ring();
         }

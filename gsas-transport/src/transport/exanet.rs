@@ -12,7 +12,7 @@
 //!   checks that the endpoint reports the configured coordinate.
 //! * [`ExanetLink`]: gsas-core's `Transport` over an [`ExanetTransport`] whose peers are
 //!   [`ExaPeer`]s, `(coord, ep)` plus the job key. Every packet starts with a 16-byte
-//!   header (magic `GSX1`, 4 reserved bytes, the job key), the counterpart of the UDP
+//!   header (magic `GSX1`, 4 reserved bytes, the job key; the wire view `header`), the counterpart of the UDP
 //!   header, so that a service learns which job a request claims to belong to. The
 //!   reliability layer's acknowledgements (40 bytes) stay below the 64-byte mailbox limit
 //!   with it; data frames are pulled by RDMA whatever their header.
@@ -41,9 +41,11 @@ use exanet::regs::irq;
 use exanet::{Dest, ExanetTransport, FailurePolicy, Mmio, Shm, TransportConfig};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
+mod header;
+
 /// Bytes of the job-key header in front of every Exanet packet of the runtime.
-pub const HEADER_LEN: usize = 16;
-const MAGIC: [u8; 4] = *b"GSX1";
+pub use header::HEADER_LEN;
+use header::HeaderRepr;
 /// Most endpoints a node can have (the model's 10-bit endpoint index).
 const MAX_ENDPOINTS: u16 = 1024;
 
@@ -333,9 +335,7 @@ impl Transport for ExanetLink {
     {
         let with_header = move |buf: &mut [u8]| {
             let (head, body) = buf.split_at_mut(HEADER_LEN);
-            head[..4].copy_from_slice(&MAGIC);
-            head[4..8].fill(0);
-            head[8..16].copy_from_slice(&peer.key.to_le_bytes());
+            HeaderRepr { key: peer.key }.emit(head);
             fill(body)
         };
         with_inner!(&mut self.inner, t => t.send(peer.dest, HEADER_LEN + len, with_header))
@@ -348,10 +348,9 @@ impl Transport for ExanetLink {
         let mut f = Some(f);
         loop {
             let got = with_inner!(&mut self.inner, t => t.recv(|src, data| {
-                if data.len() < HEADER_LEN || data[..4] != MAGIC {
+                let Ok(HeaderRepr { key }) = HeaderRepr::parse(data) else {
                     return None;
-                }
-                let key = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));
+                };
                 let f = f.take().expect("called once per delivered packet");
                 Some(f(ExaPeer { dest: src, key }, &data[HEADER_LEN..]))
             }))?;

@@ -15,8 +15,8 @@
 //! job through the library's fatal-error path, as in C.
 //!
 //! **What it is not.** Not safe against other PEs: symmetric memory is written by remote
-//! PEs at any time, so local access goes through volatile reads and writes
-//! ([`SymVec::read`], [`SymVec::write`]) or through `unsafe` slices whose contract is that
+//! PEs at any time, so local access goes through element-wise `Relaxed` atomic reads and
+//! writes ([`SymVec::read`], [`SymVec::write`]) or through `unsafe` slices whose contract is that
 //! no remote PE writes meanwhile.
 //!
 //! **Thread-safety.** Everything is `Send + Sync`; the library runs at

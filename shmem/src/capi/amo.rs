@@ -270,6 +270,39 @@ macro_rules! depr_std_rows {
 
 amo_depr_std_types!(depr_std_rows);
 
+/// Ties the C ABI's type tables to the Rust API's type classes
+/// ([`crate::types::AmoStandard`], [`AmoExtended`](crate::types::AmoExtended),
+/// [`AmoBitwise`](crate::types::AmoBitwise)): every row type of a table implements the
+/// trait of its class, or the crate does not compile. (The Rust classes list each Rust type
+/// once; the tables list C names, several of which are the same Rust type.)
+macro_rules! std_class {
+    ($($n:ident : $t:ty),* $(,)?) => {
+        const _: fn() = || {
+            fn has<T: crate::types::AmoStandard>() {}
+            $( has::<$t>(); )*
+        };
+    };
+}
+macro_rules! ext_class {
+    ($($n:ident : $t:ty),* $(,)?) => {
+        const _: fn() = || {
+            fn has<T: crate::types::AmoExtended>() {}
+            $( has::<$t>(); )*
+        };
+    };
+}
+macro_rules! bit_class {
+    ($($n:ident : $t:ty),* $(,)?) => {
+        const _: fn() = || {
+            fn has<T: crate::types::AmoBitwise>() {}
+            $( has::<$t>(); )*
+        };
+    };
+}
+amo_std_types!(std_class);
+amo_ext_types!(ext_class);
+amo_bit_types!(bit_class);
+
 /// The names of this module.
 pub fn names(out: &mut Vec<&'static str>) {
     ext::names(out);
