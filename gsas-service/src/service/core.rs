@@ -2,8 +2,8 @@
 //! and rings, polling.
 //!
 //! See the [module docs](super) for the behaviour. Internals: one [`Core`] owns every
-//! descriptor and the gsas-core engine; the engine's serve loop
-//! ([`Engine::serve_port`], the one the tests and benchmarks run too) serves one transport
+//! descriptor and the gsas-core atomic service; its serve loop
+//! ([`AtomicService::serve_port`], the one the tests and benchmarks run too) serves one transport
 //! (the network or a ring) with the same code; replies that cannot be sent at once (window
 //! or ring full) are queued per transport ([`PortQueue`]) and sent in order per peer, and
 //! while they wait new BULK_READ requests are kept as requests, so a reply is never lost
@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use gsas_core::reliable::{PeerEvent, RefusalReason};
 use gsas_core::service::{
-    PortQueue, Segment as EngineSegment, Served, Service as Engine, refusal, refuse_host_actions,
+    PortQueue, Segment as ServiceSegment, Served, Service as AtomicService, refusal,
+    refuse_host_actions,
 };
 use gsas_core::transport::Transport;
 use gsas_core::wire::{
@@ -45,12 +46,12 @@ use super::stats::{Counters, Gauges};
 use super::sys::{EventFd, SignalFd};
 use super::{ForkHandler, ServiceConfig, ServiceError, UidPolicy, Wake};
 
-/// Frames in flight per UDP peer.
-pub(crate) const UDP_WINDOW: usize = 32;
-/// Segments the engine can hold (over all jobs).
+/// Frames in flight per peer of the inter-node transport (UDP or Exanet).
+pub(crate) const NET_WINDOW: usize = 32;
+/// Segments the atomic service can hold (over all jobs).
 const MAX_SEGMENTS: usize = 4096;
 /// Frame buffers of the service's reliability layer.
-const UDP_FRAMES: usize = 256;
+const NET_FRAMES: usize = 256;
 /// Requests served from one transport per loop turn before the others get a turn.
 const BUDGET: usize = 256;
 /// Largest segment (the reach of a 40-bit offset).
@@ -74,15 +75,15 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Refusals of one kind logged at warn one by one before only powers of two are.
 const LOGGED_REFUSALS: u64 = 8;
 
-type Udp = OwnedReliable<NetTransport, UDP_WINDOW, JobIndex>;
-type EngineT = Engine<ShmMemory, MAX_SEGMENTS>;
+type NetLayer = OwnedReliable<NetTransport, NET_WINDOW, JobIndex>;
+type ShmService = AtomicService<ShmMemory, MAX_SEGMENTS>;
 
 /// A PE of a job.
 struct Pe {
     conn: usize,
     pid: u32,
     left: bool,
-    /// Segments 0..=2 (registered with the engine).
+    /// Segments 0..=2 (registered with the atomic service).
     segments: [Option<Arc<Segment>>; 3],
     /// The PE's slot in the doorbell page (its bell), if one was free.
     bell: Option<u32>,
@@ -92,7 +93,7 @@ struct Pe {
 struct Job {
     id: u64,
     key: u64,
-    /// The engine's job number.
+    /// The atomic service's job number.
     number: u32,
     uid: u32,
     npes: u32,
@@ -163,12 +164,12 @@ impl Doorbell {
 pub(crate) struct Core {
     cfg: ServiceConfig,
     listener: OwnedFd,
-    udp: Udp,
+    net: NetLayer,
     udp_addr: SocketAddr,
-    udp_pending: PortQueue<NetPeer>,
+    net_pending: PortQueue<NetPeer>,
     /// The Exanet endpoint's interrupt line (services on Exanet).
     wake_line: Option<WakeLine>,
-    engine: Box<EngineT>,
+    service: Box<ShmService>,
     conns: Vec<Option<Conn>>,
     jobs: HashMap<u64, Job>,
     tombstones: VecDeque<(u64, String)>,
@@ -247,7 +248,7 @@ pub fn physical_memory() -> u64 {
 
 /// The service's network layer: UDP, or its Exanet endpoint 0 (with its interrupt line)
 /// plus the UDP socket for host actions (ping, remote FORK).
-fn new_udp(cfg: &ServiceConfig) -> Result<(Udp, Option<WakeLine>), ServiceError> {
+fn new_net(cfg: &ServiceConfig) -> Result<(NetLayer, Option<WakeLine>), ServiceError> {
     let udp = UdpTransport::bind(
         cfg.udp_bind,
         UdpConfig {
@@ -276,7 +277,7 @@ fn new_udp(cfg: &ServiceConfig) -> Result<(Udp, Option<WakeLine>), ServiceError>
         net,
         rc,
         cfg.max_peers.max(1),
-        UDP_FRAMES,
+        NET_FRAMES,
         JobIndex::default(),
     )
     .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
@@ -296,8 +297,8 @@ impl Core {
                 )))?;
             }
         }
-        let (udp, wake_line) = new_udp(&cfg)?;
-        let udp_addr = udp
+        let (net, wake_line) = new_net(&cfg)?;
+        let udp_addr = net
             .inner()
             .udp()
             .map_or(cfg.udp_bind, UdpTransport::local_addr);
@@ -315,12 +316,12 @@ impl Core {
             flag: atomic::AtomicBool::new(false),
             event: EventFd::new().map_err(io_err("creating the shutdown eventfd"))?,
         });
-        let max_reply = udp.capabilities().mtu;
-        let mut engine = Box::new(EngineT::new(
+        let max_reply = net.capabilities().mtu;
+        let mut service = Box::new(ShmService::new(
             SenderId::new(u64::from(cfg.node)).unwrap_or_default(),
             ShmMemory::new(),
         ));
-        engine.set_max_reply_len(max_reply);
+        service.set_max_reply_len(max_reply);
         // SAFETY: getuid and getpid cannot fail.
         let (uid, pid) = unsafe { (libc::getuid(), libc::getpid() as u32) };
         let memory_limit = match cfg.memory_limit {
@@ -330,7 +331,7 @@ impl Core {
             ),
             None => (physical_memory(), "this machine's physical memory"),
         };
-        match udp.inner().exanet() {
+        match net.inner().exanet() {
             Some(link) => log::info!(
                 "{}: node {} serving Exanet {} (host actions on UDP {}) and control socket {}",
                 cfg.name,
@@ -352,11 +353,11 @@ impl Core {
             msg: vec![0u8; MAX_MESSAGE],
             cfg,
             listener,
-            udp,
+            net,
             udp_addr,
-            udp_pending: PortQueue::new(),
+            net_pending: PortQueue::new(),
             wake_line,
-            engine,
+            service,
             conns: Vec::new(),
             jobs: HashMap::new(),
             tombstones: VecDeque::new(),
@@ -400,7 +401,7 @@ impl Core {
     pub(crate) fn set_fork_handler(&mut self, handler: Box<dyn ForkHandler>) {
         self.fork = Some(handler);
         // FORK senders talk to us before their job exists here.
-        self.udp.index_mut().serve_host_actions(true);
+        self.net.index_mut().serve_host_actions(true);
     }
 
     pub(crate) fn set_signals(&mut self, signals: SignalFd) {
@@ -458,14 +459,14 @@ impl Core {
                 self.doorbell.word().store(0, Ordering::Relaxed);
                 continue;
             }
-            if self.udp.inner().work_pending() {
+            if self.net.inner().work_pending() {
                 // An Exanet pull in progress: its completion raises no interrupt.
                 self.doorbell.word().store(0, Ordering::Relaxed);
                 std::thread::yield_now();
                 continue;
             }
-            let bound = if self.udp.has_frames_in_use()
-                || !self.udp_pending.is_empty()
+            let bound = if self.net.has_frames_in_use()
+                || !self.net_pending.is_empty()
                 || self.rings.iter().any(|r| !r.pending.is_empty())
             {
                 BLOCK_TIMERS
@@ -489,14 +490,14 @@ impl Core {
         self.last_sweep = Instant::now();
         let silence =
             u64::try_from(self.cfg.deadline.as_nanos().saturating_mul(2)).unwrap_or(u64::MAX);
-        let freed = self.udp.release_silent(silence, |_| true);
+        let freed = self.net.release_silent(silence, |_| true);
         if freed > 0 {
             log::debug!(
                 "{}: freed {freed} network peers silent for {:.1} s ({} of {} in use)",
                 self.cfg.name,
                 silence as f64 / 1e9,
-                self.udp.index().len(),
-                self.udp.peer_capacity()
+                self.net.index().len(),
+                self.net.peer_capacity()
             );
         }
     }
@@ -506,7 +507,7 @@ impl Core {
     /// power of two, so that a flood leaves a trace but not a flood of lines. Every
     /// refusal is counted either way.
     fn log_refusals(&mut self) {
-        let Some((peer, r)) = self.udp.index_mut().take_refusal() else {
+        let Some((peer, r)) = self.net.index_mut().take_refusal() else {
             return;
         };
         let kind = usize::from(r.reason != RefusalReason::UnknownJob);
@@ -515,7 +516,7 @@ impl Core {
         if n > LOGGED_REFUSALS && !n.is_power_of_two() {
             return;
         }
-        let st = self.udp.stats();
+        let st = self.net.stats();
         if kind == 0 {
             log::warn!(
                 "{}: refused network peer {} (job key {:#x}): {r}{} ({} frames refused for an unknown job so far)",
@@ -536,8 +537,8 @@ impl Core {
             self.cfg.name,
             peer.addr,
             peer.key,
-            self.udp.index().len(),
-            self.udp.peer_capacity(),
+            self.net.index().len(),
+            self.net.peer_capacity(),
             self.jobs.len(),
             st.refused_job_full,
             st.refused_table_full,
@@ -548,26 +549,26 @@ impl Core {
 
     /// Drives timers and serves UDP and every ring once. Returns whether anything moved.
     fn step(&mut self) -> Result<bool, ServiceError> {
-        let udp_err = |source| ServiceError::Transport {
+        let net_err = |source| ServiceError::Transport {
             context: "network transport of the service".into(),
             source,
         };
-        self.udp.poll(monotonic_ns()).map_err(udp_err)?;
+        self.net.poll(monotonic_ns()).map_err(net_err)?;
         let mut busy = false;
         {
             let Core {
-                udp,
-                udp_pending,
-                engine,
+                net,
+                net_pending,
+                service,
                 scratch,
                 counters,
                 fork,
                 ..
             } = self;
-            let served = engine
+            let served = service
                 .serve_port(
-                    udp,
-                    udp_pending,
+                    net,
+                    net_pending,
                     scratch,
                     BUDGET,
                     |p: &NetPeer| p.key,
@@ -575,14 +576,14 @@ impl Core {
                         udp_host_action(fork, peer, repr, out, counters)
                     },
                 )
-                .map_err(udp_err)?;
+                .map_err(net_err)?;
             count_served(counters, served);
             busy |= served.moved > 0;
         }
         let mut broken = Vec::new();
         for (i, port) in self.rings.iter_mut().enumerate() {
             let key = port.key;
-            let served = self.engine.serve_port(
+            let served = self.service.serve_port(
                 &mut port.ring,
                 &mut port.pending,
                 &mut self.scratch,
@@ -605,9 +606,9 @@ impl Core {
         for i in broken.into_iter().rev() {
             self.rings.remove(i);
         }
-        self.udp.flush().map_err(udp_err)?;
+        self.net.flush().map_err(net_err)?;
         self.log_refusals();
-        while let Some(ev) = self.udp.next_event() {
+        while let Some(ev) = self.net.next_event() {
             match ev {
                 PeerEvent::Unreachable(p) => {
                     log::info!(
@@ -619,7 +620,7 @@ impl Core {
                     // A service only answers: if the peer speaks again, answer it (its
                     // receive state stays, so its requests are still executed once); if it
                     // does not, its slot is freed when it ends or falls silent.
-                    let _ = self.udp.reset_peer(p);
+                    let _ = self.net.reset_peer(p);
                 }
                 PeerEvent::Restarted(p) => {
                     log::debug!("{}: peer {} restarted", self.cfg.name, p.addr)
@@ -648,7 +649,7 @@ impl Core {
         };
         push(self.wake.event.as_fd().as_raw_fd(), libc::POLLIN);
         push(self.listener.as_raw_fd(), libc::POLLIN);
-        let udp = self.udp.inner().udp();
+        let udp = self.net.inner().udp();
         let mut udp_events = libc::POLLIN;
         if udp.is_some_and(UdpTransport::wants_write) {
             udp_events |= libc::POLLOUT;
@@ -1106,8 +1107,8 @@ impl Core {
                 },
             );
             self.counters.jobs_started += 1;
-            let share = job_share(info.npes, self.udp.peer_capacity());
-            self.udp.index_mut().admit_job(job_key, share);
+            let share = job_share(info.npes, self.net.peer_capacity());
+            self.net.index_mut().admit_job(job_key, share);
             log::info!(
                 "{}: job {job_id:016x} started ({} PEs in total, uid {})",
                 self.cfg.name,
@@ -1379,7 +1380,7 @@ impl Core {
         Ok(())
     }
 
-    /// Maps a segment, makes the engine serve it and records it for PE `pe` of job `key`.
+    /// Maps a segment, makes the atomic service serve it and records it for PE `pe` of job `key`.
     fn install(
         &mut self,
         key: u64,
@@ -1396,13 +1397,13 @@ impl Core {
         let bell = job.pes.get(&pe).and_then(|p| p.bell);
         match bell.and_then(|b| self.doorbell.bell(b)) {
             Some(bell) => self
-                .engine
+                .service
                 .memory()
                 .insert_with_bell(Arc::clone(&seg), bell),
-            None => self.engine.memory().insert(Arc::clone(&seg)),
+            None => self.service.memory().insert(Arc::clone(&seg)),
         }
         .map_err(|e| (ErrorCode::HostFailure, format!("mapping {name}: {e}")))?;
-        let registered = self.engine.register(EngineSegment {
+        let registered = self.service.register(ServiceSegment {
             job: number,
             key,
             pe,
@@ -1411,7 +1412,7 @@ impl Core {
             len,
         });
         if let Err(e) = registered {
-            self.engine.memory().remove(seg.addr());
+            self.service.memory().remove(seg.addr());
             return Err((ErrorCode::HostFailure, format!("registering {name}: {e}")));
         }
         self.memory_used += len;
@@ -1562,8 +1563,8 @@ impl Core {
                 format!("PE {pe} has no segment {segment}"),
             ));
         };
-        self.engine.unregister(key, pe, segment);
-        self.engine.memory().remove(seg.addr());
+        self.service.unregister(key, pe, segment);
+        self.service.memory().remove(seg.addr());
         self.memory_used -= seg.len() as u64;
         Ok(Outcome::Ack)
     }
@@ -1573,13 +1574,13 @@ impl Core {
         let Some(job) = self.jobs.remove(&key) else {
             return;
         };
-        self.engine.unregister_job(job.number);
+        self.service.unregister_job(job.number);
         for (rank, p) in &job.pes {
             if let Some(b) = p.bell {
                 self.doorbell.release_bell(b);
             }
             for seg in p.segments.iter().flatten() {
-                self.engine.memory().remove(seg.addr());
+                self.service.memory().remove(seg.addr());
                 self.memory_used = self.memory_used.saturating_sub(seg.len() as u64);
             }
             log::debug!(
@@ -1602,8 +1603,8 @@ impl Core {
             self.tombstones.pop_front();
         }
         self.tombstones.push_back((job.key, reason));
-        for peer in self.udp.index_mut().forget_job(key) {
-            self.udp.release_peer(peer);
+        for peer in self.net.index_mut().forget_job(key) {
+            self.net.release_peer(peer);
         }
     }
 
@@ -1615,22 +1616,22 @@ impl Core {
                 .values()
                 .map(|j| j.pes.values().filter(|p| !p.left).count() as u64)
                 .sum(),
-            segments: self.engine.segments().len() as u64 + self.rings.len() as u64,
+            segments: self.service.segments().len() as u64 + self.rings.len() as u64,
             memory: self.memory_used,
             connections: self.conns.iter().flatten().count() as u64,
-            peers: self.udp.index().len() as u64,
-            host_peers: self.udp.index().host_peers() as u64,
-            peer_limit: self.udp.peer_capacity() as u64,
+            peers: self.net.index().len() as u64,
+            host_peers: self.net.index().host_peers() as u64,
+            peer_limit: self.net.peer_capacity() as u64,
             memory_limit: self.memory_limit.0,
         }
     }
 
     fn stats_text(&self) -> String {
         let mut text = super::stats::render(
-            self.engine.stats(),
-            &self.udp.stats(),
+            self.service.stats(),
+            &self.net.stats(),
             &self
-                .udp
+                .net
                 .inner()
                 .udp()
                 .map(UdpTransport::stats)
@@ -1638,7 +1639,7 @@ impl Core {
             &self.counters,
             &self.gauges(),
         );
-        if let Some(link) = self.udp.inner().exanet() {
+        if let Some(link) = self.net.inner().exanet() {
             let st = link.stats();
             for (name, value) in [
                 ("exanet.small_sent", st.small_sent),
@@ -1667,7 +1668,7 @@ enum Outcome {
     Stats(String),
 }
 
-/// Adds what one [`Engine::serve_port`] call did to the service's counters.
+/// Adds what one [`AtomicService::serve_port`] call did to the service's counters.
 fn count_served(counters: &mut Counters, served: Served) {
     counters.replies_deferred += served.deferred;
     counters.replies_dropped += served.dropped;
