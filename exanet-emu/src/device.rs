@@ -1,6 +1,9 @@
 //! The NI device state machine shared by the in-process [`Model`](crate::Model) and the
 //! `exanet-emu` emulator.
 //!
+//! Kept as one file because it is one state machine: the NI's poll (doorbells, descriptors,
+//! timeouts) and its frame handler update the same endpoint state, as the hardware does.
+//!
 //! What it is: [`NiDevice`], the NI of one node with its endpoints, working at register
 //! level on the maps of each endpoint ([`DevMem`] views, atomics). [`NiDevice::poll`] reads
 //! the doorbells (`TX_TAIL`, `CH[c].TAIL`) and the consumer counters with `Acquire` loads,
