@@ -1,13 +1,13 @@
 //! Fault injection for the NI model and the emulator (model section 13, "determinism").
 //!
-//! What it is: [`FaultPlan`], a set of rules the device engine consults at fixed points:
+//! What it is: [`FaultPlan`], a set of rules the emulated device consults at fixed points:
 //! * **forced NACK** (`force_nack`): the next `count` mailbox deliveries (packetizer
 //!   messages and `NOTIFY_REMOTE` notifications) to a node, or one endpoint of it, are
 //!   refused with the given reason (`RING_FULL` by default, like a full ring);
 //! * **translation fault** (`force_xlat_fault`): the next `count` remote RDMA accesses at a
 //!   node/endpoint fail with `REMOTE_XLAT_FAULT`;
 //! * **unreachable node** (`set_unreachable`): every frame to or from the node is dropped,
-//!   so senders time out (`UNREACHABLE` after the engine's ack timeout);
+//!   so senders time out (`UNREACHABLE` after the device's ack timeout);
 //! * **added latency** (`set_latency`): every frame is held that long before delivery;
 //! * **dropped frames** (`drop_frames`): the next `count` frames a node sends (or any node
 //!   sends) vanish on the wire, so the sender's NI times out (`UNREACHABLE` after its ack

@@ -1,7 +1,7 @@
 //! exanet-emu: the emulated Exanet NI, apart from the driver (crate `exanet`).
 //!
 //! What it is:
-//! * [`engine`]: the NI device state machine at register level ([`engine::NodeEngine`]),
+//! * [`device`]: the NI device state machine at register level ([`device::NiDevice`]),
 //!   shared by the in-process model and the emulator;
 //! * [`model`]: [`Model`], the in-process deterministic NI for unit tests (step mode, fault
 //!   hooks), a `RegIo` backend of the driver;
@@ -49,8 +49,8 @@
 //! assert_eq!(out, [7u8; 300]);
 //! ```
 
+pub mod device;
 pub mod emu;
-pub mod engine;
 pub mod fault;
 pub mod model;
 

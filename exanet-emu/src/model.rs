@@ -1,7 +1,7 @@
 //! [`Model`]: the in-process, deterministic, single-threaded NI model for unit tests.
 //!
 //! What it is: a [`ModelFabric`] holds the maps of every endpoint of `nodes` emulated nodes
-//! in ordinary memory and one [`NodeEngine`] per node (the same device state machine the
+//! in ordinary memory and one [`NiDevice`] per node (the same device state machine the
 //! emulator runs). [`ModelFabric::endpoint`] gives a [`Model`], the [`RegIo`] of one
 //! endpoint. In the default *auto* mode every doorbell or consumer-counter write runs the
 //! fabric synchronously until nothing changes (all frames delivered, all acks back), so a
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use uio_driver::{IrqSource, UioError};
 
-use crate::engine::{EngineConfig, EpMaps, Net, NodeEngine, Region};
+use crate::device::{DeviceConfig, EpMaps, Net, NiDevice, Region};
 use crate::fault::FaultPlan;
 use crate::io::{DevMem, Map, RegIo, check};
 use crate::nva::{MemSegment, Nva, Registrar};
@@ -63,7 +63,7 @@ impl Net for QueueNet<'_> {
 }
 
 struct Inner {
-    nodes: Vec<NodeEngine>,
+    nodes: Vec<NiDevice>,
     queue: VecDeque<Vec<u8>>,
     now: u64,
     step_mode: bool,
@@ -157,15 +157,14 @@ impl ModelFabric {
         let stores: Vec<Vec<EpStore>> = (0..cfg.nodes)
             .map(|_| (0..cfg.eps).map(|_| EpStore::new()).collect())
             .collect();
-        let engine_cfg = EngineConfig {
+        let device_cfg = DeviceConfig {
             ack_timeout_ns: cfg.ack_timeout_ns,
         };
         let nodes = stores
             .iter()
             .enumerate()
             .map(|(n, eps)| {
-                let mut node =
-                    NodeEngine::new(crate::node_coord(n), engine_cfg, Arc::clone(&faults));
+                let mut node = NiDevice::new(crate::node_coord(n), device_cfg, Arc::clone(&faults));
                 for ep in eps {
                     let [regs, mbox, pktz, rdma] = ep.views();
                     node.add_endpoint(
@@ -334,7 +333,7 @@ impl RegIo for Model {
     }
 }
 
-/// Registration with a model endpoint: maps the segment's descriptor into the engine, as
+/// Registration with a model endpoint: maps the segment's descriptor into the device, as
 /// the emulator does, and returns `NVA = region << 40`.
 #[derive(Debug)]
 pub struct ModelRegistrar {

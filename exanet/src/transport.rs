@@ -1,5 +1,9 @@
 //! [`ExanetTransport`]: gsas-core's `Transport` over one Exanet endpoint, plus direct RDMA.
 //!
+//! Kept as one file because `ExanetTransport`'s sends, receives and direct RDMA share one
+//! endpoint, its staging segment, TX slots and failure queue; the wire formats are apart in
+//! `transport/wire.rs`.
+//!
 //! What it is (model section 14). Peers are endpoints, `(coord, ep)` ([`ExanetPeer`]).
 //! * **Small packets** (1..=64 bytes: every request, compare-swap included, and every
 //!   reply) go through the packetizer into the peer's mailbox, one message each. NACKed

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 use gsas_core::service::AmoKind;
 use gsas_core::wire::{AtomicOp, AtomicType};
 
-use crate::ctx::{self, CtxRef};
+use crate::ctx_table::{self as ctx, CtxRef};
 use crate::fatal::{boundary, fatal};
 use crate::state::{self, HOT};
 use crate::types::Scalar;

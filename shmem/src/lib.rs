@@ -138,18 +138,21 @@
 //! ```
 
 // The internals (crate-private, so that the state the fast paths read is addressed
-// directly, not through the GOT, and so that issue 6's modules build on them).
+// directly, not through the GOT, and so that issue 6's modules build on them). Their names
+// say their role beside the C ABI's `capi/` and the Rust API's `api/` (`ctx_table` holds the
+// context handles that `api::Ctx` wraps, `ticket_lock` the algorithm under `api::SymLock`,
+// `p2p_wait` the waits and tests that `capi::p2p` and `api`'s p2p methods call).
 pub(crate) mod addr;
 pub(crate) mod amo;
 pub(crate) mod coll;
-pub(crate) mod ctx;
+pub(crate) mod ctx_table;
 pub(crate) mod fatal;
-pub(crate) mod lock;
 pub(crate) mod memory;
-pub(crate) mod p2p;
+pub(crate) mod p2p_wait;
 pub(crate) mod rma;
 pub(crate) mod state;
 pub(crate) mod team;
+pub(crate) mod ticket_lock;
 pub(crate) mod wait;
 
 pub mod api;
@@ -164,7 +167,7 @@ pub use api::{
 };
 pub use capi::{SHIM_NAMES, abi_names};
 pub use fatal::FATAL_EXIT_CODE;
-pub use p2p::Cmp;
+pub use p2p_wait::Cmp;
 pub use types::{
     AmoBitwise, AmoExtended, AmoStandard, Complex32, Complex64, LongDouble, ReduceArith,
     ReduceBitwise, ReduceMinMax, Symmetric,

@@ -34,7 +34,7 @@ use std::ffi::{c_long, c_void};
 use gsas_core::symheap::AllocError;
 use gsas_node::node::NodeError;
 
-use crate::ctx::debug;
+use crate::ctx_table::debug;
 use crate::fatal::fatal;
 use crate::state::{self, State};
 

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use gsas_core::wire::{AtomicOp, AtomicType};
 use gsas_transport::watched::{self, load_once, store_once};
 
-use crate::ctx::{self, CtxRef};
+use crate::ctx_table::{self as ctx, CtxRef};
 use crate::fatal::{boundary, fatal};
 use crate::state::{self, HOT, State};
 

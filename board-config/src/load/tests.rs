@@ -1,5 +1,8 @@
 //! Tests of the TOML loader: the example configurations, the generated reference, every
 //! key of the table, and one test per error checking file, line, key and reason.
+//!
+//! Kept as one file because it holds only the loader's tests, which share the helpers at
+//! their top (workspace paths, loading from text, finding the line of a marker).
 
 use super::*;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! The fabric thread: every emulated node's NI engine, the links between them, and the IRQ
+//! The fabric thread: every emulated node's NI device, the links between them, and the IRQ
 //! and registration sockets of every endpoint, driven by one thread.
 //!
 //! Links ([`FabricMode`]): by default every pair of nodes is joined by a point-to-point link,
@@ -7,19 +7,19 @@
 //! [`crate::frame`] plus a link checksum; the frames a node emits towards one peer in a
 //! round leave in one `write`, and the ends written to are read right after. Frames between
 //! endpoints of the same node stay inside the node's NI. [`FabricMode::InProcess`] hands
-//! the same sealed datagrams from the sending engine to the receiving one without a system
+//! the same sealed datagrams from the sending device to the receiving one without a system
 //! call (faster, for benchmarks of the driver alone). Both modes apply the frame faults
 //! (drop, corrupt, latency) at the same point, when a frame leaves its node's outbox.
 //!
 //! Why one thread for all nodes: on a small host (the reference machine has 2 cores) every
 //! thread that polls shared memory competes with the driver processes it serves, and a
 //! hand-off to a blocked thread costs a wake-up (about 70 us on a VM). One thread that
-//! runs the sending node's engine, writes the frame, reads it from the destination node's
-//! end of the link and runs that engine in the same pass needs no thread hand-off.
+//! runs the sending node's device, writes the frame, reads it from the destination node's
+//! end of the link and runs that device in the same pass needs no thread hand-off.
 //!
-//! Loop: drain control commands, poll every engine ([`NodeEngine::poll`]: Acquire loads of
+//! Loop: drain control commands, poll every device ([`NiDevice::poll`]: Acquire loads of
 //! the doorbells and consumer counters, Release stores of what it publishes), move every
-//! due frame (outbox, faults, link, [`NodeEngine::on_frame`]), raise IRQs. Pacing is
+//! due frame (outbox, faults, link, [`NiDevice::on_frame`]), raise IRQs. Pacing is
 //! adaptive:
 //! * while a pass did work, the next pass starts at once;
 //! * for [`EmuConfig::spin`](super::EmuConfig::spin) after the last work it keeps polling,
@@ -27,7 +27,7 @@
 //!   sockets with a zero-timeout `ppoll` every 100 us;
 //! * then it dozes: it sets the doze flag ([`super::wake`]), polls once more, and sleeps
 //!   in `ppoll` on all sockets (the wake socket and the node links included) until a
-//!   doorbell's wake-up, a socket event, the next engine timer or frame due time, or the
+//!   doorbell's wake-up, a socket event, the next device timer or frame due time, or the
 //!   idle limit (growing from 100 us to 10 ms; 1 ms while operations are in flight).
 //!
 //! Thread safety: the fabric is moved into its thread; it shares only the fault plan and
@@ -47,7 +47,7 @@ use memmap2::MmapRaw;
 use super::FabricMode;
 use super::link::{self, LinkEnd, MAX_DATAGRAM};
 use super::wake::DozeFlag;
-use crate::engine::{Net, NodeEngine, Region};
+use crate::device::{Net, NiDevice, Region};
 use crate::fault::FaultPlan;
 use crate::frame::{FramePacket, MAX_FRAME};
 use crate::nva::{Nva, mgmt, mgmt_status};
@@ -56,7 +56,7 @@ use gsas_sys::{fd, fdpass, socket};
 /// Counters of the fabric thread, readable from other threads (`stats` control command).
 #[derive(Debug, Default)]
 pub(crate) struct FabricCounters {
-    /// Passes over all engines.
+    /// Passes over all devices.
     pub passes: AtomicU64,
     /// Frames that left a node's outbox (dropped and corrupted ones included).
     pub frames: AtomicU64,
@@ -145,9 +145,9 @@ impl EpIo {
     }
 }
 
-/// One emulated node: its NI engine and its endpoints' sockets.
+/// One emulated node: its NI device and its endpoints' sockets.
 pub(crate) struct NodeSlot {
-    pub engine: NodeEngine,
+    pub device: NiDevice,
     pub eps: Vec<EpIo>,
 }
 
@@ -212,7 +212,7 @@ impl LinkBufs {
 /// Frames taken from the outbox per batch.
 const OUT_BATCH: usize = 256;
 
-/// Most frames delivered in one pass (a bound, not a limit in practice: the engines keep at
+/// Most frames delivered in one pass (a bound, not a limit in practice: the devices keep at
 /// most a window of packets in flight).
 const FRAMES_PER_PASS: usize = 65_536;
 /// How often the sockets are looked at while the thread spins.
@@ -272,7 +272,7 @@ impl Fabric {
         counters: Arc<FabricCounters>,
         links: Vec<Vec<Option<LinkEnd>>>,
     ) -> Self {
-        let coords = nodes.iter().map(|n| n.engine.coord()).collect();
+        let coords = nodes.iter().map(|n| n.device.coord()).collect();
         Fabric {
             nodes,
             coords,
@@ -350,7 +350,7 @@ impl Fabric {
             self.doze.set(false);
             return true;
         }
-        let busy = self.nodes.iter().any(|n| n.engine.busy());
+        let busy = self.nodes.iter().any(|n| n.device.busy());
         let mut timeout = if busy {
             limit.min(SLEEP_BUSY_MAX)
         } else {
@@ -359,7 +359,7 @@ impl Fabric {
         let timers = self
             .nodes
             .iter()
-            .filter_map(|n| n.engine.next_deadline())
+            .filter_map(|n| n.device.next_deadline())
             .chain(self.frames.queue.front().map(|f| f.due))
             .min();
         if let Some(t) = timers {
@@ -373,7 +373,7 @@ impl Fabric {
         worked
     }
 
-    /// One pass over commands, engines, frames and IRQ lines; returns whether anything
+    /// One pass over commands, devices, frames and IRQ lines; returns whether anything
     /// happened.
     fn pass(&mut self, now: u64) -> bool {
         self.counters.passes.fetch_add(1, Ordering::Relaxed);
@@ -382,16 +382,16 @@ impl Fabric {
             worked = true;
             match cmd {
                 FabricCmd::SetPdid { node, ep, pdid } => {
-                    self.nodes[node].engine.set_pdid(ep, pdid);
+                    self.nodes[node].device.set_pdid(ep, pdid);
                 }
                 FabricCmd::SetEnabled { node, ep, on } => {
-                    self.nodes[node].engine.set_enabled(ep, on);
+                    self.nodes[node].device.set_enabled(ep, on);
                 }
             }
         }
         let due = now + self.faults.latency_ns();
         for (src, node) in self.nodes.iter_mut().enumerate() {
-            worked |= node.engine.poll(
+            worked |= node.device.poll(
                 now,
                 &mut QueueNet {
                     frames: &mut self.frames,
@@ -418,7 +418,7 @@ impl Fabric {
     }
 
     /// Moves every due frame: outbox, frame faults, link (socket or in process), receiving
-    /// engine (whose answers join the outbox). Returns whether any frame moved.
+    /// device (whose answers join the outbox). Returns whether any frame moved.
     fn deliver(&mut self, now: u64, due: u64) -> bool {
         let mut moved = 0;
         loop {
@@ -553,11 +553,11 @@ impl Fabric {
         any
     }
 
-    /// Checks a datagram's link checksum and hands its frame to node `dst`'s engine.
+    /// Checks a datagram's link checksum and hands its frame to node `dst`'s device.
     fn receive(&mut self, dst: usize, datagram: &[u8], now: u64, due: u64) {
         match link::open(datagram) {
             Some(frame) => {
-                self.nodes[dst].engine.on_frame(
+                self.nodes[dst].device.on_frame(
                     frame,
                     now,
                     &mut QueueNet {
@@ -696,7 +696,7 @@ impl Fabric {
         for node in &mut self.nodes {
             for (k, ep) in node.eps.iter_mut().enumerate() {
                 let Some(conn) = &ep.irq_conn else { continue };
-                if !ep.unmasked || !node.engine.irq_level(k as u16) {
+                if !ep.unmasked || !node.device.irq_level(k as u16) {
                     continue;
                 }
                 ep.count = ep.count.wrapping_add(1);
@@ -747,7 +747,7 @@ impl Fabric {
                     worked = true;
                     let conn = self.nodes[n].eps[k].mgmt.swap_remove(c);
                     for id in conn.regions {
-                        self.nodes[n].engine.unregister_region(k as u16, id);
+                        self.nodes[n].device.unregister_region(k as u16, id);
                     }
                     log::debug!("node {n} ep {k}: registration connection closed");
                 }
@@ -800,7 +800,7 @@ impl Fabric {
                 let Ok(mapped) = Region::map(fd.as_fd(), len as usize) else {
                     return (mgmt_status::MAP_FAILED, 0);
                 };
-                match node.engine.register_region(k as u16, want, mapped) {
+                match node.device.register_region(k as u16, want, mapped) {
                     Some(id) => {
                         node.eps[k].mgmt[c].regions.push(id);
                         log::debug!("node {n} ep {k}: region {id} registered ({len} bytes)");
@@ -815,7 +815,7 @@ impl Fabric {
                     return (mgmt_status::NO_SUCH_REGION, 0);
                 };
                 conn.regions.swap_remove(pos);
-                node.engine.unregister_region(k as u16, region as u8);
+                node.device.unregister_region(k as u16, region as u8);
                 (mgmt_status::OK, Nva::new(region as u8, 0).0)
             }
             _ => (mgmt_status::BAD_REQUEST, 0),

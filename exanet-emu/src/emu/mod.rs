@@ -22,7 +22,7 @@
 //! [`crate::Shm::open`]), its interrupt with [`EmuPaths::irq`] and its registrar with
 //! [`EmuPaths::registrar`].
 //!
-//! The NI work of each node is a [`crate::engine::NodeEngine`]; frames between nodes keep
+//! The NI work of each node is a [`crate::device::NiDevice`]; frames between nodes keep
 //! the ExaNet three-part framing of [`crate::frame`] plus a link checksum, and by default
 //! ([`FabricMode::Sockets`]) travel over point-to-point links between the nodes: a
 //! connected pair of Unix stream sockets per pair of nodes, each node holding its own
@@ -100,7 +100,7 @@ use std::time::{Duration, Instant};
 use memmap2::{MmapOptions, MmapRaw};
 use uio_driver::{MapInfo, fabricate};
 
-use crate::engine::{EngineConfig, EpMaps, NodeEngine};
+use crate::device::{DeviceConfig, EpMaps, NiDevice};
 use crate::fault::FaultPlan;
 use crate::io::DevMem;
 use crate::regs::{MAP_NAMES, MAP_SIZES, nack};
@@ -113,7 +113,7 @@ pub enum FabricMode {
     /// holds its own ends); frames between nodes cross the kernel (default).
     #[default]
     Sockets,
-    /// Frames are handed from engine to engine inside the fabric thread (no system call).
+    /// Frames are handed from device to device inside the fabric thread (no system call).
     InProcess,
 }
 
@@ -212,7 +212,7 @@ struct Ctx {
 /// Counters of the fabric thread (see [`Emulator::stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmuStats {
-    /// Passes over all engines.
+    /// Passes over all devices.
     pub passes: u64,
     /// Frames sent between nodes (acks and responses included; dropped and corrupted
     /// ones too).
@@ -516,9 +516,9 @@ impl Emulator {
         }
         for n in 0..cfg.nodes {
             fs::create_dir_all(paths.node_dir(n))?;
-            let mut engine = NodeEngine::new(
+            let mut device = NiDevice::new(
                 crate::node_coord(n),
-                EngineConfig {
+                DeviceConfig {
                     ack_timeout_ns: cfg.ack_timeout.as_nanos() as u64,
                 },
                 Arc::clone(&faults),
@@ -548,7 +548,7 @@ impl Emulator {
                     .enumerate()
                     .map(|(m, map)| unsafe { DevMem::new(map.as_mut_ptr(), MAP_SIZES[m]) })
                     .collect();
-                engine.add_endpoint(
+                device.add_endpoint(
                     EpMaps {
                         regs: views[0],
                         mbox: views[1],
@@ -564,7 +564,7 @@ impl Emulator {
                 }
                 eps.push(EpIo::new(irq, mgmt, maps));
             }
-            nodes.push(NodeSlot { engine, eps });
+            nodes.push(NodeSlot { device, eps });
         }
         let (tx, rx) = mpsc::channel();
         let counters = Arc::new(FabricCounters::default());

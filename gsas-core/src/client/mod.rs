@@ -1,5 +1,8 @@
 //! The client engine: issues requests to atomic services and matches their replies.
 //!
+//! Kept as one file because the client engine is one state machine (`Client` and its
+//! operation table); its tests are apart in `client/tests.rs`.
+//!
 //! **What it is.** [`Client`] keeps a fixed-capacity table of operations in flight (reads,
 //! writes, atomics and host requests), turns each into packets sized for the transport
 //! (inline or fragmented bulk), matches replies by token, reassembles bulk reads delivered

@@ -166,18 +166,18 @@
 //! the reply to the same peer, then `flush()`. The reply then piggybacks the ack of the
 //! request and the reply cache applies.
 
-mod engine;
 pub mod frame;
 mod index;
+mod layer;
 mod peer;
 mod pool;
 mod rtt;
 pub mod seq;
 mod window;
 
-pub use engine::Reliable;
 pub use frame::RefusalReason;
 pub use index::{Admission, DenseIndex, HashIndex, PeerIndex};
+pub use layer::Reliable;
 pub use peer::PeerSlot;
 pub use window::MAX_WINDOW;
 

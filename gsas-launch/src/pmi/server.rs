@@ -1,5 +1,8 @@
 //! The PMI-1 server run by gsas's launcher (`oshrun`).
 //!
+//! Kept as one file because the PMI-1 server is one state machine over its connections
+//! (`Server`, each rank's state, the barrier and the key-value space they share).
+//!
 //! What it is: a process manager's side of the PMI-1 "simple" protocol, answering with
 //! Hydra's verbatim reply formats, for ranks connected
 //!

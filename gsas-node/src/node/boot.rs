@@ -68,7 +68,7 @@ use crate::transport::udp::{UdpConfig, UdpTransport};
 
 use super::error::{pmi as pmi_err, shm as shm_err};
 use super::keeper::{Keeper, Pulse};
-use super::remote::{Book, Engine, Remote, Route};
+use super::remote::{Book, Remote, Route, ServicePath};
 use super::{MAPPED, Mapping, Node, NodeError, NodeOptions};
 
 /// Default symmetric heap size when neither the program nor the cluster file gives one.
@@ -822,8 +822,8 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         _ => None,
     };
     let remote = Remote {
-        udp: Engine::new(Box::new(Client::new(sender)), layer),
-        ring: ring.map(|r| Engine::new(Box::new(Client::new(sender)), r)),
+        net: ServicePath::new(Box::new(Client::new(sender)), layer),
+        ring: ring.map(|r| ServicePath::new(Box::new(Client::new(sender)), r)),
         book: Book::new(deadline),
         doorbell,
         last_rx_ns: 0,

@@ -30,8 +30,8 @@ use super::NodeError;
 pub(crate) const OPS: usize = 1024;
 /// Communication contexts (0 is the default one).
 pub(crate) const CONTEXTS: usize = 64;
-/// UDP frames in flight per service.
-pub(crate) const UDP_WINDOW: usize = 32;
+/// Frames in flight per service over the inter-node transport (UDP or Exanet).
+pub(crate) const NET_WINDOW: usize = 32;
 /// How long after receiving a frame the remote path counts as busy: the reliability layer
 /// acknowledges it after its ack delay (200 us) at the next poll, which someone (a caller
 /// or the progress keeper) must still make. 50 ms: beyond the ack delay and two keeper
@@ -46,20 +46,20 @@ pub(crate) const ACK_LINGER_NS: u64 = 50_000_000;
 /// instead of filling the operation table first).
 pub(crate) const NBI_DRAIN_AT: usize = OPS / 4;
 
-pub(crate) type UdpLayer = OwnedReliable<NetTransport, UDP_WINDOW>;
+pub(crate) type NetLayer = OwnedReliable<NetTransport, NET_WINDOW>;
 
-/// A client engine and the transport it sends through.
-pub(crate) struct Engine<T: Transport> {
+/// A path to services: a client engine and the transport it sends through.
+pub(crate) struct ServicePath<T: Transport> {
     pub(crate) client: Box<Client<T::Peer, OPS, CONTEXTS>>,
     pub(crate) transport: T,
 }
 
-impl<T: Transport> Engine<T>
+impl<T: Transport> ServicePath<T>
 where
     T::Peer: PartialEq,
 {
     pub(crate) fn new(client: Box<Client<T::Peer, OPS, CONTEXTS>>, transport: T) -> Self {
-        Engine { client, transport }
+        ServicePath { client, transport }
     }
 }
 
@@ -277,8 +277,8 @@ pub(crate) fn on_completion(book: &mut Book, c: Completion<'_>) {
 
 /// Everything of the remote path, behind the node's mutex.
 pub(crate) struct Remote {
-    pub(crate) udp: Engine<UdpLayer>,
-    pub(crate) ring: Option<Engine<ShmRing>>,
+    pub(crate) net: ServicePath<NetLayer>,
+    pub(crate) ring: Option<ServicePath<ShmRing>>,
     pub(crate) book: Book,
     /// The service's doorbell (page word, eventfd) for ring users.
     pub(crate) doorbell: Option<(std::sync::Arc<crate::shm::Segment>, std::os::fd::OwnedFd)>,
@@ -309,7 +309,7 @@ struct Moved {
 /// Drives timers (which also sends open frames), receives and matches replies, resumes
 /// bulk reads.
 fn progress_engine<T: Transport>(
-    e: &mut Engine<T>,
+    e: &mut ServicePath<T>,
     book: &mut Book,
     now: u64,
 ) -> Result<Moved, TransportError>
@@ -319,7 +319,7 @@ where
     e.transport.poll(now)?;
     let mut moved = Moved::default();
     for _ in 0..256 {
-        let Engine { client, transport } = e;
+        let ServicePath { client, transport } = e;
         let got = transport.recv(|_, bytes| {
             client.handle_reply(bytes, |c| on_completion(book, c));
         })?;
@@ -342,7 +342,7 @@ impl Remote {
     /// operation fills and sends at once are then stamped with the current time, not with
     /// the last round of progress (which may be long ago when the program computed).
     pub(crate) fn set_clock(&mut self) {
-        self.udp.transport.set_now(monotonic_ns());
+        self.net.transport.set_now(monotonic_ns());
     }
 
     /// One round of progress on every engine: timers (retransmissions, delayed
@@ -351,17 +351,17 @@ impl Remote {
     pub(crate) fn progress(&mut self) -> Result<bool, NodeError> {
         let now = monotonic_ns();
         self.last_poll_ns = now;
-        let udp = progress_engine(&mut self.udp, &mut self.book, now).map_err(transport_error)?;
-        if udp.received {
+        let net = progress_engine(&mut self.net, &mut self.book, now).map_err(transport_error)?;
+        if net.received {
             self.last_rx_ns = now;
         }
-        let mut activity = udp.any;
+        let mut activity = net.any;
         if let Some(ring) = &mut self.ring {
             activity |= progress_engine(ring, &mut self.book, now)
                 .map_err(transport_error)?
                 .any;
         }
-        while let Some(ev) = self.udp.transport.next_event() {
+        while let Some(ev) = self.net.transport.next_event() {
             let peer = match ev {
                 PeerEvent::Unreachable(p) => {
                     log::warn!("service at {} stopped answering", p.addr);
@@ -382,11 +382,11 @@ impl Remote {
             };
             self.book.failed.insert(peer.addr);
             let book = &mut self.book;
-            self.udp.client.fail_peer(peer, |c| on_completion(book, c));
+            self.net.client.fail_peer(peer, |c| on_completion(book, c));
             activity = true;
         }
         activity |= self.resume_writes()?;
-        self.udp.transport.flush().map_err(transport_error)?;
+        self.net.transport.flush().map_err(transport_error)?;
         if let Some(ring) = &mut self.ring {
             ring.transport.flush().map_err(transport_error)?;
         }
@@ -408,7 +408,7 @@ impl Remote {
                 continue;
             };
             let issued = match r.route {
-                Route::Net(_) => self.udp.client.resume(&mut self.udp.transport, handle, p),
+                Route::Net(_) => self.net.client.resume(&mut self.net.transport, handle, p),
                 Route::Ring => match &mut self.ring {
                     Some(ring) => ring.client.resume(&mut ring.transport, handle, p),
                     None => Err(ClientError::StaleHandle),
@@ -440,8 +440,8 @@ impl Remote {
     /// possibly owed. What the progress keeper and [`super::Node::poke`] look at.
     pub(crate) fn busy(&self, now: u64) -> bool {
         (self.last_rx_ns != 0 && now < self.last_rx_ns.saturating_add(ACK_LINGER_NS))
-            || self.udp.client.in_flight() > 0
-            || self.udp.transport.has_frames_in_use()
+            || self.net.client.in_flight() > 0
+            || self.net.transport.has_frames_in_use()
             || self.ring.as_ref().is_some_and(|r| r.client.in_flight() > 0)
     }
 
@@ -449,7 +449,7 @@ impl Remote {
     /// (a round of progress ran an ack delay after the last receipt): what a PE waits for
     /// before it leaves, so that no service keeps retransmitting a reply to it.
     pub(crate) fn settled(&self) -> bool {
-        self.udp.client.in_flight() == 0
+        self.net.client.in_flight() == 0
             && self.ring.as_ref().is_none_or(|r| r.client.in_flight() == 0)
             && (self.last_rx_ns == 0
                 || self.last_poll_ns >= self.last_rx_ns.saturating_add(self.ack_delay_ns))
@@ -479,7 +479,7 @@ impl Remote {
             })
             .collect();
         let in_flight =
-            self.udp.client.in_flight() + self.ring.as_ref().map_or(0, |r| r.client.in_flight());
+            self.net.client.in_flight() + self.ring.as_ref().map_or(0, |r| r.client.in_flight());
         if parts.is_empty() && in_flight > 0 {
             parts.push(format!(
                 "{in_flight} operation(s) in flight without a record"
@@ -499,7 +499,7 @@ impl Remote {
 
     /// Whether a non-blocking start should receive replies first (see [`NBI_DRAIN_AT`]).
     pub(crate) fn crowded(&self) -> bool {
-        self.udp.client.in_flight() >= NBI_DRAIN_AT
+        self.net.client.in_flight() >= NBI_DRAIN_AT
             || self
                 .ring
                 .as_ref()
@@ -508,7 +508,7 @@ impl Remote {
 
     /// Operations of `ctx` not completed, over both engines.
     pub(crate) fn outstanding(&self, ctx: usize) -> u32 {
-        self.udp.client.outstanding(ctx)
+        self.net.client.outstanding(ctx)
             + self.ring.as_ref().map_or(0, |r| r.client.outstanding(ctx))
     }
 
@@ -530,7 +530,7 @@ impl Remote {
 /// Starts an operation on engine `e` toward `peer` with `start`, mapping engine errors.
 /// `Ok(None)`: no room now (table full or transport busy); progress and retry.
 pub(crate) fn try_start<T, F>(
-    e: &mut Engine<T>,
+    e: &mut ServicePath<T>,
     start: F,
 ) -> Result<Option<gsas_core::client::Issued>, ClientError>
 where

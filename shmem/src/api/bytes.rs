@@ -14,7 +14,7 @@ use std::ffi::c_int;
 
 use gsas_core::wire::{AtomicOp, AtomicType};
 
-use crate::ctx::CtxRef;
+use crate::ctx_table::CtxRef;
 use crate::{amo, rma};
 
 /// Blocking or non-blocking put of `n` bytes.

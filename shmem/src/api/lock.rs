@@ -1,7 +1,7 @@
 //! Distributed locks of the Rust API (OpenSHMEM 1.5 §9.12): [`SymLock`] and its guard.
 //!
 //! **What it is.** A [`SymLock`] is a symmetric `long` used as an OpenSHMEM lock (a FIFO
-//! ticket lock, see [`crate::lock`]); [`SymLock::lock`] waits for it and returns a
+//! ticket lock, see [`crate::ticket_lock`]); [`SymLock::lock`] waits for it and returns a
 //! [`LockGuard`] that releases it when dropped (`shmem_clear_lock`, which first quiets the
 //! default context). The guard tells its ticket: locks are granted in ticket order.
 //!
@@ -15,7 +15,7 @@ use std::ffi::c_long;
 use super::Error;
 use super::Shmem;
 use super::sym::SymBox;
-use crate::lock;
+use crate::ticket_lock as lock;
 
 /// A distributed lock; see the [API overview](crate::api).
 #[derive(Debug)]

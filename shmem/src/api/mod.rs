@@ -42,7 +42,7 @@ pub use p2p::CmpValues;
 pub use sym::{SymBox, SymSlice, SymVec};
 pub use team::Team;
 
-use crate::ctx::CtxRef;
+use crate::ctx_table::CtxRef;
 use crate::state::{self, InitError, InitOptions};
 use crate::types::Symmetric;
 

@@ -14,7 +14,7 @@ use std::ffi::c_int;
 
 use super::Shmem;
 use super::sym::SymSlice;
-use crate::p2p::{self as q, Cmp, Set, Values};
+use crate::p2p_wait::{self as q, Cmp, Set, Values};
 use crate::types::AmoStandard;
 
 /// The comparison values of a multi-element wait or test.

@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_long, c_longlong, c_uint, c_ulong, c_ulonglong};
 use gsas_core::wire::AtomicOp::{self, *};
 
 use crate::amo::{typed, typed_nbi};
-use crate::ctx::CtxRef;
+use crate::ctx_table::CtxRef;
 use crate::types::Scalar;
 
 /// A blocking AMO with one operand.

@@ -92,29 +92,29 @@ macro_rules! abi_fn {
             use super::*;
             #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
-                let $c = $crate::ctx::CtxRef::DEFAULT;
+                let $c = $crate::ctx_table::CtxRef::DEFAULT;
                 let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
-                let $c = $crate::ctx::CtxRef::DEFAULT;
+                let $c = $crate::ctx_table::CtxRef::DEFAULT;
                 let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("shmem_ctx_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn shmem_ctx(
-                ctx_handle: $crate::ctx::RawCtx $(, $arg: $ty)*
+                ctx_handle: $crate::ctx_table::RawCtx $(, $arg: $ty)*
             ) $(-> $ret)? {
-                let $c = $crate::ctx::CtxRef(ctx_handle);
+                let $c = $crate::ctx_table::CtxRef(ctx_handle);
                 let $call: &'static str = concat!("shmem_ctx_", $(stringify!($p)),+);
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_ctx_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn pshmem_ctx(
-                ctx_handle: $crate::ctx::RawCtx $(, $arg: $ty)*
+                ctx_handle: $crate::ctx_table::RawCtx $(, $arg: $ty)*
             ) $(-> $ret)? {
-                let $c = $crate::ctx::CtxRef(ctx_handle);
+                let $c = $crate::ctx_table::CtxRef(ctx_handle);
                 let $call: &'static str = concat!("pshmem_ctx_", $(stringify!($p)),+);
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }

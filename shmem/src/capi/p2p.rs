@@ -1,11 +1,11 @@
 //! C ABI of point-to-point synchronization (OpenSHMEM 1.5 §9.10) over `p2p_types!`, the
 //! deprecated short/ushort forms and `shmem_TYPENAME_wait`. Every body is a call of
-//! `crate::p2p` with the row's [`ScalarKind`](crate::types::ScalarKind) and the comparison values as integers.
+//! `crate::p2p_wait` with the row's [`ScalarKind`](crate::types::ScalarKind) and the comparison values as integers.
 
 #[allow(unused_imports)]
 use std::ffi::{c_int, c_long, c_longlong, c_short, c_uint, c_ulong, c_ulonglong, c_ushort};
 
-use crate::p2p::{self as q, Cmp, Set, Values};
+use crate::p2p_wait::{self as q, Cmp, Set, Values};
 use crate::types::Scalar;
 
 /// The set of a multi-element routine.
@@ -32,7 +32,7 @@ fn set<T: Scalar>(
 ///
 /// # Safety
 ///
-/// As [`crate::p2p::wait_until`].
+/// As [`crate::p2p_wait::wait_until`].
 #[inline(always)]
 unsafe fn wait_until<T: Scalar>(ivar: *mut T, cmp: c_int, value: T, call: &str) {
     // SAFETY: forwarded.
@@ -51,7 +51,7 @@ unsafe fn wait_until<T: Scalar>(ivar: *mut T, cmp: c_int, value: T, call: &str) 
 ///
 /// # Safety
 ///
-/// As [`crate::p2p::test`].
+/// As [`crate::p2p_wait::test`].
 #[inline(always)]
 unsafe fn test<T: Scalar>(ivar: *mut T, cmp: c_int, value: T, call: &str) -> c_int {
     // SAFETY: forwarded.

@@ -6,13 +6,14 @@
 #[allow(unused_imports)]
 use std::ffi::{c_char, c_int, c_long, c_void};
 
-use crate::ctx::{self, CtxRef, RawCtx};
+use crate::ctx_table::{self as ctx, CtxRef, RawCtx};
 use crate::fatal::{end_job, fatal, flush_stdio};
-use crate::p2p::{self, Cmp};
+use crate::memory;
+use crate::p2p_wait::{self as p2p, Cmp};
 use crate::state::{self, InitOptions, THREAD_MULTIPLE};
 use crate::team::{self, RawTeam};
+use crate::ticket_lock as lock;
 use crate::types::ScalarKind;
-use crate::{lock, memory};
 
 /// `shmem_team_config_t`.
 #[repr(C)]

@@ -5,7 +5,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
-use crate::ctx::{CtxRef, RawCtx};
+use crate::ctx_table::{CtxRef, RawCtx};
 use crate::fatal::boundary;
 use crate::rma;
 

@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_long};
 
 use super::setup::{TEAM_NUM_CONTEXTS, TeamConfig};
-use crate::ctx::debug;
+use crate::ctx_table::debug;
 use crate::fatal::fatal;
 use crate::team::{RawTeam, split};
 

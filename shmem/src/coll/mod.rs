@@ -63,7 +63,7 @@ use std::sync::{Mutex, PoisonError};
 
 use gsas_node::node::SYNC;
 
-use crate::ctx::{self, CtxRef, debug};
+use crate::ctx_table::{self as ctx, CtxRef, debug};
 use crate::fatal::fatal;
 use crate::rma::bytes;
 use crate::state::{self, State};

@@ -36,7 +36,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::{RawTeam, Team};
 use crate::coll::{self, TeamColl};
-use crate::ctx::{self, CtxRef};
+use crate::ctx_table::{self as ctx, CtxRef};
 use crate::fatal::fatal;
 use crate::state;
 

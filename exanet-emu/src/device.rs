@@ -1,13 +1,16 @@
 //! The NI device state machine shared by the in-process [`Model`](crate::Model) and the
 //! `exanet-emu` emulator.
 //!
-//! What it is: [`NodeEngine`], the NI of one node with its endpoints, working at register
-//! level on the maps of each endpoint ([`DevMem`] views, atomics). [`NodeEngine::poll`] reads
+//! Kept as one file because it is one state machine: the NI's poll (doorbells, descriptors,
+//! timeouts) and its frame handler update the same endpoint state, as the hardware does.
+//!
+//! What it is: [`NiDevice`], the NI of one node with its endpoints, working at register
+//! level on the maps of each endpoint ([`DevMem`] views, atomics). [`NiDevice::poll`] reads
 //! the doorbells (`TX_TAIL`, `CH[c].TAIL`) and the consumer counters with `Acquire` loads,
 //! fetches descriptors, sends frames (section 12) through a [`Net`], times out packets that
 //! are not acknowledged, writes statuses and records back *in order* and publishes the
 //! counters with `Release` stores, then recomputes `IRQ_PENDING`.
-//! [`NodeEngine::on_frame`] handles a frame from the network: mailbox delivery (with the
+//! [`NiDevice::on_frame`] handles a frame from the network: mailbox delivery (with the
 //! PDID check, `RING_FULL` refusal and `RX_NACKS`), RDMA write data, read requests and
 //! responses, remote notifications and acks.
 //!
@@ -27,7 +30,7 @@
 //! * A channel keeps at most [`CHANNEL_WINDOW`] packets in flight.
 //!
 //! What it is not: a timing model (latency is added by the emulator's frame queue), or
-//! thread-safe: one thread drives one engine (the emulator's fabric thread drives all).
+//! thread-safe: one thread drives one device (the emulator's fabric thread drives all).
 
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
@@ -52,22 +55,22 @@ pub const CHANNEL_WINDOW: u32 = 64;
 const NOTIFY_RETRY_MIN_NS: u64 = 20_000;
 const NOTIFY_RETRY_MAX_NS: u64 = 1_000_000;
 
-/// Where the engine sends frames.
+/// Where the device sends frames.
 pub trait Net {
     /// Sends one encoded frame (the destination coordinate is in its header).
     fn send(&mut self, frame: &[u8]);
 }
 
-/// Engine parameters.
+/// Device parameters.
 #[derive(Clone, Copy, Debug)]
-pub struct EngineConfig {
+pub struct DeviceConfig {
     /// How long a packet may stay unacknowledged before the NI gives up (`UNREACHABLE`).
     pub ack_timeout_ns: u64,
 }
 
-impl Default for EngineConfig {
+impl Default for DeviceConfig {
     fn default() -> Self {
-        EngineConfig {
+        DeviceConfig {
             ack_timeout_ns: 100_000_000,
         }
     }
@@ -86,7 +89,7 @@ pub struct EpMaps {
     pub rdma: DevMem,
 }
 
-/// A registered memory region (emulator translation, option B), mapped into the engine's
+/// A registered memory region (emulator translation, option B), mapped into the device's
 /// process.
 #[derive(Debug)]
 pub struct Region {
@@ -96,7 +99,7 @@ pub struct Region {
 }
 
 // SAFETY: the region owns its mapping; data is copied through raw pointers by the one
-// thread driving the engine, and the other side (the owner process) synchronises through
+// thread driving the device, and the other side (the owner process) synchronises through
 // the NI counters, as with DMA.
 unsafe impl Send for Region {}
 
@@ -208,17 +211,17 @@ struct Ep {
 }
 
 /// The NI of one node (see the module docs).
-pub struct NodeEngine {
+pub struct NiDevice {
     coord: u32,
     eps: Vec<Ep>,
-    cfg: EngineConfig,
+    cfg: DeviceConfig,
     faults: Arc<FaultPlan>,
     buf: Box<[u8; frame::MAX_FRAME]>,
 }
 
-impl std::fmt::Debug for NodeEngine {
+impl std::fmt::Debug for NiDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeEngine")
+        f.debug_struct("NiDevice")
             .field("coord", &self.coord)
             .field("eps", &self.eps.len())
             .finish()
@@ -278,10 +281,10 @@ pub fn notification(
     m
 }
 
-impl NodeEngine {
+impl NiDevice {
     /// An NI at `coord` with no endpoints.
-    pub fn new(coord: u32, cfg: EngineConfig, faults: Arc<FaultPlan>) -> Self {
-        NodeEngine {
+    pub fn new(coord: u32, cfg: DeviceConfig, faults: Arc<FaultPlan>) -> Self {
+        NiDevice {
             coord,
             eps: Vec::new(),
             cfg,
@@ -604,7 +607,7 @@ impl NodeEngine {
     /// Sends packets of the channel's operations within the window, handles timeouts and
     /// remote notifications.
     fn issue(&mut self, i: usize, c: usize, now: u64, net: &mut impl Net) -> bool {
-        let NodeEngine {
+        let NiDevice {
             eps,
             buf,
             faults,
@@ -721,7 +724,7 @@ impl NodeEngine {
                         break;
                     };
                     // SAFETY: `translate` proved `chunk` bytes at `src` lie inside a region
-                    // mapped by this engine.
+                    // mapped by this device.
                     unsafe { std::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), chunk) };
                     (ptype::WRITE, write_sub::RDMA, chunk)
                 } else {
@@ -895,7 +898,7 @@ impl NodeEngine {
                     |code| code,
                     |dst| {
                         // SAFETY: `remote_access` translated exactly `payload.len()` bytes
-                        // at `dst` inside a region mapped by this engine.
+                        // at `dst` inside a region mapped by this device.
                         unsafe {
                             std::ptr::copy_nonoverlapping(f.payload.as_ptr(), dst, f.payload.len())
                         };

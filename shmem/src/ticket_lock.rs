@@ -27,7 +27,7 @@ use std::ffi::{c_int, c_long};
 use gsas_core::wire::{AtomicOp, AtomicType};
 
 use crate::amo::amo;
-use crate::ctx::{self, CtxRef};
+use crate::ctx_table::{self as ctx, CtxRef};
 use crate::fatal::fatal;
 use crate::state;
 use crate::wait::{What, wait_for};

@@ -1,5 +1,8 @@
 //! The [`Reliable`] transport: sending, receiving, acknowledging and timers.
 //!
+//! Kept as one file because it is one state machine: the send, receive, acknowledgement and
+//! timer paths all update the same `Core` (windows, peers, pool), and read best side by side.
+//!
 //! See the [module docs](super) for the protocol and its guarantees. Internally the layer is
 //! split into the inner transport and a `Core` holding everything else, so that closures
 //! handed to the inner transport can update the core while the transport is borrowed.

@@ -1,0 +1,217 @@
+//! Atomics: validation, direct CPU atomics, and atomics through a service.
+
+use super::*;
+
+impl Node {
+    /// Validates an atomic on `pe`'s segment `seg` at `offset` (defined for the type,
+    /// operands that fit, a target inside the segment, natural alignment) and returns its
+    /// descriptor with the direct pointer when the target is mapped on this node.
+    #[allow(clippy::too_many_arguments)]
+    fn amo_target(
+        &self,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+    ) -> Result<(AtomicDesc, Option<*mut u8>), NodeError> {
+        let desc = Self::amo_desc(op, ty, operand, comparand)?;
+        let width = desc.width();
+        self.check_target(pe, seg, offset, width)?;
+        if offset % width as u64 != 0 {
+            return Err(NodeError::Invalid(format!(
+                "atomic at offset {offset:#x} is not aligned to {width} bytes"
+            )));
+        }
+        Ok((desc, self.direct_ptr(pe, seg, offset, width)?))
+    }
+
+    fn amo_desc(
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+    ) -> Result<AtomicDesc, NodeError> {
+        let desc = AtomicDesc::new(op, ty)
+            .map_err(|_| NodeError::Invalid(format!("atomic {op:?} is not defined on {ty:?}")))?;
+        let mask = desc.operand_mask();
+        if operand & !mask != 0 || (desc.has_comparand() && comparand & !mask != 0) {
+            return Err(NodeError::Invalid(format!(
+                "atomic operand {operand:#x} or comparand {comparand:#x} does not fit {ty:?}"
+            )));
+        }
+        Ok(desc)
+    }
+
+    /// Runs atomic `op` on the `ty` at `offset` of segment `seg` of PE `pe` and returns the
+    /// old value (32-bit types zero-extended; floats as bits). Non-fetching operations
+    /// (SET, ADD, INC, AND, OR, XOR) also wait for completion and return 0. `comparand` is
+    /// used by COMPARE_SWAP only.
+    #[allow(clippy::too_many_arguments)]
+    pub fn atomic(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+    ) -> Result<u64, NodeError> {
+        let (desc, direct) = self.amo_target(pe, seg, offset, op, ty, operand, comparand)?;
+        let width = desc.width();
+        if let Some(p) = direct {
+            // SAFETY: `p` lies in a live shared mapping, aligned (mapping bases are page
+            // aligned and offset is a multiple of the width), accessed atomically by PEs
+            // and the service.
+            let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
+            return Ok(if desc.fetches() { old } else { 0 });
+        }
+        let index = self.amo_start(ctx, pe, seg, offset, desc, operand, comparand, true, None)?;
+        let d = OpDesc {
+            kind: "atomic",
+            pe,
+            seg,
+            offset,
+            len: width,
+        };
+        Ok(self.finish(index, &d)?.unwrap_or(0))
+    }
+
+    /// Posts a non-fetching atomic (a fetching `op` is executed and its value dropped);
+    /// completion needs [`Node::quiet`]. A remote request may wait in its open frame until
+    /// the next round of progress (see the [module docs](self)); follow with
+    /// [`Node::progress`] to send it at once (a blocking OpenSHMEM AMO does).
+    #[allow(clippy::too_many_arguments)]
+    pub fn atomic_nbi(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+    ) -> Result<(), NodeError> {
+        // SAFETY: no destination is written.
+        unsafe { self.amo_nbi(ctx, pe, seg, offset, op, ty, operand, comparand, None) }
+    }
+
+    /// Starts a fetching atomic whose old value (`ty`'s width, little-endian) is written to
+    /// `dest` by [`Node::quiet`] on `ctx`.
+    ///
+    /// # Safety
+    ///
+    /// `dest` must be valid for writes of 4 (32-bit types) or 8 bytes until `quiet(ctx)`
+    /// returns and not be accessed by anything else until then.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn atomic_fetch_nbi(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+        dest: *mut u8,
+    ) -> Result<(), NodeError> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.amo_nbi(ctx, pe, seg, offset, op, ty, operand, comparand, Some(dest)) }
+    }
+
+    /// # Safety
+    ///
+    /// `dest`, if given, valid for the width until quiet.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn amo_nbi(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+        dest: Option<*mut u8>,
+    ) -> Result<(), NodeError> {
+        let (desc, direct) = self.amo_target(pe, seg, offset, op, ty, operand, comparand)?;
+        let width = desc.width();
+        if let Some(p) = direct {
+            // SAFETY: as in `atomic`.
+            let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
+            if let Some(d) = dest {
+                // SAFETY: the caller guarantees `d` is valid for `width` bytes.
+                unsafe { watched::store_once(old.to_le_bytes().as_ptr(), d, width) };
+            }
+            return Ok(());
+        }
+        self.amo_start(
+            ctx,
+            pe,
+            seg,
+            offset,
+            desc,
+            operand,
+            comparand,
+            false,
+            dest.map(|d| d as usize),
+        )
+        .map(|_| ())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn amo_start(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        desc: AtomicDesc,
+        operand: u64,
+        comparand: u64,
+        blocking: bool,
+        dest: Option<usize>,
+    ) -> Result<usize, NodeError> {
+        let addr = self.check_target(pe, seg, offset, desc.width())?;
+        let ctx = self.ctx_index(ctx)?;
+        let route = self.routes[pe as usize];
+        let d = OpDesc {
+            kind: "atomic",
+            pe,
+            seg,
+            offset,
+            len: desc.width(),
+        };
+        let rec = self.record(
+            ctx,
+            route,
+            pe,
+            d,
+            blocking,
+            Target::Atomic {
+                dest,
+                width: desc.width(),
+            },
+        );
+        let (index, _) = self.start(route, rec, blocking, |remote, tag| match route {
+            Route::Net(peer) => remote::try_start(&mut remote.net, |c, t| {
+                c.atomic(t, peer, ctx, tag, addr, desc, operand, comparand)
+            }),
+            Route::Ring => match &mut remote.ring {
+                Some(e) => remote::try_start(e, |c, t| {
+                    c.atomic(t, remote::RING, ctx, tag, addr, desc, operand, comparand)
+                }),
+                None => Err(ClientError::StaleHandle),
+            },
+            Route::Direct => Err(ClientError::StaleHandle),
+        })?;
+        Ok(index)
+    }
+}

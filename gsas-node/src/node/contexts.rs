@@ -1,0 +1,73 @@
+//! Contexts and completion: create/destroy, quiet and fence.
+
+use super::*;
+
+impl Node {
+    /// Creates a context (up to [`MAX_CONTEXTS`] - 1 besides the default).
+    pub fn ctx_create(&self) -> Result<Ctx, NodeError> {
+        self.check_live()?;
+        let mut used = lock(&self.contexts);
+        let free = (!*used).trailing_zeros() as usize;
+        if free >= MAX_CONTEXTS {
+            return Err(NodeError::Invalid(format!(
+                "all {MAX_CONTEXTS} contexts are in use"
+            )));
+        }
+        *used |= 1 << free;
+        Ok(Ctx(free as u16))
+    }
+
+    /// Completes the context's operations and frees it. Destroying the default context is
+    /// refused.
+    pub fn ctx_destroy(&self, ctx: Ctx) -> Result<(), NodeError> {
+        if ctx == Ctx::DEFAULT {
+            return Err(NodeError::Invalid(
+                "the default context cannot be destroyed".into(),
+            ));
+        }
+        self.quiet(ctx)?;
+        *lock(&self.contexts) &= !(1u64 << ctx.index());
+        Ok(())
+    }
+
+    /// Waits until every operation of `ctx` has completed (remote writes delivered, reads
+    /// and fetched values written) and returns the first error of its non-blocking
+    /// operations, if any. Ends with a full memory fence.
+    pub fn quiet(&self, ctx: Ctx) -> Result<(), NodeError> {
+        let i = self.ctx_index(ctx)?;
+        self.check_live()?;
+        let limit = self.op_limit();
+        self.wait_reply(
+            &format_args!("the operations of context {i} to complete"),
+            limit,
+            |remote| {
+                Ok((remote.outstanding(i) == 0 && remote.book.unsent.is_empty()).then_some(()))
+            },
+        )?;
+        atomic::fence(Ordering::SeqCst);
+        match self
+            .pulse
+            .lock()
+            .book
+            .ctx_error
+            .get_mut(i)
+            .and_then(Option::take)
+        {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Orders the delivery of the context's earlier puts and atomics before later ones;
+    /// see the [module docs](self) for how.
+    pub fn fence(&self, ctx: Ctx) -> Result<(), NodeError> {
+        let i = self.ctx_index(ctx)?;
+        let pending = self.pulse.lock().outstanding(i) > 0;
+        if pending {
+            self.quiet(ctx)
+        } else {
+            atomic::fence(Ordering::Release);
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The end of a PE's life in the job: barrier_all, abort, finalize (and settling before leaving).
+
+use super::*;
+
+impl Node {
+    /// `quiet` on the default context, then a dissemination barrier over all PEs on
+    /// counters in the sync segment (atomic adds: CPU atomics for same-node PEs, through
+    /// the services otherwise). Waits spin, then yield, then sleep; bounded by the boot
+    /// timeout plus the deadline, with an error naming the round and the PE waited for.
+    pub fn barrier_all(&self) -> Result<(), NodeError> {
+        self.quiet(Ctx::DEFAULT)?;
+        let mut generation = lock(&self.barrier_gen);
+        *generation += 1;
+        let g = *generation;
+        let n = self.size;
+        if n == 1 {
+            return Ok(());
+        }
+        let mine = self.mappings[self.rank as usize * MAPPED + usize::from(SYNC)].base;
+        let mut dist = 1u32;
+        let mut round = 0u64;
+        while dist < n {
+            let to = (self.rank + dist) % n;
+            let from = (self.rank + n - dist) % n;
+            self.atomic_nbi(
+                Ctx::DEFAULT,
+                to,
+                SYNC,
+                round * 64,
+                AtomicOp::Add,
+                AtomicType::U64,
+                1,
+                0,
+            )?;
+            // SAFETY: offset round * 64 < SYNC_RESERVED lies in this PE's own sync mapping,
+            // 8-byte aligned; every writer uses atomics.
+            let counter =
+                unsafe { AtomicU64::from_ptr((mine + (round * 64) as usize) as *mut u64) };
+            let limit = self.boot_timeout + self.deadline;
+            self.wait_for(
+                &format_args!("barrier {g}, round {round}: PE {from}"),
+                limit,
+                |_| Ok((counter.load(Ordering::Acquire) >= g).then_some(())),
+            )?;
+            dist = dist.saturating_mul(2);
+            round += 1;
+        }
+        atomic::fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Ends the whole job: logs `message`, tells the process manager (PMI abort with
+    /// `code`) and exits this process with `code`.
+    pub fn abort(&self, code: i32, message: &str) -> ! {
+        self.report_abort(code, message);
+        std::process::exit(code)
+    }
+
+    /// The first half of [`Node::abort`]: logs `message` and tells the process manager
+    /// that the job ends with `code` (PMI abort), but leaves ending this process to the
+    /// caller; for callers that must not call `exit` (an exit handler: a second `exit`
+    /// is undefined behaviour, `_exit` is the way out).
+    pub fn report_abort(&self, code: i32, message: &str) {
+        log::error!("PE {} aborts the job (code {code}): {message}", self.rank);
+        if let Err(e) = lock(&self.pmi).abort(code, message) {
+            log::error!("PMI abort: {e}");
+        }
+    }
+
+    /// Completes every context, waits for all PEs (barrier), leaves the service and says
+    /// goodbye to PMI. Further operations fail with [`NodeError::Finalized`]. Calling it
+    /// again does nothing.
+    pub fn finalize(&self) -> Result<(), NodeError> {
+        if self.finalized.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let used = *lock(&self.contexts);
+        for i in (0..MAX_CONTEXTS).filter(|i| used & (1 << i) != 0) {
+            self.quiet(Ctx(i as u16))?;
+        }
+        self.barrier_all()?;
+        // The barrier's last increments are non-blocking: complete them before leaving,
+        // or the PEs they went to could wait for them in vain.
+        self.quiet(Ctx::DEFAULT)?;
+        // A PE that cannot settle still leaves the service and PMI (so that neither keeps
+        // its state), and then reports the failure.
+        let settled = self.settle();
+        if let Some(mut keeper) = lock(&self.keeper).take() {
+            keeper.stop();
+        }
+        self.finalized.store(true, Ordering::Release);
+        let left = lock(&self.control)
+            .leave(self.rank as u16, self.job_id)
+            .map_err(NodeError::from)
+            .and_then(|()| {
+                lock(&self.pmi)
+                    .finalize()
+                    .map_err(error::pmi("PMI finalize"))
+            });
+        if let Some(service) = lock(&self.service).take() {
+            boot::stop_embedded(service, self.boot_timeout);
+        }
+        match (settled, left) {
+            (Err(e), Err(also)) => {
+                log::error!("finalize: after failing to settle, leaving failed too: {also}");
+                Err(e)
+            }
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+            (Ok(()), Ok(())) => Ok(()),
+        }
+    }
+
+    /// Before leaving, after every operation completed: lets the reliability layer
+    /// acknowledge the last replies, so that no service keeps retransmitting a reply to a
+    /// closed socket until it declares the PE unreachable. Usually an ack delay (200 us);
+    /// bounded by [`SETTLE_LIMIT`] or the reliability deadline, whichever is longer. A PE
+    /// that cannot settle does not pretend it left cleanly: the error names the services
+    /// and what was outstanding.
+    fn settle(&self) -> Result<(), NodeError> {
+        let settled = self.wait_for(
+            &"the last replies to be acknowledged",
+            SETTLE_LIMIT.max(self.deadline),
+            |remote| Ok(remote.settled().then_some(())),
+        );
+        match settled {
+            Ok(()) => Ok(()),
+            Err(NodeError::Timeout { waited, .. }) => Err(NodeError::Timeout {
+                what: format!(
+                    "PE {} to settle before leaving ({})",
+                    self.rank,
+                    self.pulse.lock().unsettled()
+                ),
+                waited,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Operations started through a service since init (diagnostics).
+    pub fn remote_ops_started(&self) -> u64 {
+        self.ops_started.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,246 @@
+//! RMA: put and get, blocking and non-blocking, direct or through a service.
+
+use super::*;
+
+impl Node {
+    /// Writes `data` to `offset` of segment `seg` of PE `pe`; returns after local completion
+    /// (the data has been copied out of `data`, and a remote write has been sent).
+    /// Completion (delivery confirmed, refusals reported) is [`Node::quiet`] on `ctx`.
+    pub fn put(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), NodeError> {
+        self.put_inner(ctx, pe, seg, offset, data, false)
+    }
+
+    /// Like [`Node::put`], but may return before the whole payload is handed to the
+    /// transport: the rest is copied and sent by later progress. Completed by
+    /// [`Node::quiet`].
+    pub fn put_nbi(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), NodeError> {
+        self.put_inner(ctx, pe, seg, offset, data, true)
+    }
+
+    fn put_inner(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        data: &[u8],
+        nbi: bool,
+    ) -> Result<(), NodeError> {
+        if data.is_empty() {
+            return self.check_live();
+        }
+        let addr = self.check_target(pe, seg, offset, data.len())?;
+        if let Some(p) = self.direct_ptr(pe, seg, offset, data.len())? {
+            // SAFETY: `p .. p + len` lies inside a live shared mapping (checked by
+            // direct_ptr); `data` is a valid slice and cannot overlap a mapping of another
+            // PE's segment (or is the same bytes if the program copies within its own).
+            unsafe { watched::store_once(data.as_ptr(), p, data.len()) };
+            return Ok(());
+        }
+        let ctx = self.ctx_index(ctx)?;
+        let route = self.routes[pe as usize];
+        let desc = OpDesc {
+            kind: "put",
+            pe,
+            seg,
+            offset,
+            len: data.len(),
+        };
+        let rec = self.record(ctx, route, pe, desc, false, Target::Write { payload: None });
+        let (index, issued) = self.start(route, rec, !nbi, |remote, tag| match route {
+            Route::Net(peer) => remote::try_start(&mut remote.net, |c, t| {
+                c.write(t, peer, ctx, tag, addr, data)
+            }),
+            Route::Ring => match &mut remote.ring {
+                Some(e) => {
+                    remote::try_start(e, |c, t| c.write(t, remote::RING, ctx, tag, addr, data))
+                }
+                None => Err(ClientError::StaleHandle),
+            },
+            Route::Direct => Err(ClientError::StaleHandle),
+        })?;
+        if issued.all_sent {
+            return Ok(());
+        }
+        if nbi {
+            let mut r = self.pulse.lock();
+            if let Some(rec) = r.book.get_mut(index) {
+                rec.target = Target::Write {
+                    payload: Some(data.to_vec()),
+                };
+                r.book.unsent.push(index);
+            }
+            return Ok(());
+        }
+        // Blocking: send the rest from the caller's buffer.
+        let handle = issued.handle;
+        self.wait_for(
+            &format_args!("sending the {desc}"),
+            self.op_limit(),
+            |remote| {
+                let r = match route {
+                    Route::Net(_) => {
+                        remote
+                            .net
+                            .client
+                            .resume(&mut remote.net.transport, handle, data)
+                    }
+                    Route::Ring => match &mut remote.ring {
+                        Some(e) => e.client.resume(&mut e.transport, handle, data),
+                        None => Err(ClientError::StaleHandle),
+                    },
+                    Route::Direct => Err(ClientError::StaleHandle),
+                };
+                match r {
+                    Ok(s) if s.all_sent => {
+                        if route == Route::Ring {
+                            remote.ring_doorbell();
+                        }
+                        Ok(Some(()))
+                    }
+                    Ok(s) => {
+                        if route == Route::Ring && s.packets > 0 {
+                            remote.ring_doorbell();
+                        }
+                        Ok(None)
+                    }
+                    // Completed (refused) before everything was sent: the error is in the book.
+                    Err(ClientError::StaleHandle) => Ok(Some(())),
+                    Err(e) => Err(NodeError::Transport(format!("{desc}: {e}"))),
+                }
+            },
+        )?;
+        // The last fragments may still be in an open frame.
+        self.progress()
+    }
+
+    /// Reads `dest.len()` bytes at `offset` of segment `seg` of PE `pe` into `dest`;
+    /// returns when the data is there.
+    pub fn get(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        dest: &mut [u8],
+    ) -> Result<(), NodeError> {
+        if dest.is_empty() {
+            return self.check_live();
+        }
+        self.check_target(pe, seg, offset, dest.len())?;
+        if let Some(p) = self.direct_ptr(pe, seg, offset, dest.len())? {
+            // SAFETY: `p .. p + len` lies inside a live shared mapping; `dest` is a valid,
+            // exclusively borrowed slice.
+            unsafe { watched::load_once(p, dest.as_mut_ptr(), dest.len()) };
+            return Ok(());
+        }
+        // SAFETY: `dest` stays borrowed (and valid) until this call returns, which waits
+        // for the operation; on a failed wait the record stops writing to it.
+        let index =
+            unsafe { self.get_start(ctx, pe, seg, offset, dest.as_mut_ptr(), dest.len(), true)? };
+        let desc = OpDesc {
+            kind: "get",
+            pe,
+            seg,
+            offset,
+            len: dest.len(),
+        };
+        self.finish(index, &desc).map(|_| ())
+    }
+
+    /// Starts reading `len` bytes at `offset` of segment `seg` of PE `pe` into `dest`;
+    /// the data is there after [`Node::quiet`] on `ctx`.
+    ///
+    /// # Safety
+    ///
+    /// `dest` must be valid for writes of `len` bytes until `quiet(ctx)` returns (or the
+    /// node is dropped), and must not be read or written by anything else until then.
+    pub unsafe fn get_nbi(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        dest: *mut u8,
+        len: usize,
+    ) -> Result<(), NodeError> {
+        if len == 0 {
+            return self.check_live();
+        }
+        self.check_target(pe, seg, offset, len)?;
+        if let Some(p) = self.direct_ptr(pe, seg, offset, len)? {
+            // SAFETY: `p .. p + len` lies inside a live mapping; the caller guarantees
+            // `dest` is valid for `len` bytes.
+            unsafe { watched::load_once(p, dest, len) };
+            return Ok(());
+        }
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.get_start(ctx, pe, seg, offset, dest, len, false) }.map(|_| ())
+    }
+
+    /// Starts a remote read into `dest`.
+    ///
+    /// # Safety
+    ///
+    /// `dest` valid for `len` bytes until the record completes (blocking: the caller
+    /// waits; non-blocking: until quiet).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn get_start(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        dest: *mut u8,
+        len: usize,
+        blocking: bool,
+    ) -> Result<usize, NodeError> {
+        let addr = self.check_target(pe, seg, offset, len)?;
+        let ctx = self.ctx_index(ctx)?;
+        let route = self.routes[pe as usize];
+        let desc = OpDesc {
+            kind: "get",
+            pe,
+            seg,
+            offset,
+            len,
+        };
+        let rec = self.record(
+            ctx,
+            route,
+            pe,
+            desc,
+            blocking,
+            Target::Read {
+                dest: dest as usize,
+            },
+        );
+        let (index, _) = self.start(route, rec, blocking, |remote, tag| match route {
+            Route::Net(peer) => {
+                remote::try_start(&mut remote.net, |c, t| c.read(t, peer, ctx, tag, addr, len))
+            }
+            Route::Ring => match &mut remote.ring {
+                Some(e) => {
+                    remote::try_start(e, |c, t| c.read(t, remote::RING, ctx, tag, addr, len))
+                }
+                None => Err(ClientError::StaleHandle),
+            },
+            Route::Direct => Err(ClientError::StaleHandle),
+        })?;
+        Ok(index)
+    }
+}

@@ -1,0 +1,480 @@
+//! The control protocol: accepting and serving control connections (join, leave, segments,
+//! stats) and the replies.
+
+use super::*;
+
+impl Core {
+    pub(super) fn accept_all(&mut self) {
+        loop {
+            match socket::accept(self.listener.as_fd()) {
+                Ok(Some(fd)) => {
+                    let cred = match socket::peer_cred(fd.as_fd()) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            log::warn!("{}: reading peer credentials: {e}", self.cfg.name);
+                            continue;
+                        }
+                    };
+                    if self.cfg.uid_policy == UidPolicy::SameUser
+                        && cred.uid != self.uid
+                        && cred.uid != 0
+                    {
+                        self.counters.uid_refused += 1;
+                        log::warn!(
+                            "{}: connection from pid {} uid {} refused (this service serves uid {} only)",
+                            self.cfg.name,
+                            cred.pid,
+                            cred.uid,
+                            self.uid
+                        );
+                        continue;
+                    }
+                    self.counters.connections += 1;
+                    log::debug!(
+                        "{}: connection from pid {} uid {} gid {}",
+                        self.cfg.name,
+                        cred.pid,
+                        cred.uid,
+                        cred.gid
+                    );
+                    let conn = Conn {
+                        fd,
+                        cred,
+                        state: ConnState::Fresh,
+                    };
+                    match self.conns.iter().position(Option::is_none) {
+                        Some(i) => self.conns[i] = Some(conn),
+                        None => self.conns.push(Some(conn)),
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    log::warn!("{}: accept: {e}", self.cfg.name);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handles the messages waiting on connection `i`.
+    pub(super) fn serve_conn(&mut self, i: usize) {
+        for _ in 0..16 {
+            let Some(conn) = self.conns.get(i).and_then(Option::as_ref) else {
+                return;
+            };
+            let received = recv_fds(&conn.fd, &mut self.msg, Duration::ZERO);
+            let (n, stray) = match received {
+                Ok(x) => x,
+                Err(ShmError::TimedOut { .. }) => return,
+                Err(ShmError::Closed { .. }) => {
+                    self.close_conn(i, true);
+                    return;
+                }
+                Err(e @ (ShmError::MessageTruncated { .. } | ShmError::FdsTruncated { .. })) => {
+                    self.counters.messages += 1;
+                    self.counters.refused += 1;
+                    let msg = e.to_string();
+                    self.reply(
+                        i,
+                        0,
+                        ControlReply::Error {
+                            code: ErrorCode::Malformed,
+                            message: &msg,
+                        },
+                        &[],
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    log::warn!("{}: receiving on a control connection: {e}", self.cfg.name);
+                    self.close_conn(i, true);
+                    return;
+                }
+            };
+            self.counters.messages += 1;
+            let bytes = self.msg[..n].to_vec();
+            let parsed = ControlRequest::parse(&bytes);
+            let wants_fd = matches!(parsed, Ok((_, ControlRequest::RegisterSegment { .. })));
+            let mut attached = stray;
+            if !wants_fd && !attached.is_empty() {
+                log::warn!(
+                    "{}: pid {} sent {} descriptors with a control message; closed them",
+                    self.cfg.name,
+                    conn.cred.pid,
+                    attached.len()
+                );
+                attached.clear();
+            }
+            let (token, outcome) = match parsed {
+                Ok((token, req)) => (token, self.handle(i, req, attached)),
+                Err(e) => (
+                    gsas_core::wire::peek_token(&bytes),
+                    Err((e.code(), e.to_string())),
+                ),
+            };
+            match outcome {
+                Ok(Outcome::Ack) => self.reply(i, token, ControlReply::Ack, &[]),
+                Ok(Outcome::Data(d, fds)) => {
+                    let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+                    self.reply(i, token, ControlReply::Data(&d), &borrowed)
+                }
+                Ok(Outcome::Stats(text)) => self.reply(i, token, ControlReply::Stats(&text), &[]),
+                Err((code, message)) => {
+                    self.counters.refused += 1;
+                    log::debug!("{}: refused a control request: {message}", self.cfg.name);
+                    self.reply(
+                        i,
+                        token,
+                        ControlReply::Error {
+                            code,
+                            message: &message,
+                        },
+                        &[],
+                    )
+                }
+            }
+        }
+    }
+
+    /// Sends a reply on connection `i`; closes it if that fails.
+    pub(super) fn reply(
+        &mut self,
+        i: usize,
+        token: u32,
+        reply: ControlReply<'_>,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) {
+        let mut buf = [0u8; MAX_MESSAGE];
+        let n = reply.emit(token, &mut buf);
+        let Some(conn) = self.conns.get(i).and_then(Option::as_ref) else {
+            return;
+        };
+        if let Err(e) = send_fds(&conn.fd, &buf[..n], fds, CONTROL_SEND_TIMEOUT) {
+            log::warn!(
+                "{}: replying to pid {}: {e}; closing the connection",
+                self.cfg.name,
+                conn.cred.pid
+            );
+            self.close_conn(i, true);
+        }
+    }
+
+    /// Closes connection `i`. `eof`: it ended without Leave, so a joined PE died.
+    pub(super) fn close_conn(&mut self, i: usize, eof: bool) {
+        let Some(conn) = self.conns.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        if let (true, ConnState::Joined { key, rank }) = (eof, conn.state) {
+            let Some(job) = self.jobs.get(&key) else {
+                return;
+            };
+            let reason = format!(
+                "PE {rank} (pid {}) of job {:016x} closed its control connection without Leave",
+                conn.cred.pid, job.id
+            );
+            log::warn!("{}: {reason}; reclaiming the job", self.cfg.name);
+            self.counters.jobs_reclaimed += 1;
+            self.drop_job(key, reason);
+        }
+    }
+
+    pub(super) fn handle(
+        &mut self,
+        i: usize,
+        req: ControlRequest,
+        mut attached: Vec<OwnedFd>,
+    ) -> Result<Outcome, (ErrorCode, String)> {
+        let (state, cred) = match self.conns.get(i).and_then(Option::as_ref) {
+            Some(c) => (c.state, c.cred),
+            None => return Err((ErrorCode::HostFailure, "connection gone".into())),
+        };
+        match req {
+            ControlRequest::Ping => Ok(Outcome::Ack),
+            ControlRequest::Stats => Ok(Outcome::Stats(self.stats_text())),
+            ControlRequest::Join {
+                rank,
+                job_id,
+                job_key,
+                info,
+            } => {
+                if state != ConnState::Fresh {
+                    return Err((
+                        ErrorCode::NotSupported,
+                        "this connection has joined already".into(),
+                    ));
+                }
+                self.join(i, cred, rank, job_id, job_key, info)
+            }
+            _ => {
+                let (key, rank) = match state {
+                    ConnState::Joined { key, rank } => (key, rank),
+                    ConnState::Fresh => {
+                        return Err((ErrorCode::NotSupported, "Join first".into()));
+                    }
+                    ConnState::Left => {
+                        return Err((ErrorCode::NotSupported, "this PE has left its job".into()));
+                    }
+                };
+                if !self.jobs.contains_key(&key) {
+                    let reason = self
+                        .tombstones
+                        .iter()
+                        .find(|(k, _)| *k == key)
+                        .map_or("the job no longer exists".to_string(), |(_, r)| {
+                            format!("the job was reclaimed: {r}")
+                        });
+                    return Err((ErrorCode::BadKey, reason));
+                }
+                match req {
+                    ControlRequest::Leave { .. } => {
+                        self.leave(i, key, rank);
+                        Ok(Outcome::Ack)
+                    }
+                    ControlRequest::CreateSegment { pe, segment, size } => {
+                        self.create_segment(key, rank, pe, segment, size)
+                    }
+                    ControlRequest::OpenSegment { pe, segment } => {
+                        self.open_segment(key, pe, segment)
+                    }
+                    ControlRequest::FreeSegment { pe, segment } => {
+                        self.free_segment(key, rank, pe, segment)
+                    }
+                    ControlRequest::RegisterSegment { pe, segment, size } => {
+                        let fd = match (attached.pop(), attached.is_empty()) {
+                            (Some(fd), true) => fd,
+                            _ => {
+                                return Err((
+                                    ErrorCode::Malformed,
+                                    "Register needs exactly one descriptor attached".into(),
+                                ));
+                            }
+                        };
+                        self.register_segment(key, rank, pe, segment, size, fd)
+                    }
+                    _ => Err((ErrorCode::NotSupported, "unexpected request".into())),
+                }
+            }
+        }
+    }
+
+    pub(super) fn join(
+        &mut self,
+        i: usize,
+        cred: PeerCred,
+        rank: u16,
+        job_id: u64,
+        job_key: u64,
+        info: JoinInfo,
+    ) -> Result<Outcome, (ErrorCode, String)> {
+        if info.node != self.cfg.node {
+            return Err((
+                ErrorCode::NotSupported,
+                format!(
+                    "this service serves node {}, but PE {rank} believes it runs on node {}",
+                    self.cfg.node, info.node
+                ),
+            ));
+        }
+        if info.npes == 0 || u32::from(rank) >= info.npes {
+            return Err((
+                ErrorCode::Malformed,
+                format!("rank {rank} in a job of {} PEs", info.npes),
+            ));
+        }
+        if job_key == 0 {
+            return Err((ErrorCode::BadKey, "job key 0 is not allowed".into()));
+        }
+        let joined: usize = self.jobs.values().map(|j| j.pes.len()).sum();
+        if joined >= self.cfg.max_pes {
+            return Err((
+                ErrorCode::Busy,
+                format!(
+                    "this service serves {} PEs already (its limit)",
+                    self.cfg.max_pes
+                ),
+            ));
+        }
+        if let Some(job) = self.jobs.get(&job_key) {
+            if job.id != job_id {
+                return Err((
+                    ErrorCode::BadKey,
+                    "the job key belongs to another job".into(),
+                ));
+            }
+            if job.uid != cred.uid && cred.uid != 0 {
+                self.counters.uid_refused += 1;
+                return Err((
+                    ErrorCode::BadKey,
+                    format!(
+                        "job {job_id:016x} belongs to uid {}, not {}",
+                        job.uid, cred.uid
+                    ),
+                ));
+            }
+            if job.npes != info.npes {
+                return Err((
+                    ErrorCode::Malformed,
+                    format!("job {job_id:016x} has {} PEs, not {}", job.npes, info.npes),
+                ));
+            }
+            if job.pes.contains_key(&rank) {
+                return Err((
+                    ErrorCode::Busy,
+                    format!("PE {rank} of job {job_id:016x} has joined already"),
+                ));
+            }
+        } else {
+            if self.jobs.values().any(|j| j.id == job_id) {
+                return Err((
+                    ErrorCode::BadKey,
+                    format!("job {job_id:016x} is running with another key"),
+                ));
+            }
+            let number = self.next_number;
+            self.next_number = self.next_number.checked_add(1).unwrap_or(1);
+            self.jobs.insert(
+                job_key,
+                Job {
+                    id: job_id,
+                    key: job_key,
+                    number,
+                    uid: cred.uid,
+                    npes: info.npes,
+                    pes: BTreeMap::new(),
+                },
+            );
+            self.counters.jobs_started += 1;
+            let share = job_share(info.npes, self.net.peer_capacity());
+            self.net.index_mut().admit_job(job_key, share);
+            log::info!(
+                "{}: job {job_id:016x} started ({} PEs in total, uid {})",
+                self.cfg.name,
+                info.npes,
+                cred.uid
+            );
+        }
+        let bell = self.doorbell.take_bell();
+        let job = self
+            .jobs
+            .get_mut(&job_key)
+            .expect("inserted or found above");
+        job.pes.insert(
+            rank,
+            Pe {
+                conn: i,
+                pid: cred.pid,
+                left: false,
+                segments: [None, None, None],
+                bell,
+            },
+        );
+        if let Some(Some(c)) = self.conns.get_mut(i) {
+            c.state = ConnState::Joined { key: job_key, rank };
+        }
+        log::debug!(
+            "{}: PE {rank} (pid {}) joined job {job_id:016x}",
+            self.cfg.name,
+            cred.pid
+        );
+        let info = ServiceInfo {
+            node: self.cfg.node,
+            udp: self.udp_addr,
+            pid: self.pid,
+            udp_mtu: self.cfg.udp_mtu as u32,
+            bell,
+            exanet: self.cfg.exanet.as_ref().map(ExanetInfo::of),
+        };
+        let dup_failed = |e: String| {
+            (
+                ErrorCode::HostFailure,
+                format!("duplicating the doorbell: {e}"),
+            )
+        };
+        let page = self
+            .doorbell
+            .page
+            .try_clone_fd()
+            .map_err(|e| dup_failed(e.to_string()))?;
+        let event = self
+            .doorbell
+            .event
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| dup_failed(e.to_string()))?;
+        Ok(Outcome::Data(info.encode(), vec![page, event]))
+    }
+
+    pub(super) fn leave(&mut self, i: usize, key: u64, rank: u16) {
+        if let Some(Some(c)) = self.conns.get_mut(i) {
+            c.state = ConnState::Left;
+        }
+        let Some(job) = self.jobs.get_mut(&key) else {
+            return;
+        };
+        if let Some(pe) = job.pes.get_mut(&rank) {
+            pe.left = true;
+        }
+        log::debug!("{}: PE {rank} left job {:016x}", self.cfg.name, job.id);
+        if job.pes.values().all(|p| p.left) {
+            let reason = format!("job {:016x} ended (every PE left)", job.id);
+            log::info!("{}: {reason}", self.cfg.name);
+            self.counters.jobs_ended += 1;
+            self.drop_job(key, reason);
+        }
+    }
+
+    pub(super) fn gauges(&self) -> Gauges {
+        Gauges {
+            jobs: self.jobs.len() as u64,
+            pes: self
+                .jobs
+                .values()
+                .map(|j| j.pes.values().filter(|p| !p.left).count() as u64)
+                .sum(),
+            segments: self.service.segments().len() as u64 + self.rings.len() as u64,
+            memory: self.memory_used,
+            connections: self.conns.iter().flatten().count() as u64,
+            peers: self.net.index().len() as u64,
+            host_peers: self.net.index().host_peers() as u64,
+            peer_limit: self.net.peer_capacity() as u64,
+            memory_limit: self.memory_limit.0,
+        }
+    }
+
+    pub(super) fn stats_text(&self) -> String {
+        let mut text = crate::service::stats::render(
+            self.service.stats(),
+            &self.net.stats(),
+            &self
+                .net
+                .inner()
+                .udp()
+                .map(UdpTransport::stats)
+                .unwrap_or_default(),
+            &self.counters,
+            &self.gauges(),
+        );
+        if let Some(link) = self.net.inner().exanet() {
+            let st = link.stats();
+            for (name, value) in [
+                ("exanet.small_sent", st.small_sent),
+                ("exanet.bulk_sent", st.bulk_sent),
+                ("exanet.delivered", st.delivered),
+                ("exanet.pull_errors", st.pull_errors),
+                ("exanet.failures", st.failures),
+                ("exanet.foreign_dropped", link.dropped()),
+                ("exanet.pio_sent", link.pio_counts().0),
+                ("exanet.pio_received", link.pio_counts().1),
+                ("exanet.pio_duplicates", link.pio_duplicates()),
+            ] {
+                text.push_str(&format!("{name} {value}\n"));
+            }
+        }
+        if let Some(handler) = &self.fork {
+            for (name, value) in handler.counters() {
+                text.push_str(&format!("{name} {value}\n"));
+            }
+        }
+        text
+    }
+}

@@ -1,0 +1,428 @@
+//! The segment registry: creating, installing, registering, opening and freeing segments,
+//! the per-job and per-user limits, and dropping a job with its segments and peers.
+
+use super::*;
+
+impl Core {
+    pub(super) fn create_segment(
+        &mut self,
+        key: u64,
+        rank: u16,
+        pe: u16,
+        segment: u8,
+        size: u64,
+    ) -> Result<Outcome, (ErrorCode, String)> {
+        if pe != rank {
+            return Err((
+                ErrorCode::NotSupported,
+                format!("PE {rank} may create only its own segments, not PE {pe}'s"),
+            ));
+        }
+        if usize::from(segment) >= SEGMENTS {
+            return Err((
+                ErrorCode::NoSegment,
+                format!("segment id {segment} (ids are 0..={})", SEGMENTS - 1),
+            ));
+        }
+        let page = crate::shm::page_size() as u64;
+        let (len, ring) = if segment == SEG_RING {
+            let slots = (size >> 32) as u32;
+            let slot_size = (size as u32).min(self.max_reply as u32);
+            let rc = RingConfig::new(slots, slot_size);
+            rc.validate()
+                .map_err(|e| (ErrorCode::Malformed, e.to_string()))?;
+            (rc.segment_len() as u64, Some(rc))
+        } else {
+            (size.div_ceil(page).saturating_mul(page), None)
+        };
+        self.check_limits(key, pe, segment, len)?;
+        let job = self.jobs.get(&key).expect("checked by the caller");
+        let job_id = job.id;
+        let exists = match segment {
+            SEG_RING => self.rings.iter().any(|r| r.key == key && r.pe == pe),
+            s => job
+                .pes
+                .get(&pe)
+                .is_some_and(|p| p.segments[usize::from(s)].is_some()),
+        };
+        if exists {
+            return Err((
+                ErrorCode::Busy,
+                format!(
+                    "the {} segment of PE {pe} exists already",
+                    seg_name(segment)
+                ),
+            ));
+        }
+        let name = format!("gsas-job{job_id:016x}-pe{pe}-{}", seg_name(segment));
+        let host = |e: ShmError| (ErrorCode::HostFailure, format!("creating {name}: {e}"));
+        if let Some(rc) = ring {
+            let seg = ShmRing::create(&name, rc).map_err(host)?;
+            let fd = seg.try_clone_fd().map_err(host)?;
+            let ring = ShmRing::service_side(seg).map_err(host)?;
+            self.rings.push(RingPort {
+                key,
+                pe,
+                ring,
+                pending: PortQueue::new(),
+            });
+            self.memory_used += len;
+            return Ok(Outcome::Data(len.to_le_bytes().to_vec(), vec![fd]));
+        }
+        let bytes = usize::try_from(len).map_err(|_| {
+            (
+                ErrorCode::TooLarge,
+                format!("{} does not fit this machine's address space", show(len)),
+            )
+        })?;
+        let seg = Segment::create(&name, bytes).map_err(host)?;
+        let fd = seg.try_clone_fd().map_err(host)?;
+        self.install(key, pe, segment, seg)?;
+        Ok(Outcome::Data(len.to_le_bytes().to_vec(), vec![fd]))
+    }
+
+    /// Bytes of segments job `key` has booked here.
+    pub(super) fn job_booked(&self, key: u64) -> u64 {
+        let segments: u64 = self.jobs.get(&key).map_or(0, |j| {
+            j.pes
+                .values()
+                .flat_map(|p| p.segments.iter().flatten())
+                .map(|s| s.len() as u64)
+                .sum()
+        });
+        let rings: u64 = self
+            .rings
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.ring.segment().len() as u64)
+            .sum();
+        segments + rings
+    }
+
+    /// Checks a segment of `len` bytes for job `key` against the per-kind limits, the
+    /// node's total, and the job's and its user's shares.
+    pub(super) fn check_limits(
+        &self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+        len: u64,
+    ) -> Result<(), (ErrorCode, String)> {
+        let limit = match segment {
+            SEG_SYNC => MAX_SYNC,
+            SEG_RING => MAX_RING_BYTES,
+            _ => MAX_SEGMENT,
+        };
+        if len > limit {
+            return Err((
+                ErrorCode::TooLarge,
+                format!(
+                    "the {} segment of PE {pe} asks for {}, more than the {} a {} segment may have",
+                    seg_name(segment),
+                    show(len),
+                    show(limit),
+                    seg_name(segment)
+                ),
+            ));
+        }
+        let (total, source) = self.memory_limit;
+        if self.memory_used.saturating_add(len) > total {
+            return Err((
+                ErrorCode::TooLarge,
+                format!(
+                    "the {} segment of PE {pe} asks for {}, but only {} of the {} of {source} are left",
+                    seg_name(segment),
+                    show(len),
+                    show(total.saturating_sub(self.memory_used)),
+                    show(total)
+                ),
+            ));
+        }
+        self.check_shares(key, pe, segment, len)
+    }
+
+    /// The per-job and per-user limits (see [`ServiceConfig::job_memory_limit`]).
+    pub(super) fn check_shares(
+        &self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+        len: u64,
+    ) -> Result<(), (ErrorCode, String)> {
+        let Some(job) = self.jobs.get(&key) else {
+            return Ok(());
+        };
+        let what = format!(
+            "the {} segment of PE {pe} asks for {}",
+            seg_name(segment),
+            show(len)
+        );
+        let job_booked = self.job_booked(key);
+        if let Some(limit) = self.cfg.job_memory_limit {
+            if job_booked.saturating_add(len) > limit {
+                return Err((
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{what}, but job {:016x} of uid {} has {} of its per-job limit of {} booked on this node ({})",
+                        job.id,
+                        job.uid,
+                        show(job_booked),
+                        show(limit),
+                        self.cfg.memory_source.job
+                    ),
+                ));
+            }
+        }
+        if let Some(limit) = self.cfg.user_memory_limit {
+            let user_booked: u64 = self
+                .jobs
+                .values()
+                .filter(|j| j.uid == job.uid)
+                .map(|j| self.job_booked(j.key))
+                .sum();
+            if user_booked.saturating_add(len) > limit {
+                return Err((
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{what}, but uid {} ({}) has {} of its per-user limit of {} booked on this node over {} job(s) ({})",
+                        job.uid,
+                        gsas_sys::socket::user_name(job.uid),
+                        show(user_booked),
+                        show(limit),
+                        self.jobs.values().filter(|j| j.uid == job.uid).count(),
+                        self.cfg.memory_source.user
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps a segment, makes the atomic service serve it and records it for PE `pe` of job `key`.
+    pub(super) fn install(
+        &mut self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+        seg: Segment,
+    ) -> Result<(), (ErrorCode, String)> {
+        let job = self.jobs.get(&key).expect("checked by the caller");
+        let number = job.number;
+        let len = seg.len() as u64;
+        let seg = Arc::new(seg);
+        let name = seg.name().to_owned();
+        // Updates of the PE's memory ring its bell (see crate::bell).
+        let bell = job.pes.get(&pe).and_then(|p| p.bell);
+        match bell.and_then(|b| self.doorbell.bell(b)) {
+            Some(bell) => self
+                .service
+                .memory()
+                .insert_with_bell(Arc::clone(&seg), bell),
+            None => self.service.memory().insert(Arc::clone(&seg)),
+        }
+        .map_err(|e| (ErrorCode::HostFailure, format!("mapping {name}: {e}")))?;
+        let registered = self.service.register(ServiceSegment {
+            job: number,
+            key,
+            pe,
+            segment,
+            base: seg.addr(),
+            len,
+        });
+        if let Err(e) = registered {
+            self.service.memory().remove(seg.addr());
+            return Err((ErrorCode::HostFailure, format!("registering {name}: {e}")));
+        }
+        self.memory_used += len;
+        let job = self.jobs.get_mut(&key).expect("checked by the caller");
+        if let Some(p) = job.pes.get_mut(&pe) {
+            p.segments[usize::from(segment)] = Some(seg);
+        }
+        log::debug!("{}: serving {name} ({})", self.cfg.name, show(len));
+        Ok(())
+    }
+
+    pub(super) fn register_segment(
+        &mut self,
+        key: u64,
+        rank: u16,
+        pe: u16,
+        segment: u8,
+        size: u64,
+        fd: OwnedFd,
+    ) -> Result<Outcome, (ErrorCode, String)> {
+        if pe != rank {
+            return Err((
+                ErrorCode::NotSupported,
+                format!("PE {rank} may register only its own segments, not PE {pe}'s"),
+            ));
+        }
+        if !matches!(segment, SEG_HEAP | SEG_DATA | SEG_SYNC) {
+            return Err((
+                ErrorCode::NotSupported,
+                format!("segment {segment} cannot be registered"),
+            ));
+        }
+        self.check_limits(key, pe, segment, size)?;
+        let job = self.jobs.get(&key).expect("checked by the caller");
+        if job
+            .pes
+            .get(&pe)
+            .is_some_and(|p| p.segments[usize::from(segment)].is_some())
+        {
+            return Err((
+                ErrorCode::Busy,
+                format!(
+                    "the {} segment of PE {pe} exists already",
+                    seg_name(segment)
+                ),
+            ));
+        }
+        // SAFETY: fcntl(F_GET_SEALS) on a descriptor we own; no memory is passed.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err((
+                ErrorCode::NotSupported,
+                format!(
+                    "the {} segment of PE {pe} is not a memfd sealed against shrinking",
+                    seg_name(segment)
+                ),
+            ));
+        }
+        let len = usize::try_from(size).map_err(|_| {
+            (
+                ErrorCode::TooLarge,
+                format!("{} does not fit this machine's address space", show(size)),
+            )
+        })?;
+        let name = format!(
+            "gsas-job{:016x}-pe{pe}-{} (registered)",
+            job.id,
+            seg_name(segment)
+        );
+        let seg = Segment::map_len(fd, len, &name)
+            .map_err(|e| (ErrorCode::HostFailure, format!("mapping {name}: {e}")))?;
+        self.install(key, pe, segment, seg)?;
+        Ok(Outcome::Data(size.to_le_bytes().to_vec(), Vec::new()))
+    }
+
+    pub(super) fn open_segment(
+        &mut self,
+        key: u64,
+        pe: u16,
+        segment: u8,
+    ) -> Result<Outcome, (ErrorCode, String)> {
+        if segment == SEG_RING || usize::from(segment) >= SEGMENTS {
+            return Err((
+                ErrorCode::NotSupported,
+                format!("segment {segment} of other PEs cannot be opened"),
+            ));
+        }
+        let job = self.jobs.get(&key).expect("checked by the caller");
+        let Some(p) = job.pes.get(&pe) else {
+            return Err((
+                ErrorCode::NoSegment,
+                format!("PE {pe} has not joined job {:016x} on this node", job.id),
+            ));
+        };
+        let Some(seg) = &p.segments[usize::from(segment)] else {
+            return Err((
+                ErrorCode::NoSegment,
+                format!("PE {pe} has no {} segment", seg_name(segment)),
+            ));
+        };
+        let fd = seg
+            .try_clone_fd()
+            .map_err(|e| (ErrorCode::HostFailure, e.to_string()))?;
+        Ok(Outcome::Data(
+            (seg.len() as u64).to_le_bytes().to_vec(),
+            vec![fd],
+        ))
+    }
+
+    pub(super) fn free_segment(
+        &mut self,
+        key: u64,
+        rank: u16,
+        pe: u16,
+        segment: u8,
+    ) -> Result<Outcome, (ErrorCode, String)> {
+        if pe != rank {
+            return Err((
+                ErrorCode::NotSupported,
+                format!("PE {rank} may free only its own segments"),
+            ));
+        }
+        if segment == SEG_RING {
+            let before = self.rings.len();
+            let mut freed = 0;
+            self.rings.retain(|r| {
+                let mine = r.key == key && r.pe == pe;
+                if mine {
+                    freed += r.ring.segment().len() as u64;
+                }
+                !mine
+            });
+            if self.rings.len() == before {
+                return Err((ErrorCode::NoSegment, format!("PE {pe} has no ring")));
+            }
+            self.memory_used -= freed;
+            return Ok(Outcome::Ack);
+        }
+        let job = self.jobs.get_mut(&key).expect("checked by the caller");
+        let seg = job
+            .pes
+            .get_mut(&pe)
+            .and_then(|p| p.segments.get_mut(usize::from(segment)))
+            .and_then(Option::take);
+        let Some(seg) = seg else {
+            return Err((
+                ErrorCode::NoSegment,
+                format!("PE {pe} has no segment {segment}"),
+            ));
+        };
+        self.service.unregister(key, pe, segment);
+        self.service.memory().remove(seg.addr());
+        self.memory_used -= seg.len() as u64;
+        Ok(Outcome::Ack)
+    }
+
+    /// Unregisters and releases everything of job `key`.
+    pub(super) fn drop_job(&mut self, key: u64, reason: String) {
+        let Some(job) = self.jobs.remove(&key) else {
+            return;
+        };
+        self.service.unregister_job(job.number);
+        for (rank, p) in &job.pes {
+            if let Some(b) = p.bell {
+                self.doorbell.release_bell(b);
+            }
+            for seg in p.segments.iter().flatten() {
+                self.service.memory().remove(seg.addr());
+                self.memory_used = self.memory_used.saturating_sub(seg.len() as u64);
+            }
+            log::debug!(
+                "{}: released the segments of PE {rank} (pid {}, connection {})",
+                self.cfg.name,
+                p.pid,
+                p.conn
+            );
+        }
+        let mut freed = 0u64;
+        self.rings.retain(|r| {
+            let mine = r.key == key;
+            if mine {
+                freed += r.ring.segment().len() as u64;
+            }
+            !mine
+        });
+        self.memory_used = self.memory_used.saturating_sub(freed);
+        if self.tombstones.len() == TOMBSTONES {
+            self.tombstones.pop_front();
+        }
+        self.tombstones.push_back((job.key, reason));
+        for peer in self.net.index_mut().forget_job(key) {
+            self.net.release_peer(peer);
+        }
+    }
+}
