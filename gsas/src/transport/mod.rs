@@ -11,10 +11,10 @@
 //! * [`net::NetTransport`]: UDP or Exanet behind one type, what the runtime's services and
 //!   PEs put their reliability layer over;
 //! * [`shmring::ShmRing`]: two single-producer/single-consumer rings in a memfd segment,
-//!   reliable and ordered, for a PE and its node's service;
-//! * [`conformance`]: one set of checks run against every transport (the gsas-core
-//!   loopback double, UDP, reliable UDP, the shared-memory ring), so that every transport's
-//!   claimed capabilities are tested.
+//!   reliable and ordered, for a PE and its node's service.
+//!
+//! Every transport passes the conformance suite of the test kit (`tests/src/conformance.rs`
+//! in the workspace's `gsas-tests` crate).
 //!
 //! What it is not: the choice of transport at run time (config `transport`,
 //! `GSAS_TRANSPORT`), or the waiting policy (the [`poll`](crate::poll) module's waiter).
@@ -38,7 +38,6 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-pub mod conformance;
 pub mod exanet;
 pub mod net;
 pub mod shmring;
