@@ -45,7 +45,8 @@ pub fn full_length(test: &str, what: &str) -> bool {
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    /// The next number of the sequence.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -81,10 +82,10 @@ pub fn flood(to: SocketAddr, n: usize, seed: u64) {
     let mut udp = socket();
     let mut rng = Rng(seed);
     for i in 0..n {
-        let key = rng.next() | 1;
+        let key = rng.next_u64() | 1;
         let data = i % 3 == 0;
         let repr = FrameRepr {
-            epoch: rng.next() | 1,
+            epoch: rng.next_u64() | 1,
             dest_epoch: 0,
             seq: data.then_some(Seq(i as u32)),
             base: Seq(i as u32),
@@ -155,7 +156,7 @@ pub fn fuzz(
         addr: to,
         key: replay_key,
     };
-    let (fuzz_epoch, replay_epoch) = (rng.next() | 1, rng.next() | 1);
+    let (fuzz_epoch, replay_epoch) = (rng.next_u64() | 1, rng.next_u64() | 1);
     let mut fuzz_seq = 1u32;
     let mut replay_seq = 1u32;
     let add = AtomicDesc::new(AtomicOp::Add, AtomicType::U64).unwrap();
@@ -164,13 +165,13 @@ pub fn fuzz(
     while t0.elapsed() < time {
         // Random bytes: nothing, a gsas header, or a gsas header and a frame start.
         for _ in 0..8 {
-            let len = (rng.next() % 200) as usize;
-            let mut d: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-            if len >= 16 && rng.next() % 2 == 0 {
+            let len = (rng.next_u64() % 200) as usize;
+            let mut d: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            if len >= 16 && rng.next_u64() % 2 == 0 {
                 d[..4].copy_from_slice(b"GSAS");
                 d[4] = 1;
                 d[8..16].copy_from_slice(&fuzz_key.to_le_bytes());
-                if len >= 19 && rng.next() % 2 == 0 {
+                if len >= 19 && rng.next_u64() % 2 == 0 {
                     d[16..18].copy_from_slice(&0x6752u16.to_le_bytes());
                     d[18] = 1;
                 }
@@ -180,12 +181,12 @@ pub fn fuzz(
         }
         // Random requests in well-formed, in-order frames of the fuzz job.
         for _ in 0..4 {
-            let len = 1 + (rng.next() % 96) as usize;
-            let mut req: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let len = 1 + (rng.next_u64() % 96) as usize;
+            let mut req: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             if len >= 8 {
                 // A known type more often than not.
                 req[7] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x7f]
-                    [(rng.next() % 9) as usize];
+                    [(rng.next_u64() % 9) as usize];
             }
             let repr = FrameRepr {
                 epoch: fuzz_epoch,
@@ -203,15 +204,15 @@ pub fn fuzz(
         let first = replay_seq;
         let mut sends = Vec::new();
         for s in first..first + 8 {
-            for _ in 0..2 + rng.next() % 3 {
+            for _ in 0..2 + rng.next_u64() % 3 {
                 sends.push(s);
             }
         }
         for i in (1..sends.len()).rev() {
-            sends.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+            sends.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
         }
         if first > 8 {
-            sends.push(first - 1 - (rng.next() % 8) as u32);
+            sends.push(first - 1 - (rng.next_u64() % 8) as u32);
         }
         let frame_of = |s: u32| {
             let body = RequestRepr {

@@ -121,21 +121,21 @@ fn relay(
             got.push((false, buf[..n].to_vec()));
         }
         for (to_service, bytes) in got {
-            if rng.next() % 100 < faults.drop {
+            if rng.next_u64() % 100 < faults.drop {
                 stats.dropped += 1;
                 continue;
             }
-            let copies = if rng.next() % 100 < faults.dup {
+            let copies = if rng.next_u64() % 100 < faults.dup {
                 stats.duplicated += 1;
                 2
             } else {
                 1
             };
             for _ in 0..copies {
-                if rng.next() % 100 < faults.reorder {
+                if rng.next_u64() % 100 < faults.reorder {
                     stats.held += 1;
                     let delay = faults.max_delay.as_micros() as u64;
-                    let due = now + Duration::from_micros(rng.next() % delay.max(1));
+                    let due = now + Duration::from_micros(rng.next_u64() % delay.max(1));
                     held.push((due, to_service, bytes.clone()));
                 } else {
                     send(
