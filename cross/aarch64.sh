@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build or test gsas for aarch64-unknown-linux-gnu (the QFDB boards) without a container.
 #
-#   cross/aarch64.sh build [cargo args...]    # e.g. --release -p gsas
+#   cross/aarch64.sh build [cargo args...]    # e.g. --release -p gsas-launch
 #   cross/aarch64.sh test  [cargo args...]    # runs the tests under qemu-aarch64 -L /
 #   cross/aarch64.sh env                      # print the environment it would use
 #

@@ -72,7 +72,7 @@ OUT="${OUT:-$ROOT/target/bundle/$NAME-aarch64.tar.gz}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 mkdir -p "$(dirname "$OUT")" || die "cannot create the directory of $OUT"
 
-for f in configs/qfdb.toml gsas/dist/gsas-atomicd@.service cross/bundle-README.md; do
+for f in configs/qfdb.toml gsas-launch/dist/gsas-atomicd@.service cross/bundle-README.md; do
     [ -f "$ROOT/$f" ] || die "$ROOT/$f is missing"
 done
 
@@ -101,7 +101,7 @@ install -D -m 0644 "$ROOT/configs/qfdb.toml" "$TOP/etc/gsas/cluster.toml"
 install -d "$TOP/systemd"
 sed -e "s|/usr/local/bin/gsas-atomicd|$PREFIX/bin/gsas-atomicd|g" \
     -e "s|/etc/gsas/cluster.toml|$PREFIX/etc/gsas/cluster.toml|g" \
-    "$ROOT/gsas/dist/gsas-atomicd@.service" >"$TOP/systemd/gsas-atomicd@.service"
+    "$ROOT/gsas-launch/dist/gsas-atomicd@.service" >"$TOP/systemd/gsas-atomicd@.service"
 grep -q "ExecStart=$PREFIX/bin/gsas-atomicd --config $PREFIX/etc/gsas/cluster.toml" \
     "$TOP/systemd/gsas-atomicd@.service" || die "the unit's ExecStart was not rewritten"
 sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@VERSION@|$VERSION|g" -e "s|@NAME@|$NAME|g" \

@@ -357,7 +357,7 @@ impl Registrar for EmuRegistrar {
 }
 
 /// Checks that a Unix socket path fits `sun_path`.
-pub(crate) fn socket_path_ok(path: &Path) -> bool {
+pub fn socket_path_ok(path: &Path) -> bool {
     let b = path.as_os_str().as_bytes();
     !b.is_empty() && b.len() < 108 && !b.contains(&0)
 }

@@ -1,4 +1,7 @@
-//! gsas: the std runtime of the gsas PGAS stack.
+//! gsas: the std runtime of the gsas PGAS stack, as one facade over its crates by role:
+//! `gsas-node` (PE side), `gsas-service` (the atomic service), `gsas-launch` (launcher,
+//! PMI server, FORK, `gsas-atomicd`), `gsas-transport` (transports and the layers under
+//! them) and `gsas-sys` (system calls). It re-exports them under the module paths below.
 //!
 //! **What it is.** Everything a gsas job needs at run time on Linux:
 //!
@@ -48,15 +51,22 @@
 //! # Ok::<(), gsas::node::NodeError>(())
 //! ```
 
-pub mod bell;
-pub mod config;
-pub mod fork;
-pub mod launch;
-pub mod log;
-pub mod node;
-pub mod pmi;
-pub mod poll;
-pub mod service;
-pub mod shm;
-pub mod transport;
-pub mod watched;
+// The role crates under the module paths this crate had before it was split.
+pub use gsas_launch::{fork, pmi};
+pub use gsas_node::node;
+pub use gsas_transport::{bell, config, log, poll, shm, transport, watched};
+
+/// The atomic service (`gsas_service::service`), with the daemon (`gsas_launch::daemon`)
+/// and the socket and event wrappers (`gsas_sys`) it used to hold.
+pub mod service {
+    pub use gsas_launch::daemon;
+    pub use gsas_service::service::*;
+    pub use gsas_sys::{event as sys, socket};
+}
+
+/// The launcher (`gsas_launch::launch`), with the process wrappers (`gsas_sys::process`)
+/// it used to hold.
+pub mod launch {
+    pub use gsas_launch::launch::*;
+    pub use gsas_sys::process as sys;
+}

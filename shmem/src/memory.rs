@@ -13,7 +13,7 @@
 //! `sizeof(void *)`, 1, 2 or 4, is rounded up to it, as other implementations do: every
 //! block is at least pointer-aligned) and at most the alignment of the heap mapping (the
 //! heap size rounded up to a power of two, at most 1 GiB; see
-//! `gsas::shm::mapping_alignment`), else NULL is returned (on every PE, without barrier).
+//! `gsas_transport::shm::mapping_alignment`), else NULL is returned (on every PE, without barrier).
 //! These routines leave `errno` as they found it (system calls inside a barrier may set it
 //! on the way; a C program that checks `errno` after a successful `shmem_malloc` must not
 //! see that). Unknown
@@ -31,8 +31,8 @@
 
 use std::ffi::{c_long, c_void};
 
-use gsas::node::NodeError;
 use gsas_core::symheap::AllocError;
+use gsas_node::node::NodeError;
 
 use crate::ctx::debug;
 use crate::fatal::fatal;
@@ -161,7 +161,7 @@ pub fn align(alignment: usize, size: usize, call: &str) -> *mut c_void {
     // The allocator aligns offsets; an offset is an aligned address because every heap
     // mapping starts at a multiple of this (the same on every PE: it depends on the heap
     // size only).
-    let guaranteed = gsas::shm::mapping_alignment(st.segs.heap.len);
+    let guaranteed = gsas_transport::shm::mapping_alignment(st.segs.heap.len);
     if alignment > guaranteed {
         debug(
             call,

@@ -31,8 +31,8 @@ use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gsas::watched::{self, load_once, store_once};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_transport::watched::{self, load_once, store_once};
 
 use crate::ctx::{self, CtxRef};
 use crate::fatal::{boundary, fatal};
@@ -431,7 +431,7 @@ unsafe fn strided_fixed<const E: usize, const INTO_WATCHED: bool>(
 
 /// Copies `n` elements of `elem` bytes from `src` (stride `sst` bytes) to `dst` (stride
 /// `dstr` bytes); the watched side (a same-node PE's segment) is `dst` when
-/// `INTO_WATCHED`, else `src` (see `gsas::watched`).
+/// `INTO_WATCHED`, else `src` (see `gsas_transport::watched`).
 ///
 /// # Safety
 ///
@@ -650,7 +650,7 @@ pub unsafe fn put_signal(
 /// Applies SET/ADD to a signal word after the data before it is delivered.
 fn signal_update(
     st: &State,
-    node_ctx: gsas::node::Ctx,
+    node_ctx: gsas_node::node::Ctx,
     target: u32,
     sig: crate::addr::SymAddr,
     op: AtomicOp,

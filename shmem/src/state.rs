@@ -1,7 +1,7 @@
 //! The library's global state: set once by initialization, read without locks.
 //!
 //! **What it is.** [`init`] bootstraps the PE through the gsas node client
-//! ([`gsas::node::Node::init`], which with `remap_data` first moves the executable's globals
+//! ([`gsas_node::node::Node::init`], which with `remap_data` first moves the executable's globals
 //! onto shared memory), then builds everything the routines read: this PE's segments for
 //! address translation, the per-PE tables of direct base addresses (the mappings of
 //! same-node PEs' heap, data and sync segments; 0 where a PE is reached through its
@@ -44,8 +44,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering}
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use gsas::node::{DATA, HEAP, Node, NodeError, NodeOptions, SYNC};
-use gsas::poll::WaitConfig;
+use gsas_node::node::{DATA, HEAP, Node, NodeError, NodeOptions, SYNC};
+use gsas_transport::poll::WaitConfig;
 
 use crate::addr::{Range, Segments, SymAddr};
 use crate::env::{Config, EnvError};
@@ -280,7 +280,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
             st.node.node_id(),
             st.shared.n_pes(),
             st.segs.describe(),
-            gsas::node::MAX_CONTEXTS - 1
+            gsas_node::node::MAX_CONTEXTS - 1
         );
     }
     Ok(st)
@@ -316,9 +316,9 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
     let shared: Vec<u32> = (0..npes)
         .filter(|&pe| pe == me || (node.direct() && node.local_base(pe, HEAP).is_some()))
         .collect();
-    let spin_us = gsas::config::RuntimeConfig::from_env()
+    let spin_us = gsas_transport::config::RuntimeConfig::from_env()
         .map(|c| c.spin_us)
-        .unwrap_or(gsas::config::DEFAULT_SPIN_US);
+        .unwrap_or(gsas_transport::config::DEFAULT_SPIN_US);
     Ok(State {
         me,
         npes,

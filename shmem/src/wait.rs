@@ -11,8 +11,8 @@
 //! `SHMEM_WAIT_TIMEOUT`; when that passes the job ends with a message naming the routine
 //! and what it waited for.
 //!
-//! The sleeps are sleeps on this PE's doorbell ([`gsas::node::Node::bell`], see
-//! [`gsas::bell`]): the waiter announces itself, re-evaluates the condition, and sleeps in
+//! The sleeps are sleeps on this PE's doorbell ([`gsas_node::node::Node::bell`], see
+//! [`gsas_transport::bell`]): the waiter announces itself, re-evaluates the condition, and sleeps in
 //! `futex(2)` for at most the sleep step. An update that another node's PE makes to this
 //! PE's memory is applied by this node's atomic service, which rings the bell when a waiter
 //! sleeps, so the waiter wakes at once instead of after up to 1 ms (with more processes
@@ -27,7 +27,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use gsas::poll::{Progress, Waiter};
+use gsas_transport::poll::{Progress, Waiter};
 
 use crate::fatal::fatal;
 use crate::state::State;

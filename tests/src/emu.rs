@@ -11,7 +11,7 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use exanet::emu::{EmuPaths, EmuStats};
+use exanet::emu::EmuPaths;
 
 use crate::launch::exanet_emu_command;
 
@@ -58,17 +58,11 @@ impl Emu {
     }
 
     /// Sends a control command (`stats`, `unreachable 1 on`, ...) and returns the answer;
-    /// panics on error.
+    /// panics on error. (`exanet_emu::emu::EmuStats::parse` reads the answer to `stats`.)
     pub fn control(&self, command: &str) -> String {
         self.paths
             .control(command)
             .unwrap_or_else(|e| panic!("emulator command {command:?}: {e}"))
-    }
-
-    /// Its counters.
-    pub fn stats(&self) -> EmuStats {
-        let answer = self.control("stats");
-        EmuStats::parse(&answer).unwrap_or_else(|| panic!("emulator stats: {answer}"))
     }
 
     /// Sends SIGTERM and waits (at most 30 s, then SIGKILL) for it to exit; returns whether

@@ -147,7 +147,7 @@ pub fn exanet_emu_command() -> Command {
         let path = PathBuf::from(path);
         assert!(
             path.is_file(),
-            "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet --bin exanet-emu`)",
+            "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet-emu`)",
             path.display()
         );
         return Command::new(path);
@@ -165,8 +165,9 @@ pub const PROGRAMS: &[&str] = &["oshrun", "gshrun", "gsas-atomicd", "exanet-emu"
 /// and these tests are in another package. So the first call of a test process runs
 /// `cargo build --bin ...` for all of [`PROGRAMS`] with the same target directory, target
 /// and profile (a no-op when `cargo test --workspace` built them already, and what keeps
-/// `cargo test -p gsas-tests` from running stale programs); `GSAS_TEST_NO_BUILD=1` skips
-/// that step when the programs are known to be current.
+/// `cargo test -p gsas-tests` from running stale programs). Test binaries run without
+/// cargo (no `CARGO` variable), or with `GSAS_TEST_NO_BUILD=1`, use the programs as they
+/// are and build only missing ones.
 ///
 /// Panics (a test setup error) when cargo fails, with its output.
 pub fn program(name: &str) -> PathBuf {
@@ -188,7 +189,9 @@ fn build_programs() -> PathBuf {
         .expect("test executable in <profile>/deps")
         .to_path_buf();
     let missing = PROGRAMS.iter().any(|p| !profile_dir.join(p).exists());
-    if !missing && std::env::var_os("GSAS_TEST_NO_BUILD").is_some_and(|v| v == "1") {
+    let under_cargo = std::env::var_os("CARGO").is_some();
+    let no_build = std::env::var_os("GSAS_TEST_NO_BUILD").is_some_and(|v| v == "1");
+    if !missing && (no_build || !under_cargo) {
         return profile_dir;
     }
     let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);

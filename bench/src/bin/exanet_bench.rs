@@ -16,7 +16,7 @@
 //! `EXANET_BENCH_FABRIC=in-process` runs the emulator with frames handed over inside its
 //! fabric thread instead of its default per-node loopback sockets.
 //!
-//! The emulator runs in this process (`exanet::emu::Emulator`, same fabric thread as the
+//! The emulator runs in this process (`exanet_emu::emu::Emulator`, same fabric thread as the
 //! `exanet-emu` binary) under a temporary root. The client and the service each run on
 //! their own thread and poll (yielding the CPU between looks), as a gsas PE would.
 
@@ -24,10 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use exanet::emu::{EmuConfig, Emulator, FabricMode};
-use exanet::io::model::{ModelConfig, ModelFabric};
 use exanet::nva::{EmuRegistrar, MemSegment};
-use exanet::{Dest, DriverConfig, Endpoint, ExanetTransport, Model, Shm, TransportConfig};
+use exanet::{Dest, DriverConfig, Endpoint, ExanetTransport, Shm, TransportConfig};
+use exanet_emu::Model;
+use exanet_emu::emu::{EmuConfig, Emulator, FabricMode};
+use exanet_emu::model::{ModelConfig, ModelFabric};
 use gsas_core::client::{Client, Completion};
 use gsas_core::service::{Segment, Service, WordMemory};
 use gsas_core::transport::{Transport, TransportError};

@@ -70,7 +70,7 @@ fn map(path: &Path, create: bool) -> io::Result<MmapRaw> {
 
 /// The emulator's side: owns `<root>/doze` and sets the flag.
 #[derive(Debug)]
-pub(crate) struct DozeFlag {
+pub struct DozeFlag {
     view: DevMem,
     _map: MmapRaw,
 }
@@ -81,7 +81,7 @@ unsafe impl Send for DozeFlag {}
 
 impl DozeFlag {
     /// Creates (or truncates) the doze file at `path`, flag clear.
-    pub(crate) fn create(path: &Path) -> io::Result<DozeFlag> {
+    pub fn create(path: &Path) -> io::Result<DozeFlag> {
         let map = map(path, true)?;
         // SAFETY: the mapping is page aligned, DOZE_LEN bytes long and kept alive in `_map`
         // as long as the view; the file is only ever accessed atomically.
@@ -93,7 +93,7 @@ impl DozeFlag {
 
     /// Announces that the fabric thread is about to sleep (then it must look at every
     /// doorbell once more) or that it is awake again.
-    pub(crate) fn set(&self, dozing: bool) {
+    pub fn set(&self, dozing: bool) {
         self.view
             .store32(FLAG_OFF, u32::from(dozing), Ordering::Relaxed);
         fence(Ordering::SeqCst);

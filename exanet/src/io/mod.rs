@@ -1,4 +1,4 @@
-//! Register access: the [`RegIo`] trait, its three implementations and the device barriers.
+//! Register access: the [`RegIo`] trait, its implementations and the device barriers.
 //!
 //! What it is (model section 13): the ring driver is generic over [`RegIo`], so the same
 //! code runs over
@@ -8,8 +8,9 @@
 //! * [`Shm`]: the emulator's shared mapping, with `AtomicU32`/`AtomicU64` accesses,
 //!   `Release` stores for doorbells and `Acquire` loads for hardware counters (the emulator
 //!   uses the mirror orderings);
-//! * [`Model`]: the in-process deterministic NI model for unit tests, where a doorbell
-//!   write synchronously runs the device state machine (or queues it in step mode).
+//! * `exanet_emu::Model` (crate `exanet-emu`): the in-process deterministic NI model for
+//!   unit tests, where a doorbell write synchronously runs the device state machine (or
+//!   queues it in step mode).
 //!
 //! Every access names the map ([`Map`]) and a byte offset from [`crate::regs::off`]. An
 //! access outside the map or misaligned panics (a driver bug, never a data-dependent
@@ -40,14 +41,12 @@
 //!
 //! Thread safety: [`Mmio`] and [`Shm`] are `Send + Sync` but the driver owns one instance
 //! per endpoint; two writers of the same ring would race as they would on hardware.
-//! [`Model`] is single-threaded (`!Send`).
+//! `exanet_emu::Model` is single-threaded (`!Send`).
 
 mod mmio;
-pub mod model;
 mod shm;
 
 pub use mmio::Mmio;
-pub use model::Model;
 pub use shm::{DevMem, Shm};
 
 use crate::regs::MAP_SIZES;
@@ -101,7 +100,7 @@ pub trait RegIo {
 
 /// Checks that a `width`-byte access at `offset` lies inside `map` and is aligned.
 #[inline(always)]
-pub(crate) fn check(map: Map, offset: usize, width: usize) {
+pub fn check(map: Map, offset: usize, width: usize) {
     assert!(
         offset <= map.size() - width && offset % width == 0,
         "exanet: {width}-byte access at {offset:#x} outside or misaligned in map {map:?}"

@@ -112,7 +112,7 @@ unsafe fn copy_block(r: &Run, l: u32, dest: Buf, at: usize, from: *const u8, s: 
     for i in 0..s.nelems {
         // SAFETY: element `i` of the block in both strided extents.
         unsafe {
-            gsas::watched::store_once(
+            gsas_transport::watched::store_once(
                 from.add(i * s.sst * s.elem),
                 base.add(i * s.dst * s.elem),
                 s.elem,

@@ -99,7 +99,7 @@ pub unsafe fn broadcast(
     if me == root && write_root && dest.local.cast_const() != src {
         // SAFETY: this PE's `dest` holds `n` bytes; source and destination are the same
         // object or disjoint (`store_once` behaves as memmove either way).
-        unsafe { gsas::watched::store_once(src, dest.local, n) };
+        unsafe { gsas_transport::watched::store_once(src, dest.local, n) };
     }
     r.lpost(Line::Release, 1, g.local_others());
 }

@@ -56,7 +56,7 @@ use std::ffi::{c_int, c_long};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use gsas::node::SYNC;
+use gsas_node::node::SYNC;
 
 use crate::ctx::{self, CtxRef, debug};
 use crate::fatal::fatal;

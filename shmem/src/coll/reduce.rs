@@ -57,7 +57,7 @@ pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k
     r.lwait(Line::Arrive, 1, g.local_others());
     if dest.local != src.local {
         // SAFETY: both hold `n` bytes here and are disjoint.
-        unsafe { gsas::watched::store_once(src.local, dest.local, n) };
+        unsafe { gsas_transport::watched::store_once(src.local, dest.local, n) };
     }
     for m in g.local_others() {
         let theirs = r.peer(m, src, 0);

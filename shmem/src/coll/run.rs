@@ -30,8 +30,8 @@
 use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gsas::node::{Ctx as NodeCtx, SYNC};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_node::node::{Ctx as NodeCtx, SYNC};
 
 use super::group::Group;
 use super::layout::{self, Slot};
@@ -362,7 +362,7 @@ impl<'a> Run<'a> {
         let d = self.peer(m, dest, off);
         // SAFETY: `d` maps `len` bytes of the member's copy of the object (the caller keeps
         // the range inside it); `store_once` tolerates `src == d` (an in-place collective).
-        unsafe { gsas::watched::store_once(src, d, len) };
+        unsafe { gsas_transport::watched::store_once(src, d, len) };
     }
 
     /// Puts `len` bytes from local `src` to `dest + off` of member `m` (another cell);

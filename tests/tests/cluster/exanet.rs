@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use exanet_emu::emu::EmuStats;
 use gsas::node::{Ctx, HEAP, Node, NodeError, NodeOptions};
 use gsas_core::wire::{AtomicOp, AtomicType};
 use gsas_tests::emu::Emu;
@@ -49,6 +50,12 @@ fn one_cluster_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     TURN.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The emulator's counters.
+fn emu_stats(emu: &Emu) -> EmuStats {
+    let answer = emu.control("stats");
+    EmuStats::parse(&answer).unwrap_or_else(|| panic!("emulator stats: {answer}"))
 }
 
 /// The emulated QFDB's cluster file (from `configs/qfdb-emu.toml`) in `dir`.
@@ -132,7 +139,7 @@ fn eight_pes_on_four_emulated_nodes() {
         check_pes(8, scenario, &out);
     }
     check_exanet_traffic(&ds);
-    let st = emu.stats();
+    let st = emu_stats(&emu);
     assert!(st.frames > 0, "no frame crossed a link: {st}");
     drop(ds);
     drop(emu);
@@ -178,7 +185,7 @@ fn dropped_corrupted_and_nacked_frames_lose_nothing() {
     injector.join().unwrap();
     let out = out.unwrap();
     check_pes(8, "rma", &out);
-    let st = emu.stats();
+    let st = emu_stats(&emu);
     assert!(st.dropped > 0 && st.corrupted > 0, "no fault hit: {st}");
     let out = run_with_timeout(&mut job(&emu, &file, 8, "amo"), Duration::from_secs(1800)).unwrap();
     check_pes(8, "amo", &out);

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use exanet::io::model::{ModelConfig, ModelFabric};
 use exanet::{Dest, ExanetTransport, TransportConfig};
+use exanet_emu::model::{ModelConfig, ModelFabric};
 use gsas::shm::Segment;
 use gsas::transport::shmring::{RingConfig, RingPeer, ShmRing};
 use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};

@@ -16,9 +16,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use exanet::emu::EmuStats;
 use exanet::nva::EmuRegistrar;
 use exanet::{Dest, ExanetTransport, FailurePolicy, Shm, TransportConfig};
+use exanet_emu::emu::EmuStats;
 use gsas_core::client::{Client, Completion, OpHandle};
 use gsas_core::reliable::{Config, HashIndex, PeerEvent, PeerSlot, Reliable, buffer_len};
 use gsas_core::service::{Segment, Service, WordMemory};

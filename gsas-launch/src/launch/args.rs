@@ -1,0 +1,396 @@
+//! The command line of `oshrun` / `gshrun`: parsing, checks and the help text.
+//!
+//! What it is: [`parse`] turns the arguments into a [`Invocation`] and refuses bad ones
+//! with a [`UsageError`] before anything is started; [`resolve_program`] finds the
+//! program on `PATH` and checks that it is executable. What it is not: placement or
+//! spawning (see [`super::job`]). Thread-safety: pure functions.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use log::LevelFilter;
+
+use gsas_node::node::boot::MAX_PES;
+
+/// A parsed `oshrun` command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// Run a job.
+    Run(RunArgs),
+    /// `--help`: print the help text.
+    Help,
+    /// `--version`.
+    Version,
+}
+
+/// What to run and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunArgs {
+    /// Number of PEs (`-n`/`-np`).
+    pub n: u32,
+    /// The program (as given).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Prefix every output line with the PE's rank (`--tag-output`).
+    pub tag_output: bool,
+    /// End the job after this long (`--timeout SECONDS`).
+    pub timeout: Option<Duration>,
+    /// Log level of the launcher and its service (`--log-level`).
+    pub log_level: Option<LevelFilter>,
+    /// Cluster file of a multi-node job (`--config`).
+    pub config: Option<PathBuf>,
+    /// PEs per node (`--ppn`); `None`: spread evenly over the nodes.
+    pub ppn: Option<u32>,
+    /// Start every node's PEs through its daemon's FORK, also nodes of this machine
+    /// (`--fork`).
+    pub fork: bool,
+    /// Inside a Slurm allocation, run on this machine instead of through `srun`
+    /// (`--no-srun`).
+    pub no_srun: bool,
+}
+
+/// A command line that cannot be run; the message says why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The help text; `name` is `oshrun` or `gshrun`.
+pub fn help(name: &str) -> String {
+    format!(
+        "\
+{name}: run an OpenSHMEM / gsas job on this machine or across the nodes of a cluster
+
+Usage: {name} -n N [--ppn K] [options] [--] PROGRAM [ARGS...]
+       {name} --config FILE -n N [--ppn K] [--fork] [options] [--] PROGRAM [ARGS...]
+
+Starts N processes (PEs) of PROGRAM and serves their PMI-1 bootstrap. On one machine
+(without --config) it hosts the node's atomic service itself: nothing has to be
+started by hand. With --config, the PEs are placed in contiguous blocks on the nodes
+of the cluster file, whose gsas-atomicd daemons must be running: the PEs of nodes on
+this machine are started here, those of other machines by their daemons through
+authenticated remote FORK (defaults.fork_allowed, defaults.fork_secret_file).
+Inside a Slurm allocation (salloc, sbatch) and without --config, a gsas-atomicd runs
+on each allocated node as one srun step and the PEs as another (srun --mpi=pmi2
+--kill-on-bad-exit=1); see docs/slurm.md.
+
+The first PE that exits with a non-zero status or is killed by a signal ends the job
+on every node: the others get SIGTERM, then SIGKILL after a short grace, and {name}
+exits with that PE's status (128 + signal number for a signal).
+
+Options:
+  -n N, -np N, --np N   number of PEs (1..={max})
+  --config FILE         cluster file (board-config TOML) of a multi-node job
+  --ppn K               with --config or in a Slurm allocation: K PEs per node,
+                        filling nodes in order (default: spread evenly)
+  --fork                with --config: start every node's PEs through its daemon's
+                        FORK, also the nodes of this machine
+  --no-srun             in a Slurm allocation, run on this machine, not through srun
+  --tag-output          prefix every line a PE prints with its rank, e.g. \"[3] \"
+  --timeout SECONDS     end the job (exit status 124) if it runs longer
+  --log-level LEVEL     off, error, warn, info, debug or trace (default: GSAS_LOG, or warn)
+  -h, --help            print this help
+  -V, --version         print the version
+  --                    end of options; PROGRAM follows
+
+Environment given to every PE: GSAS_SERVICE, GSAS_JOB_ID, GSAS_JOB_KEY, GSAS_NODE and
+PMI_FD/PMI_RANK/PMI_SIZE (PMI_PORT/PMI_ID on other machines). Other GSAS_* variables
+(GSAS_DIRECT, GSAS_DEADLINE_MS, ...) are passed through; PEs on other machines get
+this environment except host-specific variables; see docs/runtime.md.
+
+Examples:
+  {name} -n 4 ./ring                      four PEs of ./ring
+  {name} -np 2 --tag-output -- ./app -v   two PEs, output lines tagged with the rank
+  GSAS_DIRECT=0 {name} -n 8 ./app         same-node access through the atomic service
+  {name} --config cluster.toml -n 8 --ppn 2 ./app   2 PEs on each of 4 nodes
+  salloc -N 4 {name} -n 8 ./app           8 PEs on the 4 allocated nodes (srun)
+",
+        max = MAX_PES
+    )
+}
+
+fn parse_count(flag: &str, value: Option<&OsStr>) -> Result<u32, UsageError> {
+    let Some(value) = value else {
+        return Err(UsageError(format!("{flag} needs a number of PEs")));
+    };
+    let text = value.to_string_lossy();
+    let n: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| UsageError(format!("{flag} {text:?}: not a number of PEs")))?;
+    if n == 0 {
+        return Err(UsageError(format!("{flag} 0: a job needs at least one PE")));
+    }
+    if n > u64::from(MAX_PES) {
+        return Err(UsageError(format!(
+            "{flag} {n}: at most {MAX_PES} PEs (PE numbers are 16 bits)"
+        )));
+    }
+    Ok(n as u32)
+}
+
+/// Parses the arguments after the program name.
+///
+/// Options end at the first argument that is not an option (the program) or at `--`;
+/// everything after the program belongs to it.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, UsageError> {
+    let mut it = args.into_iter();
+    let mut n = None;
+    let mut tag_output = false;
+    let mut timeout = None;
+    let mut log_level = None;
+    let mut config = None;
+    let mut ppn = None;
+    let mut fork = false;
+    let mut no_srun = false;
+    let mut program = None;
+    while let Some(arg) = it.next() {
+        let s = arg.to_string_lossy().into_owned();
+        let (flag, inline) = match s.split_once('=') {
+            Some((f, v)) if f.starts_with('-') => (f.to_owned(), Some(OsString::from(v))),
+            _ => (s.clone(), None),
+        };
+        let value = |it: &mut dyn Iterator<Item = OsString>| inline.clone().or_else(|| it.next());
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Invocation::Help),
+            "-V" | "--version" => return Ok(Invocation::Version),
+            "-n" | "-np" | "--np" | "--n" => {
+                n = Some(parse_count(&flag, value(&mut it).as_deref())?);
+            }
+            "--tag-output" => tag_output = true,
+            "--fork" => fork = true,
+            "--no-srun" => no_srun = true,
+            "--config" => {
+                let v = value(&mut it)
+                    .ok_or_else(|| UsageError("--config needs a cluster file".into()))?;
+                if v.is_empty() {
+                    return Err(UsageError("--config needs a cluster file".into()));
+                }
+                config = Some(PathBuf::from(v));
+            }
+            "--ppn" => {
+                let v = value(&mut it)
+                    .ok_or_else(|| UsageError("--ppn needs a number of PEs per node".into()))?;
+                let text = v.to_string_lossy();
+                let k: u32 = text.trim().parse().ok().filter(|&k| k > 0).ok_or_else(|| {
+                    UsageError(format!("--ppn {text:?}: not a positive number of PEs"))
+                })?;
+                ppn = Some(k);
+            }
+            "--timeout" => {
+                let v = value(&mut it)
+                    .ok_or_else(|| UsageError("--timeout needs a number of seconds".into()))?;
+                let text = v.to_string_lossy();
+                let secs: f64 = text
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0 && *s < 1e9)
+                    .ok_or_else(|| {
+                        UsageError(format!(
+                            "--timeout {text:?}: not a positive number of seconds"
+                        ))
+                    })?;
+                timeout = Some(Duration::from_secs_f64(secs));
+            }
+            "--log-level" => {
+                let v =
+                    value(&mut it).ok_or_else(|| UsageError("--log-level needs a level".into()))?;
+                let text = v.to_string_lossy();
+                log_level = Some(text.trim().parse::<LevelFilter>().map_err(|_| {
+                    UsageError(format!(
+                        "--log-level {text:?}: not one of off, error, warn, info, debug, trace"
+                    ))
+                })?);
+            }
+            "--" => {
+                program = it.next();
+                break;
+            }
+            f if f.starts_with('-') && f.len() > 1 => {
+                return Err(UsageError(format!("unknown option {s:?} (see --help)")));
+            }
+            _ => {
+                program = Some(arg);
+                break;
+            }
+        }
+    }
+    let Some(n) = n else {
+        return Err(UsageError(
+            "the number of PEs is missing: give -n N (see --help)".into(),
+        ));
+    };
+    let Some(program) = program else {
+        return Err(UsageError(
+            "no program given: oshrun -n N PROGRAM [ARGS...] (see --help)".into(),
+        ));
+    };
+    if config.is_none() && fork {
+        return Err(UsageError(
+            "--fork needs --config FILE (without a cluster file every PE runs on this machine)"
+                .into(),
+        ));
+    }
+    Ok(Invocation::Run(RunArgs {
+        n,
+        program,
+        args: it.collect(),
+        tag_output,
+        timeout,
+        log_level,
+        config,
+        ppn,
+        fork,
+        no_srun,
+    }))
+}
+
+/// Finds `program` the way `execvp` would (a name without `/` is searched on `PATH`) and
+/// checks that it is an executable file, so that a typo is reported before any process
+/// starts.
+pub fn resolve_program(program: &OsStr, path_var: Option<&OsStr>) -> Result<PathBuf, UsageError> {
+    let shown = Path::new(program).display().to_string();
+    if program.is_empty() {
+        return Err(UsageError("the program name is empty".into()));
+    }
+    let check = |p: &Path| -> Result<(), String> {
+        let meta = std::fs::metadata(p).map_err(|e| e.to_string())?;
+        if !meta.is_file() {
+            return Err("not a regular file".into());
+        }
+        if meta.permissions().mode() & 0o111 == 0 {
+            return Err("not executable".into());
+        }
+        Ok(())
+    };
+    if Path::new(program).components().count() > 1 || program.as_encoded_bytes().contains(&b'/') {
+        let p = PathBuf::from(program);
+        return check(&p)
+            .map(|()| p)
+            .map_err(|why| UsageError(format!("program {shown}: {why}")));
+    }
+    let mut last_problem = None;
+    for dir in std::env::split_paths(path_var.unwrap_or_default()) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        match check(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(why) if candidate.exists() => {
+                last_problem = Some(format!("{}: {why}", candidate.display()));
+            }
+            Err(_) => {}
+        }
+    }
+    Err(UsageError(match last_problem {
+        Some(p) => format!("program {shown} found on PATH but cannot be run ({p})"),
+        None => format!("program {shown} not found (searched PATH)"),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Invocation, UsageError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn run(args: &[&str]) -> RunArgs {
+        match p(args).unwrap() {
+            Invocation::Run(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn forms_of_n_and_program_arguments() {
+        let r = run(&["-n", "4", "./a", "-n", "9", "--tag-output"]);
+        assert_eq!((r.n, r.program.as_os_str()), (4, OsStr::new("./a")));
+        assert_eq!(r.args, ["-n", "9", "--tag-output"]);
+        assert!(!r.tag_output);
+        assert_eq!(run(&["-np", "2", "x"]).n, 2);
+        assert_eq!(run(&["--np=3", "x"]).n, 3);
+        assert_eq!(run(&["-n=5", "x"]).n, 5);
+        let r = run(&[
+            "--tag-output",
+            "-n",
+            "1",
+            "--timeout",
+            "2.5",
+            "--",
+            "-weird",
+            "a",
+        ]);
+        assert!(r.tag_output);
+        assert_eq!(r.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(r.program, "-weird");
+        assert_eq!(r.args, ["a"]);
+        assert_eq!(
+            run(&["-n", "1", "--log-level", "debug", "x"]).log_level,
+            Some(LevelFilter::Debug)
+        );
+        let r = run(&["--config", "c.toml", "-n", "8", "--ppn=2", "--fork", "x"]);
+        assert_eq!(r.config.as_deref(), Some(Path::new("c.toml")));
+        assert_eq!((r.ppn, r.fork), (Some(2), true));
+        let r = run(&["-n", "1", "x"]);
+        assert_eq!(
+            (r.config, r.ppn, r.fork, r.no_srun),
+            (None, None, false, false)
+        );
+        assert!(run(&["--no-srun", "-n", "1", "x"]).no_srun);
+        assert_eq!(p(&["--help"]).unwrap(), Invocation::Help);
+        assert_eq!(p(&["-n", "2", "-V"]).unwrap(), Invocation::Version);
+    }
+
+    #[test]
+    fn bad_command_lines_say_what_is_wrong() {
+        let msg = |a: &[&str]| p(a).unwrap_err().to_string();
+        assert!(msg(&["-n", "0", "x"]).contains("at least one PE"));
+        assert!(msg(&["-n", "x", "y"]).contains("not a number"));
+        assert!(msg(&["-n"]).contains("needs a number"));
+        assert!(msg(&["-n", "70000", "x"]).contains("at most 65536"));
+        assert!(msg(&["-n", "2"]).contains("no program given"));
+        assert!(msg(&["-n", "2", "--"]).contains("no program given"));
+        assert!(msg(&["prog"]).contains("number of PEs is missing"));
+        assert!(msg(&["-q", "prog"]).contains("unknown option \"-q\""));
+        assert!(msg(&["-n", "1", "--timeout", "-3", "x"]).contains("positive"));
+        assert!(msg(&["-n", "1", "--log-level", "loud", "x"]).contains("not one of"));
+        assert!(msg(&["-n", "2", "--fork", "x"]).contains("--fork needs --config"));
+        assert!(msg(&["--config", "c", "-n", "2", "--ppn", "0", "x"]).contains("positive"));
+        assert!(msg(&["-n", "2", "--config"]).contains("needs a cluster file"));
+    }
+
+    #[test]
+    fn programs_are_resolved_before_anything_starts() {
+        let path = std::env::var_os("PATH");
+        let sh = resolve_program(OsStr::new("sh"), path.as_deref()).unwrap();
+        assert!(sh.is_absolute() || sh.starts_with("."), "{}", sh.display());
+        let e = resolve_program(OsStr::new("no-such-program-gsas"), path.as_deref()).unwrap_err();
+        assert!(e.0.contains("not found"), "{e}");
+        let e = resolve_program(OsStr::new("./no/such/file"), None).unwrap_err();
+        assert!(e.0.contains("./no/such/file"), "{e}");
+        let plain = std::env::temp_dir().join(format!("gsas-args-{}.txt", std::process::id()));
+        std::fs::write(&plain, b"data").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = resolve_program(plain.as_os_str(), None).unwrap_err();
+        assert!(e.0.contains("not executable"), "{e}");
+        std::fs::remove_file(&plain).unwrap();
+        let e = resolve_program(OsStr::new("/"), None).unwrap_err();
+        assert!(e.0.contains("not a regular file"), "{e}");
+    }
+}

@@ -1,0 +1,941 @@
+//! Running the PEs of a job that live on this machine: spawn, serve PMI, forward output,
+//! wait, and end the job on the first failure.
+//!
+//! What it is: [`run_job`] takes a [`JobSpec`] (the PEs to start here, each with its rank,
+//! program, arguments and extra environment, plus the PMI node map of the whole job) and
+//! runs it to the end in the calling thread. Each PE gets its end of a socketpair as
+//! `PMI_FD` (`PMI_RANK`, `PMI_SIZE`), `PR_SET_PDEATHSIG(SIGKILL)` so that a dead launcher
+//! takes it down, and either the launcher's stdio or pipes whose lines are forwarded with a
+//! `[rank] ` prefix. One loop alternates between serving PMI (at most 10 ms per step),
+//! reaping children and reading the launcher's own termination signals. The first PE that
+//! exits non-zero or dies by a signal, a PMI `abort`, a termination signal to the launcher
+//! or the time limit ends the job: one message on stderr naming the PE, SIGTERM to the
+//! PEs still running, SIGKILL after [`JobSpec::grace`], and every PE is reaped before
+//! [`run_job`] returns.
+//!
+//! **Remote PEs.** A multi-node job also carries a [`RemoteJob`] ([`JobSpec::remote`]):
+//! the PMI server then listens on TCP on each launcher address the nodes reach, the remote
+//! PEs are started through their daemons' FORK before the local ones, and the loop treats
+//! them like local PEs: their output is printed as it arrives, the first one that fails (or
+//! a node that fails: a PE that cannot start, a daemon that never connects back or whose
+//! connection ends) ends the job, and ending the job asks every daemon to SIGTERM and then
+//! SIGKILL its PEs. Before [`run_job`] returns it waits (at most 2 s) for the daemons'
+//! last output.
+//!
+//! What it is not: placement across nodes (the caller builds the [`JobSpec`]; see
+//! [`super::multinode`]) and not the atomic service (the caller starts it, or the nodes'
+//! daemons run it, and passes its socket in each PE's environment).
+//!
+//! Thread-safety: [`run_job`] runs in the caller's thread and starts one forwarding thread
+//! per piped stream; it shares nothing else.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::fork::launcher::{RemoteEvent, RemoteJob};
+use crate::pmi::{Event, Server, ServerConfig, Stop};
+
+use super::sys;
+use gsas_sys::event::SignalFd;
+
+/// Longest wait for the daemons' last output after every PE has ended.
+const REMOTE_FINISH: Duration = Duration::from_secs(2);
+/// Longest wait for remote PEs to be reported ended after SIGKILL was asked for.
+const REMOTE_KILL_WAIT: Duration = Duration::from_secs(1);
+
+/// One PE to start on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeLaunch {
+    /// Its rank.
+    pub rank: u32,
+    /// The program (a path, or a name searched on `PATH`), including any prefix such as
+    /// an emulator: `program args...` is exactly what is executed.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Variables added to (or replacing those of) the launcher's environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// What [`run_job`] runs.
+#[derive(Debug)]
+pub struct JobSpec {
+    /// Name in messages (`oshrun`).
+    pub launcher: String,
+    /// Number of ranks in the whole job.
+    pub size: u32,
+    /// Node index of every rank, served as `PMI_process_mapping`.
+    pub node_of_rank: Vec<u32>,
+    /// The PEs to start here.
+    pub pes: Vec<PeLaunch>,
+    /// Forward output through pipes with a `[rank] ` prefix instead of sharing stdio.
+    pub tag_output: bool,
+    /// Time between SIGTERM and SIGKILL when the job is ended.
+    pub grace: Duration,
+    /// End the job when it runs longer than this.
+    pub time_limit: Option<Duration>,
+    /// Termination signals (SIGINT, SIGTERM, SIGHUP) of the launcher, blocked and read
+    /// through this descriptor: such a signal ends the job. `None`: the caller handles
+    /// signals.
+    pub signals: Option<SignalFd>,
+    /// The PEs other machines' daemons start (multi-node jobs); `None`: every PE is local.
+    pub remote: Option<RemoteJob>,
+}
+
+impl JobSpec {
+    /// A job of `pes` on one node (every rank on node 0), launcher name `oshrun`, no
+    /// tagging, 500 ms grace, no time limit, no signal handling.
+    pub fn single_node(pes: Vec<PeLaunch>) -> JobSpec {
+        let size = pes.len() as u32;
+        JobSpec {
+            launcher: "oshrun".into(),
+            size,
+            node_of_rank: vec![0; size as usize],
+            pes,
+            tag_output: false,
+            grace: Duration::from_millis(500),
+            time_limit: None,
+            signals: None,
+            remote: None,
+        }
+    }
+}
+
+/// Why the job ended before every PE finished successfully.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// A PE exited with a non-zero status.
+    Exited {
+        /// Its rank.
+        rank: u32,
+        /// Its pid.
+        pid: u32,
+        /// Its node, when it ran on another machine.
+        node: Option<String>,
+        /// The exit status.
+        code: i32,
+    },
+    /// A PE was killed by a signal.
+    Signaled {
+        /// Its rank.
+        rank: u32,
+        /// Its pid.
+        pid: u32,
+        /// Its node, when it ran on another machine.
+        node: Option<String>,
+        /// The signal.
+        signal: i32,
+    },
+    /// A PE called PMI `abort`.
+    Aborted {
+        /// Its rank.
+        rank: u32,
+        /// Its pid.
+        pid: u32,
+        /// Its node, when it ran on another machine.
+        node: Option<String>,
+        /// The exit code it asked for.
+        code: i32,
+        /// Its message.
+        message: Option<String>,
+    },
+    /// A node failed the job: one of its PEs could not start, or its daemon did not
+    /// connect back or lost the connection.
+    Node {
+        /// The node, e.g. `node 1 (loop1, 127.0.0.1:7471)`.
+        node: String,
+        /// What happened.
+        message: String,
+    },
+    /// The launcher received a termination signal.
+    Interrupted {
+        /// The signal.
+        signal: i32,
+    },
+    /// The job ran longer than its time limit.
+    TimedOut {
+        /// The limit.
+        limit: Duration,
+    },
+}
+
+impl Failure {
+    /// The exit status the launcher reports: the PE's status, 128 + signal, the abort
+    /// code as asked for (0 included: `shmem_global_exit(0)` ends the job successfully;
+    /// like a process's own exit status, only its low 8 bits reach the shell), 128 + the
+    /// launcher's signal, or 124 for the time limit.
+    pub fn exit_code(&self) -> i32 {
+        match *self {
+            Failure::Exited { code, .. } | Failure::Aborted { code, .. } => code,
+            Failure::Signaled { signal, .. } | Failure::Interrupted { signal } => 128 + signal,
+            Failure::TimedOut { .. } => 124,
+            Failure::Node { .. } => 1,
+        }
+    }
+
+    /// The launcher's message, e.g. `PE 3 (pid 1234) was killed by signal 9 (SIGKILL)`,
+    /// or `PE 3 (pid 1234 on node 1 (loop1, 127.0.0.1:7471)) exited with status 2`.
+    pub fn describe(&self) -> String {
+        let who = |rank: &u32, pid: &u32, node: &Option<String>| match node {
+            Some(n) => format!("PE {rank} (pid {pid} on {n})"),
+            None => format!("PE {rank} (pid {pid})"),
+        };
+        match self {
+            Failure::Exited {
+                rank,
+                pid,
+                node,
+                code,
+            } => format!("{} exited with status {code}", who(rank, pid, node)),
+            Failure::Signaled {
+                rank,
+                pid,
+                node,
+                signal,
+            } => format!(
+                "{} was killed by {}",
+                who(rank, pid, node),
+                sys::describe_signal(*signal)
+            ),
+            Failure::Aborted {
+                rank,
+                pid,
+                node,
+                code,
+                message,
+            } => match message {
+                Some(m) => format!(
+                    "{} aborted the job with code {code}: {m}",
+                    who(rank, pid, node)
+                ),
+                None => format!("{} aborted the job with code {code}", who(rank, pid, node)),
+            },
+            Failure::Node { node, message } => format!("{node}: {message}"),
+            Failure::Interrupted { signal } => {
+                format!("received {}", sys::describe_signal(*signal))
+            }
+            Failure::TimedOut { limit } => {
+                format!("the job ran longer than {:.1} s", limit.as_secs_f64())
+            }
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobReport {
+    /// The launcher's exit status: 0 when every PE exited with 0.
+    pub exit_code: i32,
+    /// What ended the job early, if anything.
+    pub failure: Option<Failure>,
+    /// Exit status of every PE started here, by position in [`JobSpec::pes`] (`None` for a
+    /// PE that could not be reaped; this is reported in the log).
+    pub statuses: Vec<Option<ExitStatus>>,
+    /// Pids of the PEs started here, by position in [`JobSpec::pes`].
+    pub pids: Vec<u32>,
+    /// How the PEs on other machines ended, in the order their daemons reported them.
+    pub remote: Vec<RemotePe>,
+}
+
+/// How a PE on another machine ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemotePe {
+    /// Its rank.
+    pub rank: u32,
+    /// Its pid on its node.
+    pub pid: u32,
+    /// Its node.
+    pub node: String,
+    /// Its exit status.
+    pub status: ExitStatus,
+}
+
+/// Why a job could not be started at all.
+#[derive(Debug)]
+pub enum LaunchError {
+    /// The PMI server could not be set up.
+    Pmi(crate::pmi::PmiError),
+    /// A PE could not be started; the PEs started before it were killed and reaped.
+    Spawn {
+        /// Its rank.
+        rank: u32,
+        /// The program.
+        program: OsString,
+        /// The operating-system error.
+        source: std::io::Error,
+    },
+    /// The job specification is inconsistent.
+    Invalid(String),
+    /// The remote PEs could not be started (the message names the node).
+    Remote(String),
+}
+
+impl std::fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaunchError::Pmi(e) => write!(f, "PMI server: {e}"),
+            LaunchError::Spawn {
+                rank,
+                program,
+                source,
+            } => write!(
+                f,
+                "starting PE {rank} ({}): {source}",
+                std::path::Path::new(program).display()
+            ),
+            LaunchError::Invalid(why) | LaunchError::Remote(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LaunchError::Pmi(e) => Some(e),
+            LaunchError::Spawn { source, .. } => Some(source),
+            LaunchError::Invalid(_) | LaunchError::Remote(_) => None,
+        }
+    }
+}
+
+struct Running {
+    rank: u32,
+    pid: u32,
+    child: Child,
+    status: Option<ExitStatus>,
+    forwarders: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Copies lines from `pipe` to `out`, each prefixed with `[rank] `. Ends at end of file.
+fn forward(
+    rank: u32,
+    pipe: impl Read + Send + 'static,
+    stderr: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(pipe);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if !line.ends_with(b"\n") {
+                        line.push(b'\n');
+                    }
+                    let mut buf = format!("[{rank}] ").into_bytes();
+                    buf.extend_from_slice(&line);
+                    // One write per line keeps lines of different PEs whole.
+                    let _ = if stderr {
+                        std::io::stderr().lock().write_all(&buf)
+                    } else {
+                        std::io::stdout().lock().write_all(&buf)
+                    };
+                }
+            }
+        }
+    })
+}
+
+fn spawn_one(
+    pe: &PeLaunch,
+    endpoint: crate::pmi::ChildEndpoint,
+    tag_output: bool,
+) -> Result<Running, std::io::Error> {
+    let mut cmd = Command::new(&pe.program);
+    cmd.args(&pe.args);
+    for (k, v) in &pe.env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(if pe.rank == 0 {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    });
+    if tag_output {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the hook runs in the forked child before exec and calls only prctl, getppid
+    // and _exit, which are async-signal-safe; it touches no memory of the parent. (The
+    // launcher blocks SIGINT, SIGTERM and SIGHUP to read them from a signalfd; std's
+    // spawn resets the child's signal mask, so PEs do not inherit that.)
+    unsafe {
+        cmd.pre_exec(move || sys::child_set_pdeathsig(parent));
+    }
+    let mut child = endpoint.spawn(&mut cmd)?;
+    let mut forwarders = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        forwarders.push(forward(pe.rank, out, false));
+    }
+    if let Some(err) = child.stderr.take() {
+        forwarders.push(forward(pe.rank, err, true));
+    }
+    Ok(Running {
+        rank: pe.rank,
+        pid: child.id(),
+        child,
+        status: None,
+        forwarders,
+    })
+}
+
+/// Runs the job to its end; see the [module docs](self).
+///
+/// Errors only when the job cannot start ([`LaunchError`]); a job that fails while running
+/// returns a [`JobReport`] with the failure and a non-zero exit code.
+pub fn run_job(mut spec: JobSpec) -> Result<JobReport, LaunchError> {
+    if spec.node_of_rank.len() != spec.size as usize {
+        return Err(LaunchError::Invalid(format!(
+            "node map of {} entries for a job of {} ranks",
+            spec.node_of_rank.len(),
+            spec.size
+        )));
+    }
+    if let Some(pe) = spec.pes.iter().find(|p| p.rank >= spec.size) {
+        return Err(LaunchError::Invalid(format!(
+            "PE rank {} in a job of {} ranks",
+            pe.rank, spec.size
+        )));
+    }
+    let mut config = ServerConfig::new(spec.size);
+    config.node_of_rank = Some(spec.node_of_rank.clone());
+    let mut server = Server::new(config).map_err(LaunchError::Pmi)?;
+    let mut remote = spec.remote.take();
+    if let Some(r) = remote.as_mut() {
+        let mut pmi = Vec::new();
+        for ip in r.listen_ips() {
+            pmi.push(
+                server
+                    .listen_tcp(std::net::SocketAddr::new(ip, 0))
+                    .map_err(LaunchError::Pmi)?,
+            );
+        }
+        // Dropping `remote` on an error closes the streams: daemons that accepted end
+        // their PEs.
+        r.start(&pmi).map_err(LaunchError::Remote)?;
+    }
+    let mut running: Vec<Running> = Vec::with_capacity(spec.pes.len());
+    for pe in &spec.pes {
+        let started = server
+            .add_local_rank(pe.rank)
+            .map_err(LaunchError::Pmi)
+            .and_then(|ep| {
+                spawn_one(pe, ep, spec.tag_output).map_err(|source| LaunchError::Spawn {
+                    rank: pe.rank,
+                    program: pe.program.clone(),
+                    source,
+                })
+            });
+        match started {
+            Ok(r) => {
+                log::debug!("started PE {} as pid {}", r.rank, r.pid);
+                running.push(r);
+            }
+            Err(e) => {
+                // The PEs started so far wait for the missing one at PMI: end them as a
+                // failing job's (SIGTERM, SIGKILL after the grace time), not by waiting.
+                terminate(&mut running, Duration::ZERO);
+                if let Some(r) = remote.as_mut() {
+                    r.kill();
+                }
+                let until = Instant::now() + spec.grace;
+                while Instant::now() < until && running.iter_mut().any(|r| !r.reaped()) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                kill_all(&mut running);
+                reap_all(&mut running, Duration::from_secs(5), &spec.launcher);
+                return Err(e);
+            }
+        }
+    }
+    let report = supervise(&spec, &mut server, &mut running, remote.as_mut());
+    for r in &mut running {
+        for f in r.forwarders.drain(..) {
+            let _ = f.join();
+        }
+    }
+    Ok(report)
+}
+
+/// The loop of [`run_job`] once every PE is started.
+fn supervise(
+    spec: &JobSpec,
+    server: &mut Server,
+    running: &mut [Running],
+    mut remote: Option<&mut RemoteJob>,
+) -> JobReport {
+    let start = Instant::now();
+    let mut failure: Option<Failure> = None;
+    let mut kill_at: Option<Instant> = None;
+    let mut pmi_done = false;
+    let mut events = Vec::new();
+    let mut remote_events = Vec::new();
+    let mut remote_pes = Vec::new();
+    let step = Duration::from_millis(10);
+    let mut ended = Vec::new();
+    loop {
+        for r in running.iter_mut().filter(|r| r.status.is_none()) {
+            match r.child.try_wait() {
+                Ok(Some(status)) => {
+                    r.status = Some(status);
+                    log::debug!("PE {} (pid {}) ended: {status}", r.rank, r.pid);
+                    ended.push((r.rank, r.pid, status));
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("waiting for PE {} (pid {}): {e}", r.rank, r.pid),
+            }
+        }
+        if !pmi_done {
+            let wait = if ended.is_empty() {
+                step
+            } else {
+                Duration::ZERO
+            };
+            match server.step(wait, |e| events.push(e)) {
+                Ok(Some(Stop::Done | Stop::Shutdown)) => pmi_done = true,
+                Ok(None) => {}
+                Err(e) => {
+                    log::error!("PMI server failed: {e}");
+                    pmi_done = true;
+                }
+            }
+        } else {
+            wait_briefly(spec.signals.as_ref(), step);
+        }
+        for e in events.drain(..) {
+            match e {
+                Event::Abort {
+                    rank,
+                    code,
+                    message,
+                } => {
+                    let (pid, node) = match running.iter().find(|r| r.rank == rank) {
+                        Some(r) => (r.pid, None),
+                        None => remote
+                            .as_deref()
+                            .and_then(|rj| rj.describe_rank(rank))
+                            .map_or((0, None), |(n, pid)| (pid, Some(n))),
+                    };
+                    failure.get_or_insert(Failure::Aborted {
+                        rank,
+                        pid,
+                        node,
+                        code,
+                        message,
+                    });
+                }
+                Event::Lost { rank, reason } => {
+                    log::debug!("PMI connection of PE {rank} ended without finalize: {reason}")
+                }
+                Event::Finalized { rank } => log::debug!("PE {rank} finalized PMI"),
+                Event::Rejected { peer, reason } => {
+                    log::warn!("PMI connection from {peer} refused: {reason}")
+                }
+            }
+        }
+        // PEs that ended since the last look, classified after the PMI messages below: a PE
+        // that aborts writes its abort to PMI before it exits, so an exit seen here has its
+        // abort (if any) already readable, and the abort is what the user must be told.
+        for (rank, pid, status) in ended.drain(..) {
+            if failure.is_none() {
+                failure = failure_of(rank, pid, None, status);
+            }
+        }
+        if let Some(rj) = remote.as_deref_mut() {
+            rj.poll(&mut remote_events);
+            for e in remote_events.drain(..) {
+                match e {
+                    RemoteEvent::Exited {
+                        rank,
+                        pid,
+                        node,
+                        status,
+                    } => {
+                        log::debug!("PE {rank} (pid {pid} on {node}) ended: {status}");
+                        if failure.is_none() {
+                            failure = failure_of(rank, pid, Some(node.clone()), status);
+                        }
+                        remote_pes.push(RemotePe {
+                            rank,
+                            pid,
+                            node,
+                            status,
+                        });
+                    }
+                    RemoteEvent::Failed { node, message } => {
+                        failure.get_or_insert(Failure::Node { node, message });
+                    }
+                }
+            }
+        }
+        if let Some(sig) = spec.signals.as_ref().and_then(|s| s.read().ok().flatten()) {
+            failure.get_or_insert(Failure::Interrupted { signal: sig });
+        }
+        if let Some(limit) = spec.time_limit {
+            if start.elapsed() > limit {
+                failure.get_or_insert(Failure::TimedOut { limit });
+            }
+        }
+        let remote_ended = remote.as_deref().is_none_or(RemoteJob::all_ended);
+        if running.iter().all(|r| r.status.is_some()) && remote_ended {
+            if let (Some(f), None) = (&failure, kill_at) {
+                // Nothing is left to terminate, but the user must learn what failed.
+                eprintln!("{}: {}", spec.launcher, f.describe());
+            }
+            break;
+        }
+        if let Some(f) = &failure {
+            match kill_at {
+                None => {
+                    eprintln!("{}: {}; terminating the job", spec.launcher, f.describe());
+                    terminate(running, Duration::ZERO);
+                    if let Some(rj) = remote.as_deref_mut() {
+                        rj.terminate(spec.grace);
+                    }
+                    kill_at = Some(Instant::now() + spec.grace);
+                    server.shutdown_handle().shutdown();
+                }
+                Some(at) if Instant::now() >= at => {
+                    kill_all(running);
+                    if let Some(rj) = remote.as_deref_mut() {
+                        rj.kill();
+                        wait_remote(rj, &mut remote_pes, REMOTE_KILL_WAIT, &spec.launcher);
+                    }
+                    reap_all(running, Duration::from_secs(5), &spec.launcher);
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some(rj) = remote {
+        rj.finish(REMOTE_FINISH);
+    }
+    let exit_code = failure.as_ref().map_or(0, Failure::exit_code);
+    JobReport {
+        exit_code,
+        failure,
+        statuses: running.iter().map(|r| r.status).collect(),
+        pids: running.iter().map(|r| r.pid).collect(),
+        remote: remote_pes,
+    }
+}
+
+/// The failure a PE's end means, if any (a non-zero status or a signal).
+fn failure_of(rank: u32, pid: u32, node: Option<String>, status: ExitStatus) -> Option<Failure> {
+    if let Some(signal) = status.signal() {
+        Some(Failure::Signaled {
+            rank,
+            pid,
+            node,
+            signal,
+        })
+    } else {
+        status
+            .code()
+            .filter(|&c| c != 0)
+            .map(|code| Failure::Exited {
+                rank,
+                pid,
+                node,
+                code,
+            })
+    }
+}
+
+/// Polls the remote half until every remote PE is reported ended or `limit` passes.
+fn wait_remote(rj: &mut RemoteJob, reports: &mut Vec<RemotePe>, limit: Duration, launcher: &str) {
+    let until = Instant::now() + limit;
+    let mut events = Vec::new();
+    while !rj.all_ended() && Instant::now() < until {
+        rj.poll(&mut events);
+        for e in events.drain(..) {
+            if let RemoteEvent::Exited {
+                rank,
+                pid,
+                node,
+                status,
+            } = e
+            {
+                reports.push(RemotePe {
+                    rank,
+                    pid,
+                    node,
+                    status,
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !rj.all_ended() {
+        eprintln!(
+            "{launcher}: some remote PEs were not reported ended {:.1} s after SIGKILL was asked for; their daemons end them when this launcher exits",
+            limit.as_secs_f64()
+        );
+    }
+}
+
+/// Sleeps up to `d`, waking early when a signal arrives on `signals`.
+fn wait_briefly(signals: Option<&SignalFd>, d: Duration) {
+    match signals {
+        Some(s) => {
+            let mut pfd = libc::pollfd {
+                fd: s.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call; the timeout is bounded.
+            unsafe { libc::poll(&mut pfd, 1, d.as_millis() as libc::c_int) };
+        }
+        None => std::thread::sleep(d),
+    }
+}
+
+impl Running {
+    /// Whether the PE has ended (reaping it if it just did).
+    fn reaped(&mut self) -> bool {
+        if self.status.is_none() {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                self.status = Some(s);
+            }
+        }
+        self.status.is_some()
+    }
+}
+
+/// `0-3, 7, 9-12`: ranks (sorted) as ranges, for one-line summaries of many PEs.
+fn rank_list(mut ranks: Vec<u32>) -> String {
+    ranks.sort_unstable();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        out.push(if j == i {
+            ranks[i].to_string()
+        } else {
+            format!("{}-{}", ranks[i], ranks[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+/// Logs one warning per distinct error of a signal sent to many PEs.
+fn warn_grouped(what: &str, failed: Vec<(u32, String)>) {
+    let mut by_error: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (rank, e) in failed {
+        by_error.entry(e).or_default().push(rank);
+    }
+    for (e, ranks) in by_error {
+        log::warn!("{what} to PE(s) {}: {e}", rank_list(ranks));
+    }
+}
+
+/// Sends SIGTERM to every PE still running.
+fn terminate(running: &mut [Running], _grace: Duration) {
+    let failed = running
+        .iter()
+        .filter(|r| r.status.is_none())
+        .filter_map(|r| {
+            sys::kill(r.pid, libc::SIGTERM)
+                .err()
+                .map(|e| (r.rank, e.to_string()))
+        })
+        .collect();
+    warn_grouped("SIGTERM", failed);
+}
+
+/// Sends SIGKILL to every PE still running.
+fn kill_all(running: &mut [Running]) {
+    let failed = running
+        .iter_mut()
+        .filter(|r| r.status.is_none())
+        .filter_map(|r| r.child.kill().err().map(|e| (r.rank, e.to_string())))
+        .collect();
+    warn_grouped("SIGKILL", failed);
+}
+
+/// Reaps every PE, waiting at most `limit` in total; names the ones left in one line.
+fn reap_all(running: &mut [Running], limit: Duration, launcher: &str) {
+    let until = Instant::now() + limit;
+    loop {
+        let mut left = 0;
+        for r in running.iter_mut().filter(|r| r.status.is_none()) {
+            match r.child.try_wait() {
+                Ok(Some(s)) => r.status = Some(s),
+                Ok(None) => left += 1,
+                Err(_) => r.status = Some(ExitStatus::from_raw(libc::SIGKILL)),
+            }
+        }
+        if left == 0 {
+            return;
+        }
+        if Instant::now() >= until {
+            let left: Vec<&Running> = running.iter().filter(|r| r.status.is_none()).collect();
+            let pids: Vec<String> = left.iter().take(8).map(|r| r.pid.to_string()).collect();
+            eprintln!(
+                "{launcher}: {} PE(s) did not exit {:.1} s after SIGKILL: ranks {} (pids {}{})",
+                left.len(),
+                limit.as_secs_f64(),
+                rank_list(left.iter().map(|r| r.rank).collect()),
+                pids.join(", "),
+                if left.len() > pids.len() { ", ..." } else { "" }
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(rank: u32, script: &str) -> PeLaunch {
+        PeLaunch {
+            rank,
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![],
+        }
+    }
+
+    #[test]
+    fn rank_lists_are_ranges() {
+        assert_eq!(rank_list(vec![]), "");
+        assert_eq!(rank_list(vec![3]), "3");
+        assert_eq!(
+            rank_list(vec![9, 0, 1, 2, 3, 7, 10, 11, 12]),
+            "0-3, 7, 9-12"
+        );
+    }
+
+    #[test]
+    fn all_succeed() {
+        let report = run_job(JobSpec::single_node(vec![sh(0, "exit 0"), sh(1, "true")])).unwrap();
+        assert_eq!(report.exit_code, 0);
+        assert_eq!(report.failure, None);
+        assert!(
+            report
+                .statuses
+                .iter()
+                .all(|s| s.is_some_and(|s| s.success()))
+        );
+    }
+
+    #[test]
+    fn first_failure_ends_the_job_with_its_status() {
+        let t0 = Instant::now();
+        let report = run_job(JobSpec::single_node(vec![
+            sh(0, "sleep 30"),
+            sh(1, "exit 7"),
+            sh(2, "sleep 30"),
+        ]))
+        .unwrap();
+        assert_eq!(report.exit_code, 7);
+        assert!(matches!(
+            report.failure,
+            Some(Failure::Exited {
+                rank: 1,
+                code: 7,
+                ..
+            })
+        ));
+        // The sleepers were terminated, not waited for.
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+        assert_eq!(
+            report.statuses[0].and_then(|s| s.signal()),
+            Some(libc::SIGTERM)
+        );
+    }
+
+    #[test]
+    fn an_abort_gives_its_code_zero_included() {
+        // shmem_global_exit(0) ends the job successfully (issue 13); other codes as asked.
+        for code in [0, 3, 255] {
+            let f = Failure::Aborted {
+                rank: 1,
+                pid: 42,
+                node: None,
+                code,
+                message: Some(format!("PE 1 called shmem_global_exit({code})")),
+            };
+            assert_eq!(f.exit_code(), code);
+        }
+    }
+
+    #[test]
+    fn a_signal_gives_128_plus_signal() {
+        let report = run_job(JobSpec::single_node(vec![sh(0, "kill -9 $$")])).unwrap();
+        assert_eq!(report.exit_code, 137);
+        let f = report.failure.unwrap();
+        assert!(
+            f.describe().ends_with("was killed by signal 9 (SIGKILL)"),
+            "{}",
+            f.describe()
+        );
+    }
+
+    #[test]
+    fn sigterm_is_ignored_then_sigkill_follows() {
+        // PE 1 fails only once PE 0 has installed its trap (a slow start of PE 0's shell
+        // must not let the SIGTERM arrive first); it gives up after 20 s.
+        let marker = std::env::temp_dir().join(format!("gsas-trap-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        let m = marker.display();
+        let mut spec = JobSpec::single_node(vec![
+            sh(0, &format!("trap '' TERM; : > {m}; sleep 30")),
+            sh(
+                1,
+                &format!(
+                    "i=0; while [ ! -e {m} ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done; exit 3"
+                ),
+            ),
+        ]);
+        spec.grace = Duration::from_millis(200);
+        let report = run_job(spec).unwrap();
+        let trapped = marker.exists();
+        let _ = std::fs::remove_file(&marker);
+        assert!(trapped, "PE 0 never installed its trap");
+        assert_eq!(report.exit_code, 3);
+        assert_eq!(
+            report.statuses[0].and_then(|s| s.signal()),
+            Some(libc::SIGKILL)
+        );
+    }
+
+    #[test]
+    fn time_limit() {
+        let mut spec = JobSpec::single_node(vec![sh(0, "sleep 30")]);
+        spec.time_limit = Some(Duration::from_millis(200));
+        let report = run_job(spec).unwrap();
+        assert_eq!(report.exit_code, 124);
+    }
+
+    #[test]
+    fn spawn_failure_is_an_error_naming_the_pe() {
+        let mut bad = sh(1, "");
+        bad.program = "/nonexistent/program".into();
+        let err = run_job(JobSpec::single_node(vec![sh(0, "sleep 30"), bad])).unwrap_err();
+        assert!(err.to_string().contains("starting PE 1"), "{err}");
+    }
+
+    #[test]
+    fn inconsistent_specs_are_refused() {
+        let mut spec = JobSpec::single_node(vec![sh(0, "true")]);
+        spec.node_of_rank = vec![];
+        assert!(matches!(run_job(spec), Err(LaunchError::Invalid(_))));
+        let mut spec = JobSpec::single_node(vec![sh(3, "true")]);
+        spec.size = 1;
+        assert!(matches!(run_job(spec), Err(LaunchError::Invalid(_))));
+    }
+}

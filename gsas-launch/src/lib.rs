@@ -1,0 +1,26 @@
+//! gsas-launch: starting gsas jobs, and the node daemon.
+//!
+//! **What it is.**
+//!
+//! * [`launch`]: `oshrun`/`gshrun`, which starts a job on this machine with its own
+//!   service thread and a PMI-1 server, or across the nodes of a cluster file with their
+//!   daemons, or through `srun` inside a Slurm allocation, and ends it on the first failure;
+//! * [`pmi`]: the PMI-1 server the launcher runs (with the client side re-exported);
+//! * [`fork`]: remote FORK, how a multi-node launcher has the nodes' daemons start PEs,
+//!   authenticated with HMAC-SHA256 under a cluster secret (off unless configured);
+//! * [`daemon`]: `gsas-atomicd`, the node's service as a daemon (it hosts the FORK server).
+//!
+//! The binaries `oshrun`, `gshrun` and `gsas-atomicd` are this crate's.
+//!
+//! **What it is not.** Nothing a PE links: the PE side is `gsas-node`, the service library
+//! `gsas-service`. Not a resource manager (the launcher uses the nodes of a cluster file
+//! whose daemons run; it picks, binds and queues nothing).
+
+pub mod daemon;
+pub mod fork;
+pub mod launch;
+pub mod pmi;
+
+// The layers underneath under the names the moved modules use (`crate::shm`, ...).
+use gsas_service::service;
+use gsas_transport::{config, log, poll, transport};

@@ -1,0 +1,35 @@
+//! gsas-node: the PE side of the gsas std runtime.
+//!
+//! **What it is.** [`node`]: the node client, "the GSAS API" a PE programs against:
+//! bootstrap ([`node::Node::init`]), put/get/atomics by `(pe, segment, offset)` to any PE
+//! (direct loads, stores and CPU atomics for same-node PEs; atomic services over UDP or
+//! Exanet otherwise), contexts, quiet and fence, the symmetric heap, `barrier_all`, abort
+//! and finalize; and [`pmi`], the PMI-1/PMI-2/PMIx client a PE bootstraps with.
+//!
+//! A PE links this crate, the transports (`gsas-transport`) and the service library
+//! (`gsas-service`, which a singleton PE embeds), and nothing of the launcher, the PMI
+//! server, remote FORK or the daemon (`gsas-launch`).
+//!
+//! **Thread safety.** [`node::Node`] is `Send + Sync` (lock-free direct path, one mutex on
+//! the remote path).
+//!
+//! ```
+//! use gsas_node::node::{Ctx, HEAP, Node, NodeOptions};
+//! use gsas_core::wire::{AtomicOp, AtomicType};
+//!
+//! // Without a launcher this is a job of one PE with an embedded service.
+//! let node = Node::init(NodeOptions { heap_size: Some(1 << 20), ..NodeOptions::default() })?;
+//! let slot = node.calloc(1, 8)?.expect("8 bytes");
+//! node.put(Ctx::DEFAULT, 0, HEAP, slot, &41u64.to_le_bytes())?;
+//! let old = node.atomic(Ctx::DEFAULT, 0, HEAP, slot, AtomicOp::FetchInc, AtomicType::U64, 0, 0)?;
+//! assert_eq!(old, 41);
+//! node.finalize()?;
+//! # Ok::<(), gsas_node::node::NodeError>(())
+//! ```
+
+pub mod node;
+pub mod pmi;
+
+// The layers underneath under the names the moved modules use (`crate::shm`, ...).
+use gsas_service::service;
+use gsas_transport::{bell, config, log, poll, shm, transport, watched};

@@ -1,0 +1,151 @@
+//! The few system calls the PMI code needs, wrapped once with their safety arguments:
+//! `poll`, `send` without `SIGPIPE`, `read`, `socketpair`, `pipe`, descriptor flags.
+//!
+//! What it is not: a general I/O layer; everything here works on borrowed descriptors and
+//! returns `io::Result`. Thread-safety: stateless functions.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Sets `O_NONBLOCK` and `FD_CLOEXEC` on `fd`.
+pub fn set_nonblocking_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor that `fd` keeps open for the duration of the call;
+    // F_GETFL/F_SETFL/F_GETFD/F_SETFD only read or set flags and touch no memory.
+    unsafe {
+        let fl = libc::fcntl(raw, libc::F_GETFL);
+        if fl < 0 || libc::fcntl(raw, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd_flags = libc::fcntl(raw, libc::F_GETFD);
+        if fd_flags < 0 || libc::fcntl(raw, libc::F_SETFD, fd_flags | libc::FD_CLOEXEC) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// True when `raw` names an open descriptor of this process.
+pub fn is_open(raw: RawFd) -> bool {
+    // SAFETY: F_GETFD on an arbitrary number has no effect besides the return value; it
+    // fails with EBADF when the number is not an open descriptor.
+    unsafe { libc::fcntl(raw, libc::F_GETFD) >= 0 }
+}
+
+/// Sends on a socket without raising `SIGPIPE`; falls back to `write` for a descriptor
+/// that is not a socket (a launcher may hand a pipe-like fd).
+pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: `buf` is a valid readable slice of `buf.len()` bytes for the duration of the
+    // call and `fd` is open; send/write do not retain the pointer.
+    let n = unsafe {
+        libc::send(
+            raw,
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if n >= 0 {
+        return Ok(n as usize);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::ENOTSOCK) {
+        return Err(err);
+    }
+    // SAFETY: as above.
+    let n = unsafe { libc::write(raw, buf.as_ptr().cast(), buf.len()) };
+    if n >= 0 {
+        Ok(n as usize)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads into `buf`; `Ok(0)` is end of file.
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a valid writable slice of `buf.len()` bytes and `fd` is open; read
+    // writes at most `buf.len()` bytes and does not retain the pointer.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n >= 0 {
+        Ok(n as usize)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `poll(2)` over `fds` for at most `timeout` (rounded up to whole milliseconds), retried
+/// on `EINTR` with the remaining time. Returns the number of ready entries.
+pub fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd
+        // structures; the kernel writes only their `revents` fields.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Waits until `fd` reports one of `events` or `timeout` passes; `Ok(false)` on timeout.
+pub fn wait_fd(fd: BorrowedFd<'_>, events: libc::c_short, timeout: Duration) -> io::Result<bool> {
+    let mut p = [libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    }];
+    Ok(poll(&mut p, timeout)? > 0)
+}
+
+/// A connected `AF_UNIX` stream socket pair, both ends close-on-exec.
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair succeeded, so both numbers are fresh descriptors owned by nobody
+    // else; each is wrapped exactly once.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A non-blocking, close-on-exec pipe: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded; both descriptors are fresh and wrapped exactly once.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Clears `FD_CLOEXEC` on `raw`. Only async-signal-safe calls: usable between `fork` and
+/// `exec`.
+pub fn clear_cloexec(raw: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl only changes the descriptor flags of `raw`; it touches no memory and is
+    // async-signal-safe.
+    let r = unsafe { libc::fcntl(raw, libc::F_SETFD, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,957 @@
+//! Adaptive waiting: spin, then yield, then block in `poll(2)`, always up to a deadline.
+//!
+//! What it is: [`Waiter`], the one waiting loop of the runtime. The caller hands it a
+//! *step* closure that drives progress once (polls transports, runs timers, checks the
+//! condition) and reports a [`Progress`]: done, busy (something moved, keep going) or idle
+//! (nothing happened; optionally when its next timer is due). The waiter then
+//!
+//! 1. **spins** (calling the step back to back) while the last activity is more recent
+//!    than [`WaitConfig::spin`] (the runtime's default: 50 us for PEs, 200 us for the
+//!    service, from `GSAS_SPIN_US`, which the caller reads). Only the first [`PURE_SPIN`]
+//!    of it is a pure busy loop; after that every idle step is followed by a
+//!    `sched_yield` ([`spin_pause`]), which returns at once on an idle CPU but hands the
+//!    CPU to a runnable thread when there is one. Measured on 2 cores with 2 PEs on two
+//!    nodes (the services spin in the same way, see [`spin_pause`]): a pure 200 us
+//!    service spin held the core the PE it answered needed, and every two-node barrier
+//!    took 264 us; yielding after 8 us brought it to 48-120 us (medians under a load of
+//!    12-28 from other processes) without changing the 8-byte READ round trip;
+//! 2. **yields** the CPU ([`std::thread::yield_now`]) [`WaitConfig::yields`] times, calling
+//!    the step after each;
+//! 3. **blocks** in `ppoll(2)` on the given descriptors (or sleeps when there are none)
+//!    until a descriptor is ready, the step's next timer, or the deadline, whichever comes
+//!    first, and at most for a backoff that starts at [`WaitConfig::min_block`] and doubles
+//!    up to [`WaitConfig::max_block`] while nothing happens (so a condition that no
+//!    descriptor signals, such as a flag in shared memory, is still seen within
+//!    `max_block`).
+//!
+//! With a [`Bell`] ([`Waiter::wait_bell`], for a condition in memory that the node's
+//! service updates on behalf of other nodes) and no descriptors, phase 3 instead announces
+//! a sleeper on the bell, calls the step once more (the re-check), and if that finds
+//! nothing sleeps on the bell with `futex(2)` for the same bounded step: a write the
+//! service applies to this PE's memory ends the sleep at once instead of after up to
+//! `max_block`, and a bell that never rings costs exactly the sleep of before. See
+//! [`crate::bell`] for the protocol.
+//!
+//! With an arming hook ([`Waiter::wait_armed`], for descriptors that signal only once
+//! armed, such as an Exanet endpoint's interrupt line, which fires once per enable), phase
+//! 3 first calls the hook, then the step once more (the re-check: what came before the
+//! arming raised no interrupt), and blocks only if that found nothing.
+//!
+//! Any activity returns the waiter to phase 1. When the deadline passes the wait fails with
+//! [`WaitError::TimedOut`], whose message names what was waited for, e.g. `timed out after
+//! 10.0 s waiting for node 1 (127.0.0.1:7101): reply to READ`.
+//!
+//! What it is not: a scheduler or an event loop; it owns no descriptors and no timers, and
+//! it reads no environment.
+//!
+//! Thread-safety: a [`Waiter`] is a plain value (`Send + Sync`), used by one thread at a
+//! time through `&mut self`; create one per waiting thread.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use gsas_transport::poll::{Progress, WaitConfig, Waiter};
+//!
+//! let mut waiter = Waiter::new(WaitConfig::default());
+//! let mut countdown = 3;
+//! let deadline = Instant::now() + Duration::from_secs(5);
+//! let got = waiter.wait("the countdown", deadline, &mut [], || {
+//!     countdown -= 1;
+//!     if countdown == 0 { Progress::Done("lift-off") } else { Progress::Busy }
+//! });
+//! assert_eq!(got.unwrap(), "lift-off");
+//!
+//! let e = waiter
+//!     .wait_until("a flag nobody sets", Instant::now() + Duration::from_millis(20), || false)
+//!     .unwrap_err();
+//! assert!(e.to_string().contains("waiting for a flag nobody sets"));
+//! ```
+
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::bell::{Bell, Sleeper};
+
+/// Nanoseconds since a fixed, process-wide monotonic epoch (the first call). This is the
+/// time the gsas-core transports and engines take in `poll(now_ns)`.
+pub fn monotonic_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// How long a spinning loop only spins (without system calls) after its last activity
+/// before every further idle turn yields the CPU; see [`spin_pause`].
+pub const PURE_SPIN: Duration = Duration::from_micros(8);
+
+/// One idle turn of a spinning loop that has been idle for `idle`: a CPU spin hint while
+/// `idle` is below [`PURE_SPIN`], a `sched_yield` after that.
+///
+/// A yield costs a system call (well under a microsecond) when nothing else wants the CPU,
+/// so the loop still notices new work within about a microsecond; but when another thread
+/// is runnable on this CPU (with more busy processes than cores, often the very process
+/// that must answer), it runs at once instead of waiting for the spinner's time slice to
+/// end.
+#[inline]
+pub fn spin_pause(idle: Duration) {
+    if idle < PURE_SPIN {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// How a [`Waiter`] spends time before the condition holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitConfig {
+    /// Busy-poll for this long after the last activity.
+    pub spin: Duration,
+    /// Then call `yield_now` this many times.
+    pub yields: u32,
+    /// First bound of a blocking call; doubled after every block without activity.
+    pub min_block: Duration,
+    /// Largest bound of a blocking call.
+    pub max_block: Duration,
+}
+
+impl WaitConfig {
+    /// The PE default: 50 us of spinning, 4 yields, blocks of 20 us growing to 1 ms.
+    pub const fn new() -> Self {
+        WaitConfig {
+            spin: Duration::from_micros(50),
+            yields: 4,
+            min_block: Duration::from_micros(20),
+            max_block: Duration::from_millis(1),
+        }
+    }
+
+    /// This configuration with a spin time of `us` microseconds (e.g. from `GSAS_SPIN_US`).
+    pub const fn with_spin_us(self, us: u64) -> Self {
+        WaitConfig {
+            spin: Duration::from_micros(us),
+            ..self
+        }
+    }
+}
+
+impl Default for WaitConfig {
+    fn default() -> Self {
+        WaitConfig::new()
+    }
+}
+
+/// What one step of a wait achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress<T> {
+    /// The condition holds: the wait returns this value.
+    Done(T),
+    /// Something happened (packets moved, a timer ran) but the condition does not hold yet:
+    /// spinning starts over.
+    Busy,
+    /// Nothing happened. `Some(t)`: the step has a timer due at `t` and must be called
+    /// again then even if no descriptor becomes ready.
+    Idle(Option<Instant>),
+}
+
+/// A descriptor a [`Waiter`] blocks on, with the readiness it waits for. Layout-compatible
+/// with `struct pollfd`.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct PollFd<'fd> {
+    raw: libc::pollfd,
+    _fd: PhantomData<BorrowedFd<'fd>>,
+}
+
+impl<'fd> PollFd<'fd> {
+    fn new(fd: BorrowedFd<'fd>, events: libc::c_short) -> Self {
+        PollFd {
+            raw: libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events,
+                revents: 0,
+            },
+            _fd: PhantomData,
+        }
+    }
+
+    /// Wake when `fd` is readable.
+    pub fn readable(fd: BorrowedFd<'fd>) -> Self {
+        Self::new(fd, libc::POLLIN)
+    }
+
+    /// Wake when `fd` is writable.
+    pub fn writable(fd: BorrowedFd<'fd>) -> Self {
+        Self::new(fd, libc::POLLOUT)
+    }
+
+    /// Wake when `fd` is readable or writable.
+    pub fn read_write(fd: BorrowedFd<'fd>) -> Self {
+        Self::new(fd, libc::POLLIN | libc::POLLOUT)
+    }
+
+    /// Whether the last blocking call found this descriptor ready (or in error).
+    pub fn is_ready(&self) -> bool {
+        self.raw.revents != 0
+    }
+}
+
+/// Why a wait failed.
+#[derive(Debug)]
+pub enum WaitError {
+    /// The deadline passed before the condition held.
+    TimedOut {
+        /// What was waited for.
+        what: String,
+        /// How long the wait lasted.
+        waited: Duration,
+    },
+    /// `ppoll(2)` failed or a descriptor is not open.
+    Poll(io::Error),
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::TimedOut { what, waited } => write!(
+                f,
+                "timed out after {:.1} s waiting for {what}",
+                waited.as_secs_f64()
+            ),
+            WaitError::Poll(e) => write!(f, "waiting on descriptors failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WaitError::Poll(e) => Some(e),
+            WaitError::TimedOut { .. } => None,
+        }
+    }
+}
+
+impl From<WaitError> for io::Error {
+    fn from(e: WaitError) -> io::Error {
+        let kind = match &e {
+            WaitError::TimedOut { .. } => io::ErrorKind::TimedOut,
+            WaitError::Poll(inner) => inner.kind(),
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Counters of a [`Waiter`] (over all its waits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitStats {
+    /// Calls of step closures.
+    pub steps: u64,
+    /// `yield_now` calls.
+    pub yields: u64,
+    /// Blocking calls (`ppoll` or sleep).
+    pub blocks: u64,
+    /// Blocking calls that ended because a descriptor was ready.
+    pub fd_wakeups: u64,
+    /// Time spent in waits that ended with a value or a timeout, from the first step to the
+    /// return.
+    pub waited: Duration,
+}
+
+/// Counters of a [`Waiter`]'s sleeps on a [`Bell`] (over all its waits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BellStats {
+    /// Sleepers announced (each followed by a re-check of the condition).
+    pub announced: u64,
+    /// Re-checks after an announcement that found the condition true or activity: no sleep.
+    pub rechecked: u64,
+    /// Sleeps that ended because the bell rang (including rings between the announcement
+    /// and the sleep, which skip the `futex` call).
+    pub rung: u64,
+    /// Sleeps that ended without a ring (the bounded step passed).
+    pub slept_out: u64,
+}
+
+/// The adaptive spin-yield-block waiter; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct Waiter {
+    config: WaitConfig,
+    stats: WaitStats,
+    bell_stats: BellStats,
+}
+
+impl Waiter {
+    /// A waiter with the given configuration.
+    pub fn new(config: WaitConfig) -> Self {
+        Waiter {
+            config,
+            stats: WaitStats::default(),
+            bell_stats: BellStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> WaitConfig {
+        self.config
+    }
+
+    /// What the waiter has done so far.
+    pub fn stats(&self) -> WaitStats {
+        self.stats
+    }
+
+    /// What the waiter's sleeps on bells did so far.
+    pub fn bell_stats(&self) -> BellStats {
+        self.bell_stats
+    }
+
+    /// Calls `step` until it returns [`Progress::Done`] or `deadline` passes, spinning,
+    /// yielding and blocking on `fds` as described in the [module docs](self). `step` is
+    /// called at least once, even if the deadline has passed already.
+    ///
+    /// Errors: [`WaitError::TimedOut`] naming `what`; [`WaitError::Poll`] if `ppoll` fails
+    /// or reports a descriptor that is not open.
+    pub fn wait<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        self.run(what, deadline, fds, None, None, step)
+    }
+
+    /// [`Waiter::wait`] whose blocks, when `fds` is empty and `bell` is given, are sleeps
+    /// on `bell` (see the [module docs](self)): announce, call `step` again, sleep on the
+    /// bell for the bounded step unless that found the condition or activity.
+    ///
+    /// Errors: as [`Waiter::wait`].
+    pub fn wait_bell<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        bell: Option<&Bell>,
+        step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        self.run(what, deadline, fds, bell, None, step)
+    }
+
+    /// [`Waiter::wait`] for descriptors that signal only once armed (an Exanet endpoint's
+    /// interrupt line, which fires once per enable): before each block `arm` is called and
+    /// then `step` once more (the re-check), so that an event that came before the arming
+    /// is found by the step and one that comes after it makes a descriptor ready. With
+    /// `arm` `None` it is [`Waiter::wait`].
+    ///
+    /// Errors: as [`Waiter::wait`].
+    pub fn wait_armed<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        arm: Option<&mut dyn FnMut()>,
+        step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        self.run(what, deadline, fds, None, arm, step)
+    }
+
+    /// The loop behind [`Waiter::wait`], [`Waiter::wait_bell`] and [`Waiter::wait_armed`].
+    fn run<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        fds: &mut [PollFd<'_>],
+        bell: Option<&Bell>,
+        mut arm: Option<&mut dyn FnMut()>,
+        mut step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        let bell = bell.filter(|_| fds.is_empty());
+        // Set in the block phase: the next step is the re-check after announcing.
+        let mut announced: Option<Sleeper<'_>> = None;
+        // Set in the block phase when `arm` was called: the next idle step blocks.
+        let mut armed = false;
+        let start = Instant::now();
+        let mut last_activity = start;
+        let mut yields_left = self.config.yields;
+        let mut backoff = self.config.min_block;
+        loop {
+            self.stats.steps += 1;
+            let progress = step();
+            let sleeper = announced.take();
+            if sleeper.is_some() && !matches!(progress, Progress::Idle(_)) {
+                self.bell_stats.rechecked += 1;
+            }
+            let wake = match progress {
+                Progress::Done(value) => {
+                    self.stats.waited += start.elapsed();
+                    return Ok(value);
+                }
+                Progress::Busy => {
+                    armed = false;
+                    last_activity = Instant::now();
+                    yields_left = self.config.yields;
+                    backoff = self.config.min_block;
+                    continue;
+                }
+                Progress::Idle(wake) => wake,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                self.stats.waited += now - start;
+                return Err(WaitError::TimedOut {
+                    what: what.to_string(),
+                    waited: now - start,
+                });
+            }
+            if let Some(sleeper) = sleeper {
+                // The re-check after announcing found nothing: sleep on the bell.
+                let mut until = deadline.min(now + backoff);
+                if let Some(wake) = wake {
+                    until = until.min(wake);
+                }
+                self.stats.blocks += 1;
+                if sleeper.sleep(until.saturating_duration_since(now)) {
+                    // Memory was written: the next step re-checks at once, and if that
+                    // finds nothing the waiter announces itself and sleeps again (no
+                    // spinning: an unrelated write must not cost a spin phase).
+                    self.bell_stats.rung += 1;
+                } else {
+                    self.bell_stats.slept_out += 1;
+                    backoff = (backoff * 2).min(self.config.max_block);
+                }
+                continue;
+            }
+            let idle = now.duration_since(last_activity);
+            if idle < self.config.spin {
+                spin_pause(idle);
+                continue;
+            }
+            if yields_left > 0 {
+                yields_left -= 1;
+                self.stats.yields += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            if let Some(bell) = bell {
+                self.bell_stats.announced += 1;
+                announced = Some(bell.announce());
+                continue;
+            }
+            if let Some(arm) = arm.as_mut().filter(|_| !armed) {
+                arm();
+                armed = true;
+                continue;
+            }
+            let mut until = deadline.min(now + backoff);
+            if let Some(wake) = wake {
+                until = until.min(wake);
+            }
+            if until > now {
+                self.stats.blocks += 1;
+                armed = false;
+                if block(fds, until - now).map_err(WaitError::Poll)? {
+                    self.stats.fd_wakeups += 1;
+                }
+                backoff = (backoff * 2).min(self.config.max_block);
+            }
+        }
+    }
+
+    /// [`Waiter::wait`] for a plain condition without descriptors: `cond` is the step, and
+    /// every `false` counts as idle.
+    ///
+    /// Errors: [`WaitError::TimedOut`] naming `what`.
+    pub fn wait_until<D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        mut cond: F,
+    ) -> Result<(), WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> bool,
+    {
+        self.wait(what, deadline, &mut [], || {
+            if cond() {
+                Progress::Done(())
+            } else {
+                Progress::Idle(None)
+            }
+        })
+    }
+}
+
+/// Blocks until a descriptor of `fds` is ready or `timeout` passes (a plain sleep when
+/// `fds` is empty). Returns whether a descriptor was ready. `EINTR` counts as a timeout.
+fn block(fds: &mut [PollFd<'_>], timeout: Duration) -> io::Result<bool> {
+    if fds.is_empty() {
+        std::thread::sleep(timeout);
+        return Ok(false);
+    }
+    for fd in fds.iter_mut() {
+        fd.raw.revents = 0;
+    }
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `PollFd` is `repr(transparent)` over `libc::pollfd`, so the slice is a valid
+    // array of `fds.len()` pollfd structures for the kernel to update; every descriptor
+    // is kept open by the borrow in `PollFd`; `ts` lives across the call and a null
+    // signal mask means "unchanged".
+    let n = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr().cast::<libc::pollfd>(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    if let Some(bad) = fds.iter().find(|f| f.raw.revents & libc::POLLNVAL != 0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {} is not open", bad.raw.fd),
+        ));
+    }
+    Ok(n > 0)
+}
+
+/// Waits up to `timeout` for `fd` to report any of `events` (`POLLIN`, `POLLOUT`, or an
+/// error or hang-up). Returns whether it did. Used by the blocking helpers of this crate.
+pub(crate) fn poll_fd(
+    fd: BorrowedFd<'_>,
+    events: libc::c_short,
+    timeout: Duration,
+) -> io::Result<bool> {
+    let deadline = Instant::now() + timeout;
+    let mut fds = [PollFd::new(fd, events)];
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        if block(&mut fds, deadline - now)? {
+            return Ok(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    fn no_spin() -> WaitConfig {
+        WaitConfig {
+            spin: Duration::ZERO,
+            yields: 1,
+            min_block: Duration::from_micros(50),
+            max_block: Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn busy_steps_spin_and_done_returns_value() {
+        let mut w = Waiter::new(WaitConfig::default());
+        let mut n = 0;
+        let got = w
+            .wait(
+                "n to reach 100",
+                Instant::now() + Duration::from_secs(60),
+                &mut [],
+                || {
+                    n += 1;
+                    if n == 100 {
+                        Progress::Done(n)
+                    } else {
+                        Progress::Busy
+                    }
+                },
+            )
+            .unwrap();
+        assert_eq!(got, 100);
+        assert_eq!(w.stats().steps, 100);
+        assert_eq!(w.stats().blocks, 0, "busy steps never block");
+    }
+
+    #[test]
+    fn timeout_names_what_and_blocks_are_bounded() {
+        let mut w = Waiter::new(no_spin());
+        let start = Instant::now();
+        let e = w
+            .wait_until(
+                "the answer of node 7",
+                start + Duration::from_millis(30),
+                || false,
+            )
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("timed out after "), "{msg}");
+        assert!(msg.ends_with("waiting for the answer of node 7"), "{msg}");
+        match e {
+            // The waiter's clock starts at its first step, a little after `start`: the
+            // deadline has passed for the caller, and the wait took at most that long.
+            WaitError::TimedOut { waited, .. } => {
+                let total = start.elapsed();
+                assert!(total >= Duration::from_millis(30), "{total:?}");
+                assert!(
+                    waited <= total && waited > Duration::ZERO,
+                    "{waited:?} {total:?}"
+                );
+            }
+            WaitError::Poll(e) => panic!("{e}"),
+        }
+        // 30 ms of waiting in blocks of at most 5 ms: several blocks, and yields before.
+        assert!(w.stats().blocks >= 6, "{:?}", w.stats());
+        assert_eq!(w.stats().yields, 1);
+    }
+
+    #[test]
+    fn descriptor_readiness_wakes_the_blocked_waiter() {
+        let (mut tx, rx) = UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            tx.write_all(b"x").unwrap();
+            tx
+        });
+        // Long blocks: only the descriptor can end them early.
+        let config = WaitConfig {
+            min_block: Duration::from_secs(20),
+            max_block: Duration::from_secs(20),
+            ..no_spin()
+        };
+        let mut w = Waiter::new(config);
+        let mut fds = [PollFd::readable(rx.as_fd())];
+        let mut buf = [0u8; 1];
+        let got = w
+            .wait(
+                "a byte",
+                Instant::now() + Duration::from_secs(60),
+                &mut fds,
+                || match (&rx).read(&mut buf) {
+                    Ok(1) => Progress::Done(buf[0]),
+                    _ => Progress::Idle(None),
+                },
+            )
+            .unwrap();
+        assert_eq!(got, b'x');
+        assert!(w.stats().fd_wakeups >= 1, "{:?}", w.stats());
+        drop(writer.join().unwrap());
+    }
+
+    #[test]
+    fn idle_timer_bounds_the_block() {
+        // No descriptors and huge blocks: only the step's timer can end a block early.
+        let config = WaitConfig {
+            min_block: Duration::from_secs(20),
+            max_block: Duration::from_secs(20),
+            ..no_spin()
+        };
+        let mut w = Waiter::new(config);
+        // The timer starts at the first step, and is long enough that a loaded machine
+        // does not let it expire before the waiter gets to block.
+        let mut due = None;
+        let t0 = Instant::now();
+        let got = w.wait(
+            "the timer",
+            Instant::now() + Duration::from_secs(60),
+            &mut [],
+            || {
+                let due = *due.get_or_insert_with(|| Instant::now() + Duration::from_millis(300));
+                if Instant::now() >= due {
+                    Progress::Done(())
+                } else {
+                    Progress::Idle(Some(due))
+                }
+            },
+        );
+        assert!(got.is_ok());
+        assert!(w.stats().blocks >= 1, "{:?}", w.stats());
+        assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    }
+
+    #[test]
+    fn closed_descriptor_is_an_error_not_a_spin() {
+        // A descriptor number that is not open (far above anything a test opens).
+        let mut fds = [PollFd {
+            raw: libc::pollfd {
+                fd: 999_999,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            _fd: PhantomData,
+        }];
+        let mut w = Waiter::new(no_spin());
+        let e = w
+            .wait(
+                "nothing",
+                Instant::now() + Duration::from_secs(60),
+                &mut fds,
+                || Progress::<()>::Idle(None),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("is not open"), "{e}");
+    }
+
+    #[test]
+    fn waited_time_is_counted_and_idle_spins_end() {
+        // Idle steps under a long spin (pure at first, then yielding): the wait still ends
+        // when the condition holds, and its time is counted.
+        let mut w = Waiter::new(WaitConfig::new().with_spin_us(1_000_000));
+        let mut first = None;
+        w.wait_until(
+            "3 ms to pass",
+            Instant::now() + Duration::from_secs(60),
+            || {
+                let first = *first.get_or_insert_with(Instant::now);
+                first.elapsed() >= Duration::from_millis(3)
+            },
+        )
+        .unwrap();
+        let s = w.stats();
+        assert!(s.waited >= Duration::from_millis(3), "{s:?}");
+        assert_eq!(s.blocks, 0, "still inside the spin: {s:?}");
+        spin_pause(Duration::ZERO);
+        spin_pause(PURE_SPIN);
+    }
+
+    /// Blocks so long that a sleep the bell does not end shows in the counters (and the
+    /// test's duration) instead of passing unnoticed.
+    fn long_blocks() -> WaitConfig {
+        WaitConfig {
+            spin: Duration::ZERO,
+            yields: 0,
+            min_block: Duration::from_secs(30),
+            max_block: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn the_line_is_armed_and_the_condition_rechecked_before_each_block() {
+        // The condition becomes true just before the arming (a reply that came while the
+        // line was not armed, so no interrupt announces it): the re-check after arming
+        // finds it, no block of 30 s happens.
+        let (_tx, rx) = UnixStream::pair().unwrap();
+        let mut fds = [PollFd::readable(rx.as_fd())];
+        let arms = std::cell::Cell::new(0);
+        let mut w = Waiter::new(long_blocks());
+        let mut looks = 0;
+        let got = w.wait_armed(
+            "the reply",
+            Instant::now() + Duration::from_secs(120),
+            &mut fds,
+            Some(&mut || arms.set(arms.get() + 1)),
+            || {
+                looks += 1;
+                if arms.get() > 0 {
+                    Progress::Done(looks)
+                } else {
+                    Progress::Idle(None)
+                }
+            },
+        );
+        assert_eq!(got.unwrap(), 2, "one look, the arming, the re-check");
+        assert_eq!(arms.get(), 1);
+        assert_eq!(w.stats().blocks, 0, "{:?}", w.stats());
+    }
+
+    #[test]
+    fn an_event_after_the_arming_ends_the_block_and_the_line_is_armed_again() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        // Two events, each 20 ms into a block of up to 30 s: both end their block through
+        // the descriptor, and the line is armed before each block.
+        let (mut tx, rx) = UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let seen = AtomicU32::new(0);
+        let mut arms = 0;
+        let mut w = Waiter::new(long_blocks());
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for k in 1..=2 {
+                    std::thread::sleep(Duration::from_millis(20));
+                    tx.write_all(b"i").unwrap();
+                    while seen.load(Ordering::Acquire) < k {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            });
+            let mut fds = [PollFd::readable(rx.as_fd())];
+            let got = w.wait_armed(
+                "two events",
+                Instant::now() + Duration::from_secs(120),
+                &mut fds,
+                Some(&mut || arms += 1),
+                || {
+                    // What the step sees: the event's effect (here, the byte).
+                    let mut b = [0u8; 8];
+                    if (&rx).read(&mut b).is_ok_and(|n| n > 0) {
+                        seen.fetch_add(1, Ordering::Release);
+                    }
+                    match seen.load(Ordering::Acquire) {
+                        2 => Progress::Done(2),
+                        _ => Progress::Idle(None),
+                    }
+                },
+            );
+            assert_eq!(got.unwrap(), 2);
+        });
+        let s = w.stats();
+        assert_eq!(s.fd_wakeups, 2, "{s:?}");
+        assert_eq!(s.blocks, 2, "{s:?}");
+        assert_eq!(arms, 2, "armed before each block");
+    }
+
+    #[test]
+    fn a_ring_between_announcement_and_sleep_skips_the_sleep() {
+        let bell = Bell::new();
+        let mut w = Waiter::new(long_blocks());
+        let mut rang = false;
+        let got = w.wait_bell(
+            "the ring",
+            Instant::now() + Duration::from_secs(120),
+            &mut [],
+            Some(&bell),
+            || {
+                if rang {
+                    return Progress::Done(bell.seq());
+                }
+                if bell.sleepers() > 0 {
+                    // The re-check after the announcement: the service applies an update
+                    // now, after the re-check has read memory, before the waiter sleeps.
+                    rang = bell.ring();
+                }
+                Progress::Idle(None)
+            },
+        );
+        assert_eq!(got.unwrap(), 1);
+        let b = w.bell_stats();
+        assert_eq!(
+            b,
+            BellStats {
+                announced: 1,
+                rechecked: 0,
+                rung: 1,
+                slept_out: 0
+            }
+        );
+        assert_eq!(bell.sleepers(), 0, "the announcement is withdrawn");
+    }
+
+    #[test]
+    fn the_recheck_after_announcing_ends_the_wait_without_sleeping() {
+        let bell = Bell::new();
+        let mut w = Waiter::new(long_blocks());
+        w.wait_bell(
+            "the re-check",
+            Instant::now() + Duration::from_secs(120),
+            &mut [],
+            Some(&bell),
+            // Holds as soon as a sleeper is announced: found by the re-check.
+            || {
+                if bell.sleepers() > 0 {
+                    Progress::Done(())
+                } else {
+                    Progress::Idle(None)
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(w.bell_stats().announced, 1);
+        assert_eq!(w.bell_stats().rechecked, 1);
+        assert_eq!(w.stats().blocks, 0, "{:?}", w.stats());
+        assert_eq!(bell.seq(), 0);
+        assert_eq!(bell.sleepers(), 0);
+    }
+
+    #[test]
+    fn an_update_from_another_thread_is_never_slept_through() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let bell = Bell::new();
+        let flag = AtomicBool::new(false);
+        let mut w = Waiter::new(long_blocks());
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                // What the service does: store the update, then ring.
+                flag.store(true, Ordering::Relaxed);
+                bell.ring();
+            });
+            w.wait_bell(
+                "the flag",
+                Instant::now() + Duration::from_secs(120),
+                &mut [],
+                Some(&bell),
+                || {
+                    if flag.load(Ordering::Relaxed) {
+                        Progress::Done(())
+                    } else {
+                        Progress::Idle(None)
+                    }
+                },
+            )
+            .unwrap();
+        });
+        // Whatever the interleaving, the update was seen by a step, by the re-check, or
+        // by a ring: never by a 30 s sleep running out.
+        assert_eq!(w.bell_stats().slept_out, 0, "{:?}", w.bell_stats());
+    }
+
+    #[test]
+    fn an_unrung_bell_sleeps_the_bounded_step_and_times_out() {
+        let bell = Bell::new();
+        let mut w = Waiter::new(no_spin());
+        let e = w
+            .wait_bell(
+                "a flag nobody sets",
+                Instant::now() + Duration::from_millis(30),
+                &mut [],
+                Some(&bell),
+                || Progress::<()>::Idle(None),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("a flag nobody sets"), "{e}");
+        let b = w.bell_stats();
+        assert!(b.slept_out >= 1 && b.rung == 0, "{b:?}");
+        // Each sleep follows an announcement; the last announcement may end in the
+        // timeout instead.
+        assert!(b.announced - b.slept_out <= 1, "{b:?}");
+        assert_eq!(bell.sleepers(), 0);
+    }
+
+    #[test]
+    fn monotonic_ns_advances() {
+        let a = monotonic_ns();
+        std::thread::sleep(Duration::from_millis(2));
+        let b = monotonic_ns();
+        assert!(b >= a + 2_000_000, "{a} {b}");
+    }
+}
