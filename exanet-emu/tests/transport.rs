@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::EmuProc;
 use exanet::regs::nack;
 use exanet::{Dest, DriverConfig, ExanetTransport, FailurePolicy, TransportConfig, node_coord};
 use exanet_emu::Model;
@@ -264,7 +263,7 @@ fn a_release_refused_until_the_driver_gives_up_is_sent_again() {
 
 #[test]
 fn direct_rdma_through_the_transport() {
-    let emu = EmuProc::start("trdma", 2, &[]);
+    let emu = common::start("trdma", 2, &[]);
     let mut a = emu.paths.open_transport(0, 0, cfg()).unwrap();
     let mut b = emu.paths.open_transport(2, 0, cfg()).unwrap();
     let sa = exanet::nva::MemSegment::create("a", 1 << 20).unwrap();
@@ -384,7 +383,7 @@ fn drive(
 
 #[test]
 fn gsas_client_requests_reach_a_gsas_service_end_to_end() {
-    let emu = EmuProc::start("e2e", 2, &[]);
+    let emu = common::start("e2e", 2, &[]);
     let mut t = emu
         .paths
         .open_transport(0, 0, TransportConfig::default())

@@ -7,7 +7,7 @@
 //! waits (bounded) and removes the root.
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -27,11 +27,16 @@ impl Emu {
     /// arguments and waits up to 120 s for it to be ready (panics otherwise, or when it
     /// exits early).
     pub fn start(tag: &str, eps: usize, extra: &[&str]) -> Emu {
+        Emu::start_with(exanet_emu_command(), tag, eps, extra)
+    }
+
+    /// [`Emu::start`] with the emulator `cmd` starts (for the emulator's own tests, which
+    /// run the build of their target, never the host's).
+    pub fn start_with(mut cmd: Command, tag: &str, eps: usize, extra: &[&str]) -> Emu {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let root = std::env::temp_dir().join(format!("gsas-exa-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let mut cmd = exanet_emu_command();
         cmd.arg("--root")
             .arg(&root)
             .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])
