@@ -21,17 +21,9 @@ use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// Four staging slots each way, and a release timeout short enough that a lost release
-/// fails the conformance test (the timeout reports the peer as failed) but long enough for
-/// a loaded 2-core host.
+/// The kit's small configuration (four staging slots each way, 3 s release timeout).
 fn cfg() -> TransportConfig {
-    TransportConfig {
-        mtu: 4096,
-        tx_slots: 4,
-        rx_slots: 4,
-        release_timeout: Duration::from_secs(3),
-        ..TransportConfig::default()
-    }
+    gsas_tests::emu::small_transport_config()
 }
 
 type ModelTransport = ExanetTransport<Model, ModelRegistrar>;

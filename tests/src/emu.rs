@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use exanet::TransportConfig;
 use exanet::emu::EmuPaths;
 
 use crate::launch::exanet_emu_command;
@@ -111,5 +112,19 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
             "timed out after {timeout:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+/// An `ExanetTransport` configuration for tests: 4 KiB packets, four staging slots each
+/// way (so that back-pressure comes after four bulk packets), and a release timeout short
+/// enough that a lost release fails a test (the peer is reported as failed) but long enough
+/// for a loaded 2-core host.
+pub fn small_transport_config() -> TransportConfig {
+    TransportConfig {
+        mtu: 4096,
+        tx_slots: 4,
+        rx_slots: 4,
+        release_timeout: Duration::from_secs(3),
+        ..TransportConfig::default()
     }
 }

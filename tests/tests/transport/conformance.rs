@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use exanet::{Dest, ExanetTransport, TransportConfig};
+use exanet::{Dest, ExanetTransport};
 use exanet_emu::model::{ModelConfig, ModelFabric};
 use gsas::shm::Segment;
 use gsas::transport::shmring::{RingConfig, RingPeer, ShmRing};
@@ -16,7 +16,7 @@ use gsas_core::transport::fault::{FaultConfig, FaultInjector};
 use gsas_core::transport::loopback::{LoopbackConfig, LoopbackHub};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_tests::conformance::{self, Pair, back_pressure, many_packets};
-use gsas_tests::emu::Emu;
+use gsas_tests::emu::{Emu, small_transport_config};
 
 /// Frames in flight per peer in these tests.
 const W: usize = 16;
@@ -213,19 +213,6 @@ fn shm_ring_under_a_fault_injector_is_not_claimed_reliable() {
     assert_eq!(s.out_of_order, 0);
 }
 
-/// Exanet's staging: four slots each way, 4 KiB packets, and a release timeout short
-/// enough that a lost release fails the test (the peer is reported as failed) but long
-/// enough for a loaded 2-core host.
-fn exanet_config() -> TransportConfig {
-    TransportConfig {
-        mtu: 4096,
-        tx_slots: 4,
-        rx_slots: 4,
-        release_timeout: Duration::from_secs(3),
-        ..TransportConfig::default()
-    }
-}
-
 /// The suite on two Exanet endpoints, then what Exanet claims beyond it: its exact
 /// capabilities, a packet of no bytes and one starting with a transport-private byte
 /// refused, and bulk packets (above 64 bytes) pushed back after exactly the four staging
@@ -284,8 +271,18 @@ fn exanet_on_the_model() {
         pdid: 1,
         ack_timeout_ns: 1_000_000_000,
     });
-    let a = ExanetTransport::new(f.endpoint(0, 0), f.registrar(0, 0), exanet_config()).unwrap();
-    let b = ExanetTransport::new(f.endpoint(1, 0), f.registrar(1, 0), exanet_config()).unwrap();
+    let a = ExanetTransport::new(
+        f.endpoint(0, 0),
+        f.registrar(0, 0),
+        small_transport_config(),
+    )
+    .unwrap();
+    let b = ExanetTransport::new(
+        f.endpoint(1, 0),
+        f.registrar(1, 0),
+        small_transport_config(),
+    )
+    .unwrap();
     let (pa, pb) = (a.local_peer(), b.local_peer());
     let mut pair = exanet_suite(a, pa, b, pb, |t| t.bulk_in_flight());
     assert_eq!(pair.a.stats().pull_errors + pair.b.stats().pull_errors, 0);
@@ -297,8 +294,14 @@ fn exanet_on_the_model() {
 #[test]
 fn exanet_over_the_emulator() {
     let emu = Emu::start("conf", 2, &[]);
-    let a = emu.paths.open_transport(0, 1, exanet_config()).unwrap();
-    let b = emu.paths.open_transport(3, 0, exanet_config()).unwrap();
+    let a = emu
+        .paths
+        .open_transport(0, 1, small_transport_config())
+        .unwrap();
+    let b = emu
+        .paths
+        .open_transport(3, 0, small_transport_config())
+        .unwrap();
     let (pa, pb) = (a.local_peer(), b.local_peer());
     let mut pair = exanet_suite(a, pa, b, pb, |t| t.bulk_in_flight());
     let (fa, fb) = (pair.a.take_failure(), pair.b.take_failure());
