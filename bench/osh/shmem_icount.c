@@ -1,14 +1,14 @@
 /*
  * shmem_icount.c - the instructions one call of shmem_long_p and of an 8-byte shmem_putmem
- * costs, measured with callgrind (by hand; see docs/bench.md):
+ * costs, and of a shmem_long_atomic_fetch_add, measured with callgrind (by hand; see docs/bench.md):
  *
  *   oshcc -O2 -g bench/osh/shmem_icount.c -o shmem_icount     # or with -static-shmem
  *   oshrun -n 2 valgrind --tool=callgrind --callgrind-out-file=cg.%p ./shmem_icount 100000
  *   callgrind_annotate --inclusive=yes cg.<pid of PE 0>       # the file with loop_long_p
  *
- * Three loops run N times each, in functions of their own that callgrind counts separately
+ * Four loops run N times each, in functions of their own that callgrind counts separately
  * (inclusive cost): loop_long_p calls shmem_long_p, loop_putmem_8 calls shmem_putmem with 8
- * bytes, loop_empty calls empty_call, an empty function of the same shape kept out of line.
+ * bytes, loop_fadd calls shmem_long_atomic_fetch_add, loop_empty calls empty_call, an empty function of the same shape kept out of line.
  * The per-call cost of a routine is (Ir(loop) - Ir(loop_empty)) / N + Ir(empty_call) / N:
  * the loop's own instructions and the call/return of the empty function cancel, what is
  * left is the routine (its call, the PLT jump when linked dynamically, and its body).  The
@@ -36,6 +36,13 @@ __attribute__((noinline)) void loop_putmem_8(long *dest, const long *src, long n
         shmem_putmem(dest, src, 8, pe);
 }
 
+__attribute__((noinline)) long loop_fadd(long *dest, long n, int pe) {
+    long sum = 0;
+    for (long i = 0; i < n; i++)
+        sum += shmem_long_atomic_fetch_add(dest, 1, pe);
+    return sum;
+}
+
 __attribute__((noinline)) void loop_empty(long *dest, long n, int pe) {
     for (long i = 0; i < n; i++)
         empty_call(dest, i, pe);
@@ -56,11 +63,12 @@ int main(int argc, char **argv) {
         int pe = npes > 1 ? 1 : 0;
         loop_long_p(dest, n, pe);
         loop_putmem_8(dest + 1, &src, n, pe);
+        long sum = loop_fadd(dest + 2, n, pe);
         loop_empty(dest, n, pe);
         shmem_quiet();
-        printf("shmem_icount: %ld calls each of shmem_long_p, shmem_putmem(8 B), empty_call "
-               "to PE %d\n",
-               n, pe);
+        printf("shmem_icount: %ld calls each of shmem_long_p, shmem_putmem(8 B), "
+               "shmem_long_atomic_fetch_add, empty_call to PE %d (fetch sum %ld)\n",
+               n, pe, sum);
         for (int p = 1; p < npes; p++)
             shmem_long_atomic_set(sync, 1, p);
         shmem_quiet();

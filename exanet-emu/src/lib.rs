@@ -60,4 +60,4 @@ pub mod model;
 pub use model::Model;
 
 // The driver's modules under the names the moved emulator modules use (`crate::regs`, ...).
-use exanet::{frame, io, node_coord, nva, regs, sys};
+use exanet::{frame, io, node_coord, nva, regs};

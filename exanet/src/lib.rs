@@ -43,7 +43,6 @@ pub mod io;
 pub mod nva;
 mod pace;
 pub mod regs;
-pub mod sys;
 mod transport;
 
 pub use driver::irq::{Event, IrqError};

@@ -288,8 +288,8 @@ impl EmuRegistrar {
             path: path.to_path_buf(),
             source: e,
         };
-        let sock = crate::sys::seqpacket_connect(path).map_err(err)?;
-        crate::sys::set_timeouts(sock.as_fd(), timeout).map_err(err)?;
+        let sock = gsas_sys::socket::connect(path, timeout).map_err(err)?;
+        gsas_sys::socket::set_timeouts(sock.as_fd(), timeout).map_err(err)?;
         Ok(EmuRegistrar {
             sock,
             path: path.to_path_buf(),
@@ -305,9 +305,9 @@ impl EmuRegistrar {
             path: self.path.clone(),
             source: e,
         };
-        crate::sys::send_with_fd(self.sock.as_fd(), &[IoSlice::new(req)], fd).map_err(err)?;
+        gsas_sys::fdpass::send_with_fd(self.sock.as_fd(), &[IoSlice::new(req)], fd).map_err(err)?;
         let mut reply = [0u8; 64];
-        let (n, _) = crate::sys::recv_with_fd(self.sock.as_fd(), &mut reply).map_err(err)?;
+        let (n, _) = gsas_sys::fdpass::recv_with_fd(self.sock.as_fd(), &mut reply).map_err(err)?;
         if n == 0 {
             return Err(err(io::Error::from(io::ErrorKind::UnexpectedEof)));
         }

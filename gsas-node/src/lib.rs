@@ -13,19 +13,7 @@
 //! **Thread safety.** [`node::Node`] is `Send + Sync` (lock-free direct path, one mutex on
 //! the remote path).
 //!
-//! ```
-//! use gsas_node::node::{Ctx, HEAP, Node, NodeOptions};
-//! use gsas_core::wire::{AtomicOp, AtomicType};
-//!
-//! // Without a launcher this is a job of one PE with an embedded service.
-//! let node = Node::init(NodeOptions { heap_size: Some(1 << 20), ..NodeOptions::default() })?;
-//! let slot = node.calloc(1, 8)?.expect("8 bytes");
-//! node.put(Ctx::DEFAULT, 0, HEAP, slot, &41u64.to_le_bytes())?;
-//! let old = node.atomic(Ctx::DEFAULT, 0, HEAP, slot, AtomicOp::FetchInc, AtomicType::U64, 0, 0)?;
-//! assert_eq!(old, 41);
-//! node.finalize()?;
-//! # Ok::<(), gsas_node::node::NodeError>(())
-//! ```
+//! The example of a singleton job is in [`node`].
 
 pub mod node;
 pub mod pmi;

@@ -1,5 +1,6 @@
 //! Descriptors the service loop waits on besides sockets: `signalfd` for termination
-//! signals and `eventfd` for wake-ups (shutdown requests, ring doorbells).
+//! signals and `eventfd` for wake-ups (shutdown requests, ring doorbells); and, for a
+//! program without such a loop (the Exanet emulator), termination handlers that set a flag.
 //!
 //! What it is: [`SignalFd`] (also used by the launcher) and [`EventFd`], each wrapped once
 //! with its safety argument. What it is not: a signal-handling library. Thread-safety:
@@ -8,6 +9,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn sigset(signals: &[i32]) -> io::Result<libc::sigset_t> {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use and
@@ -158,6 +160,34 @@ pub fn signal_raw(fd: BorrowedFd<'_>) {
             std::mem::size_of::<u64>(),
         )
     };
+}
+
+/// Set by the handlers of [`install_termination_handlers`].
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGTERM and SIGINT handlers that set a flag read by [`signalled`].
+pub fn install_termination_handlers() -> io::Result<()> {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: plain old data; zero is a valid initial value.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+        act.sa_flags = libc::SA_RESTART;
+        // SAFETY: `act` is a valid sigaction whose handler only stores to an atomic, which is
+        // async-signal-safe; `sa_mask` stays empty.
+        if unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGTERM or SIGINT arrived since [`install_termination_handlers`].
+pub fn signalled() -> bool {
+    SIGNALLED.load(Ordering::SeqCst)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The few system calls the PMI code needs, wrapped once with their safety arguments:
-//! `poll`, `send` without `SIGPIPE`, `read`, `socketpair`, `pipe`, descriptor flags.
+//! Calls on plain descriptors, wrapped once with their safety arguments: `ppoll` (and a
+//! poll retried to its deadline, a wait for one descriptor), `send` without `SIGPIPE`,
+//! `read`, `socketpair`, `pipe`, descriptor flags.
 //!
 //! What it is not: a general I/O layer; everything here works on borrowed descriptors and
 //! returns `io::Result`. Thread-safety: stateless functions.
@@ -75,22 +76,43 @@ pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-/// `poll(2)` over `fds` for at most `timeout` (rounded up to whole milliseconds), retried
-/// on `EINTR` with the remaining time. Returns the number of ready entries.
+/// `ppoll` over `fds` for at most `timeout`; returns the number of ready entries (`Ok(0)`
+/// at the timeout, and when a signal interrupted the wait).
+pub fn ppoll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd
+    // structures (the kernel writes only their `revents` fields) and `ts` a valid timespec,
+    // both alive across the call; a null signal mask keeps the current one.
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if rc >= 0 {
+        return Ok(rc as usize);
+    }
+    let err = io::Error::last_os_error();
+    if err.kind() == io::ErrorKind::Interrupted {
+        Ok(0)
+    } else {
+        Err(err)
+    }
+}
+
+/// [`ppoll`] over `fds` for at most `timeout`, retried on `EINTR` with the remaining time.
+/// Returns the number of ready entries (0 at the timeout).
 pub fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
     let deadline = Instant::now() + timeout;
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd
-        // structures; the kernel writes only their `revents` fields.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+        let n = ppoll(fds, deadline.saturating_duration_since(Instant::now()))?;
+        if n > 0 || Instant::now() >= deadline {
+            return Ok(n);
         }
     }
 }

@@ -5,8 +5,11 @@
 //!
 //! * [`socket`]: named Unix `SOCK_SEQPACKET` sockets (listen, accept, connect, peer
 //!   credentials, non-blocking mode) and the per-user runtime directory;
-//! * [`fd`]: `poll`, `send` without `SIGPIPE`, `read`, `socketpair`, `pipe`, descriptor flags;
-//! * [`event`]: `signalfd` ([`event::SignalFd`]) and `eventfd` ([`event::EventFd`]);
+//! * [`fd`]: `ppoll`/`poll`, `send` without `SIGPIPE`, `read`, `socketpair`, `pipe`,
+//!   descriptor flags;
+//! * [`fdpass`]: one descriptor with a message (`SCM_RIGHTS`);
+//! * [`event`]: `signalfd` ([`event::SignalFd`]), `eventfd` ([`event::EventFd`]) and a
+//!   termination-signal flag;
 //! * [`process`]: `PR_SET_PDEATHSIG`, `kill`, `getrandom`, `gethostname`, the user id and
 //!   signal names for messages.
 //!
@@ -18,5 +21,6 @@
 
 pub mod event;
 pub mod fd;
+pub mod fdpass;
 pub mod process;
 pub mod socket;

@@ -50,8 +50,13 @@ fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
 }
 
 fn new_socket() -> io::Result<OwnedFd> {
+    socket(libc::SOCK_SEQPACKET)
+}
+
+/// A close-on-exec `AF_UNIX` socket of type `ty` (with flags such as `SOCK_NONBLOCK`).
+fn socket(ty: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: socket() takes integer arguments only.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    let fd = unsafe { libc::socket(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -120,6 +125,48 @@ pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
     }
     set_nonblocking(borrow(&fd), true)?;
     Ok(fd)
+}
+
+/// Binds a non-blocking listening socket of type `ty` (`SOCK_STREAM` or `SOCK_SEQPACKET`)
+/// at the fresh path `path`, with the default permissions and a backlog of 16 (the
+/// emulator's endpoint sockets, under a directory it owns).
+pub fn bind_listen(path: &Path, ty: libc::c_int) -> io::Result<OwnedFd> {
+    let (addr, len) = sockaddr(path)?;
+    let fd = socket(ty | libc::SOCK_NONBLOCK)?;
+    // SAFETY: `addr` is a valid sockaddr_un of `len` bytes that lives across the call.
+    if unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: listen() on a bound socket we own.
+    if unsafe { libc::listen(fd.as_raw_fd(), 16) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Sets the send and receive timeouts of a socket (at least 1 ms).
+pub fn set_timeouts(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<()> {
+    let t = timeout.max(Duration::from_millis(1));
+    let tv = libc::timeval {
+        tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    for opt in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO] {
+        // SAFETY: `tv` is a valid timeval of the stated size alive across the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&raw const tv).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {

@@ -509,30 +509,13 @@ fn block(fds: &mut [PollFd<'_>], timeout: Duration) -> io::Result<bool> {
     for fd in fds.iter_mut() {
         fd.raw.revents = 0;
     }
-    let ts = libc::timespec {
-        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
     // SAFETY: `PollFd` is `repr(transparent)` over `libc::pollfd`, so the slice is a valid
-    // array of `fds.len()` pollfd structures for the kernel to update; every descriptor
-    // is kept open by the borrow in `PollFd`; `ts` lives across the call and a null
-    // signal mask means "unchanged".
-    let n = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr().cast::<libc::pollfd>(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
+    // array of `fds.len()` pollfd structures, exclusively borrowed; every descriptor is
+    // kept open by the borrow in `PollFd`.
+    let raw = unsafe {
+        std::slice::from_raw_parts_mut(fds.as_mut_ptr().cast::<libc::pollfd>(), fds.len())
     };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
+    let n = gsas_sys::fd::ppoll(raw, timeout)?;
     if let Some(bad) = fds.iter().find(|f| f.raw.revents & libc::POLLNVAL != 0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -540,26 +523,6 @@ fn block(fds: &mut [PollFd<'_>], timeout: Duration) -> io::Result<bool> {
         ));
     }
     Ok(n > 0)
-}
-
-/// Waits up to `timeout` for `fd` to report any of `events` (`POLLIN`, `POLLOUT`, or an
-/// error or hang-up). Returns whether it did. Used by the blocking helpers of this crate.
-pub(crate) fn poll_fd(
-    fd: BorrowedFd<'_>,
-    events: libc::c_short,
-    timeout: Duration,
-) -> io::Result<bool> {
-    let deadline = Instant::now() + timeout;
-    let mut fds = [PollFd::new(fd, events)];
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(false);
-        }
-        if block(&mut fds, deadline - now)? {
-            return Ok(true);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ use crate::engine::{Net, NodeEngine, Region};
 use crate::fault::FaultPlan;
 use crate::frame::{FramePacket, MAX_FRAME};
 use crate::nva::{Nva, mgmt, mgmt_status};
-use crate::sys;
+use gsas_sys::{fd, fdpass, socket};
 
 /// Counters of the fabric thread, readable from other threads (`stats` control command).
 #[derive(Debug, Default)]
@@ -567,7 +567,7 @@ impl Fabric {
                 }
             }
         }
-        match sys::ppoll(&mut self.fds, timeout) {
+        match fd::ppoll(&mut self.fds, timeout) {
             Ok(0) => return false,
             Ok(_) => {}
             Err(e) => {
@@ -608,7 +608,7 @@ impl Fabric {
     fn service_irq(&mut self, n: usize, k: usize) -> bool {
         let mut worked = false;
         let ep = &mut self.nodes[n].eps[k];
-        match sys::accept(ep.irq_listener.as_fd()) {
+        match socket::accept(ep.irq_listener.as_fd()) {
             Ok(Some(conn)) => {
                 worked = true;
                 ep.irq_conn = Some(conn);
@@ -691,7 +691,7 @@ impl Fabric {
     fn service_mgmt(&mut self, n: usize, k: usize) -> bool {
         let mut worked = false;
         let ep = &mut self.nodes[n].eps[k];
-        match sys::accept(ep.mgmt_listener.as_fd()) {
+        match socket::accept(ep.mgmt_listener.as_fd()) {
             Ok(Some(sock)) => {
                 worked = true;
                 ep.mgmt.push(MgmtConn {
@@ -705,7 +705,7 @@ impl Fabric {
         let mut c = 0;
         while c < self.nodes[n].eps[k].mgmt.len() {
             let mut req = [0u8; 64];
-            let got = sys::recv_with_fd(self.nodes[n].eps[k].mgmt[c].sock.as_fd(), &mut req);
+            let got = fdpass::recv_with_fd(self.nodes[n].eps[k].mgmt[c].sock.as_fd(), &mut req);
             match got {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => c += 1,
                 Ok((0, _)) | Err(_) => {
@@ -724,7 +724,7 @@ impl Fabric {
                     reply[4..8].copy_from_slice(&status.to_le_bytes());
                     reply[8..16].copy_from_slice(&nva.to_le_bytes());
                     let sock = self.nodes[n].eps[k].mgmt[c].sock.as_fd();
-                    if let Err(e) = sys::send_with_fd(sock, &[io::IoSlice::new(&reply)], None) {
+                    if let Err(e) = fdpass::send_with_fd(sock, &[io::IoSlice::new(&reply)], None) {
                         log::warn!("node {n} ep {k}: mgmt reply failed: {e}");
                     }
                     c += 1;

@@ -78,12 +78,12 @@ pub use logger::init_logger;
 
 /// Installs SIGTERM/SIGINT handlers that make [`terminated`] return true.
 pub fn install_termination_handlers() -> io::Result<()> {
-    exanet::sys::install_termination_handlers()
+    gsas_sys::event::install_termination_handlers()
 }
 
 /// Whether SIGTERM or SIGINT arrived since [`install_termination_handlers`].
 pub fn terminated() -> bool {
-    exanet::sys::signalled()
+    gsas_sys::event::signalled()
 }
 
 use std::fs::{self, OpenOptions};
@@ -411,7 +411,7 @@ fn control_loop(listener: UnixListener, ctx: Ctx, stop: Arc<AtomicBool>) {
                     events: libc::POLLIN,
                     revents: 0,
                 }];
-                let _ = crate::sys::ppoll(&mut fds, Duration::from_millis(100));
+                let _ = gsas_sys::fd::ppoll(&mut fds, Duration::from_millis(100));
                 continue;
             }
             Err(e) => {
@@ -532,8 +532,8 @@ impl Emulator {
                     },
                     cfg.pdid,
                 );
-                let irq = crate::sys::listen(&dir.join("irq"), libc::SOCK_STREAM)?;
-                let mgmt = crate::sys::listen(&dir.join("mgmt"), libc::SOCK_SEQPACKET)?;
+                let irq = gsas_sys::socket::bind_listen(&dir.join("irq"), libc::SOCK_STREAM)?;
+                let mgmt = gsas_sys::socket::bind_listen(&dir.join("mgmt"), libc::SOCK_SEQPACKET)?;
                 for name in [wake::DOZE_FILE, wake::WAKE_SOCKET] {
                     std::os::unix::fs::symlink(Path::new("../..").join(name), dir.join(name))?;
                 }

@@ -42,7 +42,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::ShmError;
-use crate::poll::poll_fd;
 
 /// Most descriptors one message carries.
 pub const MAX_FDS: usize = 32;
@@ -88,7 +87,7 @@ fn wait_ready(
 ) -> Result<(), ShmError> {
     let now = Instant::now();
     let ready = now < deadline
-        && poll_fd(sock, events, deadline - now).map_err(|source| ShmError::Os {
+        && gsas_sys::fd::wait_fd(sock, events, deadline - now).map_err(|source| ShmError::Os {
             op: format!("poll({op})"),
             source,
         })?;
