@@ -39,7 +39,7 @@ fn rdma_one(ep: &mut Endpoint<Shm>, ch: usize, desc: RdmaDesc) -> RdmaCompletion
 
 #[test]
 fn layout_sysfs_and_identity() {
-    let emu = EmuProc::start("layout", 2, &[]);
+    let emu = common::start("layout", 2, &[]);
     let topo = std::fs::read_to_string(emu.root().join("topology")).unwrap();
     assert!(topo.contains("node 3 coord 0x3000\n"), "{topo}");
     assert!(topo.contains("fabric sockets"), "{topo}");
@@ -69,7 +69,7 @@ fn layout_sysfs_and_identity() {
 
 #[test]
 fn packets_both_ways_between_nodes() {
-    let emu = EmuProc::start("packets", 2, &[]);
+    let emu = common::start("packets", 2, &[]);
     let mut a = open(&emu, 0, 0);
     let mut b = open(&emu, 3, 1);
     for round in 0..100u32 {
@@ -127,7 +127,7 @@ fn desc(
 
 #[test]
 fn rdma_write_and_read_between_nodes() {
-    let emu = EmuProc::start("rdma", 2, &[]);
+    let emu = common::start("rdma", 2, &[]);
     let mut a = open(&emu, 1, 0);
     let mut b = open(&emu, 2, 1);
     let la = mem(&emu, 1, 0, 1 << 20);
@@ -208,7 +208,7 @@ fn rdma_write_and_read_between_nodes() {
 
 #[test]
 fn forced_nack_and_ring_full_lose_nothing() {
-    let emu = EmuProc::start("nack", 2, &[]);
+    let emu = common::start("nack", 2, &[]);
     let mut a = open(&emu, 0, 0);
     let mut b = open(&emu, 1, 0);
     emu.paths.control("nack 1 0 5 ring-full").unwrap();
@@ -254,7 +254,7 @@ fn wait_stats(emu: &EmuProc, what: &str, ok: impl Fn(&EmuStats) -> bool) -> EmuS
 
 #[test]
 fn dropped_and_corrupted_frames_are_lost_on_the_socket_links_and_reported() {
-    let emu = EmuProc::start("lossy", 1, &["--ack-timeout-ms", "200"]);
+    let emu = common::start("lossy", 1, &["--ack-timeout-ms", "200"]);
     let mut a = open(&emu, 0, 0);
     let mut b = open(&emu, 1, 0);
     let to_b = b.info().dest();
@@ -295,7 +295,7 @@ fn dropped_and_corrupted_frames_are_lost_on_the_socket_links_and_reported() {
 
 #[test]
 fn the_in_process_fabric_carries_the_same_traffic() {
-    let emu = EmuProc::start("inproc", 1, &["--fabric", "in-process"]);
+    let emu = common::start("inproc", 1, &["--fabric", "in-process"]);
     let topo = std::fs::read_to_string(emu.root().join("topology")).unwrap();
     assert!(topo.contains("fabric in-process"), "{topo}");
     let mut a = open(&emu, 0, 0);
@@ -327,7 +327,7 @@ fn the_in_process_fabric_carries_the_same_traffic() {
 
 #[test]
 fn unreachable_node_is_reported_in_bounded_time_naming_the_node() {
-    let emu = EmuProc::start("unreach", 1, &["--ack-timeout-ms", "200"]);
+    let emu = common::start("unreach", 1, &["--ack-timeout-ms", "200"]);
     let mut a = open(&emu, 0, 0);
     let la = mem(&emu, 0, 0, 4096);
     emu.paths.control("unreachable 3 on").unwrap();
@@ -385,7 +385,7 @@ fn unreachable_node_is_reported_in_bounded_time_naming_the_node() {
 
 #[test]
 fn translation_faults_and_pdid_mismatch_are_reported() {
-    let emu = EmuProc::start("xlat", 2, &[]);
+    let emu = common::start("xlat", 2, &[]);
     let mut a = open(&emu, 0, 1);
     let b = open(&emu, 2, 0);
     let la = mem(&emu, 0, 1, 8192);
@@ -434,7 +434,7 @@ fn translation_faults_and_pdid_mismatch_are_reported() {
 
 #[test]
 fn interrupt_mode_through_the_emulator_irq_socket() {
-    let emu = EmuProc::start("irq", 2, &[]);
+    let emu = common::start("irq", 2, &[]);
     let mut a = open(&emu, 0, 0);
     let mut b = open(&emu, 1, 1);
     let mut line = emu.paths.irq(1, 1).unwrap();
@@ -466,7 +466,7 @@ fn interrupt_mode_through_the_emulator_irq_socket() {
 /// socket (rather than waiting for its next timed wake-up): the wake-up count rises.
 #[test]
 fn a_doorbell_wakes_the_dozing_emulator() {
-    let emu = EmuProc::start("wake", 1, &["--spin-us", "0"]);
+    let emu = common::start("wake", 1, &["--spin-us", "0"]);
     let mut a = open(&emu, 0, 0);
     let mut b = open(&emu, 1, 0);
     assert!(a.io().has_waker() && b.io().has_waker());
@@ -496,8 +496,8 @@ fn a_doorbell_wakes_the_dozing_emulator() {
 
 #[test]
 fn sigterm_removes_the_root() {
-    let mut emu = EmuProc::start("sigterm", 1, &[]);
-    let root = emu.root();
+    let mut emu = common::start("sigterm", 1, &[]);
+    let root = emu.root().to_path_buf();
     assert!(root.join("node0/ep0/map0").exists());
     assert!(emu.terminate(), "clean exit on SIGTERM");
     assert!(!root.exists(), "root removed");

@@ -1,7 +1,8 @@
-//! `ExanetTransport`: a conformance check (all sizes, TooLarge, back-pressure) on the
-//! in-process model and on the real emulator, regression tests of the bulk release path
-//! (deterministic, on the model), and gsas-core client requests carried to a gsas-core
-//! service engine end to end through the emulator.
+//! `ExanetTransport`: regression tests of the bulk release path (deterministic, on the
+//! in-process model), direct RDMA, and gsas-core client requests carried to a gsas-core
+//! service engine end to end through the emulator. (The transport conformance suite runs on
+//! Exanet with the other transports, in the workspace's `gsas-tests` crate:
+//! `tests/tests/transport/conformance.rs`.)
 
 mod common;
 
@@ -9,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::EmuProc;
 use exanet::regs::nack;
 use exanet::{Dest, DriverConfig, ExanetTransport, FailurePolicy, TransportConfig, node_coord};
 use exanet_emu::Model;
@@ -21,155 +21,12 @@ use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// Four staging slots each way, and a release timeout short enough that a lost release
-/// fails the conformance test (the timeout reports the peer as failed) but long enough for
-/// a loaded 2-core host.
+/// The kit's small configuration (four staging slots each way, 3 s release timeout).
 fn cfg() -> TransportConfig {
-    TransportConfig {
-        mtu: 4096,
-        tx_slots: 4,
-        rx_slots: 4,
-        release_timeout: Duration::from_secs(3),
-        ..TransportConfig::default()
-    }
+    gsas_tests::emu::small_transport_config()
 }
 
-/// Receives one packet on `t` (bounded), polling `other` meanwhile so its releases and
-/// resends progress.
-fn recv_one<T: Transport<Peer = Dest>, U: Transport<Peer = Dest>>(
-    t: &mut T,
-    other: &mut U,
-) -> (Dest, Vec<u8>) {
-    let start = Instant::now();
-    loop {
-        if let Some(got) = t.recv(|p, d| (p, d.to_vec())).unwrap() {
-            return got;
-        }
-        let _ = other.poll(0);
-        let _ = other
-            .recv(|_, _| panic!("unexpected packet on the other side"))
-            .unwrap();
-        assert!(start.elapsed() < LONG, "no packet within {LONG:?}");
-        std::thread::sleep(Duration::from_micros(20));
-    }
-}
-
-fn send_retry<T: Transport<Peer = Dest>, U: Transport<Peer = Dest>>(
-    t: &mut T,
-    other: &mut U,
-    peer: Dest,
-    data: &[u8],
-) {
-    let start = Instant::now();
-    loop {
-        match t.send(peer, data.len(), |buf| buf.copy_from_slice(data)) {
-            Ok(()) => return,
-            Err(TransportError::WouldBlock) => {
-                let _ = t.poll(0);
-                let _ = other.poll(0);
-                assert!(start.elapsed() < LONG, "send blocked for {LONG:?}");
-                std::thread::sleep(Duration::from_micros(20));
-            }
-            Err(e) => panic!("send of {} bytes failed: {e}", data.len()),
-        }
-    }
-}
-
-fn conformance<T: Transport<Peer = Dest>>(a: &mut T, b: &mut T, pa: Dest, pb: Dest) {
-    let caps = a.capabilities();
-    assert_eq!(
-        (
-            caps.max_inline,
-            caps.mtu,
-            caps.rdma_put,
-            caps.rdma_get,
-            caps.atomic_offload
-        ),
-        (64, 4096, true, true, false)
-    );
-    // Every size around the inline/bulk boundary, then larger ones, both ways.
-    let sizes: Vec<usize> = (1..=80)
-        .chain([100, 255, 256, 257, 1000, 4095, 4096])
-        .collect();
-    for &len in &sizes {
-        let data: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8 | 1).collect();
-        let mut data = data;
-        data[0] = 0x42;
-        send_retry(a, b, pb, &data);
-        let (from, got) = recv_one(b, a);
-        assert_eq!((from, got.len()), (pa, len));
-        assert!(got == data, "payload of {len} bytes differs");
-        send_retry(b, a, pa, &data);
-        assert_eq!(recv_one(a, b).1, data);
-    }
-    // Too large, empty and reserved first byte.
-    assert_eq!(
-        a.send(pb, 4097, |_| ()).unwrap_err(),
-        TransportError::TooLarge
-    );
-    assert!(matches!(
-        a.send(pb, 0, |_| ()),
-        Err(TransportError::Failed(_))
-    ));
-    assert!(matches!(
-        a.send(pb, 8, |b| b[0] = 0xFB),
-        Err(TransportError::Failed(_))
-    ));
-    // Back-pressure: bulk packets not received block the sender after its 4 staging slots.
-    let mut sent = 0;
-    loop {
-        match a.send(pb, 1000, |buf| buf.fill(sent as u8 + 1)) {
-            Ok(()) => sent += 1,
-            Err(TransportError::WouldBlock) => break,
-            Err(e) => panic!("{e}"),
-        }
-        assert!(sent <= 4, "the fifth bulk packet must block");
-    }
-    assert_eq!(sent, 4);
-    // Receiving frees the slots (after the releases travel back); nothing was lost.
-    let mut seen = Vec::new();
-    for _ in 0..4 {
-        let (_, got) = recv_one(b, a);
-        assert!(got.iter().all(|x| *x == got[0]));
-        seen.push(got[0]);
-    }
-    seen.sort_unstable();
-    assert_eq!(seen, vec![1, 2, 3, 4]);
-    send_retry(a, b, pb, &[9u8; 1000]);
-    assert_eq!(recv_one(b, a).1, vec![9u8; 1000]);
-}
-
-#[test]
-fn conformance_on_the_model() {
-    let f = ModelFabric::new(ModelConfig {
-        nodes: 2,
-        eps: 1,
-        pdid: 1,
-        ack_timeout_ns: 1_000_000_000,
-    });
-    let mut a = ExanetTransport::new(f.endpoint(0, 0), f.registrar(0, 0), cfg()).unwrap();
-    let mut b = ExanetTransport::new(f.endpoint(1, 0), f.registrar(1, 0), cfg()).unwrap();
-    let (pa, pb) = (a.local_peer(), b.local_peer());
-    conformance(&mut a, &mut b, pa, pb);
-    assert_eq!(a.stats().pull_errors + b.stats().pull_errors, 0);
-    let (fa, fb) = (a.take_failure(), b.take_failure());
-    assert!(fa.is_none() && fb.is_none(), "{fa:?} {fb:?}");
-    assert_eq!(a.stats().overdue + b.stats().overdue, 0);
-}
-
-#[test]
-fn conformance_on_the_emulator() {
-    let emu = EmuProc::start("conf", 2, &[]);
-    let mut a = emu.paths.open_transport(0, 1, cfg()).unwrap();
-    let mut b = emu.paths.open_transport(3, 0, cfg()).unwrap();
-    let (pa, pb) = (a.local_peer(), b.local_peer());
-    conformance(&mut a, &mut b, pa, pb);
-    let (fa, fb) = (a.take_failure(), b.take_failure());
-    assert!(fa.is_none() && fb.is_none(), "{fa:?} {fb:?}");
-    assert_eq!(a.stats().overdue + b.stats().overdue, 0);
-}
-
-type ModelTransport = ExanetTransport<Model, exanet_emu::model::ModelRegistrar>;
+type ModelTransport = ExanetTransport<Model, ModelRegistrar>;
 
 /// Two transports on a 2-node model fabric (auto mode: every doorbell runs the fabric to
 /// completion, so the outcome does not depend on timing). The release timeout is an hour:
@@ -398,7 +255,7 @@ fn a_release_refused_until_the_driver_gives_up_is_sent_again() {
 
 #[test]
 fn direct_rdma_through_the_transport() {
-    let emu = EmuProc::start("trdma", 2, &[]);
+    let emu = common::start("trdma", 2, &[]);
     let mut a = emu.paths.open_transport(0, 0, cfg()).unwrap();
     let mut b = emu.paths.open_transport(2, 0, cfg()).unwrap();
     let sa = exanet::nva::MemSegment::create("a", 1 << 20).unwrap();
@@ -525,7 +382,7 @@ fn drive(
 
 #[test]
 fn gsas_client_requests_reach_a_gsas_service_end_to_end() {
-    let emu = EmuProc::start("e2e", 2, &[]);
+    let emu = common::start("e2e", 2, &[]);
     let mut t = emu
         .paths
         .open_transport(0, 0, TransportConfig::default())

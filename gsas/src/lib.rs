@@ -21,8 +21,10 @@
 //!   descriptor passing, the data-segment remap, the engine's memory access), [`transport`]
 //!   (UDP with the gsas header, Exanet endpoints with the job-key header, the enum of the
 //!   two that the reliability layer runs over, the shared-memory ring), [`poll`] (the spin-yield-block
-//!   waiter), [`config`] (the table of `GSAS_*` variables) and [`log`] (the logger);
-//! * [`testsupport`]: starting child processes from tests, also under qemu-user.
+//!   waiter), [`config`] (the table of `GSAS_*` variables) and [`log`] (the logger).
+//!
+//! The tests that start jobs, daemons and emulators live in the workspace's `tests/` crate
+//! (`gsas-tests`), with the test kit that starts them.
 //!
 //! `docs/runtime.md` is the user's guide: how a job starts, processes, segments, variables,
 //! failure behaviour.
@@ -53,7 +55,6 @@
 pub use gsas_launch::{fork, pmi};
 pub use gsas_node::node;
 pub use gsas_transport::{bell, config, log, poll, shm, transport, watched};
-pub mod testsupport;
 
 /// The atomic service (`gsas_service::service`), with the daemon (`gsas_launch::daemon`)
 /// and the socket and event wrappers (`gsas_sys`) it used to hold.

@@ -137,14 +137,10 @@ unsafe extern "C" {
     ) -> c_int;
 }
 
-/// The child entry point (see `rust_common`).
+/// The child entry point (see `rust_common`): one PE of a job.
 #[test]
 fn child_pe() {
-    rust_common::child_main(
-        || shmem::init().expect("init"),
-        &["bcast", "collect", "alltoall"],
-        scenario,
-    );
+    rust_common::child_main(|| shmem::init().expect("init"), scenario);
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

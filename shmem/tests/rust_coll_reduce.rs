@@ -100,14 +100,10 @@ unsafe extern "C" {
 
 const REDUCE_SYNC_SIZE: usize = 35;
 
-/// The child entry point (see `rust_common`).
+/// The child entry point (see `rust_common`): one PE of a job.
 #[test]
 fn child_pe() {
-    rust_common::child_main(
-        || shmem::init().expect("init"),
-        &["typed", "cabi"],
-        scenario,
-    );
+    rust_common::child_main(|| shmem::init().expect("init"), scenario);
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

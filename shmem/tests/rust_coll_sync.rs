@@ -24,14 +24,10 @@ unsafe extern "C" {
 
 const SYNC_SIZE: usize = 16;
 
-/// The child entry point (see `rust_common`).
+/// The child entry point (see `rust_common`): one PE of a job.
 #[test]
 fn child_pe() {
-    rust_common::child_main(
-        || shmem::init().expect("init"),
-        &["barrier", "active"],
-        scenario,
-    );
+    rust_common::child_main(|| shmem::init().expect("init"), scenario);
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

@@ -59,14 +59,10 @@ fn shared() -> *const c_void {
     (&raw const gsas_shmem_team_shared).cast()
 }
 
-/// The child entry point (see `rust_common`).
+/// The child entry point (see `rust_common`): one PE of a job.
 #[test]
 fn child_pe() {
-    rust_common::child_main(
-        || shmem::init().expect("init"),
-        &["split", "cabi", "churn"],
-        scenario,
-    );
+    rust_common::child_main(|| shmem::init().expect("init"), scenario);
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

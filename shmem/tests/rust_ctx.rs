@@ -9,18 +9,23 @@ mod rust_common;
 use rust_common::{ONE_NODE, TWO_NODES, run_and_check};
 use shmem::{Cmp, CtxOptions, ErrorKind, Shmem, ThreadLevel};
 
-/// The child entry point (see `rust_common`).
+/// Initializes with `SHMEM_THREAD_MULTIPLE`, which these scenarios need.
+fn init() -> Shmem {
+    let shmem = shmem::init_thread(ThreadLevel::Multiple).expect("init");
+    assert_eq!(shmem.thread_level(), ThreadLevel::Multiple);
+    shmem
+}
+
+/// The child entry point (see `rust_common`): one PE of a job.
 #[test]
 fn child_pe() {
-    rust_common::child_main(
-        || {
-            let shmem = shmem::init_thread(ThreadLevel::Multiple).expect("init");
-            assert_eq!(shmem.thread_level(), ThreadLevel::Multiple);
-            shmem
-        },
-        &["ctx", "threads"],
-        scenario,
-    );
+    rust_common::child_main(init, scenario);
+}
+
+/// Every scenario as a singleton job (one PE, no launcher).
+#[test]
+fn every_scenario_in_a_singleton_job() {
+    rust_common::singleton(init, &["ctx", "threads"], scenario);
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

@@ -11,11 +11,16 @@ mod rust_common;
 use rust_common::{ONE_NODE, TWO_NODES, pattern, run_and_check};
 use shmem::{CtxOptions, ErrorKind, Shmem};
 
-/// The child entry point: one PE of a job (or, outside a job, every scenario as a job of
-/// one PE).
+/// The child entry point (see `rust_common`): one PE of a job.
 #[test]
 fn child_pe() {
-    rust_common::child_main(|| shmem::init().expect("init"), &["rma", "amo"], scenario);
+    rust_common::child_main(|| shmem::init().expect("init"), scenario);
+}
+
+/// Every scenario as a singleton job (one PE, no launcher).
+#[test]
+fn every_scenario_in_a_singleton_job() {
+    rust_common::singleton(|| shmem::init().expect("init"), &["rma", "amo"], scenario);
 }
 
 fn scenario(shmem: &Shmem, name: &str) -> String {

@@ -12,7 +12,13 @@ use shmem::{Cmp, CmpValues, Shmem, SignalOp};
 /// The child entry point (see `rust_common`).
 #[test]
 fn child_pe() {
-    rust_common::child_main(
+    rust_common::child_main(|| shmem::init().expect("init"), scenario);
+}
+
+/// Every scenario as a singleton job (one PE, no launcher).
+#[test]
+fn every_scenario_in_a_singleton_job() {
+    rust_common::singleton(
         || shmem::init().expect("init"),
         &["signal", "p2p", "lock"],
         scenario,

@@ -12,10 +12,10 @@
 //!   PEs put their reliability layer over;
 //! * [`reliable::OwnedReliable`]: that reliability layer, owning its peer table and buffers;
 //! * [`shmring::ShmRing`]: two single-producer/single-consumer rings in a memfd segment,
-//!   reliable and ordered, for a PE and its node's service;
-//! * [`conformance`]: one set of checks run against every transport (the gsas-core
-//!   loopback double, UDP, reliable UDP, the shared-memory ring), so that every transport's
-//!   claimed capabilities are tested.
+//!   reliable and ordered, for a PE and its node's service.
+//!
+//! Every transport passes the conformance suite of the test kit (`tests/src/conformance.rs`
+//! in the workspace's `gsas-tests` crate).
 //!
 //! What it is not: the choice of transport at run time (config `transport`,
 //! `GSAS_TRANSPORT`), or the waiting policy (the [`poll`](crate::poll) module's waiter).
@@ -39,7 +39,6 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-pub mod conformance;
 pub mod exanet;
 pub mod net;
 pub mod pio;

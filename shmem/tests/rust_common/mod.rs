@@ -117,7 +117,7 @@ pub fn run_argv(
 
 /// Runs this test binary's `child_pe` test as every PE of a job.
 pub fn run(scenario: &str, topo: Topology, env: &[(&str, &str)]) -> (JobReport, PathBuf) {
-    let argv = gsas::testsupport::self_test_argv("child_pe").unwrap();
+    let argv = gsas_tests::launch::self_test_argv("child_pe").unwrap();
     run_argv(&argv, scenario, topo, env)
 }
 
@@ -160,29 +160,39 @@ pub fn pattern(pe: usize, len: usize) -> Vec<u8> {
 
 /// The body of a test binary's `child_pe` test. In a PE of a job (`SHMEM_TEST_SCENARIO`
 /// set) it initializes with `init`, runs that scenario, finalizes and reports (ending the
-/// process); run by libtest as an ordinary test, it is a singleton PE that runs every
-/// scenario of `all` once.
+/// process); run by libtest as an ordinary test it does nothing (a singleton job is a test
+/// of its own, [`singleton`], where no job of one PE runs the scenarios already).
 pub fn child_main(
+    init: impl Fn() -> shmem::Shmem,
+    scenario: impl Fn(&shmem::Shmem, &str) -> String,
+) {
+    let Some(s) = child_scenario() else {
+        return;
+    };
+    let shmem = init();
+    let summary = scenario(&shmem, &s);
+    let me = shmem.my_pe();
+    shmem.finalize().unwrap();
+    report_ok(me, &summary)
+}
+
+/// Runs every scenario of `all` in this test's process, a singleton job (one PE with an
+/// embedded service, no launcher), after initializing with `init`.
+pub fn singleton(
     init: impl Fn() -> shmem::Shmem,
     all: &[&str],
     scenario: impl Fn(&shmem::Shmem, &str) -> String,
 ) {
+    assert!(
+        child_scenario().is_none(),
+        "a singleton test run inside a job"
+    );
     let shmem = init();
-    match child_scenario() {
-        Some(s) => {
-            let summary = scenario(&shmem, &s);
-            let me = shmem.my_pe();
-            shmem.finalize().unwrap();
-            report_ok(me, &summary)
-        }
-        None => {
-            assert_eq!(shmem.n_pes(), 1, "a test run directly is a singleton PE");
-            for s in all {
-                scenario(&shmem, s);
-            }
-            shmem.finalize().unwrap();
-        }
+    assert_eq!(shmem.n_pes(), 1, "a test run directly is a singleton PE");
+    for s in all {
+        scenario(&shmem, s);
     }
+    shmem.finalize().unwrap();
 }
 
 /// One topology per entry of `ppns`, each on `nodes` nodes.

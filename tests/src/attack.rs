@@ -1,0 +1,284 @@
+//! Traffic an attacker (or a broken peer) sends an atomic service, for the tests that
+//! check it keeps serving: a flood of well-formed frames with random job keys, and a
+//! bounded-time wire fuzzer (random datagrams, random requests with a valid key, replayed
+//! and reordered frames whose effect is counted exactly).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
+use gsas_core::reliable::frame::{AckRepr, Frame, FrameRepr, HEADER_LEN, emit_packet_prefix};
+use gsas_core::reliable::seq::Seq;
+use gsas_core::transport::Transport;
+use gsas_core::wire::{
+    AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, Packet, Request, RequestRepr, SenderId,
+};
+
+/// Whether the tests run under qemu-user (the aarch64 stage on an x86_64 host), where
+/// every datagram's path is emulated and long runs are cut short.
+pub fn emulated() -> bool {
+    matches!(
+        crate::launch::launch(),
+        crate::launch::Launch::Emulated { .. }
+    )
+}
+
+/// Prints (outside the harness's capture) that `test` runs a shorter version under qemu.
+pub fn note_shortened(test: &str, what: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SHORTENED: {test}: {what} under qemu (GSAS_QEMU_FULL=1 runs the full length)"
+    );
+}
+
+/// Whether a long test runs at full length: natively, or with `GSAS_QEMU_FULL=1`.
+pub fn full_length(test: &str, what: &str) -> bool {
+    if !emulated() || std::env::var_os("GSAS_QEMU_FULL").is_some_and(|v| v == "1") {
+        return true;
+    }
+    note_shortened(test, what);
+    false
+}
+
+/// A xorshift generator: the tests are reproducible from their seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number of the sequence.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+pub fn socket() -> UdpTransport {
+    UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default()).unwrap()
+}
+
+/// Sends one reliability frame with `packets` (none: a bare ack) to `to` as `peer` would.
+pub fn send_frame(udp: &mut UdpTransport, to: UdpPeer, repr: &FrameRepr, packets: &[&[u8]]) {
+    let len = HEADER_LEN + packets.iter().map(|p| 2 + p.len()).sum::<usize>();
+    udp.send(to, len, |b| {
+        repr.emit(&mut Frame::new_unchecked(&mut *b));
+        let mut at = HEADER_LEN;
+        for p in packets {
+            emit_packet_prefix(&mut b[at..], p.len())
+                .unwrap()
+                .copy_from_slice(p);
+            at += 2 + p.len();
+        }
+    })
+    .unwrap();
+}
+
+/// Sends `n` well-formed reliability frames from one socket to `to`, each with a fresh
+/// pseudo-random job key and sender epoch: every third one a data frame carrying 32 bytes,
+/// the others bare acknowledgements. Pauses a little every 32 frames so that the service's
+/// socket buffer does not overflow (a datagram dropped by the kernel would test nothing).
+pub fn flood(to: SocketAddr, n: usize, seed: u64) {
+    let mut udp = socket();
+    let mut rng = Rng(seed);
+    for i in 0..n {
+        let key = rng.next_u64() | 1;
+        let data = i % 3 == 0;
+        let repr = FrameRepr {
+            epoch: rng.next_u64() | 1,
+            dest_epoch: 0,
+            seq: data.then_some(Seq(i as u32)),
+            base: Seq(i as u32),
+            ack: (!data).then_some(AckRepr {
+                cum: Seq(0),
+                sack: 0,
+            }),
+        };
+        let packets: &[&[u8]] = if data { &[&[0x5a; 32]] } else { &[] };
+        send_frame(&mut udp, UdpPeer { addr: to, key }, &repr, packets);
+        if i % 32 == 31 {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+/// A fork handler that refuses everything: installing it opens the host share of the
+/// peer table (peers of unknown keys get a slot, for remote FORK).
+pub struct NoFork;
+
+impl gsas::service::ForkHandler for NoFork {
+    fn fork(
+        &mut self,
+        _: SocketAddr,
+        _: u64,
+        _: gsas_core::wire::Fragment,
+        _: &[u8],
+    ) -> Result<(), ErrorCode> {
+        Err(ErrorCode::NotSupported)
+    }
+}
+
+/// What [`fuzz`] sent.
+#[derive(Debug, Default)]
+pub struct FuzzReport {
+    /// Datagrams of random bytes.
+    pub garbage: u64,
+    /// Frames carrying random requests with the fuzz job's key.
+    pub random_requests: u64,
+    /// Distinct frames, each an ADD of 1 to the replay job's counter.
+    pub adds: u64,
+    /// Extra copies of those frames (replays, in shuffled order).
+    pub replays: u64,
+}
+
+/// Fuzzes the service at `to` for `time`: datagrams of random bytes (some with a valid
+/// gsas header or frame start), well-formed frames with random requests under
+/// `fuzz_key` (a job whose memory may be scribbled on), and frames each carrying an
+/// ADD of 1 to the 8 bytes at `counter` under `replay_key`, every one sent two to four
+/// times in shuffled groups: the service must execute each exactly once.
+pub fn fuzz(
+    to: SocketAddr,
+    fuzz_key: u64,
+    replay_key: u64,
+    counter: GlobalAddr,
+    time: Duration,
+    seed: u64,
+) -> FuzzReport {
+    let mut rng = Rng(seed);
+    let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut fuzzer = socket();
+    let mut replayer = socket();
+    let fuzz_peer = UdpPeer {
+        addr: to,
+        key: fuzz_key,
+    };
+    let replay_peer = UdpPeer {
+        addr: to,
+        key: replay_key,
+    };
+    let (fuzz_epoch, replay_epoch) = (rng.next_u64() | 1, rng.next_u64() | 1);
+    let mut fuzz_seq = 1u32;
+    let mut replay_seq = 1u32;
+    let add = AtomicDesc::new(AtomicOp::Add, AtomicType::U64).unwrap();
+    let mut report = FuzzReport::default();
+    let t0 = Instant::now();
+    while t0.elapsed() < time {
+        // Random bytes: nothing, a gsas header, or a gsas header and a frame start.
+        for _ in 0..8 {
+            let len = (rng.next_u64() % 200) as usize;
+            let mut d: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            if len >= 16 && rng.next_u64() % 2 == 0 {
+                d[..4].copy_from_slice(b"GSAS");
+                d[4] = 1;
+                d[8..16].copy_from_slice(&fuzz_key.to_le_bytes());
+                if len >= 19 && rng.next_u64() % 2 == 0 {
+                    d[16..18].copy_from_slice(&0x6752u16.to_le_bytes());
+                    d[18] = 1;
+                }
+            }
+            let _ = raw.send_to(&d, to);
+            report.garbage += 1;
+        }
+        // Random requests in well-formed, in-order frames of the fuzz job.
+        for _ in 0..4 {
+            let len = 1 + (rng.next_u64() % 96) as usize;
+            let mut req: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            if len >= 8 {
+                // A known type more often than not.
+                req[7] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x7f]
+                    [(rng.next_u64() % 9) as usize];
+            }
+            let repr = FrameRepr {
+                epoch: fuzz_epoch,
+                dest_epoch: 0,
+                seq: Some(Seq(fuzz_seq)),
+                base: Seq(fuzz_seq),
+                ack: None,
+            };
+            fuzz_seq += 1;
+            send_frame(&mut fuzzer, fuzz_peer, &repr, &[&req]);
+            report.random_requests += 1;
+        }
+        // A group of 8 ADD frames, each sent 2..=4 times, shuffled; then one old frame
+        // again (long delivered: a replay the window must still recognise).
+        let first = replay_seq;
+        let mut sends = Vec::new();
+        for s in first..first + 8 {
+            for _ in 0..2 + rng.next_u64() % 3 {
+                sends.push(s);
+            }
+        }
+        for i in (1..sends.len()).rev() {
+            sends.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        if first > 8 {
+            sends.push(first - 1 - (rng.next_u64() % 8) as u32);
+        }
+        let frame_of = |s: u32| {
+            let body = RequestRepr {
+                sender: SenderId::new(7).unwrap(),
+                token: s,
+                body: Request::Atomic {
+                    addr: counter,
+                    desc: add,
+                    operand: 1,
+                    comparand: 0,
+                },
+            };
+            let mut req = vec![0u8; body.buffer_len()];
+            body.emit(&mut Packet::new_unchecked(&mut req[..]));
+            let repr = FrameRepr {
+                epoch: replay_epoch,
+                dest_epoch: 0,
+                seq: Some(Seq(s)),
+                base: Seq(1),
+                ack: None,
+            };
+            (repr, req)
+        };
+        for &s in &sends {
+            let (repr, req) = frame_of(s);
+            send_frame(&mut replayer, replay_peer, &repr, &[&req]);
+        }
+        // Like a sender that retransmits: resend the group until the service acknowledges
+        // all of it (a datagram the kernel dropped would otherwise leave a hole), so the
+        // count at the end is exact whatever the load.
+        let last = Seq(first + 7);
+        let t_group = Instant::now();
+        let mut resent_at = Instant::now();
+        loop {
+            let acked = replayer
+                .recv(|_, bytes| {
+                    Frame::new_checked(bytes)
+                        .and_then(|f| FrameRepr::parse(&f))
+                        .ok()
+                        .and_then(|r| r.ack)
+                })
+                .unwrap();
+            match acked {
+                Some(Some(a)) if !a.cum.is_before(last) => break,
+                Some(_) => continue,
+                None => {}
+            }
+            assert!(
+                t_group.elapsed() < Duration::from_secs(20),
+                "the service did not acknowledge frames {first}..={} within 20 s",
+                first + 7
+            );
+            if resent_at.elapsed() > Duration::from_millis(50) {
+                for s in first..first + 8 {
+                    let (repr, req) = frame_of(s);
+                    send_frame(&mut replayer, replay_peer, &repr, &[&req]);
+                    report.replays += 1;
+                }
+                resent_at = Instant::now();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        replay_seq += 8;
+        report.adds += 8;
+        report.replays += sends.len() as u64 - 8;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    report
+}

@@ -1,0 +1,483 @@
+//! Starting child processes from tests: the running test binary again (in a "child
+//! mode"), or any program built for the same target, natively or under qemu-user.
+//!
+//! What it is: the one place that knows how to start a binary of *this* target. Natively
+//! that is just `exec`. Under qemu-user (the aarch64 tests run as
+//! `qemu-aarch64 -L / test-binary` on an x86_64 host) an `exec` from the emulated process
+//! goes to the host kernel, which can run an aarch64 binary only when binfmt_misc has a
+//! `qemu-aarch64` handler; containers and CI machines often have none. [`Launch::detect`]
+//! therefore decides:
+//!
+//! 1. The host kernel's architecture is read from `/proc/sys/kernel/arch`, which qemu-user
+//!    does not emulate (unlike `uname`); when that file is missing, the emulator is
+//!    recognised through `/proc/thread-self/exe`, which qemu 7 leaves pointing at
+//!    `qemu-<arch>` (it rewrites only `/proc/self/exe`). If the kernel runs this
+//!    target's code natively: [`Launch::Native`].
+//! 2. Foreign kernel, but `/proc/sys/fs/binfmt_misc/qemu-<arch>` is registered and
+//!    enabled: the kernel itself hands the binary to qemu, [`Launch::Native`] again.
+//! 3. Otherwise [`Launch::Emulated`]: children are started as
+//!    `<emulator> -L <sysroot> <program> <args>`, where the emulator is the one running
+//!    us (from `/proc/thread-self/exe`) or `qemu-<arch>` from `PATH`, and the sysroot is
+//!    `QEMU_LD_PREFIX` (which `cross/aarch64.sh` exports) or `/`.
+//!
+//! For programs that are started by someone else (`mpiexec.hydra` starting ranks),
+//! [`Launch::prefix`] gives the words to put in front of the program.
+//!
+//! Child mode: a multi-process test re-runs its own binary with
+//! [`self_test`]`("name_of_the_test")`, which runs only that test; the test function
+//! looks at an environment variable set by the parent and, when present, plays the
+//! child and ends the process with its own exit code.
+//!
+//! The workspace's programs (`oshrun`, `gsas-atomicd`, `exanet-emu`) are found, and built
+//! when needed, by [`program`].
+//!
+//! What it is not: a launcher for jobs (that is `oshrun`); nothing here is used by the
+//! runtime itself. Every wait is bounded ([`run_with_timeout`], [`wait_timeout`]).
+//!
+//! Thread-safety: detection runs once (a `OnceLock`); everything else is free functions.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How to start a binary built for the running target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    /// `exec` it directly.
+    Native,
+    /// Through qemu-user: `emulator -L sysroot program args...`.
+    Emulated {
+        /// The qemu-user binary.
+        emulator: PathBuf,
+        /// Its `-L` prefix for the dynamic loader and libraries.
+        sysroot: OsString,
+    },
+}
+
+impl Launch {
+    /// Examines the running process and host (see the module documentation).
+    pub fn detect() -> Launch {
+        let arch = std::env::consts::ARCH;
+        let kernel_arch = std::fs::read_to_string("/proc/sys/kernel/arch")
+            .ok()
+            .map(|s| s.trim().to_owned());
+        let emulator_running_us = std::fs::read_link("/proc/thread-self/exe")
+            .ok()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(OsStr::to_str)
+                    .is_some_and(|n| n.starts_with("qemu-"))
+            });
+        let foreign = match &kernel_arch {
+            Some(k) => !runs_natively(k, arch),
+            None => emulator_running_us.is_some(),
+        };
+        if !foreign {
+            return Launch::Native;
+        }
+        let binfmt = format!("/proc/sys/fs/binfmt_misc/qemu-{arch}");
+        let registered = std::fs::read_to_string(binfmt)
+            .is_ok_and(|s| s.lines().next().map(str::trim) == Some("enabled"));
+        if registered {
+            return Launch::Native;
+        }
+        Launch::Emulated {
+            emulator: emulator_running_us.unwrap_or_else(|| PathBuf::from(format!("qemu-{arch}"))),
+            sysroot: std::env::var_os("QEMU_LD_PREFIX").unwrap_or_else(|| OsString::from("/")),
+        }
+    }
+
+    /// The words to put before a program of this target (empty when native).
+    pub fn prefix(&self) -> Vec<OsString> {
+        match self {
+            Launch::Native => Vec::new(),
+            Launch::Emulated { emulator, sysroot } => vec![
+                emulator.clone().into_os_string(),
+                OsString::from("-L"),
+                sysroot.clone(),
+            ],
+        }
+    }
+
+    /// A `Command` that runs `program` (a binary of this target).
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        match self {
+            Launch::Native => Command::new(program),
+            Launch::Emulated { emulator, sysroot } => {
+                let mut c = Command::new(emulator);
+                c.arg("-L").arg(sysroot).arg(program);
+                c
+            }
+        }
+    }
+}
+
+/// True when a kernel reporting `kernel` runs code of target architecture `target`.
+fn runs_natively(kernel: &str, target: &str) -> bool {
+    kernel == target
+        || matches!(
+            (kernel, target),
+            ("x86_64", "x86") | ("aarch64", "arm") | ("i686" | "i586" | "i386", "x86")
+        )
+}
+
+/// The variable naming an `exanet-emu` for the end-to-end tests to run *as it is* (see
+/// [`exanet_emu_command`]).
+pub const HOST_EXANET_EMU: &str = "GSAS_TEST_EXANET_EMU";
+
+/// A `Command` that starts `exanet-emu`, for the end-to-end Exanet tests: the build named by
+/// [`HOST_EXANET_EMU`], run as it is (natively), when that variable is set; otherwise
+/// [`program`]`("exanet-emu")` started through [`launch`] (so under qemu when the tests run
+/// there).
+///
+/// Why the variable: the emulator stands in for hardware, and the Exanet issue lets it run
+/// natively while the PEs and daemons under test are aarch64 code under qemu. Emulated, the
+/// emulator is the bottleneck (the 4-PE `rma_types` C program over it took 314-416 s with
+/// the emulator under qemu, 17 s with the host's). `scripts/test-all` sets the variable to
+/// the host build for the aarch64 stage; the emulator's own tests (crate `exanet`) still run
+/// it under qemu.
+///
+/// Panics (a test setup error, reported at once) when the variable names no file.
+pub fn exanet_emu_command() -> Command {
+    if let Some(path) = std::env::var_os(HOST_EXANET_EMU).filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{HOST_EXANET_EMU}={}: no such file (build it with `cargo build -p exanet-emu`)",
+            path.display()
+        );
+        return Command::new(path);
+    }
+    launch().command(program("exanet-emu"))
+}
+
+/// The workspace's programs the tests start: [`program`] builds them all at once.
+pub const PROGRAMS: &[&str] = &["oshrun", "gshrun", "gsas-atomicd", "exanet-emu"];
+
+/// The path of the workspace program `name` (one of [`PROGRAMS`]) built for the running
+/// test's target and profile, in its target directory (`<target>[/<triple>]/<profile>/`).
+///
+/// Cargo sets `CARGO_BIN_EXE_<name>` only for the tests of the package that owns a program,
+/// and these tests are in another package. So the first call of a test process runs
+/// `cargo build --bin ...` for all of [`PROGRAMS`] with the same target directory, target
+/// and profile (a no-op when `cargo test --workspace` built them already, and what keeps
+/// `cargo test -p gsas-tests` from running stale programs). Test binaries run without
+/// cargo (no `CARGO` variable), or with `GSAS_TEST_NO_BUILD=1`, use the programs as they
+/// are and build only missing ones.
+///
+/// Panics (a test setup error) when cargo fails, with its output.
+pub fn program(name: &str) -> PathBuf {
+    assert!(
+        PROGRAMS.contains(&name),
+        "{name} is not one of {PROGRAMS:?}"
+    );
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(build_programs);
+    dir.join(name)
+}
+
+/// Builds [`PROGRAMS`] (see [`program`]) and returns the directory they are in.
+fn build_programs() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("test executable in <profile>/deps")
+        .to_path_buf();
+    let missing = PROGRAMS.iter().any(|p| !profile_dir.join(p).exists());
+    let under_cargo = std::env::var_os("CARGO").is_some();
+    let no_build = std::env::var_os("GSAS_TEST_NO_BUILD").is_some_and(|v| v == "1");
+    if !missing && (no_build || !under_cargo) {
+        return profile_dir;
+    }
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let above = profile_dir.parent().expect("target directory");
+    let cross = above.file_name() == Some(OsStr::new(&triple));
+    let target_dir = if cross {
+        above.parent().expect("target directory")
+    } else {
+        above
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-q"])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir);
+    for p in PROGRAMS {
+        cmd.args(["--bin", p]);
+    }
+    if cross {
+        cmd.args(["--target", &triple]);
+    }
+    if profile_dir.file_name() == Some(OsStr::new("release")) {
+        cmd.arg("--release");
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(1800)).expect("running cargo");
+    assert!(
+        out.status.success(),
+        "building {PROGRAMS:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    profile_dir
+}
+
+/// The decision of [`Launch::detect`] for this process, made once.
+pub fn launch() -> &'static Launch {
+    static LAUNCH: OnceLock<Launch> = OnceLock::new();
+    LAUNCH.get_or_init(Launch::detect)
+}
+
+/// The command line (program first) that runs only the test `test_name` of the running
+/// test binary (exact name, output not captured, one thread), through qemu when needed.
+/// For launchers such as `mpiexec.hydra` that take the program as arguments.
+pub fn self_test_argv(test_name: &str) -> io::Result<Vec<OsString>> {
+    let mut argv = launch().prefix();
+    argv.push(std::env::current_exe()?.into_os_string());
+    argv.extend(
+        [
+            "--exact",
+            test_name,
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ]
+        .map(OsString::from),
+    );
+    Ok(argv)
+}
+
+/// The variables through which a launcher hands a job to its PEs (PMI-1's and gsas's). A
+/// command that starts a job with another launcher removes them, so that the environment of
+/// the test (which may itself run as a PE of a job) does not leak into the new job.
+pub const JOB_VARIABLES: &[&str] = &[
+    "PMI_FD",
+    "PMI_PORT",
+    "PMI_ID",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "GSAS_SERVICE",
+    "GSAS_NODE",
+    "GSAS_JOB_ID",
+    "GSAS_JOB_KEY",
+    "GSAS_CONFIG",
+];
+
+/// MPICH's Hydra launcher, `mpiexec.hydra` in `PATH` or `/usr/bin`. Panics naming the
+/// package when it is missing: the tests that need Hydra fail, never skip, without it (CI
+/// installs `mpich`).
+pub fn mpiexec_hydra() -> PathBuf {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|d| d.join("mpiexec.hydra"))
+        .find(|c| c.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "mpiexec.hydra not found in PATH or /usr/bin: install MPICH's Hydra \
+                 (Debian/Ubuntu: apt-get install mpich); CI installs it"
+            )
+        })
+}
+
+/// `mpiexec.hydra -launcher fork` (every rank on this machine) without [`JOB_VARIABLES`];
+/// the caller adds `-n N` and the program (through [`Launch::prefix`] or
+/// [`self_test_argv`]).
+pub fn hydra_fork() -> Command {
+    let mut cmd = Command::new(mpiexec_hydra());
+    cmd.args(["-launcher", "fork"]);
+    for v in JOB_VARIABLES {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// [`self_test_argv`] as a `Command`.
+pub fn self_test(test_name: &str) -> io::Result<Command> {
+    let argv = self_test_argv(test_name)?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    Ok(cmd)
+}
+
+/// Waits for `child` at most `timeout`; on timeout kills it and returns a `TimedOut`
+/// error.
+pub fn wait_timeout(child: &mut Child, timeout: Duration) -> io::Result<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            // Already exited between the two calls, or killed now: either way reap it.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "process {} did not exit within {:.0} s and was killed",
+                    child.id(),
+                    timeout.as_secs_f64()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `cmd` with stdin closed and stdout/stderr captured, for at most `timeout`. On
+/// timeout the process is killed and the error message includes what it printed.
+pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> io::Result<Output> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    collect_output(child, timeout)
+}
+
+/// Waits at most `timeout` for a child spawned with piped stdout and stderr and returns
+/// its status and output (as `Child::wait_with_output`, but bounded). On timeout the
+/// process is killed and the error message includes what it printed.
+pub fn collect_output(mut child: Child, timeout: Duration) -> io::Result<Output> {
+    let out_rx = drain(child.stdout.take());
+    let err_rx = drain(child.stderr.take());
+    let status = wait_timeout(&mut child, timeout);
+    // The pipes close when the process (and any descendant holding them) is gone; do not
+    // wait forever for a descendant that keeps them open.
+    let grace = Duration::from_secs(5);
+    let stdout = out_rx.recv_timeout(grace).unwrap_or_default();
+    let stderr = err_rx.recv_timeout(grace).unwrap_or_default();
+    match status {
+        Ok(status) => Ok(Output {
+            status,
+            stdout,
+            stderr,
+        }),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!(
+                "{e}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                String::from_utf8_lossy(&stdout),
+                String::from_utf8_lossy(&stderr)
+            ),
+        )),
+    }
+}
+
+/// Deletes the network namespaces (`ip netns`) named `<prefix><pid>...` whose process
+/// `<pid>` no longer runs: what earlier test processes that died left behind.
+pub fn remove_stale_namespaces(prefix: &str) {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(pid) = digits.parse::<u32>() else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip")
+                .args(["netns", "del", name])
+                .stdin(Stdio::null())
+                .output();
+        }
+    }
+}
+
+fn drain(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    if let Some(mut p) = pipe {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            // A read error ends the capture; what was read so far is still reported.
+            let _ = p.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+    }
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_prefix_is_empty_and_emulated_prefix_names_qemu() {
+        assert!(Launch::Native.prefix().is_empty());
+        let e = Launch::Emulated {
+            emulator: "/usr/bin/qemu-aarch64".into(),
+            sysroot: "/".into(),
+        };
+        assert_eq!(e.prefix(), ["/usr/bin/qemu-aarch64", "-L", "/"]);
+        let c = e.command("/bin/prog");
+        assert_eq!(c.get_program(), "/usr/bin/qemu-aarch64");
+        assert_eq!(c.get_args().collect::<Vec<_>>(), ["-L", "/", "/bin/prog"]);
+    }
+
+    #[test]
+    fn arch_compatibility() {
+        assert!(runs_natively("x86_64", "x86_64"));
+        assert!(runs_natively("x86_64", "x86"));
+        assert!(runs_natively("aarch64", "aarch64"));
+        assert!(!runs_natively("x86_64", "aarch64"));
+        assert!(!runs_natively("aarch64", "x86_64"));
+    }
+
+    #[test]
+    fn detected_launch_runs_this_binary() {
+        // Whatever was detected must actually start this test binary: list its tests.
+        let exe = std::env::current_exe().unwrap();
+        let out = run_with_timeout(
+            launch().command(exe).args(["--list", "--format=terse"]),
+            Duration::from_secs(120),
+        )
+        .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let listing = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            listing.contains("detected_launch_runs_this_binary: test"),
+            "{listing}"
+        );
+    }
+
+    #[test]
+    fn every_workspace_program_is_found_and_starts() {
+        for name in PROGRAMS {
+            let path = program(name);
+            assert!(path.is_file(), "{}", path.display());
+        }
+        // The launcher of this target starts and knows itself.
+        let out = run_with_timeout(
+            launch().command(program("oshrun")).arg("--version"),
+            Duration::from_secs(120),
+        )
+        .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("oshrun"),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn timeout_kills() {
+        let mut c = Command::new("sleep");
+        c.arg("30");
+        let e = run_with_timeout(&mut c, Duration::from_millis(300)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(e.to_string().contains("was killed"), "{e}");
+    }
+}

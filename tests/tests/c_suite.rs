@@ -1,0 +1,1544 @@
+//! The C test suite: OpenSHMEM C programs built with the installed `oshcc`/`oshc++` and run
+//! as real jobs, plus the checks of the installation itself.
+//!
+//! **What it is.** The first test that needs it installs the library with
+//! `scripts/install --debug --target <this target>` into `<target dir>/c-suite/<triple>/prefix`
+//! (the dev profile in the same target directory as this test, so the build reuses what the
+//! test command already compiled; the prefix is kept between runs and the install only
+//! replaces files whose content changed). Each program of `shmem/tests/c/` is a
+//! `#[test]` of its own: it is compiled with the installed wrapper and run
+//!
+//! * over shared memory, one node: the installed `oshrun -n N` for N = 1, 2, 4 (the
+//!   collectives and teams programs `coll_*`, `team_*` of issue 6: N = 1, 2, 3, 4, 8, see
+//!   [`COLL_MATRIX`]);
+//! * over UDP, two nodes: two installed `gsas-atomicd` daemons on loopback, started here
+//!   from a generated cluster file (`gsas-atomicd --config FILE --node I`), and the job
+//!   started by the installed `oshrun --config FILE -n N`, which places the ranks in
+//!   contiguous blocks per node, the first node taking the larger half (2 PEs: 1+1,
+//!   3 PEs: 2+1, 4 PEs: 2+2, 8 PEs: 4+4), and starts the PEs of both loopback nodes itself;
+//! * over Exanet, four emulated nodes (a representative subset, [`EXANET_PROGRAMS`] as
+//!   [`EXANET_MATRIX`]): an `exanet-emu` process (the one of this target directory, built
+//!   with cargo when missing, or the host build `GSAS_TEST_EXANET_EMU` names, run
+//!   natively) emulating a QFDB, four installed `gsas-atomicd` serving its endpoints
+//!   (`transport = "exanet"`, `GSAS_EXANET_EMU`), and the installed
+//!   `oshrun --config FILE -n N` (4 PEs: one per node, 8 PEs: two per node; on both
+//!   targets).
+//!
+//! Every run has a time limit (the launcher's and, above it, this harness's); a failure
+//! shows the case, the exit status and everything the PEs printed. A program passes a case
+//! when the job exits with the expected status and every PE printed its
+//! `<program>: PE i of n: ok` line. Each case is reported on stderr as it finishes
+//! (`c_suite: rma_types shm np=2 ... ok (1.4 s)`), outside libtest's output capture.
+//!
+//! Besides the programs: `nm -D` of the installed `libshmem.so` against the symbol tables
+//! (`docs/spec/openshmem-1.5-c-symbols.tsv` and `gsas-beyond-1.5-c-symbols.tsv`, the
+//! categories in [`EXPORTED_CATEGORIES`]), the wrappers' `-showme` modes and flag rules, the
+//! names of other implementations (`shmemcc`, `shmemrun`, ...), `shmem_global_exit`'s status
+//! under `mpiexec.hydra` (the test fails when Hydra is missing; CI installs `mpich`), the
+//! pkg-config file, and that a second install changes nothing.
+//!
+//! **aarch64.** Built for aarch64 and run under qemu-user, the harness installs the
+//! aarch64 build (cross compiler `aarch64-linux-gnu-gcc`, recorded in the wrappers) and the
+//! programs, launchers and daemons all run under qemu. The full matrix runs there too: it
+//! was measured at about 3 minutes for the whole suite on 2 cores (x86_64: under a
+//! minute), well inside the CI budget. The seven collectives and teams programs take
+//! about 9 minutes of job time under qemu over [`COLL_MATRIX`] (one test thread; natively
+//! about 1 minute), so under qemu they run [`COLL_EMULATED_MATRIX`]: all five PE counts on
+//! one node, but only 2, 3 and 4 PEs over two UDP nodes (`C_SUITE_MATRIX=full` runs
+//! [`COLL_MATRIX`] there too). `C_SUITE_MATRIX=subset` runs only [`SUBSET_MATRIX`] (2 PEs
+//! over shared memory and 2 over UDP) for quick iterations.
+//!
+//! **What it is not.** A benchmark (see `scripts/bench`), or a test of the Rust API (the
+//! `rust_*` tests).
+//!
+//! **Thread-safety.** The tests run in parallel threads; the install happens once
+//! (a `OnceLock`), every test has its own build directory entries, scratch directory,
+//! daemons and job ids.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use gsas::service::ControlClient;
+use gsas_tests::install::triple;
+use gsas_tests::launch::{Launch, exanet_emu_command, hydra_fork, launch, run_with_timeout};
+
+/// The symbol-table categories whose symbols (and `pshmem_` twins) `libshmem.so` must
+/// export: all 19 of OpenSHMEM 1.5 (issue 5's and issue 6's collectives and teams), and the
+/// two of the routines beyond it (`docs/spec/gsas-beyond-1.5-c-symbols.tsv`).
+const EXPORTED_CATEGORIES: &[&str] = &[
+    "Setup/query",
+    "Setup/query (accessibility/ptr)",
+    "Thread support",
+    "Memory mgmt",
+    "Contexts",
+    "RMA",
+    "RMA nbi",
+    "AMO",
+    "AMO nbi",
+    "Signaling",
+    "P2P sync",
+    "Memory ordering",
+    "Locks",
+    "Legacy (deprecated since 1.2, still required; not in synopsis)",
+    "Profiling",
+    "Teams",
+    "Collectives: sync/barrier",
+    "Collectives: data movement",
+    "Collectives: reductions/scan",
+    "Teams (OpenSHMEM 1.6)",
+    "Cache (deprecated 1.3, removed 1.5; no-ops)",
+];
+
+/// Exported names allowed besides the prefixes of [`EXPORTED_PREFIXES`] (the version
+/// script `shmem/tools/libshmem.map`).
+const EXPORTED_LEGACY: &[&str] = &[
+    "start_pes",
+    "_my_pe",
+    "_num_pes",
+    "shmalloc",
+    "shfree",
+    "shrealloc",
+    "shmemalign",
+    "pstart_pes",
+    "p_my_pe",
+    "p_num_pes",
+    "pshmalloc",
+    "pshfree",
+    "pshrealloc",
+    "pshmemalign",
+];
+const EXPORTED_PREFIXES: &[&str] = &["shmem_", "pshmem_", "shmemx_", "pshmemx_", "gsas_shmem_"];
+
+/// How the PEs of a case reach each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    /// One node, the installed `oshrun`.
+    Shm,
+    /// Two nodes (two `gsas-atomicd`), UDP on loopback.
+    Udp,
+    /// Four emulated Exanet nodes (`exanet-emu` and four `gsas-atomicd`).
+    Exanet,
+}
+
+/// One run of a program.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    pes: u32,
+    transport: Transport,
+}
+
+impl Case {
+    const fn new(pes: u32, transport: Transport) -> Case {
+        Case { pes, transport }
+    }
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.transport {
+            Transport::Shm => write!(f, "shm np={}", self.pes),
+            Transport::Udp => write!(f, "udp np={} (2 nodes)", self.pes),
+            Transport::Exanet => write!(f, "exanet np={} (4 emulated nodes)", self.pes),
+        }
+    }
+}
+
+/// The full matrix: 1, 2, 4 PEs on one node; 2 and 4 PEs over two nodes.
+const FULL_MATRIX: &[Case] = &[
+    Case::new(1, Transport::Shm),
+    Case::new(2, Transport::Shm),
+    Case::new(4, Transport::Shm),
+    Case::new(2, Transport::Udp),
+    Case::new(4, Transport::Udp),
+];
+
+/// The matrix of the collectives and teams programs (issue 6): 1, 2, 3, 4 and 8 PEs on one
+/// node and on two nodes (1 PE over UDP runs on node 0 alone, through its daemon; 3 PEs
+/// are placed 2 + 1).
+const COLL_MATRIX: &[Case] = &[
+    Case::new(1, Transport::Shm),
+    Case::new(2, Transport::Shm),
+    Case::new(3, Transport::Shm),
+    Case::new(4, Transport::Shm),
+    Case::new(8, Transport::Shm),
+    Case::new(1, Transport::Udp),
+    Case::new(2, Transport::Udp),
+    Case::new(3, Transport::Udp),
+    Case::new(4, Transport::Udp),
+    Case::new(8, Transport::Udp),
+];
+
+/// [`COLL_MATRIX`] under qemu (aarch64 in CI): every PE count on one node, but only the
+/// 2, 3 and 4 PE jobs over two UDP nodes (1 PE over UDP never leaves node 0, and 8 PEs on
+/// two nodes cost 10-16 s per program under qemu).
+const COLL_EMULATED_MATRIX: &[Case] = &[
+    Case::new(1, Transport::Shm),
+    Case::new(2, Transport::Shm),
+    Case::new(3, Transport::Shm),
+    Case::new(4, Transport::Shm),
+    Case::new(8, Transport::Shm),
+    Case::new(2, Transport::Udp),
+    Case::new(3, Transport::Udp),
+    Case::new(4, Transport::Udp),
+];
+
+/// The Exanet cases of [`EXANET_PROGRAMS`]: one and two PEs per emulated node.
+const EXANET_MATRIX: &[Case] = &[
+    Case::new(4, Transport::Exanet),
+    Case::new(8, Transport::Exanet),
+];
+
+/// The programs run over Exanet: RMA of every type and size class (up to megabytes, far
+/// above the 256-byte wire payload), atomics, signals, point-to-point synchronisation,
+/// contexts, and collectives.
+const EXANET_PROGRAMS: &[&str] = &[
+    "rma_types",
+    "rma_large",
+    "amo",
+    "signal",
+    "p2p",
+    "contexts",
+    "coll_reduce",
+    "coll_collect",
+];
+
+/// The subset for quick runs (`C_SUITE_MATRIX=subset`).
+const SUBSET_MATRIX: &[Case] = &[Case::new(2, Transport::Shm), Case::new(2, Transport::Udp)];
+
+/// The installation and everything the tests share.
+struct Suite {
+    root: PathBuf,
+    prefix: PathBuf,
+    build: PathBuf,
+    emulated: bool,
+    /// `nm` able to read the target's objects.
+    nm: String,
+    /// Seconds a job may run (launcher limit); the harness allows a minute more.
+    job_limit: u64,
+    /// What the install printed.
+    install_log: String,
+}
+
+/// Whether this harness runs on a machine of another architecture (qemu-user): then the
+/// installation is a cross build and the wrappers use the cross compilers. The kernel's
+/// architecture is read from `/proc/sys/kernel/arch`, which qemu-user does not emulate.
+fn cross() -> bool {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/arch").unwrap_or_default();
+    let kernel = kernel.trim();
+    !kernel.is_empty() && !triple().starts_with(kernel)
+}
+
+/// Reports a line on stderr immediately (not captured by libtest).
+fn report(line: &str) {
+    let mut e = std::io::stderr().lock();
+    // A failed write to stderr has nowhere better to go.
+    let _ = writeln!(e, "c_suite: {line}");
+}
+
+/// The installation, made by the first test that asks (every test panics with the
+/// install's output if it failed).
+fn suite() -> &'static Suite {
+    static SUITE: OnceLock<Result<Suite, String>> = OnceLock::new();
+    match SUITE.get_or_init(install) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Runs `scripts/install --debug` for this target into the suite's prefix.
+fn install() -> Result<Suite, String> {
+    let root = gsas_tests::install::workspace_root();
+    let triple = triple();
+    let emulated = matches!(launch(), Launch::Emulated { .. });
+    let prefix = gsas_tests::install::prefix();
+    let build = prefix
+        .parent()
+        .expect("prefix in c-suite/<triple>")
+        .join("programs");
+    std::fs::create_dir_all(&build).map_err(|e| format!("creating {}: {e}", build.display()))?;
+    let t0 = Instant::now();
+    let log = gsas_tests::install::install()?;
+    report(&format!(
+        "installed {triple} (dev profile) into {} in {:.1} s",
+        prefix.display(),
+        t0.elapsed().as_secs_f64()
+    ));
+    let cases: Vec<String> = matrix().iter().map(ToString::to_string).collect();
+    let coll: Vec<String> = coll_matrix().iter().map(ToString::to_string).collect();
+    report(&format!(
+        "each program runs as: {} (collectives and teams: {}){}",
+        cases.join(", "),
+        coll.join(", "),
+        if emulated {
+            " (every PE, launcher and daemon under qemu-user)"
+        } else {
+            ""
+        }
+    ));
+    let cross_nm = format!("{}-linux-gnu-nm", std::env::consts::ARCH);
+    let nm = if cross() && which(&cross_nm) {
+        cross_nm
+    } else {
+        "nm".to_owned()
+    };
+    Ok(Suite {
+        root,
+        prefix,
+        build,
+        emulated,
+        nm,
+        job_limit: if emulated { 900 } else { 300 },
+        install_log: log,
+    })
+}
+
+/// Whether `tool` is on PATH.
+fn which(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// A unique number for job ids, file names and ports.
+fn unique() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Source language of a program.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lang {
+    C,
+    Cxx,
+}
+
+/// Builds `source` (in shmem/tests/c) into `name` with the installed wrapper.
+fn compile(name: &str, source: &str, lang: Lang, extra: &[&str]) -> PathBuf {
+    let s = suite();
+    let out = s.build.join(name);
+    let (wrapper, std_flag) = match lang {
+        Lang::C => ("oshcc", "-std=c11"),
+        Lang::Cxx => ("oshc++", "-std=c++17"),
+    };
+    let mut cmd = Command::new(s.prefix.join("bin").join(wrapper));
+    cmd.args([std_flag, "-g", "-O1", "-Wall", "-Wextra", "-Werror"])
+        .args(extra)
+        .arg(s.root.join("shmem/tests/c").join(source))
+        .arg("-o")
+        .arg(&out);
+    let o = run_with_timeout(&mut cmd, Duration::from_secs(600))
+        .unwrap_or_else(|e| panic!("{wrapper} {source}: {e}"));
+    assert!(
+        o.status.success(),
+        "{wrapper} {} {source} -o {name} failed ({}):\n{}{}",
+        extra.join(" "),
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// What a run must end with.
+#[derive(Clone, Copy)]
+enum Expect<'a> {
+    /// Exit status 0 and every PE's ok line.
+    Success,
+    /// This exit status, and this text somewhere in the output.
+    Status(i32, &'a str),
+}
+
+/// The outcome of one job.
+struct Run {
+    status: Option<i32>,
+    output: String,
+    elapsed: Duration,
+}
+
+/// The `gsas-atomicd` daemons of a multi-node case (and, for Exanet, the emulator), stopped
+/// when dropped.
+struct Daemons {
+    children: Vec<Child>,
+    sockets: Vec<PathBuf>,
+    config: PathBuf,
+    dir: PathBuf,
+    /// The `exanet-emu` process and its root (Exanet cases).
+    emulator: Option<(Child, PathBuf)>,
+}
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            // SIGTERM lets it remove its socket; a daemon that does not stop is killed.
+            let _ = gsas::launch::sys::kill(c.id(), libc::SIGTERM);
+        }
+        for c in &mut self.children {
+            if gsas_tests::launch::wait_timeout(c, Duration::from_secs(20)).is_err() {
+                report(&format!(
+                    "gsas-atomicd (pid {}) ignored SIGTERM and was killed",
+                    c.id()
+                ));
+            }
+        }
+        if let Some((c, root)) = &mut self.emulator {
+            let _ = gsas::launch::sys::kill(c.id(), libc::SIGTERM);
+            if gsas_tests::launch::wait_timeout(c, Duration::from_secs(20)).is_err() {
+                report(&format!(
+                    "exanet-emu (pid {}) ignored SIGTERM and was killed",
+                    c.id()
+                ));
+            }
+            let _ = std::fs::remove_dir_all(root);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A free UDP port on 127.0.0.1 (free when asked; the daemon binds it right after).
+fn free_port() -> u16 {
+    let s = UdpSocket::bind("127.0.0.1:0").expect("binding an ephemeral UDP port");
+    s.local_addr().expect("local address").port()
+}
+
+/// Starts `exanet-emu` (four nodes, `eps` endpoints each) under `root` and waits until it
+/// is ready.
+fn start_emulator(root: &Path, eps: u32) -> Child {
+    let s = suite();
+    let _ = std::fs::remove_dir_all(root);
+    let mut child = exanet_emu_command()
+        .arg("--root")
+        .arg(root)
+        .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting exanet-emu: {e}"));
+    let until = Instant::now() + Duration::from_secs(if s.emulated { 300 } else { 60 });
+    while !root.join("ready").exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("exanet-emu --root {} exited: {st}", root.display());
+        }
+        assert!(Instant::now() < until, "exanet-emu not ready in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Starts the daemons of `transport` (two UDP nodes on loopback, or four emulated Exanet
+/// nodes with their emulator) from a generated cluster file and waits until all answer.
+fn start_daemons(tag: &str, transport: Transport) -> Daemons {
+    let s = suite();
+    // Unix socket paths are limited to 107 bytes: a short directory under the system's
+    // temporary directory, not the (deep) target directory.
+    let dir = std::env::temp_dir().join(format!("gsas-cs-{}-{}", std::process::id(), unique()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exanet = transport == Transport::Exanet;
+    let nodes = if exanet { 4 } else { 2 };
+    let sockets: Vec<PathBuf> = (0..nodes)
+        .map(|i| dir.join(format!("node{i}.sock")))
+        .collect();
+    let mut toml = format!(
+        "# Generated by tests/tests/c_suite.rs for {tag}: {nodes} nodes on loopback ({}).\n\
+         [cluster]\nname = \"c-suite\"\n\n[defaults]\nservice_timeout_ms = 60000\n",
+        if exanet { "Exanet, emulated" } else { "UDP" }
+    );
+    for (i, sock) in sockets.iter().enumerate() {
+        write!(
+            toml,
+            "\n[[nodes]]\nid = {i}\nname = \"loop{i}\"\nhost = \"127.0.0.1\"\nudp_port = {}\n\
+             control_socket = \"{}\"\n",
+            free_port(),
+            sock.display()
+        )
+        .unwrap();
+        if exanet {
+            write!(
+                toml,
+                "transport = \"exanet\"\ncoord = \"0.0.0.{i}.0\"\n\
+                 uio_devices = [\"exanet-ep0\", \"exanet-ep1\", \"exanet-ep2\"]\n"
+            )
+            .unwrap();
+        } else {
+            toml.push_str("transport = \"udp\"\n");
+        }
+    }
+    let config = dir.join("cluster.toml");
+    std::fs::write(&config, toml).unwrap();
+    let emulator = exanet.then(|| {
+        let root = dir.join("exa");
+        (start_emulator(&root, 3), root)
+    });
+    let mut d = Daemons {
+        children: Vec::new(),
+        sockets: sockets.clone(),
+        config: config.clone(),
+        dir,
+        emulator,
+    };
+    for node in 0..nodes {
+        let mut cmd = launch().command(s.prefix.join("bin/gsas-atomicd"));
+        if let Some(root) = d.emulator_root() {
+            cmd.env("GSAS_EXANET_EMU", root);
+        }
+        let child = cmd
+            .arg("--config")
+            .arg(&config)
+            .arg("--node")
+            .arg(node.to_string())
+            .arg("--log-level")
+            .arg("warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting gsas-atomicd: {e}"));
+        d.children.push(child);
+    }
+    let until = Instant::now() + Duration::from_secs(if s.emulated { 300 } else { 60 });
+    for (node, sock) in sockets.iter().enumerate() {
+        loop {
+            if let Ok(mut c) = ControlClient::connect(sock, Duration::from_secs(2)) {
+                if c.ping().is_ok() {
+                    break;
+                }
+            }
+            if let Some(st) = d.children[node].try_wait().unwrap() {
+                panic!(
+                    "gsas-atomicd --config {} --node {node} exited: {st}",
+                    config.display()
+                );
+            }
+            assert!(
+                Instant::now() < until,
+                "gsas-atomicd for node {node} did not answer on {} in time",
+                sock.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    d
+}
+
+impl Daemons {
+    /// The emulator's root (Exanet cases).
+    fn emulator_root(&self) -> Option<&Path> {
+        self.emulator.as_ref().map(|(_, root)| root.as_path())
+    }
+}
+
+/// Runs `program args` as a job of the case.
+fn run_case(
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    case: Case,
+    daemons: Option<&Daemons>,
+) -> Run {
+    let s = suite();
+    let t0 = Instant::now();
+    let mut cmd = launch().command(s.prefix.join("bin/oshrun"));
+    if case.transport != Transport::Shm {
+        // Across the daemons: oshrun places the ranks in contiguous blocks per node from
+        // the cluster file and starts the PEs of every (loopback) node itself.
+        let d = daemons.expect("multi-node cases need daemons");
+        cmd.arg("--config").arg(&d.config);
+        if let Some(root) = d.emulator_root() {
+            cmd.env("GSAS_EXANET_EMU", root);
+        }
+    }
+    cmd.arg("-n")
+        .arg(case.pes.to_string())
+        .arg("--tag-output")
+        .arg("--timeout")
+        .arg(s.job_limit.to_string())
+        .arg("--");
+    cmd.args(launch().prefix()).arg(program).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit + 60))
+        .unwrap_or_else(|e| panic!("{} ({case}): {e}", program.display()));
+    Run {
+        status: out.status.code(),
+        output: joined(&out),
+        elapsed: t0.elapsed(),
+    }
+}
+
+/// Standard output and standard error of a finished command.
+fn joined(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Reports the case as failed and panics with the whole output.
+fn fail_run(label: &str, case: Case, run: &Run, why: &str) -> ! {
+    report(&format!(
+        "{label} {case} ... FAILED ({:.1} s)",
+        run.elapsed.as_secs_f64()
+    ));
+    panic!(
+        "{label} ({case}): {why}\nexit status: {:?}\n--- output ---\n{}",
+        run.status, run.output
+    )
+}
+
+/// Checks a run of `program` (reported as `label`) against its expectation; panics with
+/// the whole output otherwise.
+fn check_run(label: &str, program: &str, case: Case, run: &Run, expect: Expect<'_>) {
+    match expect {
+        Expect::Success => {
+            if run.status != Some(0) {
+                fail_run(label, case, run, "the job failed");
+            }
+            for pe in 0..case.pes {
+                let line = format!("{program}: PE {pe} of {}: ok", case.pes);
+                if !run.output.contains(&line) {
+                    fail_run(label, case, run, &format!("no {line:?} line"));
+                }
+            }
+        }
+        Expect::Status(code, text) => {
+            if run.status != Some(code) {
+                fail_run(label, case, run, &format!("expected exit status {code}"));
+            }
+            if !run.output.contains(text) {
+                fail_run(
+                    label,
+                    case,
+                    run,
+                    &format!("expected {text:?} in the output"),
+                );
+            }
+        }
+    }
+    report(&format!(
+        "{label} {case} ... ok ({:.1} s)",
+        run.elapsed.as_secs_f64()
+    ));
+}
+
+/// The cases to run: the full matrix, natively and under qemu alike (about 3 minutes for
+/// all programs under qemu on 2 cores), or the subset when `C_SUITE_MATRIX=subset`.
+fn matrix() -> &'static [Case] {
+    if std::env::var("C_SUITE_MATRIX").as_deref() == Ok("subset") {
+        SUBSET_MATRIX
+    } else {
+        FULL_MATRIX
+    }
+}
+
+/// The cases of the collectives and teams programs: [`COLL_MATRIX`] natively,
+/// [`COLL_EMULATED_MATRIX`] under qemu, [`COLL_MATRIX`] everywhere with
+/// `C_SUITE_MATRIX=full`, or the subset with `C_SUITE_MATRIX=subset`.
+fn coll_matrix() -> &'static [Case] {
+    match std::env::var("C_SUITE_MATRIX").as_deref() {
+        Ok("subset") => SUBSET_MATRIX,
+        Ok("full") => COLL_MATRIX,
+        _ if matches!(launch(), Launch::Emulated { .. }) => COLL_EMULATED_MATRIX,
+        _ => COLL_MATRIX,
+    }
+}
+
+/// Builds a program and runs it over the whole matrix.
+fn run_program(
+    label: &str,
+    binary: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    expect: Expect<'_>,
+) {
+    run_cases(label, binary, matrix(), args, env, expect);
+}
+
+/// Runs a built program as every case of `cases` (the daemons started once, if needed).
+fn run_cases(
+    label: &str,
+    binary: &Path,
+    cases: &[Case],
+    args: &[&str],
+    env: &[(&str, &str)],
+    expect: Expect<'_>,
+) {
+    let mut daemons: Option<(Transport, Daemons)> = None;
+    for &case in cases {
+        if case.transport != Transport::Shm
+            && daemons.as_ref().is_none_or(|(t, _)| *t != case.transport)
+        {
+            // The previous transport's daemons (and emulator) stop first.
+            drop(daemons.take());
+            daemons = Some((case.transport, start_daemons(label, case.transport)));
+        }
+        let run = run_case(binary, args, env, case, daemons.as_ref().map(|(_, d)| d));
+        check_run(label, label, case, &run, expect);
+    }
+}
+
+/// The test of a collectives or teams program (issue 6): compile `name.c` and run it as
+/// every case of [`coll_matrix`].
+fn coll_program(name: &str) {
+    let bin = compile(name, &format!("{name}.c"), Lang::C, &[]);
+    run_cases(name, &bin, coll_matrix(), &[], &[], Expect::Success);
+}
+
+/// The common program test: compile `name.c` and run it everywhere.
+fn c_program(name: &str, extra: &[&str]) {
+    let bin = compile(name, &format!("{name}.c"), Lang::C, extra);
+    run_program(name, &bin, &[], &[], Expect::Success);
+}
+
+#[test]
+fn setup_query() {
+    c_program("setup_query", &[]);
+    // Globals and statics are symmetric with the static library too.
+    let bin = compile(
+        "setup_query-static",
+        "setup_query.c",
+        Lang::C,
+        &["-static-shmem"],
+    );
+    run_program("setup_query", &bin, &[], &[], Expect::Success);
+}
+
+/// `legacy.c` never calls `shmem_finalize` (as `start_pes` programs do): the library's
+/// exit handler must finish every PE cleanly, which the process manager and the services
+/// see: no "without finalize" and no "without Leave" in the job's output (one node: the
+/// service runs inside `oshrun`), and no job reclaimed by the daemons (two nodes).
+#[test]
+fn legacy() {
+    let bin = compile("legacy", "legacy.c", Lang::C, &[]);
+    let mut daemons = None;
+    let mut runs_per_daemon = 0;
+    for &case in matrix() {
+        if case.transport == Transport::Udp && daemons.is_none() {
+            daemons = Some(start_daemons("legacy", Transport::Udp));
+        }
+        let run = run_case(&bin, &[], &[], case, daemons.as_ref());
+        check_run("legacy", "legacy", case, &run, Expect::Success);
+        for warning in ["without finalize", "without Leave"] {
+            if run.output.contains(warning) {
+                fail_run("legacy", case, &run, &format!("a PE ended {warning}"));
+            }
+        }
+        if case.transport == Transport::Udp {
+            runs_per_daemon += 1;
+        }
+    }
+    if let Some(d) = &daemons {
+        for sock in &d.sockets {
+            let stats = gsas::service::client::query_stats(sock, Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("stats of the daemon at {}: {e}", sock.display()));
+            assert_eq!(
+                stats.get("jobs.reclaimed"),
+                Some(0),
+                "a daemon reclaimed a legacy job (a PE left without Leave): {stats:?}"
+            );
+            assert_eq!(
+                stats.get("jobs.ended"),
+                Some(runs_per_daemon),
+                "a daemon did not see every legacy job end: {stats:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn progress() {
+    c_program("progress", &[]);
+}
+
+#[test]
+fn memory() {
+    c_program("memory", &[]);
+}
+
+#[test]
+fn rma_types() {
+    c_program("rma_types", &[]);
+}
+
+#[test]
+fn rma_sized() {
+    c_program("rma_sized", &[]);
+}
+
+#[test]
+fn rma_large() {
+    c_program("rma_large", &[]);
+    let bin = compile(
+        "rma_large-static",
+        "rma_large.c",
+        Lang::C,
+        &["-static-shmem"],
+    );
+    run_program("rma_large", &bin, &[], &[], Expect::Success);
+}
+
+#[test]
+fn amo() {
+    c_program("amo", &[]);
+}
+
+#[test]
+fn signal() {
+    c_program("signal", &[]);
+}
+
+#[test]
+fn p2p() {
+    c_program("p2p", &[]);
+}
+
+#[test]
+fn ordering() {
+    c_program("ordering", &[]);
+}
+
+#[test]
+fn locks() {
+    c_program("locks", &[]);
+}
+
+#[test]
+fn contexts() {
+    c_program("contexts", &[]);
+}
+
+#[test]
+fn threads() {
+    c_program("threads", &["-pthread"]);
+}
+
+#[test]
+fn generics() {
+    c_program("generics", &[]);
+}
+
+#[test]
+fn pshmem() {
+    c_program("pshmem", &["-DTEST_PSHMEM"]);
+}
+
+#[test]
+fn coll_sync() {
+    coll_program("coll_sync");
+}
+
+#[test]
+fn coll_bcast() {
+    coll_program("coll_bcast");
+}
+
+#[test]
+fn coll_collect() {
+    coll_program("coll_collect");
+}
+
+#[test]
+fn coll_alltoall() {
+    coll_program("coll_alltoall");
+}
+
+#[test]
+fn coll_reduce() {
+    coll_program("coll_reduce");
+}
+
+#[test]
+fn coll_mixed() {
+    coll_program("coll_mixed");
+}
+
+/// Collectives back to back with changing data, team and active-set forms, at sizes on
+/// both sides of the direct path's data limit (`coll_direct.c`): the two-node cases of
+/// [`coll_matrix`], where the direct path runs (one node has none).
+#[test]
+fn coll_direct() {
+    let bin = compile("coll_direct", "coll_direct.c", Lang::C, &[]);
+    let cases: Vec<Case> = coll_matrix()
+        .iter()
+        .copied()
+        .filter(|c| c.transport == Transport::Udp)
+        .collect();
+    run_cases("coll_direct", &bin, &cases, &[], &[], Expect::Success);
+}
+
+/// `shmem_team_ptr` (OpenSHMEM 1.6) on the world, shared and a strided team, over the
+/// whole matrix (two nodes: the pointers of the other node's PEs are NULL).
+#[test]
+fn team_ptr() {
+    c_program("team_ptr", &[]);
+}
+
+#[test]
+fn team_split() {
+    coll_program("team_split");
+}
+
+/// [`EXANET_PROGRAMS`] over four emulated Exanet nodes ([`EXANET_MATRIX`], on both targets:
+/// under qemu the emulator runs natively when `GSAS_TEST_EXANET_EMU` names the host's
+/// build, as `scripts/test-all` arranges; emulated itself it was the bottleneck, rma_types
+/// at 4 PEs took 314-416 s against 17 s), one emulator and set of daemons for all of them.
+#[test]
+fn exanet_programs() {
+    let daemons = start_daemons("exanet", Transport::Exanet);
+    for name in EXANET_PROGRAMS {
+        let bin = compile(
+            &format!("{name}-exanet"),
+            &format!("{name}.c"),
+            Lang::C,
+            &[],
+        );
+        for &case in EXANET_MATRIX {
+            let run = run_case(&bin, &[], &[], case, Some(&daemons));
+            check_run(name, name, case, &run, Expect::Success);
+        }
+    }
+    for sock in &daemons.sockets {
+        let stats = gsas::service::client::query_stats(sock, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("stats of the daemon at {}: {e}", sock.display()));
+        // Small requests and replies by PIO, large ones by RDMA.
+        for key in [
+            "exanet.bulk_sent",
+            "exanet.delivered",
+            "exanet.pio_sent",
+            "exanet.pio_received",
+            "requests.atomic",
+        ] {
+            assert!(
+                stats.get(key).unwrap_or(0) > 0,
+                "{}: no {key}: {stats:?}",
+                sock.display()
+            );
+        }
+        assert_eq!(stats.get("refused.total"), Some(0), "{stats:?}");
+    }
+}
+
+/// The concurrent-observer family (`observer.c`, issue 13): every put flavour (p to the
+/// heap, to a static and through a created context; typed puts of one and five elements;
+/// putmem of 1..=64 bytes, into a static array and of 4 KiB; iput; put_nbi + quiet;
+/// put-with-signal; AMO set and swap; broadcast and collect into a flag array) checked by a
+/// target that reads the exact sequence number and clears, at 2 and 4 PEs on every path:
+/// same node direct, same node through the atomic service (`GSAS_DIRECT=0`), two UDP
+/// nodes on loopback (the pairs cross the nodes), four emulated Exanet nodes.
+///
+/// Rounds per flavour ([`OBSERVER_ROUNDS`]): 10,000 on the direct path; on the paths where
+/// every put crosses a service (150-2,000 us a round here) fewer, to keep the test command
+/// in its budget (about 3 minutes of job time natively on a busy 2-core machine); a
+/// twentieth under qemu, where it checks the aarch64 copy code rather than races.
+/// `OBSERVER_ROUNDS=1000000` in the environment makes every case the soak.
+#[test]
+fn observer() {
+    let bin = compile("observer", "observer.c", Lang::C, &[]);
+    let emulated = matches!(launch(), Launch::Emulated { .. });
+    let rounds = |path: usize| OBSERVER_ROUNDS[path] / if emulated { 20 } else { 1 };
+    let check =
+        |label: &str, case: Case, path: usize, env: &[(&str, &str)], d: Option<&Daemons>| {
+            let rounds = rounds(path).to_string();
+            let run = run_case(&bin, &[&rounds], env, case, d);
+            check_run(label, "observer", case, &run, Expect::Success);
+        };
+    for pes in [2, 4] {
+        check("observer", Case::new(pes, Transport::Shm), 0, &[], None);
+        let service = [("GSAS_DIRECT", "0")];
+        check(
+            "observer GSAS_DIRECT=0",
+            Case::new(pes, Transport::Shm),
+            1,
+            &service,
+            None,
+        );
+    }
+    for (transport, path) in [(Transport::Udp, 2), (Transport::Exanet, 3)] {
+        let daemons = start_daemons("observer", transport);
+        for pes in [2, 4] {
+            check(
+                "observer",
+                Case::new(pes, transport),
+                path,
+                &[],
+                Some(&daemons),
+            );
+        }
+    }
+}
+
+/// Rounds per flavour of [`observer`] on each path: same node direct, same node through the
+/// service, two UDP nodes, four emulated Exanet nodes.
+const OBSERVER_ROUNDS: [u32; 4] = [10_000, 2_000, 2_000, 500];
+
+#[test]
+fn cxx_program() {
+    let bin = compile("cxx_program", "cxx_program.cpp", Lang::Cxx, &[]);
+    run_program("cxx_program", &bin, &[], &[], Expect::Success);
+}
+
+/// The text `global_exit.c` prints (unflushed) before it calls `shmem_global_exit(status)`.
+fn global_exit_text(status: i32) -> String {
+    format!("calls shmem_global_exit({status}) [unflushed]")
+}
+
+/// `shmem_global_exit(S)`: the launcher exits with S, 0 included: S = 42 over the whole
+/// matrix, 0, 3 and 255 at 2 PEs on one node, 0 at 2 PEs on two nodes (the calling PE on
+/// node 1, served by its own daemon).
+#[test]
+fn global_exit_status_reaches_the_launcher() {
+    let bin = compile("global_exit", "global_exit.c", Lang::C, &[]);
+    let text = global_exit_text(42);
+    run_program("global_exit", &bin, &[], &[], Expect::Status(42, &text));
+    let daemons = start_daemons("global_exit", Transport::Udp);
+    for (case, statuses) in [
+        (Case::new(2, Transport::Shm), &[0, 3, 255][..]),
+        (Case::new(2, Transport::Udp), &[0][..]),
+    ] {
+        for &status in statuses {
+            let run = run_case(&bin, &[&status.to_string()], &[], case, Some(&daemons));
+            let text = global_exit_text(status);
+            let label = format!("global_exit({status})");
+            check_run(
+                &label,
+                "global_exit",
+                case,
+                &run,
+                Expect::Status(status, &text),
+            );
+        }
+    }
+}
+
+/// `shmem_global_exit(S)` in a job started by MPICH's `mpiexec.hydra -launcher fork -n 2`
+/// (the PEs bootstrap through Hydra's PMI-1 and start their own service): Hydra exits with
+/// S for S = 0, 3, 42 and 255, as with `oshrun` (measured with MPICH 4.0 of Debian 12; see
+/// docs/runtime.md).
+#[test]
+fn global_exit_under_hydra() {
+    let bin = compile("global_exit-hydra", "global_exit.c", Lang::C, &[]);
+    for status in [0, 3, 42, 255] {
+        let mut cmd = hydra_fork();
+        cmd.args(["-n", "2"])
+            .args(launch().prefix())
+            .arg(&bin)
+            .arg(status.to_string());
+        global_exit_job(
+            &format!("global_exit({status}) under mpiexec.hydra"),
+            cmd,
+            status,
+        );
+    }
+}
+
+/// Runs `cmd`, a job of 2 PEs on one node running `global_exit.c` with `status`, and checks
+/// that it ends with `status` and the calling PE's text.
+fn global_exit_job(label: &str, mut cmd: Command, status: i32) {
+    let s = suite();
+    let t0 = Instant::now();
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(s.job_limit + 60))
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let run = Run {
+        status: out.status.code(),
+        output: joined(&out),
+        elapsed: t0.elapsed(),
+    };
+    let text = global_exit_text(status);
+    let case = Case::new(2, Transport::Shm);
+    check_run(
+        label,
+        "global_exit",
+        case,
+        &run,
+        Expect::Status(status, &text),
+    );
+}
+
+#[test]
+fn symmetric_size_from_the_environment() {
+    let bin = compile("env_size", "env_size.c", Lang::C, &[]);
+    // (variable, value, bytes it means)
+    let valid: &[(&str, &str, u64)] = &[
+        ("SHMEM_SYMMETRIC_SIZE", "2m", 2 << 20),
+        ("SHMEM_SYMMETRIC_SIZE", "1.5M", 1_572_864),
+        ("SHMEM_SYMMETRIC_SIZE", "3.1M", 3_250_586),
+        ("SHMEM_SYMMETRIC_SIZE", "768k", 768 << 10),
+        ("SHMEM_SYMMETRIC_SIZE", "64kk", 64 << 10),
+        ("SHMEM_SYMMETRIC_SIZE", "1048576", 1 << 20),
+        ("SMA_SYMMETRIC_SIZE", "1m", 1 << 20),
+    ];
+    let cases: &[Case] = if matrix().len() < FULL_MATRIX.len() {
+        &[Case::new(2, Transport::Shm)]
+    } else {
+        &[Case::new(2, Transport::Shm), Case::new(2, Transport::Udp)]
+    };
+    let daemons = cases
+        .iter()
+        .any(|c| c.transport == Transport::Udp)
+        .then(|| start_daemons("env_size", Transport::Udp));
+    for &case in cases {
+        for &(var, value, bytes) in valid {
+            let bytes_s = bytes.to_string();
+            let run = run_case(&bin, &[&bytes_s], &[(var, value)], case, daemons.as_ref());
+            check_run(
+                &format!("env_size {var}={value}"),
+                "env_size",
+                case,
+                &run,
+                Expect::Success,
+            );
+        }
+    }
+    // SHMEM_ wins over SMA_.
+    let case = cases[0];
+    let run = run_case(
+        &bin,
+        &[&(2u64 << 20).to_string()],
+        &[("SHMEM_SYMMETRIC_SIZE", "2m"), ("SMA_SYMMETRIC_SIZE", "1k")],
+        case,
+        daemons.as_ref(),
+    );
+    check_run(
+        "env_size SHMEM_ over SMA_",
+        "env_size",
+        case,
+        &run,
+        Expect::Success,
+    );
+    // Invalid values: initialisation refused (shmem_init_thread returns nonzero, or the
+    // program is ended) with a message naming the variable.
+    for value in ["lots", "-1m", "12q"] {
+        let run = run_case(
+            &bin,
+            &["invalid"],
+            &[("SHMEM_SYMMETRIC_SIZE", value)],
+            case,
+            daemons.as_ref(),
+        );
+        let refused_politely = run.status == Some(0)
+            && (0..case.pes).all(|pe| {
+                run.output
+                    .contains(&format!("[{pe}] env_size: shmem_init_thread refused"))
+            });
+        let ended = run.status.is_some_and(|c| c != 0) && !run.output.contains("FAILED at");
+        assert!(
+            (refused_politely || ended) && run.output.contains("SHMEM_SYMMETRIC_SIZE"),
+            "SHMEM_SYMMETRIC_SIZE={value:?} ({case}): init must fail with a message naming the \
+             variable\nexit status {:?}\n--- output ---\n{}",
+            run.status,
+            run.output
+        );
+        report(&format!(
+            "env_size SHMEM_SYMMETRIC_SIZE={value} {case} ... refused as expected ({:.1} s)",
+            run.elapsed.as_secs_f64()
+        ));
+    }
+}
+
+/// Parses the symbol tables (OpenSHMEM 1.5's and the routines beyond it): (symbol,
+/// category) of every row.
+fn tsv_symbols(root: &Path) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    for table in [
+        "openshmem-1.5-c-symbols.tsv",
+        "gsas-beyond-1.5-c-symbols.tsv",
+    ] {
+        let path = root.join("docs/spec").join(table);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("header line").split('\t').collect();
+        assert_eq!(
+            &header[..3],
+            ["symbol", "family_template", "category"],
+            "unexpected header of {}",
+            path.display()
+        );
+        rows.extend(lines.filter(|l| !l.trim().is_empty()).map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            (cols[0].to_owned(), cols[2].to_owned())
+        }));
+    }
+    rows
+}
+
+/// The profiling twin of a routine name: a `p` in front of the whole name.
+fn twin(symbol: &str) -> String {
+    format!("p{symbol}")
+}
+
+#[test]
+fn shared_library_exports_exactly_the_interface() {
+    let s = suite();
+    let rows = tsv_symbols(&s.root);
+    let categories: BTreeSet<&str> = rows.iter().map(|(_, c)| c.as_str()).collect();
+    for c in EXPORTED_CATEGORIES {
+        assert!(
+            categories.contains(c),
+            "category {c:?} is not in the symbol table"
+        );
+    }
+    let lib = s.prefix.join("lib/libshmem.so");
+    let out = run_with_timeout(
+        Command::new(&s.nm)
+            .arg("-D")
+            .arg("--defined-only")
+            .arg(&lib),
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{} -D {}: {}",
+        s.nm,
+        lib.display(),
+        joined(&out)
+    );
+    let mut exported = BTreeSet::new();
+    let mut data_objects = BTreeSet::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut f = line.split_whitespace();
+        let (Some(_addr), Some(kind), Some(name)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let name = name.split('@').next().unwrap_or(name).to_owned();
+        if matches!(kind, "D" | "B" | "R" | "V") {
+            data_objects.insert(name.clone());
+        }
+        exported.insert(name);
+    }
+    let expected: BTreeSet<String> = rows
+        .iter()
+        .filter(|(_, c)| EXPORTED_CATEGORIES.contains(&c.as_str()))
+        .flat_map(|(sym, _)| [sym.clone(), twin(sym)])
+        .collect();
+    let missing: Vec<&String> = expected.difference(&exported).collect();
+    let outside: Vec<&String> = exported
+        .iter()
+        .filter(|n| {
+            !EXPORTED_PREFIXES.iter().any(|p| n.starts_with(p))
+                && !EXPORTED_LEGACY.contains(&n.as_str())
+        })
+        .collect();
+    report(&format!(
+        "nm -D {}: {} symbols exported; all categories: {} routines + {} pshmem_ twins \
+         expected, {} missing; {} exported outside the version script's patterns",
+        lib.display(),
+        exported.len(),
+        expected.len() / 2,
+        expected.len() / 2,
+        missing.len(),
+        outside.len()
+    ));
+    assert!(
+        missing.is_empty(),
+        "{} of {} expected symbols are not exported by {}, e.g. {:?}",
+        missing.len(),
+        expected.len(),
+        lib.display(),
+        missing.iter().take(20).collect::<Vec<_>>()
+    );
+    assert!(
+        outside.is_empty(),
+        "{} exports symbols outside shmem/tools/libshmem.map's patterns: {:?}",
+        lib.display(),
+        outside.iter().take(20).collect::<Vec<_>>()
+    );
+    for handle in [
+        "gsas_shmem_ctx_default",
+        "gsas_shmem_team_world",
+        "gsas_shmem_team_shared",
+    ] {
+        assert!(
+            data_objects.contains(handle),
+            "the handle object {handle} is not exported as data"
+        );
+    }
+}
+
+/// Runs an installed wrapper with `args`; returns (status ok, stdout).
+fn wrapper(name: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let s = suite();
+    let mut cmd = Command::new(s.prefix.join("bin").join(name));
+    cmd.args(args).current_dir(&s.build);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = run_with_timeout(&mut cmd, Duration::from_secs(300)).unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn wrappers_add_the_right_flags() {
+    let s = suite();
+    let inc = format!("-I{}", s.prefix.join("include").display());
+    let libdir = s.prefix.join("lib");
+    let dyn_link = format!(
+        "-L{} -Wl,-rpath,{} -lshmem",
+        libdir.display(),
+        libdir.display()
+    );
+    // What scripts/install records: cc/c++ natively, the cross compilers for the boards.
+    let (default_cc, default_cxx) = if cross() {
+        ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++")
+    } else {
+        ("cc", "c++")
+    };
+
+    let (ok, out, _) = wrapper("oshcc", &["-showme:compile"], &[]);
+    assert!(ok && out.trim() == inc, "oshcc -showme:compile: {out:?}");
+    let (ok, out, _) = wrapper("oshcc", &["-showme:link"], &[]);
+    assert!(ok && out.trim() == dyn_link, "oshcc -showme:link: {out:?}");
+    let (ok, out, _) = wrapper("oshcc", &["-static-shmem", "-showme:link"], &[]);
+    assert!(
+        ok && out
+            .trim()
+            .starts_with(&format!("{}/libshmem.a ", libdir.display()))
+            && out.contains("-lpthread")
+            && !out.contains("-lshmem"),
+        "oshcc -static-shmem -showme:link: {out:?}"
+    );
+    // Linking: compiler, -I, the arguments, then the library flags.
+    let (ok, out, _) = wrapper("oshcc", &["-showme", "-O2", "app.c", "-o", "app"], &[]);
+    assert!(
+        ok && out.trim() == format!("{default_cc} {inc} -O2 app.c -o app {dyn_link}"),
+        "oshcc -showme (link): {out:?}"
+    );
+    // Compiling only: just -I.
+    for stop in ["-c", "-E", "-S", "-M", "-MM"] {
+        let (ok, out, _) = wrapper("oshcc", &["-showme", stop, "app.c"], &[]);
+        assert!(
+            ok && out.trim() == format!("{default_cc} {inc} {stop} app.c"),
+            "oshcc -showme {stop}: {out:?}"
+        );
+    }
+    // Arguments with spaces and quotes are shown quoted for a shell.
+    let (ok, out, _) = wrapper(
+        "oshcc",
+        &["-showme", "-c", "-DMSG=\"a b\"", "my app.c"],
+        &[],
+    );
+    assert!(
+        ok && out.trim() == format!("{default_cc} {inc} -c '-DMSG=\"a b\"' 'my app.c'"),
+        "oshcc -showme quoting: {out:?}"
+    );
+    // The compiler variables.
+    let (ok, out, _) = wrapper(
+        "oshcc",
+        &["-showme", "-c", "x.c"],
+        &[("OSHCC_CC", "clang-99")],
+    );
+    assert!(
+        ok && out.starts_with("clang-99 "),
+        "OSHCC_CC ignored: {out:?}"
+    );
+    let (ok, out, _) = wrapper("oshc++", &["-showme", "x.cpp"], &[]);
+    assert!(
+        ok && out.trim() == format!("{default_cxx} {inc} x.cpp {dyn_link}"),
+        "oshc++ -showme: {out:?}"
+    );
+    let (ok, out, _) = wrapper(
+        "oshc++",
+        &["-showme", "-c", "x.cpp"],
+        &[("OSHCXX_CXX", "g++-99")],
+    );
+    assert!(
+        ok && out.starts_with("g++-99 "),
+        "OSHCXX_CXX ignored: {out:?}"
+    );
+    // No input file: no link flags (e.g. --version).
+    let (ok, out, _) = wrapper("oshcc", &["-showme", "--version"], &[]);
+    assert!(
+        ok && out.trim() == format!("{default_cc} {inc} --version"),
+        "{out:?}"
+    );
+    let (ok, _, err) = wrapper("oshcc", &["-showme:everything"], &[]);
+    assert!(
+        !ok && err.contains("unknown option"),
+        "bad -showme: {err:?}"
+    );
+    // A real compile-only run and a real link through the wrappers.
+    let (ok, _, err) = wrapper(
+        "oshcc",
+        &[
+            "-c",
+            "-std=c11",
+            "-o",
+            "probe.o",
+            &s.root.join("shmem/tests/c/legacy.c").display().to_string(),
+        ],
+        &[],
+    );
+    assert!(ok, "oshcc -c: {err}");
+    let (ok, _, err) = wrapper("oshcc", &["probe.o", "-o", "probe"], &[]);
+    assert!(ok, "oshcc linking an object: {err}");
+    assert!(s.build.join("probe").is_file());
+
+    // The pkg-config file describes the same installation.
+    let pc = std::fs::read_to_string(libdir.join("pkgconfig/gsas-shmem.pc")).unwrap();
+    assert!(
+        pc.contains(&format!("prefix={}", s.prefix.display())),
+        "{pc}"
+    );
+    assert!(
+        pc.contains("Libs: -L${libdir} -Wl,-rpath,${libdir} -lshmem"),
+        "{pc}"
+    );
+    assert!(pc.contains("Cflags: -I${includedir}"), "{pc}");
+    if which("pkg-config") {
+        let o = run_with_timeout(
+            Command::new("pkg-config")
+                .args(["--cflags", "--libs", "gsas-shmem"])
+                .env("PKG_CONFIG_PATH", libdir.join("pkgconfig")),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && text.contains(&inc) && text.contains("-lshmem"),
+            "{text}"
+        );
+    }
+    // The headers and the library links are in place.
+    for h in [
+        "shmem.h",
+        "shmemx.h",
+        "pshmem.h",
+        "mpp/shmem.h",
+        "mpp/shmemx.h",
+    ] {
+        assert!(
+            s.prefix.join("include").join(h).is_file(),
+            "include/{h} missing"
+        );
+    }
+    for l in ["libshmem.so", "libshmem.a"] {
+        assert!(libdir.join(l).is_file(), "lib/{l} missing");
+    }
+    for b in ["oshcc", "oshc++", "oshrun", "gshrun", "gsas-atomicd"] {
+        assert!(s.prefix.join("bin").join(b).is_file(), "bin/{b} missing");
+    }
+}
+
+/// The names other implementations install (Sandia OpenSHMEM's `oshcxx`, Open MPI's
+/// `shmemcc`, `shmemc++`, `shmemcxx`, `shmemrun`) are links to our wrappers and launcher:
+/// they print the same commands, and a program built with `shmemcc` runs under `shmemrun`
+/// (with the job status of `shmem_global_exit`, 0 and 7).
+#[test]
+fn other_implementations_names() {
+    let s = suite();
+    let bin = s.prefix.join("bin");
+    for (alias, target) in [
+        ("oshcxx", "oshc++"),
+        ("shmemcc", "oshcc"),
+        ("shmemc++", "oshc++"),
+        ("shmemcxx", "oshc++"),
+        ("shmemrun", "oshrun"),
+    ] {
+        let link = std::fs::read_link(bin.join(alias))
+            .unwrap_or_else(|e| panic!("bin/{alias} is not a link: {e}"));
+        assert_eq!(link, Path::new(target), "bin/{alias}");
+        if target != "oshrun" {
+            let args = ["-showme", "-O2", "app.c", "-o", "app"];
+            assert_eq!(
+                wrapper(alias, &args, &[]),
+                wrapper(target, &args, &[]),
+                "{alias} -showme differs from {target} -showme"
+            );
+        }
+    }
+    let o = run_with_timeout(
+        launch().command(bin.join("shmemrun")).arg("--version"),
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    assert!(
+        o.status.success() && joined(&o).contains(env!("CARGO_PKG_VERSION")),
+        "shmemrun --version: {}",
+        joined(&o)
+    );
+    // A real build with shmemcc and runs with shmemrun.
+    let prog = s.build.join("global_exit-shmemcc");
+    let (ok, _, err) = wrapper(
+        "shmemcc",
+        &[
+            "-std=c11",
+            "-Wall",
+            "-Werror",
+            &s.root
+                .join("shmem/tests/c/global_exit.c")
+                .display()
+                .to_string(),
+            "-o",
+            &prog.display().to_string(),
+        ],
+        &[],
+    );
+    assert!(ok, "shmemcc global_exit.c: {err}");
+    for status in [0, 7] {
+        let mut cmd = launch().command(bin.join("shmemrun"));
+        cmd.args(["-n", "2", "--timeout", &s.job_limit.to_string(), "--"])
+            .args(launch().prefix())
+            .arg(&prog)
+            .arg(status.to_string());
+        global_exit_job(&format!("shmemrun global_exit({status})"), cmd, status);
+    }
+}
+
+#[test]
+fn install_twice_changes_nothing() {
+    let s = suite();
+    assert!(
+        s.install_log.contains("installed") || s.install_log.contains("unchanged"),
+        "{}",
+        s.install_log
+    );
+    let lib = s.prefix.join("lib/libshmem.a");
+    let before = std::fs::metadata(&lib).unwrap().modified().unwrap();
+    let out = run_with_timeout(
+        &mut gsas_tests::install::command(),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let log = joined(&out);
+    assert!(out.status.success(), "second install failed:\n{log}");
+    assert!(
+        log.contains("(0 changed)"),
+        "a second install changed files:\n{log}"
+    );
+    assert!(!log.contains("  installed "), "{log}");
+    assert_eq!(
+        std::fs::metadata(&lib).unwrap().modified().unwrap(),
+        before,
+        "the second install touched lib/libshmem.a"
+    );
+    // Bad arguments are refused with a message and status 2.
+    let o = run_with_timeout(
+        Command::new("bash")
+            .arg(s.root.join("scripts/install"))
+            .args(["--prefix", "/tmp/x", "--target", "mips-unknown-linux-gnu"]),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", joined(&o));
+    assert!(joined(&o).contains("unsupported target"), "{}", joined(&o));
+    let o = run_with_timeout(
+        Command::new("bash").arg(s.root.join("scripts/install")),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        joined(&o).contains("--prefix DIR is required"),
+        "{}",
+        joined(&o)
+    );
+}

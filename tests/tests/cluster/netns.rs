@@ -1,0 +1,236 @@
+//! Multi-node jobs across real network stacks: network namespaces joined by veth pairs to
+//! a bridge (in a namespace of its own), addresses only inside them (10.201.0.x/24), one
+//! `gsas-atomicd` per node namespace, the launcher in node 0's namespace. Node 0's PEs are
+//! started by the launcher; the other nodes' PEs by their daemons through authenticated
+//! FORK over the veth links, with PMI and output streams over TCP back to the launcher.
+//! The PEs run the node tests' full scenario.
+//!
+//! Needs root and `ip netns` (CI runs as root). Otherwise each test prints
+//! `SKIPPED: <test>: <reason>` on standard error (not captured by the test harness) and
+//! returns; with `GSAS_REQUIRE_NETNS=1` a skip is a failure instead. The namespaces are
+//! deleted by a guard even when a test fails, and namespaces left by earlier test
+//! processes that died are removed first.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use gsas_tests::launch::{launch, run_with_timeout, self_test_argv};
+use gsas_tests::multinode::{Daemon, RELAXED_DEADLINE_MS, SECRET, secret_file, show};
+
+const PREFIX: &str = "gsas-t";
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Namespaces of one test; deleted when dropped.
+struct Netns {
+    nodes: Vec<String>,
+    bridge: String,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in self.nodes.iter().chain(std::iter::once(&self.bridge)) {
+            if let Err(e) = ip(&["netns", "del", ns]) {
+                eprintln!("cleanup: {e}");
+            }
+        }
+    }
+}
+
+/// Node namespaces `0..n`, each with `10.201.0.(i+1)/24` on a veth whose peer is in the
+/// bridge namespace.
+fn setup(tag: &str, n: usize) -> Result<Netns, String> {
+    gsas_tests::launch::remove_stale_namespaces(PREFIX);
+    let pid = std::process::id();
+    let mut ns = Netns {
+        nodes: Vec::new(),
+        bridge: format!("{PREFIX}{pid}-{tag}-br"),
+    };
+    ip(&["netns", "add", &ns.bridge])?;
+    ip(&["-n", &ns.bridge, "link", "add", "br0", "type", "bridge"])?;
+    ip(&["-n", &ns.bridge, "link", "set", "br0", "up"])?;
+    for i in 0..n {
+        let name = format!("{PREFIX}{pid}-{tag}-{i}");
+        ip(&["netns", "add", &name])?;
+        ns.nodes.push(name.clone());
+        // Interface names are created in the root namespace first: keep them unique.
+        let (inner, outer) = (format!("gv{pid}{tag}{i}"), format!("gp{pid}{tag}{i}"));
+        ip(&[
+            "link", "add", &inner, "netns", &name, "type", "veth", "peer", "name", &outer, "netns",
+            &ns.bridge,
+        ])?;
+        ip(&["-n", &name, "link", "set", "lo", "up"])?;
+        ip(&[
+            "-n",
+            &name,
+            "addr",
+            "add",
+            &format!("10.201.0.{}/24", i + 1),
+            "dev",
+            &inner,
+        ])?;
+        ip(&["-n", &name, "link", "set", &inner, "up"])?;
+        ip(&["-n", &ns.bridge, "link", "set", &outer, "master", "br0"])?;
+        ip(&["-n", &ns.bridge, "link", "set", &outer, "up"])?;
+    }
+    Ok(ns)
+}
+
+/// The namespaces, or `None` after printing why the test is skipped.
+fn netns_or_skip(test: &str, tag: &str, n: usize) -> Option<Netns> {
+    let reason = if !gsas_tests::skip::is_root() {
+        "not running as root (network namespaces need CAP_SYS_ADMIN)".to_owned()
+    } else {
+        match setup(tag, n) {
+            Ok(ns) => return Some(ns),
+            Err(e) => format!("cannot create network namespaces: {e}"),
+        }
+    };
+    gsas_tests::skip::skip(test, gsas_tests::skip::REQUIRE_NETNS, &reason);
+    None
+}
+
+fn cluster_file(dir: &Path, n: usize, mtu: u32, secret: &Path) -> PathBuf {
+    let mut text = format!(
+        "[cluster]\nname = \"netns\"\n\n[defaults]\nsymmetric_size = \"32m\"\n\
+         service_timeout_ms = {RELAXED_DEADLINE_MS}\nudp_mtu = {mtu}\nfork_allowed = true\n\
+         fork_secret_file = \"{}\"\n",
+        secret.display()
+    );
+    for i in 0..n {
+        text.push_str(&format!(
+            "\n[[nodes]]\nid = {i}\nname = \"ns{i}\"\nhost = \"10.201.0.{}\"\nudp_port = 7470\n\
+             control_socket = \"{}\"\n",
+            i + 1,
+            dir.join(format!("node{i}.sock")).display()
+        ));
+    }
+    let file = dir.join("cluster.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// Runs the full scenario on `n` namespaces with `pes` PEs; returns the launcher's output.
+fn run_cluster(test: &str, tag: &str, n: usize, pes: u32, mtu: u32) -> Option<Output> {
+    let ns = netns_or_skip(test, tag, n)?;
+    let dir = gsas_tests::node::scratch_dir(&format!("netns-{tag}"));
+    let secret = secret_file(&dir, "secret", SECRET, 0o600);
+    let file = cluster_file(&dir, n, mtu, &secret);
+    let daemons: Vec<Daemon> = (0..n)
+        .map(|i| {
+            Daemon::start_with(
+                &["ip", "netns", "exec", &ns.nodes[i]],
+                &file,
+                i as u16,
+                &dir.join(format!("node{i}.sock")),
+            )
+        })
+        .collect();
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns.nodes[0]])
+        .args(launch().prefix())
+        .arg(gsas_tests::launch::program("oshrun"))
+        .arg("--config")
+        .arg(&file)
+        .args(["-n", &pes.to_string(), "--tag-output", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, "all")
+        .env_remove("GSAS_UDP_MTU")
+        .env_remove("GSAS_DEADLINE_MS");
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for pe in 0..pes {
+        let line = format!("[{pe}] PE {pe} of {pes}: all ok");
+        assert!(stdout.contains(&line), "missing {line:?}: {}", show(&out));
+    }
+    for (i, d) in daemons.iter().enumerate() {
+        let st = d.stats();
+        assert!(st.get("requests.bulk_write").unwrap() > 0, "node {i}: {st}");
+        assert_eq!(st.get("refused.total"), Some(0), "node {i}: {st}");
+        let forked = st.get("fork.pes_started").unwrap_or(0);
+        if i == 0 {
+            // The launcher's own node: started by the launcher, not through FORK.
+            assert_eq!(forked, 0, "node 0: {st}");
+        } else {
+            assert!(forked > 0, "node {i}: {st}");
+        }
+    }
+    drop(daemons);
+    drop(ns);
+    std::fs::remove_dir_all(&dir).unwrap();
+    Some(out)
+}
+
+#[test]
+fn two_namespaces_joined_by_veth() {
+    run_cluster("two_namespaces_joined_by_veth", "a", 2, 4, 61440);
+}
+
+#[test]
+fn four_namespaces_with_ethernet_sized_datagrams() {
+    if !gsas_tests::multinode::heavy_test_runs("four_namespaces_with_ethernet_sized_datagrams") {
+        return;
+    }
+    run_cluster(
+        "four_namespaces_with_ethernet_sized_datagrams",
+        "b",
+        4,
+        4,
+        1472,
+    );
+}
+
+#[test]
+fn an_unreachable_node_is_named_within_the_deadline() {
+    let test = "an_unreachable_node_is_named_within_the_deadline";
+    let Some(ns) = netns_or_skip(test, "c", 2) else {
+        return;
+    };
+    let dir = gsas_tests::node::scratch_dir("netns-c");
+    let secret = secret_file(&dir, "secret", SECRET, 0o600);
+    let file = cluster_file(&dir, 2, 61440, &secret);
+    let _d0 = Daemon::start_with(
+        &["ip", "netns", "exec", &ns.nodes[0]],
+        &file,
+        0,
+        &dir.join("node0.sock"),
+    );
+    // No daemon in node 1's namespace: the FORK goes unanswered.
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns.nodes[0]])
+        .args(launch().prefix())
+        .arg(gsas_tests::launch::program("oshrun"))
+        .arg("--config")
+        .arg(&file)
+        .args(["-n", "2", "true"])
+        .env("GSAS_DEADLINE_MS", "1000");
+    let t0 = std::time::Instant::now();
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(300)).unwrap();
+    let took = t0.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("oshrun: node 1 (ns1, 10.201.0.2:7470): gsas-atomicd did not answer the FORK request within"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    drop(ns);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,204 @@
+//! `oshrun` as a user meets it: argument errors before anything starts, the first failing
+//! PE ending the job with its status, PMI abort, `kill -9` of a PE (the job ends within 2 s,
+//! no PE survives, nothing is left in /dev/shm), and SIGTERM to the launcher.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gsas_tests::launch::{collect_output, launch, run_with_timeout, self_test_argv};
+
+fn oshrun() -> Command {
+    launch().command(gsas_tests::launch::program("oshrun"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    run_with_timeout(cmd, Duration::from_secs(600)).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_and_version() {
+    let o = run(oshrun().arg("--help"));
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("Usage: oshrun -n N") && text.contains("Examples:"),
+        "{text}"
+    );
+    let o = run(oshrun().arg("--version"));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("oshrun (gsas)"));
+    let o = run(launch()
+        .command(gsas_tests::launch::program("gshrun"))
+        .arg("--help"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: gshrun -n N"));
+}
+
+#[test]
+fn bad_arguments_are_refused_before_anything_starts() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["-n", "0", "true"], "at least one PE"),
+        (&["-n", "2"], "no program given"),
+        (&["true"], "number of PEs is missing"),
+        (
+            &["-n", "2", "/nonexistent/gsas-program"],
+            "/nonexistent/gsas-program",
+        ),
+        (&["-n", "2", "no-such-program-gsas-test"], "not found"),
+    ];
+    for (args, want) in cases {
+        let o = run(oshrun().args(args));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        let e = stderr(&o);
+        assert!(
+            e.starts_with("oshrun: ") && e.contains(want),
+            "{args:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn the_first_failing_pe_ends_the_job_with_its_status() {
+    let t0 = Instant::now();
+    let o = run(oshrun().args([
+        "-n",
+        "3",
+        "sh",
+        "-c",
+        "if [ \"$PMI_RANK\" = 1 ]; then exit 7; fi; exec sleep 60",
+    ]));
+    assert_eq!(o.status.code(), Some(7), "{o:?}");
+    let e = stderr(&o);
+    assert!(
+        e.contains("oshrun: PE 1 (pid ")
+            && e.contains(") exited with status 7; terminating the job"),
+        "{e}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "the sleepers were waited for"
+    );
+    let o = run(oshrun().args(["-n", "2", "true"]));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn pmi_abort_ends_the_job_with_its_code() {
+    let o = run(oshrun()
+        .args(["-n", "3", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, "abort"));
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    let e = stderr(&o);
+    assert!(
+        e.contains("oshrun: PE 1 (pid ") && e.contains("aborted the job with code 5"),
+        "{e}"
+    );
+}
+
+fn pid_alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks whether the process exists.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+/// Starts `oshrun -n n` of the hang scenario and returns it with the PEs' pids.
+fn hanging_job(n: u32, dir: &Path) -> (Child, Vec<u32>) {
+    let mut child = oshrun()
+        .arg("-n")
+        .arg(n.to_string())
+        .arg("--")
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, "hang")
+        .env(gsas_tests::node::SIGNAL_DIR, dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(300);
+    let mut pids = Vec::new();
+    for pe in 0..n {
+        let f = dir.join(format!("ready-{pe}"));
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&f) {
+                if let Ok(pid) = text.trim().parse() {
+                    pids.push(pid);
+                    break;
+                }
+            }
+            if Instant::now() > until || child.try_wait().unwrap().is_some() {
+                let mut err = String::new();
+                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                let _ = child.kill();
+                panic!("PE {pe} never became ready: {err}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    (child, pids)
+}
+
+#[test]
+fn kill_9_of_a_pe_ends_the_job_within_2_s() {
+    let dir = gsas_tests::node::scratch_dir("kill9");
+    let shm_before = gsas_tests::node::dev_shm();
+    let (child, pids) = hanging_job(4, &dir);
+    let victim = pids[2];
+    // SAFETY: kill has no memory arguments.
+    assert_eq!(
+        unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    let t0 = Instant::now();
+    let out = collect_output(child, Duration::from_secs(60)).unwrap();
+    let took = t0.elapsed();
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(137), "{e}");
+    assert!(
+        took < Duration::from_secs(2),
+        "oshrun took {took:?} to end the job: {e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "oshrun: PE 2 (pid {victim}) was killed by signal 9 (SIGKILL); terminating the job"
+        )),
+        "{e}"
+    );
+    for pid in pids {
+        assert!(!pid_alive(pid), "PE pid {pid} survived the job");
+    }
+    let shm_after = gsas_tests::node::dev_shm();
+    let new: Vec<_> = shm_after
+        .difference(&shm_before)
+        .filter(|n| n.contains("gsas"))
+        .collect();
+    assert!(new.is_empty(), "the job left {new:?} in /dev/shm");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sigterm_to_oshrun_ends_the_job() {
+    let dir = gsas_tests::node::scratch_dir("sigterm");
+    let (child, pids) = hanging_job(2, &dir);
+    // SAFETY: kill has no memory arguments.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let out = collect_output(child, Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("received signal 15 (SIGTERM); terminating the job"));
+    for pid in pids {
+        assert!(!pid_alive(pid), "PE pid {pid} survived");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

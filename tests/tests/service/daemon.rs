@@ -1,0 +1,180 @@
+//! `gsas-atomicd` as an administrator meets it: configuration errors name file, line and
+//! key; a configured daemon binds its address, answers `--stats`, and stops cleanly on
+//! SIGTERM, removing its socket.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gsas_tests::launch::{collect_output, launch, run_with_timeout};
+
+fn atomicd() -> Command {
+    launch().command(gsas_tests::launch::program("gsas-atomicd"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    run_with_timeout(cmd, Duration::from_secs(300)).unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gsas-daemon-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_config(dir: &Path, body: &str) -> PathBuf {
+    let f = dir.join("cluster.toml");
+    std::fs::write(&f, body).unwrap();
+    f
+}
+
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_bad_key_in_the_config_is_named() {
+    let dir = scratch("badkey");
+    let f = write_config(
+        &dir,
+        "[cluster]\nname = \"t\"\n\n[[nodes]]\nid = 0\nhost = \"127.0.0.1\"\nudp_prot = 7470\n",
+    );
+    let o = run(atomicd().arg("--config").arg(&f).args(["--node", "0"]));
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.starts_with("gsas-atomicd: "), "{e}");
+    assert!(
+        e.contains("cluster.toml:7") && e.contains("udp_prot"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn configuration_problems_are_reported_before_binding() {
+    let dir = scratch("problems");
+    let f = write_config(
+        &dir,
+        "[cluster]\nname = \"t\"\n\n[[nodes]]\nid = 0\nhost = \"127.0.0.1\"\n\n[[nodes]]\nid = 1\nhost = \"127.0.0.2\"\ntransport = \"exanet\"\nuio_devices = [\"exanet-ep0\"]\n\n[[nodes]]\nid = 2\nhost = \"127.0.0.3\"\ntransport = \"verbs\"\n",
+    );
+    let o = run(atomicd().arg("--config").arg(&f).args(["--node", "9"]));
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("node 9 is not in the cluster (nodes: 0, 1, 2)"),
+        "{e}"
+    );
+    let o = run(atomicd().arg("--config").arg(&f).args(["--node", "2"]));
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("nodes[2].transport = \"verbs\""), "{e}");
+    // An Exanet node is served; an emulator root that does not exist is named.
+    let o = run(atomicd()
+        .arg("--config")
+        .arg(&f)
+        .args(["--node", "1"])
+        .env("GSAS_EXANET_EMU", dir.join("no-emulator")));
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("node 1 (") && e.contains("no Exanet emulator at"),
+        "{e}"
+    );
+    let o = run(atomicd()
+        .arg("--config")
+        .arg(dir.join("missing.toml"))
+        .args(["--node", "0"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.toml"));
+    let o = run(atomicd().arg("--bogus"));
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(atomicd().arg("--help"));
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Examples:"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn configured_daemon_serves_reports_and_stops_on_sigterm() {
+    let dir = scratch("run");
+    let port = free_port();
+    let socket = dir.join("atomicd.sock");
+    let f = write_config(
+        &dir,
+        &format!(
+            "[cluster]\nname = \"t\"\n\n[defaults]\nservice_timeout_ms = 2000\n\n[[nodes]]\nid = 0\nhost = \"127.0.0.1\"\nudp_port = {port}\ncontrol_socket = \"{}\"\nmemory = \"64m\"\n",
+            socket.display()
+        ),
+    );
+    let mut child = atomicd()
+        .arg("--config")
+        .arg(&f)
+        .args(["--node", "0", "--log-level", "info"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(120);
+    let stats = loop {
+        let o = run(atomicd().arg("--stats").arg(&socket));
+        if o.status.success() {
+            break String::from_utf8_lossy(&o.stdout).into_owned();
+        }
+        if Instant::now() > until || child.try_wait().unwrap().is_some() {
+            let mut e = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut e);
+            let _ = child.kill();
+            panic!("the daemon did not come up: {e}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.split_whitespace().eq(["jobs.active", "0"])),
+        "{stats}"
+    );
+    // It bound exactly the configured address: the port is taken on 127.0.0.1.
+    assert!(std::net::UdpSocket::bind(("127.0.0.1", port)).is_err());
+    // The daemon's memory limit comes from the file.
+    let mut c = gsas::service::ControlClient::connect(&socket, Duration::from_secs(10)).unwrap();
+    c.join(
+        0,
+        1,
+        2,
+        gsas::service::proto::JoinInfo {
+            npes: 1,
+            node: 0,
+            flags: 0,
+        },
+    )
+    .unwrap();
+    let e = c.create_segment(0, 0, 128 << 20).unwrap_err().to_string();
+    assert!(e.contains("64.0 MiB"), "{e}");
+    let o = run(atomicd().args(["stats"]).arg(&socket));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("pes.active"),
+        "{o:?}"
+    );
+    // SAFETY: kill has no memory arguments.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let out = collect_output(child, Duration::from_secs(60)).unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("received signal 15 (SIGTERM)"), "{log}");
+    assert!(
+        log.contains(&format!("serving UDP 127.0.0.1:{port}")),
+        "{log}"
+    );
+    assert!(!socket.exists(), "the socket was left behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
