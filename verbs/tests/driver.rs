@@ -19,7 +19,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 
 fn run(test: &str, roles: Vec<Role>) {
     roles::run_roles(
-        || gsas::testsupport::self_test(test).expect("the test binary"),
+        || gsas_tests::launch::self_test(test).expect("the test binary"),
         roles,
         RUN,
     );

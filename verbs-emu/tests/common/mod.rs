@@ -1,6 +1,6 @@
 //! The harness of the verbs tests: endpoints over the `sideway` binding and their exchange
 //! between the roles of a multi-process run ([`verbs_emu::roles`]); the roles are the test
-//! binary started again ([`gsas::testsupport::self_test`], through qemu when the tests run
+//! binary started again ([`gsas_tests::launch::self_test`], through qemu when the tests run
 //! under it).
 
 #![allow(dead_code)]
@@ -24,7 +24,7 @@ pub use verbs_emu::roles::{Role, WAIT, barrier, counters, fetch, process_gone, p
 /// Runs `test`'s roles (see [`verbs_emu::roles::run_roles`]).
 pub fn run_roles(test: &str, roles: Vec<Role>, timeout: Duration) {
     verbs_emu::roles::run_roles(
-        || gsas::testsupport::self_test(test).expect("the test binary"),
+        || gsas_tests::launch::self_test(test).expect("the test binary"),
         roles,
         timeout,
     );
