@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::launch::launch;
-use gsas::service::{ControlClient, StatsReport};
+use gsas::service::{ControlClient, Service, ServiceConfig, ServiceThread, StatsReport};
 
 /// `service_timeout_ms` of functional tests: generous, so that a loaded machine (more
 /// processes than cores, qemu) does not turn slowness into "no answer" errors. Failure
@@ -325,4 +325,26 @@ pub fn check_pes(n: u32, scenario: &str, out: &std::process::Output) {
         let line = format!("[{pe}] PE {pe} of {n}: {scenario} ok");
         assert!(stdout.contains(&line), "missing {line:?}: {}", show(out));
     }
+}
+
+/// One in-process atomic service per node `0..nodes` on loopback UDP, each with its control
+/// socket `node<i>.sock` in `dir`, as `oshrun` and `gsas-atomicd` would run them; `adjust`
+/// changes each configuration first (a shorter deadline, ...). Panics when one cannot
+/// start.
+pub fn service_threads(
+    dir: &Path,
+    nodes: u16,
+    adjust: impl Fn(&mut ServiceConfig),
+) -> Vec<ServiceThread> {
+    (0..nodes)
+        .map(|node| {
+            let mut cfg = ServiceConfig::new(
+                node,
+                "127.0.0.1:0".parse().unwrap(),
+                dir.join(format!("node{node}.sock")),
+            );
+            adjust(&mut cfg);
+            Service::bind(cfg).unwrap().spawn().unwrap()
+        })
+        .collect()
 }

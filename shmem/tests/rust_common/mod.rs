@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use gsas::launch::job::{JobReport, JobSpec, PeLaunch, run_job};
 use gsas::launch::pe_env;
-use gsas::service::{Service, ServiceConfig, ServiceThread};
+use gsas::service::ServiceThread;
 
 /// The variable naming the scenario a child runs.
 pub const SCENARIO: &str = "SHMEM_TEST_SCENARIO";
@@ -54,16 +54,7 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 }
 
 fn services(dir: &Path, nodes: u32) -> Vec<ServiceThread> {
-    (0..nodes as u16)
-        .map(|node| {
-            let cfg = ServiceConfig::new(
-                node,
-                "127.0.0.1:0".parse().unwrap(),
-                dir.join(format!("node{node}.sock")),
-            );
-            Service::bind(cfg).unwrap().spawn().unwrap()
-        })
-        .collect()
+    gsas_tests::multinode::service_threads(dir, nodes as u16, |_| {})
 }
 
 /// Runs `argv` (the program and its arguments) as every PE of a job placed by `topo`, with

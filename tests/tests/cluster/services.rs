@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use gsas::launch::job::{JobReport, JobSpec, PeLaunch, run_job};
 use gsas::launch::pe_env;
-use gsas::service::{ControlClient, Service, ServiceConfig};
+use gsas::service::ControlClient;
 use gsas_tests::launch::{launch, self_test_argv};
 
 fn job(scenario: &str, sockets: &[PathBuf], ppn: u32, extra: &[(&str, &str)]) -> JobSpec {
@@ -43,16 +43,7 @@ fn job(scenario: &str, sockets: &[PathBuf], ppn: u32, extra: &[(&str, &str)]) ->
 }
 
 fn services(dir: &Path) -> Vec<gsas::service::ServiceThread> {
-    (0..2u16)
-        .map(|node| {
-            let cfg = ServiceConfig::new(
-                node,
-                "127.0.0.1:0".parse().unwrap(),
-                dir.join(format!("node{node}.sock")),
-            );
-            Service::bind(cfg).unwrap().spawn().unwrap()
-        })
-        .collect()
+    gsas_tests::multinode::service_threads(dir, 2, |_| {})
 }
 
 fn assert_ok(report: &JobReport) {

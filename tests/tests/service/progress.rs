@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 use gsas::launch::job::{JobSpec, PeLaunch, run_job};
 use gsas::launch::pe_env;
 use gsas::node::{Ctx, HEAP, Node, NodeOptions};
-use gsas::service::{Service, ServiceConfig};
 use gsas_core::wire::{AtomicOp, AtomicType};
 use gsas_tests::launch::self_test_argv;
 
@@ -156,17 +155,8 @@ fn two_nodes(scenario: &str) -> Vec<u64> {
     let dir = std::env::temp_dir().join(format!("gsas-progress-{scenario}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let services: Vec<_> = (0..2u16)
-        .map(|node| {
-            let mut cfg = ServiceConfig::new(
-                node,
-                "127.0.0.1:0".parse().unwrap(),
-                dir.join(format!("node{node}.sock")),
-            );
-            cfg.deadline = SERVICE_DEADLINE;
-            Service::bind(cfg).unwrap().spawn().unwrap()
-        })
-        .collect();
+    let services =
+        gsas_tests::multinode::service_threads(&dir, 2, |cfg| cfg.deadline = SERVICE_DEADLINE);
     let sockets: Vec<PathBuf> = services
         .iter()
         .map(|s| s.socket_path().to_owned())
