@@ -48,12 +48,16 @@ fn scratch() -> PathBuf {
 
 /// One role of a run: its name and how its node differs from the default.
 pub struct Role {
+    /// The role's name, which the child process receives to pick its part of the test.
     pub name: &'static str,
+    /// The LID of the role's software device (its "node" on the emulated fabric).
     pub lid: u16,
+    /// Extra environment of the role's process (fault plans, ports, GIDs).
     pub env: Vec<(&'static str, String)>,
 }
 
 impl Role {
+    /// A role named `name` on the device with LID `lid`, with the default environment.
     pub fn new(name: &'static str, lid: u16) -> Role {
         Role {
             name,
@@ -62,6 +66,7 @@ impl Role {
         }
     }
 
+    /// The same role with `var=value` added to its environment.
     pub fn with(mut self, var: &'static str, value: &str) -> Role {
         self.env.push((var, value.to_owned()));
         self
@@ -69,7 +74,7 @@ impl Role {
 }
 
 /// Runs every role concurrently, each a process from `command` (the test binary again, in
-/// practice `gsas::testsupport::self_test(test_name)`), and requires every role to succeed
+/// practice `gsas_tests::launch::self_test(test_name)`), and requires every role to succeed
 /// within `timeout`; the first that fails ends the others, and so does the timeout. Panics
 /// with the roles' output otherwise.
 pub fn run_roles(command: impl Fn() -> Command, roles: Vec<Role>, timeout: Duration) {

@@ -28,10 +28,15 @@ const WANT_INLINE: u32 = 256;
 /// The kind of a request, for error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// An RDMA WRITE.
     Put,
+    /// An RDMA READ.
     Get,
+    /// A 64-bit fetch-add on the NIC.
     FetchAdd,
+    /// A 64-bit compare-swap on the NIC.
     CompareSwap,
+    /// The zero-byte WRITE that quiet waits for.
     Quiet,
 }
 

@@ -57,17 +57,30 @@ pub enum Error {
     /// The send queue is full: poll ([`Endpoint::progress`]) and retry.
     WouldBlock,
     /// Data above the inline limit without a registered source.
-    NotRegistered { len: usize, max_inline: u32 },
+    NotRegistered {
+        /// The length of the data.
+        len: usize,
+        /// The queue pair's inline limit.
+        max_inline: u32,
+    },
     /// An address or key record that does not parse.
     BadRecord(String),
     /// A request completed with an error: the queue pair is now unusable.
     Completion {
+        /// The peer the request went to.
         peer: String,
+        /// What the request was.
         op: Op,
+        /// The completion status the device reported.
         status: String,
     },
     /// Outstanding requests did not complete in time.
-    Timeout { peer: String, outstanding: u64 },
+    Timeout {
+        /// The peer whose requests are outstanding.
+        peer: String,
+        /// How many requests had not completed.
+        outstanding: u64,
+    },
 }
 
 impl fmt::Display for Error {
