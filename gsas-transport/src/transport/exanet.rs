@@ -38,13 +38,13 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::pio::{self, Pio, PioRx, PioTx};
+
 use exanet::emu::EmuPaths;
 use exanet::nva::{EmuRegistrar, SmmuRegistrar};
 use exanet::regs::irq;
 use exanet::{Dest, ExanetTransport, FailurePolicy, Mmio, Shm, TransportConfig};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
-
-use super::pio::{self, Pio, PioRx, PioTx};
 
 /// Bytes of the job-key header in front of every Exanet packet of the runtime.
 pub const HEADER_LEN: usize = 16;
