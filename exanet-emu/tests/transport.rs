@@ -1,7 +1,10 @@
+// About 1,000 lines: the transport's tests share the model and emulator helpers above.
 //! `ExanetTransport`: a conformance check (all sizes, TooLarge, back-pressure) on the
 //! in-process model and on the real emulator, regression tests of the bulk release path
-//! (deterministic, on the model), and gsas-core client requests carried to a gsas-core
-//! service engine end to end through the emulator.
+//! (deterministic, on the model), gsas-core client requests carried to a gsas-core
+//! service engine end to end through the emulator, the persistent send, and the runtime's
+//! PIO path (small packets as one mailbox message, exactly once under faults) over the
+//! emulator in process.
 
 mod common;
 

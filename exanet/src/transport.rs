@@ -1,3 +1,4 @@
+// Over 1,000 lines: one state machine (mailbox sends, stamped bulk slots, pulls, releases, direct RDMA) over shared slot tables.
 //! [`ExanetTransport`]: gsas-core's `Transport` over one Exanet endpoint, plus direct RDMA.
 //!
 //! What it is (model section 14). Peers are endpoints, `(coord, ep)` ([`ExanetPeer`]).
