@@ -1,8 +1,10 @@
+// About 1,000 lines: the transport's tests share the model and emulator helpers above.
 //! `ExanetTransport`: regression tests of the bulk release path (deterministic, on the
-//! in-process model), direct RDMA, and gsas-core client requests carried to a gsas-core
-//! service engine end to end through the emulator. (The transport conformance suite runs on
-//! Exanet with the other transports, in the workspace's `gsas-tests` crate:
-//! `tests/tests/transport/conformance.rs`.)
+//! in-process model), direct RDMA, gsas-core client requests carried to a gsas-core
+//! service engine end to end through the emulator, the persistent send, and the runtime's
+//! PIO path (small packets as one mailbox message, exactly once under faults) over the
+//! emulator in process. (The transport conformance suite runs on Exanet with the other
+//! transports, in the workspace's `gsas-tests` crate: `tests/tests/transport/conformance.rs`.)
 
 mod common;
 

@@ -1,3 +1,4 @@
+// Over 1,000 lines: one state machine (mailbox sends, stamped bulk slots, pulls, releases, direct RDMA) over shared slot tables.
 //! [`ExanetTransport`]: gsas-core's `Transport` over one Exanet endpoint, plus direct RDMA.
 //!
 //! Kept as one file because `ExanetTransport`'s sends, receives and direct RDMA share one

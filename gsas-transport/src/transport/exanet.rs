@@ -38,6 +38,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::pio::{self, Pio, PioRx, PioTx};
+
 use exanet::emu::EmuPaths;
 use exanet::nva::{EmuRegistrar, SmmuRegistrar};
 use exanet::regs::irq;
@@ -45,7 +47,6 @@ use exanet::{Dest, ExanetTransport, FailurePolicy, Mmio, Shm, TransportConfig};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
 mod header;
-use super::pio::{self, Pio, PioRx, PioTx};
 
 /// Bytes of the job-key header in front of every Exanet packet of the runtime.
 pub use header::HEADER_LEN;
