@@ -54,6 +54,7 @@ impl Rng {
     }
 }
 
+/// A UDP transport on an ephemeral loopback port (the attacker's socket).
 pub fn socket() -> UdpTransport {
     UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default()).unwrap()
 }

@@ -253,8 +253,11 @@ pub fn child_command(role: &str) -> Command {
 /// What a job run under our server produced.
 #[derive(Debug)]
 pub struct Outcome {
+    /// Why the server stopped.
     pub stop: Stop,
+    /// The server's events, in order.
     pub events: Vec<Event>,
+    /// Each rank's exit status and output.
     pub outputs: Vec<(u32, Output)>,
 }
 
@@ -273,6 +276,7 @@ impl Outcome {
         s
     }
 
+    /// Rank `rank`'s output (panics when the rank did not run).
     pub fn output(&self, rank: u32) -> &Output {
         &self.outputs.iter().find(|(r, _)| *r == rank).unwrap().1
     }

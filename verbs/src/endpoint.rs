@@ -56,8 +56,11 @@ impl fmt::Display for Op {
 /// is about `4.096 us * 2^timeout * (1 + retry_cnt)`.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
+    /// The local ACK timeout exponent (`4.096 us * 2^timeout` per attempt).
     pub timeout: u8,
+    /// Retransmissions before retry-exceeded.
     pub retry_cnt: u8,
+    /// Retries after receiver-not-ready before an RNR error (7: without limit on hardware).
     pub rnr_retry: u8,
 }
 
@@ -75,9 +78,13 @@ impl Default for Timing {
 /// What a peer needs to connect to an endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Address {
+    /// The port's LID (InfiniBand; 0 on RoCE).
     pub lid: u16,
+    /// The GID at the chosen index (RoCE, or InfiniBand across subnets).
     pub gid: [u8; 16],
+    /// The queue pair number.
     pub qpn: u32,
+    /// The first packet sequence number.
     pub psn: u32,
 }
 

@@ -36,11 +36,17 @@ pub enum AtomicCap {
 /// The chosen device's properties the transport decides with.
 #[derive(Clone, Debug)]
 pub struct Caps {
+    /// The device's name (`ibv_get_device_name`).
     pub device: String,
+    /// The port used.
     pub port: u8,
+    /// The port's LID.
     pub lid: u16,
+    /// The GID used.
     pub gid: [u8; 16],
+    /// The index of that GID in the port's table.
     pub gid_index: u8,
+    /// What the device's atomics are atomic against.
     pub atomics: AtomicCap,
     /// Largest work request count per queue (`max_qp_wr`).
     pub max_qp_wr: u32,
@@ -187,8 +193,11 @@ impl Region {
 /// A peer's registered memory: address, length and rkey.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemoteKey {
+    /// The region's start address in the owner's address space.
     pub addr: u64,
+    /// The region's length in bytes.
     pub len: u64,
+    /// The key a remote access presents.
     pub rkey: u32,
 }
 
