@@ -41,11 +41,11 @@ use exanet::regs::irq;
 use exanet::{Dest, ExanetTransport, FailurePolicy, Mmio, Shm, TransportConfig};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
-mod header;
-
 /// Bytes of the job-key header in front of every Exanet packet of the runtime.
 pub use header::HEADER_LEN;
 use header::HeaderRepr;
+mod header;
+
 /// Most endpoints a node can have (the model's 10-bit endpoint index).
 const MAX_ENDPOINTS: u16 = 1024;
 
