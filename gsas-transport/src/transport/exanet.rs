@@ -383,7 +383,7 @@ impl Transport for ExanetLink {
             }
             let (pio_rx, pio_inbox) = (&mut self.pio_rx, &mut self.pio_inbox);
             let got = with_inner!(&mut self.inner, t => t.recv(|src, data| {
-                if data.len() >= HEADER_LEN && data[..2] == pio::MAGIC {
+                if data.get(..2) == Some(&pio::MAGIC[..]) {
                     if let Some(key) = pio_rx.accept(src, data) {
                         let body = &data[pio::HEADER_LEN..];
                         let mut packet = [0u8; pio::MAX_PACKET];

@@ -25,7 +25,8 @@
 //! get and atomic request, replies with up to 40 bytes of data). The receiver keeps per
 //! source endpoint a window of 1024 sequence numbers ([`PioRx`]) and drops a number it has
 //! seen. No software acknowledgement, timer or window is needed: the NI's ack is the
-//! acknowledgement, its timeout the timer, the 16-deep TX ring the window.
+//! acknowledgement, its timeout the timer, the 16-deep TX ring the window. [`PioHeader`]
+//! is the header's wire view (`parse`, `emit`).
 //!
 //! Why the window is enough: a message is resent right after its timeout is reaped, behind
 //! at most the 15 later messages of the TX ring and the driver's queued resends (at most
@@ -63,6 +64,61 @@ const WINDOW: u16 = 1024;
 const QUIET: Duration = Duration::from_secs(10);
 /// Source endpoints remembered before the one silent longest is forgotten.
 const MAX_STREAMS: usize = 4096;
+
+/// Field offsets of the PIO header (the table in the module docs).
+mod field {
+    use core::ops::Range;
+    pub const MAGIC: Range<usize> = 0..2;
+    pub const SEQ: Range<usize> = 2..4;
+    pub const INCARNATION: Range<usize> = 4..8;
+    pub const KEY: Range<usize> = 8..16;
+}
+
+/// The content of a PIO header, after the wire views of `gsas_core::wire` and the GSX1
+/// header: [`PioHeader::parse`] never panics (it refuses a short buffer or another magic),
+/// [`PioHeader::emit`] panics only when the buffer is shorter than [`HEADER_LEN`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PioHeader {
+    /// The message's number in the stream from its source endpoint to its destination.
+    pub seq: u16,
+    /// The sender's incarnation.
+    pub incarnation: u32,
+    /// The job key.
+    pub key: u64,
+}
+
+impl PioHeader {
+    /// Reads the header at the start of `msg`; `None` when `msg` is shorter than the header
+    /// or does not start with [`MAGIC`].
+    #[inline]
+    pub fn parse(msg: &[u8]) -> Option<PioHeader> {
+        let h = msg.get(..HEADER_LEN)?;
+        if h[field::MAGIC] != MAGIC {
+            return None;
+        }
+        let mut seq = [0u8; 2];
+        seq.copy_from_slice(&h[field::SEQ]);
+        let mut inc = [0u8; 4];
+        inc.copy_from_slice(&h[field::INCARNATION]);
+        let mut key = [0u8; 8];
+        key.copy_from_slice(&h[field::KEY]);
+        Some(PioHeader {
+            seq: u16::from_le_bytes(seq),
+            incarnation: u32::from_le_bytes(inc),
+            key: u64::from_le_bytes(key),
+        })
+    }
+
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `head`.
+    #[inline]
+    pub fn emit(&self, head: &mut [u8]) {
+        let h = &mut head[..HEADER_LEN];
+        h[field::MAGIC].copy_from_slice(&MAGIC);
+        h[field::SEQ].copy_from_slice(&self.seq.to_le_bytes());
+        h[field::INCARNATION].copy_from_slice(&self.incarnation.to_le_bytes());
+        h[field::KEY].copy_from_slice(&self.key.to_le_bytes());
+    }
+}
 
 /// The hash of an endpoint address for the per-endpoint maps: its 42 bits folded by a
 /// multiplication (std's SipHash costs more than the rest of a PIO send; the keys are NI
@@ -172,10 +228,12 @@ impl PioTx {
         let s = self.streams.entry(dest).or_insert((0, key));
         let seq = s.0;
         *s = (seq.wrapping_add(1), key);
-        head[..2].copy_from_slice(&MAGIC);
-        head[2..4].copy_from_slice(&seq.to_le_bytes());
-        head[4..8].copy_from_slice(&self.incarnation.to_le_bytes());
-        head[8..16].copy_from_slice(&key.to_le_bytes());
+        PioHeader {
+            seq,
+            incarnation: self.incarnation,
+            key,
+        }
+        .emit(head);
     }
 
     /// The key last sent to `dest` (0 if none).
@@ -260,13 +318,15 @@ impl PioRx {
     /// Parses the header of a message from `src`: `Some(key)` if its packet is to be
     /// delivered, `None` if it is a duplicate, a straggler or malformed (counted).
     pub fn accept(&mut self, src: Dest, msg: &[u8]) -> Option<u64> {
-        if msg.len() < HEADER_LEN || msg[..2] != MAGIC {
+        let Some(PioHeader {
+            seq,
+            incarnation: inc,
+            key,
+        }) = PioHeader::parse(msg)
+        else {
             self.dropped += 1;
             return None;
-        }
-        let seq = u16::from_le_bytes([msg[2], msg[3]]);
-        let inc = u32::from_le_bytes(msg[4..8].try_into().expect("4 bytes"));
-        let key = u64::from_le_bytes(msg[8..16].try_into().expect("8 bytes"));
+        };
         self.count += 1;
         let count = self.count;
         if self.streams.len() >= MAX_STREAMS && !self.streams.contains_key(&src) {
@@ -317,6 +377,33 @@ mod tests {
         let mut h = [0u8; 16];
         tx.header(A, key, &mut h);
         h
+    }
+
+    #[test]
+    fn the_header_has_its_documented_bytes_and_parse_refuses_what_is_not_one() {
+        let h = PioHeader {
+            seq: 0x0201,
+            incarnation: 0x0605_0403,
+            key: 0x0e0d_0c0b_0a09_0807,
+        };
+        let mut b = [0xffu8; 20];
+        h.emit(&mut b);
+        assert_eq!(
+            b[..16],
+            [b'G', b'P', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        );
+        assert_eq!(b[16..], [0xff; 4], "nothing written past the header");
+        assert_eq!(PioHeader::parse(&b), Some(h));
+        for n in 0..HEADER_LEN {
+            assert_eq!(PioHeader::parse(&b[..n]), None, "{n} bytes");
+        }
+        b[1] = b'X';
+        assert_eq!(PioHeader::parse(&b), None, "another magic");
+        // The job-key header of the frames is not a PIO header.
+        assert_eq!(
+            PioHeader::parse(b"GSX1\0\0\0\0\x07\x08\x09\x0a\x0b\x0c\x0d\x0e"),
+            None
+        );
     }
 
     #[test]
