@@ -1,6 +1,9 @@
 //! Service engine tests against word memory and a reference model: every atomic op and
 //! datatype, reads and writes at every length and alignment, bulk transfers, refusals with
 //! their counters, and guard regions around the segments that must never change.
+//!
+//! Kept as one file because every test runs against the same reference model and guarded
+//! memory defined here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

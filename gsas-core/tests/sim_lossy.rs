@@ -1,5 +1,8 @@
 //! End-to-end simulation of the protocol core over a lossy network.
 //!
+//! Kept as one file because it is one simulation: the network, the peers, the reference model
+//! and the checks share their types and the simulated clock.
+//!
 //! Four peers, each running a [`Client`] and a [`Service`] over one
 //! `Reliable<FaultInjector<Loopback>>` endpoint (10% drops, 5% duplicates, 10% of packets
 //! reordered within a window of 8, simulated clock, no sleeps). Every peer hosts two PEs with

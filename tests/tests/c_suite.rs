@@ -1,6 +1,9 @@
 //! The C test suite: OpenSHMEM C programs built with the installed `oshcc`/`oshc++` and run
 //! as real jobs, plus the checks of the installation itself.
 //!
+//! Kept as one file because every case shares one installation, one program cache and one
+//! job runner (the case list reads as the suite's table of contents).
+//!
 //! **What it is.** The first test that needs it installs the library with
 //! `scripts/install --debug --target <this target>` into `<target dir>/c-suite/<triple>/prefix`
 //! (the dev profile in the same target directory as this test, so the build reuses what the

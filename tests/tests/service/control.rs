@@ -1,6 +1,9 @@
 //! The atomic service on its own: control protocol, limits and their messages,
 //! reclamation, refusals counted in the statistics, and robustness against garbage on the
 //! network and on the control socket.
+//!
+//! Kept as one file because its tests share one control-socket client and the service
+//! fixtures defined here.
 
 use std::net::{SocketAddr, UdpSocket};
 
