@@ -7,7 +7,8 @@
 //!   credentials, non-blocking mode) and the per-user runtime directory;
 //! * [`fd`]: `ppoll`/`poll`, `send` without `SIGPIPE`, `read`, `socketpair`, `pipe`,
 //!   descriptor flags;
-//! * [`fdpass`]: one descriptor with a message (`SCM_RIGHTS`);
+//! * [`fdpass`]: descriptors with a message (`SCM_RIGHTS`), the one encoding (the runtime's
+//!   segment passing and the Exanet emulator's registration both use it);
 //! * [`event`]: `signalfd` ([`event::SignalFd`]), `eventfd` ([`event::EventFd`]) and a
 //!   termination-signal flag;
 //! * [`process`]: `PR_SET_PDEATHSIG`, `kill`, `getrandom`, `gethostname`, the user id and

@@ -11,6 +11,9 @@
 //! of the connection shows, so a received empty message without descriptors is reported
 //! as [`ShmError::Closed`].
 //!
+//! Built on `gsas_sys::fdpass` (the one `SCM_RIGHTS` encoding): this module adds the
+//! deadline and the segment layer's named errors.
+//!
 //! What it is not: the control protocol (what the messages mean belongs to the service and
 //! node client) or a listener/connector for named sockets.
 //!
@@ -36,25 +39,16 @@
 //! # Ok::<(), gsas_transport::shm::ShmError>(())
 //! ```
 
-use std::io;
-use std::mem::{size_of, size_of_val};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
+
+use gsas_sys::fdpass::{Received, recvmsg_fds, sendmsg_fds};
 
 use super::ShmError;
 
 /// Most descriptors one message carries.
-pub const MAX_FDS: usize = 32;
-
-/// Control buffer for [`MAX_FDS`] descriptors, 8-byte aligned as `cmsghdr` requires.
-/// `CMSG_SPACE(32 * 4)` is 144 bytes on 64-bit Linux; 32 words leave room on any target.
-type ControlBuf = [u64; 32];
-
-const _: () = assert!(
-    // SAFETY: CMSG_SPACE is a pure computation on an integer.
-    unsafe { libc::CMSG_SPACE((MAX_FDS * size_of::<RawFd>()) as u32) } as usize
-        <= size_of::<ControlBuf>()
-);
+pub const MAX_FDS: usize = gsas_sys::fdpass::MAX_FDS;
 
 /// A connected pair of Unix `SOCK_SEQPACKET` sockets (close-on-exec).
 ///
@@ -128,54 +122,13 @@ pub fn send_fds(
             max: MAX_FDS,
         });
     }
-    let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
-    let mut control: ControlBuf = [0; 32];
-    let mut iov = libc::iovec {
-        iov_base: msg.as_ptr().cast_mut().cast(),
-        iov_len: msg.len(),
-    };
-    // SAFETY: an all-zero msghdr is a valid "no name, no data, no control" header.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    if !raw.is_empty() {
-        let data_len = size_of_val(raw.as_slice()) as u32;
-        hdr.msg_control = control.as_mut_ptr().cast();
-        // SAFETY: CMSG_SPACE is a pure computation; the result fits `control` (checked at
-        // compile time for MAX_FDS descriptors).
-        hdr.msg_controllen = unsafe { libc::CMSG_SPACE(data_len) } as _;
-        // SAFETY: `hdr` points at `control`, which is large enough and 8-byte aligned, so
-        // CMSG_FIRSTHDR returns a pointer to its start; we write one complete cmsghdr and
-        // `raw.len()` descriptors into its data area, all within `msg_controllen` bytes.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&hdr);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as _;
-            std::ptr::copy_nonoverlapping(
-                raw.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(cmsg),
-                data_len as usize,
-            );
-        }
-    }
     let start = Instant::now();
     let deadline = start + timeout;
     loop {
-        // SAFETY: `hdr` describes `msg` (through `iov`) and `control`, both alive and
-        // unmodified during the call; the descriptors in it are borrowed and open.
-        let n = unsafe {
-            libc::sendmsg(
-                sock.as_raw_fd(),
-                &hdr,
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
-        if n >= 0 {
-            return if n as usize == msg.len() {
-                Ok(())
-            } else {
-                Err(ShmError::Os {
+        match sendmsg_fds(sock, &[IoSlice::new(msg)], fds, libc::MSG_DONTWAIT) {
+            Ok(n) if n == msg.len() => return Ok(()),
+            Ok(n) => {
+                return Err(ShmError::Os {
                     op: "sendmsg(SCM_RIGHTS)".into(),
                     source: io::Error::new(
                         io::ErrorKind::WriteZero,
@@ -184,22 +137,22 @@ pub fn send_fds(
                             msg.len()
                         ),
                     ),
-                })
-            };
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => {}
-            Some(libc::EAGAIN) => wait_ready(sock, libc::POLLOUT, "send_fds", start, deadline)?,
-            Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN) => {
-                return Err(ShmError::Closed { op: "send_fds" });
-            }
-            _ => {
-                return Err(ShmError::Os {
-                    op: "sendmsg(SCM_RIGHTS)".into(),
-                    source: e,
                 });
             }
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EAGAIN) => {
+                    wait_ready(sock, libc::POLLOUT, "send_fds", start, deadline)?;
+                }
+                Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN) => {
+                    return Err(ShmError::Closed { op: "send_fds" });
+                }
+                _ => {
+                    return Err(ShmError::Os {
+                        op: "sendmsg(SCM_RIGHTS)".into(),
+                        source: e,
+                    });
+                }
+            },
         }
     }
 }
@@ -221,30 +174,15 @@ pub fn recv_fds(
     let sock = sock.as_fd();
     let start = Instant::now();
     let deadline = start + timeout;
-    let mut control: ControlBuf = [0; 32];
     loop {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: an all-zero msghdr is a valid "no name, no data, no control" header.
-        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        hdr.msg_iov = &mut iov;
-        hdr.msg_iovlen = 1;
-        hdr.msg_control = control.as_mut_ptr().cast();
-        hdr.msg_controllen = size_of::<ControlBuf>() as _;
-        // SAFETY: `hdr` describes `buf` and `control`, both writable and alive for the call.
-        let n = unsafe {
-            libc::recvmsg(
-                sock.as_raw_fd(),
-                &mut hdr,
-                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
+        let Received {
+            len,
+            fds,
+            truncated,
+            fds_truncated,
+        } = match recvmsg_fds(sock, buf, libc::MSG_DONTWAIT) {
+            Ok(r) => r,
+            Err(e) => match e.raw_os_error() {
                 Some(libc::EAGAIN) => {
                     wait_ready(sock, libc::POLLIN, "recv_fds", start, deadline)?;
                     continue;
@@ -256,48 +194,23 @@ pub fn recv_fds(
                         source: e,
                     });
                 }
-            }
-        }
-        let fds = take_fds(&hdr);
-        if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
+            },
+        };
+        if fds_truncated {
             return Err(ShmError::FdsTruncated {
                 received: fds.len(),
             });
         }
-        if hdr.msg_flags & libc::MSG_TRUNC != 0 {
+        if truncated {
             return Err(ShmError::MessageTruncated {
                 capacity: buf.len(),
             });
         }
-        if n == 0 && fds.is_empty() {
+        if len == 0 && fds.is_empty() {
             return Err(ShmError::Closed { op: "recv_fds" });
         }
-        return Ok((n as usize, fds));
+        return Ok((len, fds));
     }
-}
-
-/// Takes ownership of every descriptor in the `SCM_RIGHTS` messages of `hdr`.
-fn take_fds(hdr: &libc::msghdr) -> Vec<OwnedFd> {
-    let mut fds = Vec::new();
-    // SAFETY: the kernel filled `hdr.msg_control` with `hdr.msg_controllen` bytes of
-    // well-formed control messages; CMSG_FIRSTHDR/CMSG_NXTHDR stay within them and return
-    // null at the end. SCM_RIGHTS data holds `(cmsg_len - CMSG_LEN(0)) / 4` descriptors
-    // now owned by this process (read unaligned: the data area is only 4-byte aligned).
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                for i in 0..bytes / size_of::<RawFd>() {
-                    let raw = data.add(i).read_unaligned();
-                    fds.push(OwnedFd::from_raw_fd(raw));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
-        }
-    }
-    fds
 }
 
 #[cfg(test)]
