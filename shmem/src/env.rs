@@ -35,7 +35,7 @@
 //! | `SHMEM_COLL_FANIN` | - | integer (>= 0) | 8 | gsas extension: fan-in of the intra-node arrival tree of barriers (each sub-leader waits for this many PEs; at least 1). |
 //! | `SHMEM_COLL_RING_MIN` | - | size (number, decimals allowed, with optional k/m/g/t) | 256k | gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling. |
 //! | `SHMEM_COLL_SPIN_US` | - | integer (>= 0) | 20 | gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning when the node runs more PEs than there are CPUs. |
-//! | `SHMEM_COLL_DIRECT_MAX` | - | size (number with optional k/m/g/t) | 8k | gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per message in the same datagram (larger data goes through the services); 0 sends everything through the services. Must be the same on every PE. |
+//! | `SHMEM_COLL_DIRECT_MAX` | - | size (number, decimals allowed, with optional k/m/g/t) | 8k | gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per message in the same datagram (larger data goes through the services); 0 sends everything through the services. Must be the same on every PE. |
 //! <!-- END GENERATED -->
 
 use std::fmt;
