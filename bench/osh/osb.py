@@ -453,7 +453,7 @@ def build_gsas(profile, prefix, need_emu, say):
         raise SystemExit("bench: scripts/install failed")
     if not need_emu:
         return None
-    cargo = ["cargo", "build", "--quiet", "-p", "exanet", "--bin", "exanet-emu"]
+    cargo = ["cargo", "build", "--quiet", "-p", "exanet-emu", "--bin", "exanet-emu"]
     if profile == "release":
         cargo.append("--release")
     if subprocess.run(cargo, cwd=ROOT).returncode != 0:
