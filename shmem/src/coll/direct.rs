@@ -58,11 +58,106 @@ use crate::state::State;
 
 /// Magic of a direct datagram ("GSCD").
 const MAGIC: u32 = 0x4443_5347;
-/// Header bytes: magic (4), kind, flag segment, data segment, 0, sender (4), 0 (4), the
-/// receiver's token (8), sequence (8), acknowledgement (8), flag offset (8), data offset
-/// (8), the sender's token (8: for the receiver's acknowledgements to a sender it has not
-/// looked up).
+/// Header bytes ([`Header`]).
 const HEADER: usize = 64;
+
+/// Field offsets of the header (all integers little-endian).
+mod field {
+    use std::ops::Range;
+    /// `"GSCD"` ([`super::MAGIC`]).
+    pub const MAGIC: Range<usize> = 0..4;
+    pub const KIND: usize = 4;
+    /// Segment of the flag (or `NOTE`).
+    pub const FLAG_SEG: usize = 5;
+    /// Segment of the data.
+    pub const DATA_SEG: usize = 6;
+    // 7: 0.
+    /// The sender (world PE).
+    pub const FROM: Range<usize> = 8..12;
+    // 12..16: 0.
+    /// The receiver's token.
+    pub const TOKEN: Range<usize> = 16..24;
+    pub const SEQ: Range<usize> = 24..32;
+    /// The cumulative acknowledgement of the other direction.
+    pub const ACK: Range<usize> = 32..40;
+    /// Offset of the flag (or the note's key).
+    pub const FLAG_OFF: Range<usize> = 40..48;
+    pub const DATA_OFF: Range<usize> = 48..56;
+    /// The sender's token (for the receiver's acknowledgements to a sender it has not
+    /// looked up).
+    pub const REPLY_TOKEN: Range<usize> = 56..64;
+}
+
+/// The header of a direct datagram, after the wire views of `gsas_core::wire`: [`Header::parse`]
+/// never panics (it refuses a short datagram or another magic), [`Header::emit`] writes all
+/// [`HEADER`] bytes (zeros where reserved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Header {
+    kind: u8,
+    from: u32,
+    token: u64,
+    seq: u64,
+    ack: u64,
+    flag: SymAddr,
+    at: SymAddr,
+    reply_token: u64,
+}
+
+impl Header {
+    fn parse(b: &[u8]) -> Option<Header> {
+        let h = b.get(..HEADER)?;
+        let u64_at = |r: std::ops::Range<usize>| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&h[r]);
+            u64::from_le_bytes(w)
+        };
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&h[field::MAGIC]);
+        if u32::from_le_bytes(w) != MAGIC {
+            return None;
+        }
+        w.copy_from_slice(&h[field::FROM]);
+        Some(Header {
+            kind: h[field::KIND],
+            from: u32::from_le_bytes(w),
+            token: u64_at(field::TOKEN),
+            seq: u64_at(field::SEQ),
+            ack: u64_at(field::ACK),
+            flag: SymAddr {
+                seg: h[field::FLAG_SEG],
+                off: u64_at(field::FLAG_OFF),
+            },
+            at: SymAddr {
+                seg: h[field::DATA_SEG],
+                off: u64_at(field::DATA_OFF),
+            },
+            reply_token: u64_at(field::REPLY_TOKEN),
+        })
+    }
+
+    fn emit(&self, d: &mut [u8]) {
+        let h = &mut d[..HEADER];
+        h.fill(0);
+        h[field::MAGIC].copy_from_slice(&MAGIC.to_le_bytes());
+        h[field::KIND] = self.kind;
+        h[field::FLAG_SEG] = self.flag.seg;
+        h[field::DATA_SEG] = self.at.seg;
+        h[field::FROM].copy_from_slice(&self.from.to_le_bytes());
+        h[field::TOKEN].copy_from_slice(&self.token.to_le_bytes());
+        h[field::SEQ].copy_from_slice(&self.seq.to_le_bytes());
+        Header::set_ack(h, self.ack);
+        h[field::FLAG_OFF].copy_from_slice(&self.flag.off.to_le_bytes());
+        h[field::DATA_OFF].copy_from_slice(&self.at.off.to_le_bytes());
+        h[field::REPLY_TOKEN].copy_from_slice(&self.reply_token.to_le_bytes());
+    }
+
+    /// Rewrites the acknowledgement of an emitted header (a resend carries the latest).
+    fn set_ack(d: &mut [u8], ack: u64) {
+        d[field::ACK].copy_from_slice(&ack.to_le_bytes());
+    }
+}
+/// The address of an absent flag or data.
+const NOWHERE: SymAddr = SymAddr { seg: 0, off: 0 };
 /// Kinds.
 const KIND_ACK: u8 = 0;
 const KIND_ADD: u8 = 1;
@@ -286,32 +381,32 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     let (seq, ack) = (p.next, p.got);
     p.owed = None;
     let (kind, flag, at, data) = match msg {
-        Msg::Add(f) => (KIND_ADD, f, SymAddr { seg: 0, off: 0 }, &[][..]),
+        Msg::Add(f) => (KIND_ADD, f, NOWHERE, &[][..]),
         Msg::PutAdd(at, d, f) => (KIND_PUT_ADD, f, at, d),
-        Msg::Put(at, d) => (KIND_PUT, SymAddr { seg: 0, off: 0 }, at, d),
-        Msg::Mail(d, f) => (KIND_MAIL, f, SymAddr { seg: 0, off: 0 }, d),
+        Msg::Put(at, d) => (KIND_PUT, NOWHERE, at, d),
+        Msg::Mail(d, f) => (KIND_MAIL, f, NOWHERE, d),
         Msg::Note(key, d) => (
             KIND_NOTE,
             SymAddr {
                 seg: NOTE,
                 off: key,
             },
-            SymAddr { seg: 0, off: 0 },
+            NOWHERE,
             d,
         ),
     };
     let mut d = vec![0u8; HEADER + data.len()];
-    d[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    d[4] = kind;
-    d[5] = flag.seg;
-    d[6] = at.seg;
-    d[8..12].copy_from_slice(&st.me.to_le_bytes());
-    d[16..24].copy_from_slice(&token.to_le_bytes());
-    d[24..32].copy_from_slice(&seq.to_le_bytes());
-    d[32..40].copy_from_slice(&ack.to_le_bytes());
-    d[40..48].copy_from_slice(&flag.off.to_le_bytes());
-    d[48..56].copy_from_slice(&at.off.to_le_bytes());
-    d[56..64].copy_from_slice(&e.token.to_le_bytes());
+    Header {
+        kind,
+        from: st.me,
+        token,
+        seq,
+        ack,
+        flag,
+        at,
+        reply_token: e.token,
+    }
+    .emit(&mut d);
     d[HEADER..].copy_from_slice(data);
     // A send the kernel refuses (a full buffer) is repeated after the timeout.
     let _ = e.sock.send_to(&d, addr);
@@ -411,18 +506,23 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
             && (force_acks || t.duration_since(since) >= ACK_DELAY)
         {
             let mut d = [0u8; HEADER];
-            d[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-            d[4] = KIND_ACK;
-            d[8..12].copy_from_slice(&st.me.to_le_bytes());
-            d[16..24].copy_from_slice(&token.to_le_bytes());
-            d[32..40].copy_from_slice(&p.got.to_le_bytes());
-            d[56..64].copy_from_slice(&own.to_le_bytes());
+            Header {
+                kind: KIND_ACK,
+                from: st.me,
+                token,
+                seq: 0,
+                ack: p.got,
+                flag: NOWHERE,
+                at: NOWHERE,
+                reply_token: own,
+            }
+            .emit(&mut d);
             let _ = sock.send_to(&d, addr);
             p.owed = None;
         }
         for (_, d, sent) in p.unacked.iter_mut() {
             if t.duration_since(*sent) >= RTO {
-                d[32..40].copy_from_slice(&p.got.to_le_bytes());
+                Header::set_ack(d, p.got);
                 let _ = sock.send_to(d, addr);
                 *sent = t;
             }
@@ -430,36 +530,29 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
     }
 }
 
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// One datagram from `src`.
 fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
-    if b.len() < HEADER
-        || u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")) != MAGIC
-        || le64(b, 16) != e.token
-    {
+    let Some(Header {
+        kind,
+        from,
+        token,
+        seq,
+        ack,
+        flag,
+        at,
+        reply_token,
+    }) = Header::parse(b)
+    else {
+        return;
+    };
+    if token != e.token || from >= st.npes || from == st.me {
         return;
     }
-    let from = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-    if from >= st.npes || from == st.me {
-        return;
-    }
-    let (kind, seq, ack) = (b[4], le64(b, 24), le64(b, 32));
-    let flag = SymAddr {
-        seg: b[5],
-        off: le64(b, 40),
-    };
-    let at = SymAddr {
-        seg: b[6],
-        off: le64(b, 48),
-    };
     let p = &mut e.peers[from as usize];
     if p.addr.is_none() {
         // It carries this PE's token, so it comes from a PE of the job: acknowledgements
         // go back to where it came from, with its token.
-        p.addr = Some(Some((src, le64(b, 56))));
+        p.addr = Some(Some((src, reply_token)));
     }
     while p.unacked.front().is_some_and(|(s, _, _)| *s <= ack) {
         p.unacked.pop_front();
@@ -568,5 +661,54 @@ pub fn flush(st: &State) {
             "gsas-shmem: PE {}: some collective signals were not acknowledged at finalize",
             st.me
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_has_its_documented_bytes_and_parse_refuses_what_is_not_one() {
+        let h = Header {
+            kind: KIND_PUT_ADD,
+            from: 0x0403_0201,
+            token: 0x1111_1111_1111_1111,
+            seq: 0x2222_2222_2222_2222,
+            ack: 0x3333_3333_3333_3333,
+            flag: SymAddr {
+                seg: 7,
+                off: 0x4444_4444_4444_4444,
+            },
+            at: SymAddr {
+                seg: 9,
+                off: 0x5555_5555_5555_5555,
+            },
+            reply_token: 0x6666_6666_6666_6666,
+        };
+        let mut d = [0xffu8; HEADER + 4];
+        h.emit(&mut d);
+        assert_eq!(d[..8], [b'G', b'S', b'C', b'D', KIND_PUT_ADD, 7, 9, 0]);
+        assert_eq!(
+            d[8..16],
+            [1, 2, 3, 4, 0, 0, 0, 0],
+            "sender, then reserved zeros"
+        );
+        for (i, byte) in [0x11u8, 0x22, 0x33, 0x44, 0x55, 0x66]
+            .into_iter()
+            .enumerate()
+        {
+            let at = 16 + 8 * i;
+            assert_eq!(d[at..at + 8], [byte; 8], "word at {at}");
+        }
+        assert_eq!(d[HEADER..], [0xff; 4], "nothing written past the header");
+        assert_eq!(Header::parse(&d), Some(h));
+        Header::set_ack(&mut d, 5);
+        assert_eq!(Header::parse(&d).map(|p| p.ack), Some(5));
+        for n in 0..HEADER {
+            assert_eq!(Header::parse(&d[..n]), None, "{n} bytes");
+        }
+        d[3] = b'X';
+        assert_eq!(Header::parse(&d), None, "another magic");
     }
 }
