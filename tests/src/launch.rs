@@ -29,7 +29,8 @@
 //! child and ends the process with its own exit code.
 //!
 //! The workspace's programs (`oshrun`, `gsas-atomicd`, `exanet-emu`) are found, and built
-//! when needed, by [`program`].
+//! when needed, by [`program`]; examples and other programs of a package by [`example`]
+//! and [`package_bin`].
 //!
 //! What it is not: a launcher for jobs (that is `oshrun`); nothing here is used by the
 //! runtime itself. Every wait is bounded ([`run_with_timeout`], [`wait_timeout`]).
@@ -182,17 +183,53 @@ pub fn program(name: &str) -> PathBuf {
 
 /// Builds [`PROGRAMS`] (see [`program`]) and returns the directory they are in.
 fn build_programs() -> PathBuf {
+    let profile_dir = profile_dir();
+    let missing = PROGRAMS.iter().any(|p| !profile_dir.join(p).exists());
+    let targets: Vec<&str> = PROGRAMS.iter().flat_map(|p| ["--bin", p]).collect();
+    cargo_build(&profile_dir, missing, &targets);
+    profile_dir
+}
+
+/// The path of the example `name` of the workspace package `package`, built for the running
+/// test's target and profile (`<profile>/examples/<name>`), built first as [`program`]
+/// builds the programs (a no-op when `cargo test --workspace` built the examples already).
+///
+/// Panics (a test setup error) when cargo fails, with its output.
+pub fn example(package: &str, name: &str) -> PathBuf {
+    package_target(package, "--example", name, &format!("examples/{name}"))
+}
+
+/// The path of the program `name` of the workspace package `package` (one not in
+/// [`PROGRAMS`]), built for the running test's target and profile as [`example`] builds.
+pub fn package_bin(package: &str, name: &str) -> PathBuf {
+    package_target(package, "--bin", name, name)
+}
+
+/// Builds target `name` (`flag` = `--bin` or `--example`) of `package`, at `path` in the
+/// profile directory.
+fn package_target(package: &str, flag: &str, name: &str, path: &str) -> PathBuf {
+    let profile_dir = profile_dir();
+    let path = profile_dir.join(path);
+    cargo_build(&profile_dir, !path.exists(), &["-p", package, flag, name]);
+    path
+}
+
+/// The profile directory of the running test binary (`<target>[/<triple>]/<profile>/`).
+fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
+    exe.parent()
         .and_then(std::path::Path::parent)
         .expect("test executable in <profile>/deps")
-        .to_path_buf();
-    let missing = PROGRAMS.iter().any(|p| !profile_dir.join(p).exists());
+        .to_path_buf()
+}
+
+/// `cargo build -q TARGETS...` into `profile_dir`'s target directory, target and profile
+/// (see [`program`] for when: always under cargo, otherwise only when `missing`).
+fn cargo_build(profile_dir: &std::path::Path, missing: bool, targets: &[&str]) {
     let under_cargo = std::env::var_os("CARGO").is_some();
     let no_build = std::env::var_os("GSAS_TEST_NO_BUILD").is_some_and(|v| v == "1");
     if !missing && (no_build || !under_cargo) {
-        return profile_dir;
+        return;
     }
     let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
     let above = profile_dir.parent().expect("target directory");
@@ -208,10 +245,8 @@ fn build_programs() -> PathBuf {
         .arg("--manifest-path")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
         .arg("--target-dir")
-        .arg(target_dir);
-    for p in PROGRAMS {
-        cmd.args(["--bin", p]);
-    }
+        .arg(target_dir)
+        .args(targets);
     if cross {
         cmd.args(["--target", &triple]);
     }
@@ -221,11 +256,10 @@ fn build_programs() -> PathBuf {
     let out = run_with_timeout(&mut cmd, Duration::from_secs(1800)).expect("running cargo");
     assert!(
         out.status.success(),
-        "building {PROGRAMS:?} failed:\n{}{}",
+        "building {targets:?} failed:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    profile_dir
 }
 
 /// The decision of [`Launch::detect`] for this process, made once.

@@ -6,6 +6,7 @@
 //! * [`failure`]: killed PEs, launchers and daemons end the job with the right message;
 //! * [`fork`]: remote FORK (authentication, replay, output streams, a real job);
 //! * [`exanet`]: jobs over an emulated QFDB (four nodes), with link faults and a cut node;
+//! * [`demo`]: `scripts/demo --transport udp|exanet|verbs` as users run it, and its clean-up;
 //! * [`netns`]: nodes in network namespaces joined by veth links (root);
 //! * [`lossy_soak`]: a service and a client over a lossy link (namespaces and nftables as
 //!   root, a lossy relay on loopback otherwise).
@@ -13,6 +14,7 @@
 //! The PEs are this binary again in child mode: [`child_pe`] runs the scenario the parent
 //! named (the kit's `node` scenarios, or one of a module's own).
 
+mod demo;
 mod exanet;
 mod failure;
 mod fork;
