@@ -109,7 +109,7 @@ fn runs_across_two_nodes(test: &str, transport: &str, says: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(CHECK), "no check line: {}", show(&out));
     let announced =
-        format!("demo: 4 PEs on 2 nodes of this machine (2 per node), transport {says}");
+        format!("demo: 4 PEs on 2 nodes of this machine (2 + 2, in rank order), transport {says}");
     assert!(
         stdout.contains(&announced),
         "no {announced:?}: {}",
