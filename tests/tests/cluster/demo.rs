@@ -40,11 +40,19 @@ fn scratch(tag: &str) -> PathBuf {
     dir
 }
 
+/// Whether the tests run on another architecture than the kernel's (qemu-user, with or
+/// without binfmt_misc).
+fn foreign_target() -> bool {
+    matches!(launch(), Launch::Emulated { .. })
+        || std::fs::read_to_string("/proc/sys/kernel/arch")
+            .is_ok_and(|k| k.trim() != std::env::consts::ARCH)
+}
+
 /// `bash scripts/demo ARGS...` on this build's programs, with `tmp` as its `TMPDIR`; `None`
-/// (after a loud skip) when the tests run under qemu: the script starts the host's
-/// programs as they are, so the x86_64 stage runs these tests.
+/// (after a loud skip) when the tests run under qemu: the script starts the programs
+/// natively, so the x86_64 stage runs these tests.
 fn demo(test: &str, tmp: &Path, args: &[&str]) -> Option<Command> {
-    if matches!(launch(), Launch::Emulated { .. }) {
+    if foreign_target() {
         gsas_tests::skip::note(
             test,
             "scripts/demo starts the programs natively; the x86_64 stage runs it",
@@ -178,7 +186,7 @@ fn demo_over_verbs() {
         );
         return;
     }
-    if !matches!(launch(), Launch::Emulated { .. }) {
+    if !foreign_target() {
         package_bin("verbs-emu", "softverbs-env");
     }
     runs_across_two_nodes(test, "verbs", "verbs on the software verbs device");
