@@ -181,7 +181,7 @@ impl Node {
     ) -> Result<usize, NodeError> {
         let addr = self.check_target(pe, seg, offset, desc.width())?;
         let ctx = self.ctx_index(ctx)?;
-        let route = self.routes[pe as usize];
+        let route = self.routes[pe as usize].service();
         let d = OpDesc {
             kind: "atomic",
             pe,
@@ -210,8 +210,38 @@ impl Node {
                 }),
                 None => Err(ClientError::StaleHandle),
             },
-            Route::Direct => Err(ClientError::StaleHandle),
+            Route::Direct | Route::Verbs(_) => Err(ClientError::StaleHandle),
         })?;
         Ok(index)
+    }
+
+    /// The signal update of a put-with-signal (OpenSHMEM 1.5 §9.8.1): `op` (SET or ADD) of
+    /// `value` on the `u64` at `offset` of segment `seg` of PE `pe`, delivered after every
+    /// earlier put of `ctx` to that PE and sent before returning (the target may be
+    /// waiting for it). Over verbs a SET is an 8-byte inline RDMA WRITE on the queue pair
+    /// that carried the data, which delivers in order; an ADD, like every atomic, goes
+    /// through the target node's service once the RDMA before it has completed. Elsewhere:
+    /// a fence, then the atomic.
+    pub fn signal(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        value: u64,
+    ) -> Result<(), NodeError> {
+        let (_, direct) = self.amo_target(pe, seg, offset, op, AtomicType::U64, value, 0)?;
+        if direct.is_none() && matches!(self.routes[pe as usize], Route::Verbs(_)) {
+            self.ctx_index(ctx)?;
+            if op == AtomicOp::Set {
+                return self.with_verbs(|v| v.write_u64(pe, seg, offset, value));
+            }
+            self.with_verbs(|v| v.quiet())?;
+        } else {
+            self.fence(ctx)?;
+        }
+        self.atomic_nbi(ctx, pe, seg, offset, op, AtomicType::U64, value, 0)?;
+        self.progress()
     }
 }
