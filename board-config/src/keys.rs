@@ -371,7 +371,7 @@ pub const DEFAULTS_VERBS_RMA: KeySpec = KeySpec {
     name: "verbs_rma",
     kind: ValueKind::Choice(&["rdma", "service"]),
     default: DefaultValue::Str("rdma"),
-    doc: "In jobs across `verbs` nodes: `rdma` puts and gets by RDMA between the PEs; `service` sends them through the atomic services as on `udp` nodes, for comparison (`GSAS_VERBS_RMA` overrides it).",
+    doc: "In jobs across `verbs` nodes: `rdma` puts and gets by RDMA between the PEs (and NIC atomics where the devices allow); `service` sends them through the atomic services as on `udp` nodes, for comparison (`GSAS_VERBS_RMA` overrides it).",
 };
 
 /// `nodes[].id`.

@@ -229,7 +229,7 @@ pub const GSAS_VERBS_RMA: EnvVar = EnvVar {
     kind: Kind::Choice(&["rdma", "service"]),
     default: "`defaults.verbs_rma` of the cluster file, else `rdma`",
     reader: Reader::Pe,
-    doc: "In a job across verbs nodes: `rdma` puts and gets by RDMA WRITE and READ on queue pairs between the PEs; `service` sends them through the atomic services over UDP as on `udp` nodes (the original two-sided design, for comparison). Atomics go through the services either way.",
+    doc: "In a job across verbs nodes: `rdma` puts and gets by RDMA WRITE and READ on queue pairs between the PEs (and 64-bit integer atomics as NIC atomics when every device reports `IBV_ATOMIC_GLOB`); `service` sends all of them through the atomic services over UDP as on `udp` nodes (the original two-sided design, for comparison).",
 };
 /// `GSAS_EXANET_EMU`.
 pub const GSAS_EXANET_EMU: EnvVar = EnvVar {

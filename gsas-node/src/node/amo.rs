@@ -70,6 +70,9 @@ impl Node {
             let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
             return Ok(if desc.fetches() { old } else { 0 });
         }
+        if let Some(old) = self.nic_atomic(ctx, pe, seg, offset, op, ty, operand, comparand)? {
+            return Ok(if desc.fetches() { old } else { 0 });
+        }
         let index = self.amo_start(ctx, pe, seg, offset, desc, operand, comparand, true, None)?;
         let d = OpDesc {
             kind: "atomic",
@@ -152,6 +155,14 @@ impl Node {
             }
             return Ok(());
         }
+        // NIC atomics complete before they return (the nbi form included).
+        if let Some(old) = self.nic_atomic(ctx, pe, seg, offset, op, ty, operand, comparand)? {
+            if let Some(d) = dest {
+                // SAFETY: as above.
+                unsafe { watched::store_once(old.to_le_bytes().as_ptr(), d, width) };
+            }
+            return Ok(());
+        }
         self.amo_start(
             ctx,
             pe,
@@ -164,6 +175,33 @@ impl Node {
             dest.map(|d| d as usize),
         )
         .map(|_| ())
+    }
+
+    /// A NIC atomic when `pe` is reached over verbs and `ty` is offloaded there (see
+    /// `verbs.rs`): the old value. `None`: the atomic goes through the service.
+    #[allow(clippy::too_many_arguments)]
+    fn nic_atomic(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+    ) -> Result<Option<u64>, NodeError> {
+        if !matches!(self.routes[pe as usize], Route::Verbs(_)) {
+            return Ok(None);
+        }
+        self.ctx_index(ctx)?;
+        self.with_verbs(|v| {
+            if v.offloads(ty) {
+                v.atomic(pe, seg, offset, op, operand, comparand).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -219,9 +257,10 @@ impl Node {
     /// `value` on the `u64` at `offset` of segment `seg` of PE `pe`, delivered after every
     /// earlier put of `ctx` to that PE and sent before returning (the target may be
     /// waiting for it). Over verbs a SET is an 8-byte inline RDMA WRITE on the queue pair
-    /// that carried the data, which delivers in order; an ADD, like every atomic, goes
-    /// through the target node's service once the RDMA before it has completed. Elsewhere:
-    /// a fence, then the atomic.
+    /// that carried the data, which delivers in order; an ADD is a NIC fetch-add on that
+    /// queue pair when `u64` atomics are offloaded, otherwise it goes through the target
+    /// node's service once the RDMA before it has completed. Elsewhere: a fence, then the
+    /// atomic.
     pub fn signal(
         &self,
         ctx: Ctx,
@@ -236,6 +275,12 @@ impl Node {
             self.ctx_index(ctx)?;
             if op == AtomicOp::Set {
                 return self.with_verbs(|v| v.write_u64(pe, seg, offset, value));
+            }
+            if self
+                .nic_atomic(ctx, pe, seg, offset, op, AtomicType::U64, value, 0)?
+                .is_some()
+            {
+                return Ok(());
             }
             self.with_verbs(|v| v.quiet())?;
         } else {

@@ -261,11 +261,13 @@ impl Node {
         Ok(index)
     }
 
-    /// Runs `f` on the verbs path, which exists whenever a route is [`Route::Verbs`].
+    /// Runs `f` on the verbs path, which exists whenever a route is [`Route::Verbs`]
+    /// (counted in [`Node::remote_ops_started`]).
     pub(super) fn with_verbs<R>(
         &self,
         f: impl FnOnce(&mut super::verbs::VerbsPath) -> Result<R, NodeError>,
     ) -> Result<R, NodeError> {
+        self.ops_started.fetch_add(1, Ordering::Relaxed);
         match self.pulse.lock().verbs.as_mut() {
             Some(v) => f(v),
             None => Err(NodeError::Transport(

@@ -28,9 +28,12 @@
 //! with this PE and node. The queue pairs' timeout and retry count are derived from the
 //! deadline so that a dead peer is reported within it ([`timing`]).
 //!
-//! **What it is not.** Atomics: they stay on the atomic service (CPU atomics there), which
-//! keeps every atomic on a datatype on one path (`docs/verbs.md`, "Atomics"). Same-node PEs:
-//! shared memory.
+//! * **atomics** on the 64-bit integer types are NIC atomics (fetch-add, compare-swap, and
+//!   compare-swap loops for the rest) when every PE's device reports `IBV_ATOMIC_GLOB`
+//!   ([`VerbsPath::offloads`]); every other atomic goes through the atomic service, so that
+//!   one datatype never mixes the paths (`docs/verbs.md`, "Atomics").
+//!
+//! **What it is not.** Same-node PEs: shared memory.
 //!
 //! **Thread safety.** A [`VerbsPath`] lives in the node's `Remote`, behind its mutex.
 //!
@@ -80,8 +83,9 @@ pub(crate) use stub::VerbsPath;
 mod imp {
     use std::time::{Duration, Instant};
 
+    use gsas_core::wire::{AtomicOp, AtomicType};
     use verbs::mesh::{Exchange, Job};
-    use verbs::{Endpoint, Nic, Region, RemoteKey, Selection, Timing};
+    use verbs::{AtomicCap, Endpoint, Nic, Region, RemoteKey, Selection, Timing};
 
     use super::{NodeError, Setup, pe_name};
     use crate::pmi;
@@ -91,6 +95,8 @@ mod imp {
     const BOUNCE: usize = 1 << 20;
     /// The largest request the path posts (a work request's length is 32 bits).
     const MAX_REQUEST: usize = 1 << 30;
+    /// The exchange key of a PE's device's atomic capability.
+    const ATOMICS_KEY: &str = "verbs-atomics";
     /// Send queue depth per queue pair.
     const DEPTH: u32 = 256;
     /// The order in which a PE publishes its segments' keys (heap, sync, then data, which
@@ -173,9 +179,14 @@ mod imp {
         /// Each peer's published segment keys, by segment id.
         keys: Vec<[Option<RemoteKey>; 3]>,
         own: Vec<Region>,
+        /// Where NIC atomics return the old value.
+        scratch: Region,
         bounce: Region,
         _nic: Nic,
         bounce_mem: Box<[u64]>,
+        _scratch_mem: Box<[u64]>,
+        /// 64-bit integer atomics go to the NIC (see [`VerbsPath::offloads`]).
+        offload: bool,
         bounce_used: usize,
         pending: Vec<Pending>,
         /// `fence` was called and RDMA may still be in flight: operations through the
@@ -217,8 +228,23 @@ mod imp {
             let n = s.node_of.len() as u32;
             let remote = |r: u32| s.node_of[r as usize] != mine;
             let name = |r: u32| pe_name(s.node_of, r);
+            let mut scratch_mem = vec![0u64; 8].into_boxed_slice();
+            // SAFETY: as the bounce pool's.
+            let scratch =
+                unsafe { nic.register(scratch_mem.as_mut_ptr().cast(), 64) }.map_err(fail)?;
             let regions: Vec<&Region> = own.iter().collect();
             let mut ex = PmiExchange { pmi, rank: s.rank };
+            // Published before the mesh's first fence, read after it: NIC atomics only
+            // when every PE's device is atomic against CPU atomics (the same decision on
+            // every PE).
+            let cap = |a: AtomicCap| match a {
+                AtomicCap::Global => "glob",
+                AtomicCap::Hca => "hca",
+                AtomicCap::None => "none",
+            };
+            ex.put(ATOMICS_KEY, cap(nic.caps().atomics)).map_err(|e| {
+                NodeError::Transport(format!("{me}: publishing the device's atomics: {e}"))
+            })?;
             let mesh = verbs::mesh::connect_all(
                 &nic,
                 &Job {
@@ -233,6 +259,13 @@ mod imp {
                 &mut ex,
             )
             .map_err(fail)?;
+            let mut offload = true;
+            for r in 0..n {
+                let theirs = ex.get(r, ATOMICS_KEY).map_err(|e| {
+                    NodeError::Transport(format!("{me}: reading the atomics of PE {r}: {e}"))
+                })?;
+                offload &= theirs == "glob";
+            }
             let keys = mesh
                 .keys
                 .iter()
@@ -256,9 +289,12 @@ mod imp {
                 eps: mesh.endpoints,
                 keys,
                 own,
+                scratch,
                 bounce,
                 _nic: nic,
                 bounce_mem,
+                _scratch_mem: scratch_mem,
+                offload,
                 bounce_used: 0,
                 pending: Vec::new(),
                 fence_pending: false,
@@ -308,11 +344,11 @@ mod imp {
 
         /// Posts with `post`, treating a full send queue as back-pressure: progress and
         /// retry, within the deadline.
-        fn retry(
+        fn retry<T>(
             ep: &mut Endpoint,
             deadline: Duration,
-            mut post: impl FnMut(&mut Endpoint) -> Result<(), verbs::Error>,
-        ) -> Result<(), verbs::Error> {
+            mut post: impl FnMut(&mut Endpoint) -> Result<T, verbs::Error>,
+        ) -> Result<T, verbs::Error> {
             let t0 = Instant::now();
             loop {
                 match post(ep) {
@@ -467,6 +503,67 @@ mod imp {
             self.put(pe, seg, offset, &value.to_le_bytes(), true)
         }
 
+        /// Whether atomics on `ty` go to the NIC: the 64-bit integer types (every
+        /// OpenSHMEM operation on them is a NIC fetch-add or compare-swap, or a
+        /// compare-swap loop), when every PE's device reports `IBV_ATOMIC_GLOB` (atomic
+        /// against the CPU atomics of same-node PEs and of the services). Everything else
+        /// goes through the services, so that one datatype never mixes the paths.
+        pub(crate) fn offloads(&self, ty: AtomicType) -> bool {
+            self.offload && matches!(ty, AtomicType::I64 | AtomicType::U64)
+        }
+
+        /// NIC atomic `op` on the 64-bit word at `offset` of `seg` of `pe` (a type that
+        /// [`VerbsPath::offloads`]); returns the old value. FETCH is a fetch-add of 0;
+        /// SET, SWAP, AND, OR and XOR are compare-swap loops.
+        pub(crate) fn atomic(
+            &mut self,
+            pe: u32,
+            seg: u8,
+            offset: u64,
+            op: AtomicOp,
+            operand: u64,
+            comparand: u64,
+        ) -> Result<u64, NodeError> {
+            let key = self.target(pe, seg, offset, 8)?;
+            let deadline = self.deadline;
+            let ep = Self::ep(&mut self.eps, pe)?;
+            let s = &self.scratch;
+            let add = |ep: &mut Endpoint, v: u64| {
+                Self::retry(ep, deadline, |ep| {
+                    ep.fetch_add(s, 0, key, offset, v, deadline)
+                })
+            };
+            let r = match op {
+                AtomicOp::Fetch => add(ep, 0),
+                AtomicOp::FetchAdd | AtomicOp::Add => add(ep, operand),
+                AtomicOp::FetchInc | AtomicOp::Inc => add(ep, 1),
+                AtomicOp::CompareSwap => Self::retry(ep, deadline, |ep| {
+                    ep.compare_swap(s, 0, key, offset, comparand, operand, deadline)
+                }),
+                _ => {
+                    let next = |old: u64| match op {
+                        AtomicOp::Set | AtomicOp::Swap => operand,
+                        AtomicOp::FetchAnd | AtomicOp::And => old & operand,
+                        AtomicOp::FetchOr | AtomicOp::Or => old | operand,
+                        _ => old ^ operand,
+                    };
+                    add(ep, 0).and_then(|mut old| {
+                        loop {
+                            let new = next(old);
+                            let got = Self::retry(ep, deadline, |ep| {
+                                ep.compare_swap(s, 0, key, offset, old, new, deadline)
+                            })?;
+                            if got == old {
+                                break Ok(old);
+                            }
+                            old = got;
+                        }
+                    })
+                }
+            };
+            r.map_err(|e| fail(&self.me, deadline, e))
+        }
+
         /// Completes every request (puts delivered, gets landed and copied out).
         pub(crate) fn quiet(&mut self) -> Result<(), NodeError> {
             let deadline = self.deadline;
@@ -574,6 +671,20 @@ mod stub {
             match *self {}
         }
         pub(crate) fn write_u64(&mut self, _: u32, _: u8, _: u64, _: u64) -> Result<(), NodeError> {
+            match *self {}
+        }
+        pub(crate) fn offloads(&self, _: gsas_core::wire::AtomicType) -> bool {
+            match *self {}
+        }
+        pub(crate) fn atomic(
+            &mut self,
+            _: u32,
+            _: u8,
+            _: u64,
+            _: gsas_core::wire::AtomicOp,
+            _: u64,
+            _: u64,
+        ) -> Result<u64, NodeError> {
             match *self {}
         }
         pub(crate) fn quiet(&mut self) -> Result<(), NodeError> {

@@ -7,10 +7,11 @@
 //! * [`rma_and_atomics_over_verbs`]: 2 PEs (1+1) and 4 PEs (2+2) run [`VERBS`]: puts and
 //!   gets of every path (inline, from and into the registered heap, through the bounce
 //!   pool, larger than the pool), nbi forms completed by quiet, put-with-signal order (SET
-//!   and ADD), and atomics of a 64-bit and a 32-bit type from every PE at once with exact
-//!   totals (all through the atomic services: no datatype is offloaded to the NIC yet).
-//!   The daemons' counters show that no put or get went through them, and the PEs'
-//!   software device that the RDMA did.
+//!   and ADD), and atomics of a 64-bit (offloaded to the NIC with `glob` devices) and a
+//!   32-bit type (always through the services) from every PE at once with exact totals;
+//!   also with `SOFTVERBS_ATOMIC=hca` and `none` at 2 PEs, where nothing is offloaded
+//!   (the services' atomic counts show the difference). The daemons' counters show that
+//!   no put or get went through them, and the PEs' software device that the RDMA did.
 //! * [`the_switch_sends_rma_through_the_services`]: `GSAS_VERBS_RMA=service`: the same
 //!   scenario with the RMA on the services (their counters) and no RDMA.
 //! * [`a_job_mixing_verbs_and_udp_nodes_is_refused`]: by `oshrun --config`, by name,
@@ -39,6 +40,10 @@ pub const VERBS: &str = "verbs";
 pub const VERBS_CUT: &str = "verbs-cut";
 
 const CTX: Ctx = Ctx::DEFAULT;
+/// Rounds of put-with-signal (under qemu, natively).
+const SIGNAL_ROUNDS: (u32, u32) = (5, 30);
+/// Updates per PE and target of the atomics test (under qemu, natively).
+const ATOMIC_ROUNDS: (u32, u32) = (20, 200);
 
 fn emulated() -> bool {
     matches!(
@@ -84,15 +89,40 @@ fn served(ds: &[Daemon], kind: &str) -> u64 {
 fn rma_and_atomics_over_verbs() {
     let (dir, cf, file) = cluster("verbs-rma", RELAXED_DEADLINE_MS);
     let ds = daemons(&cf, &file);
-    for n in [2, 4] {
+    let mut through_services = std::collections::HashMap::new();
+    for (n, atomics) in [(2, "glob"), (4, "glob"), (2, "hca"), (2, "none")] {
         let t0 = Instant::now();
-        let out = run_job(&dir, &file, n, VERBS, &[]);
+        let before = served(&ds, "requests.atomic");
+        let out = run_job(&dir, &file, n, VERBS, &[("SOFTVERBS_ATOMIC", atomics)]);
         check_pes(n, VERBS, &out);
+        through_services.insert((n, atomics), served(&ds, "requests.atomic") - before);
         eprintln!(
-            "verbs: {n} PEs on two emulated verbs nodes in {:.1} s",
+            "verbs: {n} PEs on two emulated verbs nodes (device atomics {atomics}) in {:.1} s",
             t0.elapsed().as_secs_f64()
         );
     }
+    // With IBV_ATOMIC_GLOB devices the 64-bit atomics went to the NICs: at 2 PEs each PE's
+    // fetch-adds on the other node (`atomics`) and its signal ADDs, which go through the
+    // services with `hca` and `none` devices, are missing from the services' counts.
+    let per = u64::from(if emulated() {
+        ATOMIC_ROUNDS.0 + SIGNAL_ROUNDS.0
+    } else {
+        ATOMIC_ROUNDS.1 + SIGNAL_ROUNDS.1
+    });
+    let (glob, hca, none) = (
+        through_services[&(2, "glob")],
+        through_services[&(2, "hca")],
+        through_services[&(2, "none")],
+    );
+    eprintln!("verbs: atomics through the services at 2 PEs: glob {glob}, hca {hca}, none {none}");
+    assert!(
+        hca >= glob + 2 * per,
+        "service atomics: glob {glob}, hca {hca}"
+    );
+    assert!(
+        none >= glob + 2 * per,
+        "service atomics: glob {glob}, none {none}"
+    );
     // Puts and gets never reached the services; atomics (and barriers) did.
     for kind in [
         "requests.write",
@@ -148,39 +178,51 @@ fn an_unreachable_node_ends_the_job_within_the_deadline() {
     const DEADLINE_MS: u64 = 2000;
     let (dir, cf, file) = cluster("verbs-cut", &DEADLINE_MS.to_string());
     let ds = daemons(&cf, &file);
-    let t0 = Instant::now();
-    let out = run_job(
-        &dir,
-        &file,
-        2,
-        VERBS_CUT,
-        &[("SOFTVERBS_FAULTS_1", "unreachable")],
-    );
-    let took = t0.elapsed();
-    assert!(!out.status.success(), "{}", show(&out));
-    let text = show(&out);
-    // PE 0's put to PE 1 (node 1's device never answers), or PE 1's to PE 0 (its own
-    // packets vanish): either names the PE, the peer PE and node, and the operation.
-    assert!(
-        text.contains("PE 0 on node 0: verbs: put (RDMA WRITE) to PE 1 on node 1 failed: transport retry counter exceeded")
-            || text.contains("PE 1 on node 1: verbs: put (RDMA WRITE) to PE 0 on node 0 failed: transport retry counter exceeded"),
-        "{text}"
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let reported = stdout
-        .lines()
-        .find_map(|l| l.split("failed after ").nth(1))
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("no failure time reported: {text}"));
-    assert!(
-        reported <= DEADLINE_MS as f64 / 1e3 * 1.5,
-        "the error came after {reported} s (deadline {DEADLINE_MS} ms): {text}"
-    );
-    eprintln!(
-        "verbs: unreachable node reported after {reported:.2} s, job ended after {:.1} s",
-        took.as_secs_f64()
-    );
+    // With `hca` devices the barrier goes through the services and the put is the first
+    // RDMA across the nodes; with `glob` devices the barrier's NIC fetch-add is.
+    for (atomics, op) in [("hca", "put (RDMA WRITE)"), ("glob", "fetch-add")] {
+        let t0 = Instant::now();
+        let out = run_job(
+            &dir,
+            &file,
+            2,
+            VERBS_CUT,
+            &[
+                ("SOFTVERBS_FAULTS_1", "unreachable"),
+                ("SOFTVERBS_ATOMIC", atomics),
+            ],
+        );
+        let took = t0.elapsed();
+        assert!(!out.status.success(), "{}", show(&out));
+        let text = show(&out);
+        // PE 0's request to PE 1 (node 1's device never answers), or PE 1's to PE 0 (its
+        // own packets vanish): either names the PE, the peer PE and node, and the
+        // operation.
+        let named = |a: u32, b: u32| {
+            format!(
+                "PE {a} on node {a}: verbs: {op} to PE {b} on node {b} failed: transport retry counter exceeded"
+            )
+        };
+        assert!(
+            text.contains(&named(0, 1)) || text.contains(&named(1, 0)),
+            "{atomics}: {text}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let reported = stdout
+            .lines()
+            .find_map(|l| l.split("failed after ").nth(1))
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no failure time reported: {text}"));
+        assert!(
+            reported <= DEADLINE_MS as f64 / 1e3 * 1.5,
+            "the error came after {reported} s (deadline {DEADLINE_MS} ms): {text}"
+        );
+        eprintln!(
+            "verbs: unreachable node ({atomics} devices): {op} failed after {reported:.2} s, job ended after {:.1} s",
+            took.as_secs_f64()
+        );
+    }
     drop(ds);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -332,7 +374,11 @@ fn signals(node: &Node, buf: u64) {
         std::sync::atomic::AtomicU64::from_ptr((base + off as usize) as *mut u64)
     };
     node.barrier_all().unwrap();
-    let rounds = if emulated() { 5 } else { 30 };
+    let rounds = if emulated() {
+        SIGNAL_ROUNDS.0
+    } else {
+        SIGNAL_ROUNDS.1
+    };
     let size = 20_000;
     let wait = |w: &std::sync::atomic::AtomicU64, v: u64, what: &str| {
         let until = Instant::now() + Duration::from_secs(60);
@@ -383,7 +429,11 @@ fn atomics(node: &Node) {
     let (me, n) = (node.rank(), node.size());
     let counters = node.calloc(2, 8).unwrap().expect("counters");
     node.barrier_all().unwrap();
-    let per = if emulated() { 20 } else { 200 };
+    let per = if emulated() {
+        ATOMIC_ROUNDS.0
+    } else {
+        ATOMIC_ROUNDS.1
+    };
     for i in 0..per {
         for t in 0..n {
             let t = (t + me + i) % n;
@@ -431,17 +481,18 @@ fn atomics(node: &Node) {
     node.free(counters).unwrap();
 }
 
-/// Node 1's device sends nothing: the first put across the nodes fails with the driver's
+/// Node 1's device sends nothing: the first request across the nodes (the barrier's NIC
+/// fetch-add, or the put when atomics go through the services) fails with the driver's
 /// error within the deadline; the PE reports it and exits as the OpenSHMEM layer's fatal
 /// error path would.
 fn cut(node: &Node) {
     let me = node.rank();
     let other = 1 - me;
     let slot = node.calloc(1, 8).unwrap().expect("slot");
-    node.barrier_all().unwrap();
     let t0 = Instant::now();
     let r = node
-        .put(CTX, other, HEAP, slot, &[7u8; 4096])
+        .barrier_all()
+        .and_then(|()| node.put(CTX, other, HEAP, slot, &[7u8; 4096]))
         .and_then(|()| node.quiet(CTX));
     let e = r.expect_err("a put to a node that does not answer must fail");
     println!(
