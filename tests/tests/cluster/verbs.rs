@@ -23,14 +23,15 @@
 //! Under qemu the scenario's sizes shrink (the paths stay the same).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use gsas::node::{Ctx, HEAP, Node, NodeOptions};
+use gsas::node::{Ctx, HEAP, Node};
 use gsas_core::wire::{AtomicOp, AtomicType};
-use gsas_tests::launch::{run_with_timeout, self_test_argv};
+use gsas_tests::launch::run_with_timeout;
 use gsas_tests::multinode::{
-    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, daemons, oshrun, shipped_config, show,
+    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, daemons, scenario_job, shipped_config,
+    show,
 };
 use gsas_tests::node::{pattern, scratch_dir};
 
@@ -64,19 +65,11 @@ fn cluster(tag: &str, deadline_ms: &str) -> (PathBuf, ClusterFile, PathBuf) {
 /// `oshrun --config FILE -n N` running `scenario` with two software devices in its (and so
 /// its PEs') environment.
 fn run_job(dir: &Path, file: &Path, n: u32, scenario: &str, env: &[(&str, &str)]) -> Output {
-    let mut cmd: Command = oshrun();
+    let mut cmd = scenario_job(file, n, scenario);
     verbs_emu::Node::new(dir.join("sv"), 1)
         .devices(2)
         .apply(&mut cmd);
-    cmd.arg("--config")
-        .arg(file)
-        .arg("-n")
-        .arg(n.to_string())
-        .arg("--tag-output")
-        .arg("--")
-        .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, scenario)
-        .envs(env.iter().copied());
+    cmd.envs(env.iter().copied());
     run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap()
 }
 
@@ -227,17 +220,9 @@ fn an_unreachable_node_ends_the_job_within_the_deadline() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn init() -> Node {
-    Node::init(NodeOptions {
-        heap_size: Some(24 << 20),
-        ..NodeOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("Node::init: {e}"))
-}
-
 /// The child side: runs `scenario` as one PE of the job and ends the process.
 pub fn child(scenario: &str) {
-    let node = init();
+    let node = gsas_tests::node::init_pe(24 << 20);
     match scenario {
         VERBS => verbs(&node),
         VERBS_CUT => cut(&node),
