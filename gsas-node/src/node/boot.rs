@@ -1,3 +1,4 @@
+// Over 1,000 lines: `init` is one sequence of steps sharing their locals (listed below), and its unit tests sit beside it.
 //! How a PE starts: [`Node::init`](super::Node::init) step by step.
 //!
 //! 1. **Data segment** (only with [`NodeOptions::remap_data`](super::NodeOptions)): before
