@@ -14,7 +14,8 @@
 //!   lies in one (a blocking put then waits for the WRITE's completion, as the source must
 //!   be reusable when it returns; an nbi put does not), else copied into the bounce pool;
 //! * **get** = RDMA READ into the destination when it is registered, else into the bounce
-//!   pool and copied out (at once for a blocking get, at `quiet` for `get_nbi`);
+//!   pool and copied out (at once for a blocking get, at `quiet` for `get_nbi`); a
+//!   blocking get's READ is signalled and waited for;
 //! * **quiet** = every endpoint's quiet (a signalled 0-byte WRITE closes a run of
 //!   unsignalled requests), then the bounce pool's pending copies; **fence** = the next
 //!   request on each queue pair carries `IBV_SEND_FENCE` (after READs), and operations that
@@ -450,13 +451,17 @@ mod imp {
                 while done < len {
                     let n = (len - done).min(MAX_REQUEST);
                     let (d, o) = (at + done as u64, offset + done as u64);
-                    Self::retry(ep, deadline, |ep| ep.get(region, d, n as u32, key, o))
-                        .map_err(|e| fail(&self.me, deadline, e))?;
+                    // A blocking get waits for its last READ (completions come in order).
+                    let last = blocking && done + n == len;
+                    Self::retry(ep, deadline, |ep| {
+                        if last {
+                            ep.get_wait(region, d, n as u32, key, o, deadline)
+                        } else {
+                            ep.get(region, d, n as u32, key, o)
+                        }
+                    })
+                    .map_err(|e| fail(&self.me, deadline, e))?;
                     done += n;
-                }
-                if blocking {
-                    ep.quiet(deadline)
-                        .map_err(|e| fail(&self.me, deadline, e))?;
                 }
                 return Ok(());
             }
@@ -467,14 +472,16 @@ mod imp {
                 let o = offset + done as u64;
                 let ep = Self::ep(&mut self.eps, pe)?;
                 Self::retry(ep, deadline, |ep| {
-                    ep.get(&self.bounce, at as u64, n as u32, key, o)
+                    if blocking {
+                        ep.get_wait(&self.bounce, at as u64, n as u32, key, o, deadline)
+                    } else {
+                        ep.get(&self.bounce, at as u64, n as u32, key, o)
+                    }
                 })
                 .map_err(|e| fail(&self.me, deadline, e))?;
                 // SAFETY: `dest + done .. + n` is inside the caller's buffer.
                 let to = unsafe { dest.add(done) };
                 if blocking {
-                    ep.quiet(deadline)
-                        .map_err(|e| fail(&self.me, deadline, e))?;
                     let p = self.bounce_ptr(at);
                     // SAFETY: the READ completed into the pool at `at`; `to` is valid for
                     // `n` bytes (this function's contract).
