@@ -256,11 +256,13 @@ impl Node {
     /// The signal update of a put-with-signal (OpenSHMEM 1.5 §9.8.1): `op` (SET or ADD) of
     /// `value` on the `u64` at `offset` of segment `seg` of PE `pe`, delivered after every
     /// earlier put of `ctx` to that PE and sent before returning (the target may be
-    /// waiting for it). Over verbs a SET is an 8-byte inline RDMA WRITE on the queue pair
-    /// that carried the data, which delivers in order; an ADD is a NIC fetch-add on that
-    /// queue pair when `u64` atomics are offloaded, otherwise it goes through the target
-    /// node's service once the RDMA before it has completed. Elsewhere: a fence, then the
-    /// atomic.
+    /// waiting for it). Over verbs, when `u64` atomics are offloaded, the update is a NIC
+    /// atomic (ADD a fetch-add, SET a compare-swap loop, so that it stays atomic against
+    /// the other NIC atomics on the word) on the queue pair that carried the data, which
+    /// executes in order; otherwise a SET is an 8-byte inline RDMA WRITE on that queue pair
+    /// (one aligned store at the target, atomic against the service's CPU atomics) and an
+    /// ADD goes through the target node's service once the RDMA before it has completed.
+    /// Elsewhere: a fence, then the atomic.
     pub fn signal(
         &self,
         ctx: Ctx,
@@ -272,15 +274,14 @@ impl Node {
     ) -> Result<(), NodeError> {
         let (_, direct) = self.amo_target(pe, seg, offset, op, AtomicType::U64, value, 0)?;
         if direct.is_none() && matches!(self.routes[pe as usize], Route::Verbs(_)) {
-            self.ctx_index(ctx)?;
-            if op == AtomicOp::Set {
-                return self.with_verbs(|v| v.write_u64(pe, seg, offset, value));
-            }
             if self
                 .nic_atomic(ctx, pe, seg, offset, op, AtomicType::U64, value, 0)?
                 .is_some()
             {
                 return Ok(());
+            }
+            if op == AtomicOp::Set {
+                return self.with_verbs(|v| v.write_u64(pe, seg, offset, value));
             }
             self.with_verbs(|v| v.quiet())?;
         } else {

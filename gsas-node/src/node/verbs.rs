@@ -21,7 +21,7 @@
 //!   request on each queue pair carries `IBV_SEND_FENCE` (after READs), and operations that
 //!   leave through the atomic service wait for the earlier RDMA to complete;
 //! * a put-with-signal's SET is an 8-byte inline WRITE on the same queue pair after the
-//!   data (in order on an RC queue pair).
+//!   data (in order on an RC queue pair), or a NIC atomic when `u64` is offloaded;
 //!
 //! A full send queue is back-pressure: poll and retry, bounded by the deadline. A request
 //! that completes with an error ends the operation (and so, in the OpenSHMEM layer, the
