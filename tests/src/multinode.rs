@@ -272,15 +272,16 @@ pub fn oshrun() -> Command {
     launch().command(crate::launch::program("oshrun"))
 }
 
-/// `oshrun --config file -n n --tag-output -- <this test binary as child_pe>` running the
-/// child scenario `scenario` (the caller adds what its PEs need besides).
-pub fn scenario_job(file: &Path, n: u32, scenario: &str) -> Command {
+/// `oshrun --config file -n n --tag-output EXTRA... -- <this test binary as child_pe>`
+/// running the child scenario `scenario` (the caller adds what its PEs need besides).
+pub fn scenario_job(file: &Path, n: u32, extra: &[&str], scenario: &str) -> Command {
     let mut cmd = oshrun();
     cmd.arg("--config")
         .arg(file)
         .arg("-n")
         .arg(n.to_string())
         .arg("--tag-output")
+        .args(extra)
         .arg("--")
         .args(crate::launch::self_test_argv("child_pe").unwrap())
         .env(crate::node::SCENARIO, scenario);

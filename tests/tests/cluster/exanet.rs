@@ -84,7 +84,7 @@ fn daemons(cf: &ClusterFile, file: &Path, emu: &Emu) -> Vec<Daemon> {
 /// `oshrun --config file -n n` running the node tests' `scenario` (the PEs also need
 /// `GSAS_EXANET_EMU`).
 fn job(emu: &Emu, file: &Path, n: u32, scenario: &str) -> Command {
-    let mut cmd = scenario_job(file, n, scenario);
+    let mut cmd = scenario_job(file, n, &[], scenario);
     cmd.env("GSAS_EXANET_EMU", emu.root())
         .env_remove("GSAS_UDP_MTU");
     cmd

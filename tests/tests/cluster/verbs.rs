@@ -65,7 +65,7 @@ fn cluster(tag: &str, deadline_ms: &str) -> (PathBuf, ClusterFile, PathBuf) {
 /// `oshrun --config FILE -n N` running `scenario` with two software devices in its (and so
 /// its PEs') environment.
 fn run_job(dir: &Path, file: &Path, n: u32, scenario: &str, env: &[(&str, &str)]) -> Output {
-    let mut cmd = scenario_job(file, n, scenario);
+    let mut cmd = scenario_job(file, n, &[], scenario);
     verbs_emu::Node::new(dir.join("sv"), 1)
         .devices(2)
         .apply(&mut cmd);
@@ -147,7 +147,7 @@ fn hardware_job() {
     let cf = ClusterFile::from_template(&text, &dir).with_default("service_timeout_ms", "60000");
     let file = cf.write(&dir.join("cluster.toml"));
     let ds = daemons(&cf, &file);
-    let mut cmd = scenario_job(&file, 2, VERBS);
+    let mut cmd = scenario_job(&file, 2, &[], VERBS);
     cmd.env_remove("SOFTVERBS_DEVICES");
     let out = run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap();
     check_pes(2, VERBS, &out);
