@@ -41,6 +41,8 @@ pub struct JobDefaults {
     pub fork_allowed: bool,
     /// Path of the shared secret for remote FORK; required when `fork_allowed`.
     pub fork_secret_file: Option<String>,
+    /// `verbs_rma = "service"`: RMA between verbs nodes through the atomic services.
+    pub verbs_rma_via_service: bool,
 }
 
 impl Default for JobDefaults {
@@ -53,6 +55,7 @@ impl Default for JobDefaults {
             udp_mtu: DEFAULT_UDP_MTU,
             fork_allowed: DEFAULT_FORK_ALLOWED,
             fork_secret_file: None,
+            verbs_rma_via_service: false,
         }
     }
 }

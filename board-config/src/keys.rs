@@ -365,6 +365,14 @@ pub const DEFAULTS_FORK_SECRET_FILE: KeySpec = KeySpec {
     default: DefaultValue::Unset,
     doc: "File holding the cluster secret that authenticates remote FORK requests: a regular file, mode 0600 or stricter, owned by the user of the daemon (and of `oshrun`, which signs with it), at least 16 bytes.",
 };
+/// `defaults.verbs_rma`.
+pub const DEFAULTS_VERBS_RMA: KeySpec = KeySpec {
+    section: Section::Defaults,
+    name: "verbs_rma",
+    kind: ValueKind::Choice(&["rdma", "service"]),
+    default: DefaultValue::Str("rdma"),
+    doc: "In jobs across `verbs` nodes: `rdma` puts and gets by RDMA between the PEs (and NIC atomics where the devices allow); `service` sends them through the atomic services as on `udp` nodes, for comparison (`GSAS_VERBS_RMA` overrides it).",
+};
 
 /// `nodes[].id`.
 pub const NODE_ID: KeySpec = KeySpec {
@@ -496,7 +504,7 @@ pub const NODE_TRANSPORT: KeySpec = KeySpec {
     name: "transport",
     kind: ValueKind::Choice(&["udp", "exanet", "shm", "verbs"]),
     default: DefaultValue::Str(DEFAULT_TRANSPORT),
-    doc: "How other nodes reach this node's service; `shm` only in a single-node cluster; `verbs` parses but the runtime refuses it until the verbs transport exists ([`verbs.md`](verbs.md)).",
+    doc: "How other nodes reach this node's service; `shm` only in a single-node cluster; `verbs`: the service speaks UDP and the PEs reach the PEs of other verbs nodes by RDMA ([`verbs.md`](verbs.md)); a job's nodes are all verbs nodes or none.",
 };
 /// `nodes[].verbs_device`.
 pub const NODE_VERBS_DEVICE: KeySpec = KeySpec {
@@ -579,6 +587,7 @@ pub static KEYS: &[KeySpec] = &[
     DEFAULTS_UDP_MTU,
     DEFAULTS_FORK_ALLOWED,
     DEFAULTS_FORK_SECRET_FILE,
+    DEFAULTS_VERBS_RMA,
     NODE_ID,
     NODE_NAME,
     NODE_COORD,

@@ -723,6 +723,9 @@ impl<'s> Loader<'s> {
                 .bool(t, &keys::DEFAULTS_FORK_ALLOWED)?
                 .unwrap_or(fallback.fork_allowed),
             fork_secret_file: self.string(t, &keys::DEFAULTS_FORK_SECRET_FILE)?,
+            verbs_rma_via_service: self
+                .choice(t, &keys::DEFAULTS_VERBS_RMA)?
+                .map_or(fallback.verbs_rma_via_service, |w| w == "service"),
         })
     }
 

@@ -266,14 +266,6 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
         .iter()
         .position(|x| x.id == node)
         .unwrap_or(0);
-    if n.transport == board_config::Transport::Verbs {
-        return Err(format!(
-            "{}: nodes[{index}].transport = \"{}\": this gsas-atomicd serves UDP and Exanet only (the {} transport is not part of this build)",
-            file.display(),
-            n.transport,
-            n.transport
-        ));
-    }
     let addrs: Vec<SocketAddr> = (n.bind.as_str(), n.udp_port)
         .to_socket_addrs()
         .map_err(|e| {
@@ -677,6 +669,24 @@ mod tests {
                 .contains("node 4 is not in the cluster")
         );
         std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
+    fn verbs_nodes_are_served_as_ip_nodes() {
+        // A verbs node's service is an IP node's: UDP at bind:udp_port, no Exanet; the PEs
+        // do the RDMA (docs/verbs.md).
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../configs/two-nodes-verbs-emu.toml"
+        );
+        let d = daemon_config(std::path::Path::new(file), 1).unwrap();
+        assert_eq!(d.node.transport, board_config::Transport::Verbs);
+        assert_eq!(d.node.verbs_device.as_deref(), Some("softverbs1"));
+        assert_eq!(d.service.udp_bind, "127.0.0.1:7481".parse().unwrap());
+        assert_eq!(
+            crate::transport::exanet::exanet_site(&d.node, &RuntimeConfig::default()),
+            Ok(None)
+        );
     }
 
     #[test]

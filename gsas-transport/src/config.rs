@@ -218,10 +218,18 @@ pub const GSAS_DIRECT: EnvVar = EnvVar {
 /// `GSAS_TRANSPORT`.
 pub const GSAS_TRANSPORT: EnvVar = EnvVar {
     name: "GSAS_TRANSPORT",
-    kind: Kind::Choice(&["udp", "exanet"]),
+    kind: Kind::Choice(&["udp", "exanet", "verbs"]),
     default: "the node's `transport` in the cluster file, else `udp`",
-    reader: Reader::Service,
-    doc: "Transport between nodes that the node's atomic service serves (`gsas-atomicd`, or a PE's embedded service): `exanet` opens the node's Exanet endpoint 0 (UIO devices `uio_devices`, or the emulator of `GSAS_EXANET_EMU`) and keeps UDP for host actions only (ping, remote FORK). A PE uses what its service serves: Exanet endpoint 1 + its index among the node's PEs.",
+    reader: Reader::All,
+    doc: "Transport between nodes. Services (`gsas-atomicd`, or a PE's embedded service): `exanet` opens the node's Exanet endpoint 0 (UIO devices `uio_devices`, or the emulator of `GSAS_EXANET_EMU`) and keeps UDP for host actions only (ping, remote FORK); `udp` and `verbs` serve UDP. PEs use what their service serves (over Exanet: endpoint 1 + their index among the node's PEs); on `verbs` nodes they also reach the memory of other nodes' PEs by RDMA (the node's `verbs_device`, `verbs_port`, `verbs_gid_index`; see `GSAS_VERBS_RMA`). A job's nodes are all verbs nodes or none.",
+};
+/// `GSAS_VERBS_RMA`.
+pub const GSAS_VERBS_RMA: EnvVar = EnvVar {
+    name: "GSAS_VERBS_RMA",
+    kind: Kind::Choice(&["rdma", "service"]),
+    default: "`defaults.verbs_rma` of the cluster file, else `rdma`",
+    reader: Reader::Pe,
+    doc: "In a job across verbs nodes: `rdma` puts and gets by RDMA WRITE and READ on queue pairs between the PEs (and 64-bit integer atomics as NIC atomics when every device reports `IBV_ATOMIC_GLOB`); `service` sends all of them through the atomic services over UDP as on `udp` nodes (the original two-sided design, for comparison).",
 };
 /// `GSAS_EXANET_EMU`.
 pub const GSAS_EXANET_EMU: EnvVar = EnvVar {
@@ -308,6 +316,7 @@ pub static VARS: &[EnvVar] = &[
     GSAS_JOB_KEY,
     GSAS_DIRECT,
     GSAS_TRANSPORT,
+    GSAS_VERBS_RMA,
     GSAS_EXANET_EMU,
     GSAS_DEADLINE_MS,
     GSAS_SPIN_US,
@@ -347,7 +356,23 @@ pub static CONFIG_KEYS: &[ConfigKeyUse] = &[
     },
     ConfigKeyUse {
         key: &board_config::keys::NODE_TRANSPORT,
-        use_: "`udp` and `shm`: UDP between nodes; `exanet`: the service serves other nodes over its Exanet endpoint 0 and hands endpoints 1.. to its PEs (`GSAS_TRANSPORT` overrides the key); `verbs` is refused with a message",
+        use_: "`udp` and `shm`: UDP between nodes; `exanet`: the service serves other nodes over its Exanet endpoint 0 and hands endpoints 1.. to its PEs; `verbs`: the service serves UDP and the PEs reach other verbs nodes' PEs by RDMA (`GSAS_TRANSPORT` overrides the key); `oshrun --config` refuses a job that mixes verbs and other nodes",
+    },
+    ConfigKeyUse {
+        key: &board_config::keys::NODE_VERBS_DEVICE,
+        use_: "with `transport = \"verbs\"`: the device a PE of the node opens (unset: the first with an active port)",
+    },
+    ConfigKeyUse {
+        key: &board_config::keys::NODE_VERBS_PORT,
+        use_: "with `transport = \"verbs\"`: the device port (unset: its first active port)",
+    },
+    ConfigKeyUse {
+        key: &board_config::keys::NODE_VERBS_GID_INDEX,
+        use_: "with `transport = \"verbs\"`: the source GID index of the PEs' queue pairs",
+    },
+    ConfigKeyUse {
+        key: &board_config::keys::DEFAULTS_VERBS_RMA,
+        use_: "default of `GSAS_VERBS_RMA`",
     },
     ConfigKeyUse {
         key: &board_config::keys::NODE_COORD,
@@ -390,6 +415,8 @@ pub enum TransportKind {
     Udp,
     /// Exanet endpoints with the reliability layer.
     Exanet,
+    /// Services over UDP; PEs of different nodes by RDMA (verbs).
+    Verbs,
 }
 
 /// The parsed environment. Fields left `None` were not set; the caller applies the
@@ -412,6 +439,8 @@ pub struct RuntimeConfig {
     pub direct: bool,
     /// `GSAS_TRANSPORT` (`None`: the cluster file's, else UDP).
     pub transport: Option<TransportKind>,
+    /// `GSAS_VERBS_RMA` is `service` (`None`: unset).
+    pub verbs_rma_via_service: Option<bool>,
     /// `GSAS_EXANET_EMU`.
     pub exanet_emu: Option<PathBuf>,
     /// `GSAS_DEADLINE_MS`.
@@ -440,6 +469,7 @@ impl Default for RuntimeConfig {
             job_key: None,
             direct: true,
             transport: None,
+            verbs_rma_via_service: None,
             exanet_emu: None,
             deadline_ms: None,
             spin_us: DEFAULT_SPIN_US,
@@ -593,12 +623,13 @@ impl RuntimeConfig {
             ("GSAS_JOB_KEY", Value::Int(v)) => self.job_key = Some(v),
             ("GSAS_DIRECT", Value::Bool(b)) => self.direct = b,
             ("GSAS_TRANSPORT", Value::Word(w)) => {
-                self.transport = Some(if w == "exanet" {
-                    TransportKind::Exanet
-                } else {
-                    TransportKind::Udp
+                self.transport = Some(match w {
+                    "exanet" => TransportKind::Exanet,
+                    "verbs" => TransportKind::Verbs,
+                    _ => TransportKind::Udp,
                 })
             }
+            ("GSAS_VERBS_RMA", Value::Word(w)) => self.verbs_rma_via_service = Some(w == "service"),
             ("GSAS_EXANET_EMU", Value::Path(p)) => self.exanet_emu = Some(p),
             ("GSAS_DEADLINE_MS", Value::Int(v)) => self.deadline_ms = Some(v),
             ("GSAS_SPIN_US", Value::Int(v)) => self.spin_us = v,
@@ -697,6 +728,7 @@ mod tests {
             ("GSAS_JOB_KEY", "00000000000000ff"),
             ("GSAS_DIRECT", "off"),
             ("GSAS_TRANSPORT", "Exanet"),
+            ("GSAS_VERBS_RMA", "service"),
             ("GSAS_EXANET_EMU", "/tmp/exa"),
             ("GSAS_DEADLINE_MS", "250"),
             ("GSAS_SPIN_US", "0"),
@@ -715,6 +747,7 @@ mod tests {
             job_key: Some(0xff),
             direct: false,
             transport: Some(TransportKind::Exanet),
+            verbs_rma_via_service: Some(true),
             exanet_emu: Some("/tmp/exa".into()),
             deadline_ms: Some(250),
             spin_us: 0,
@@ -725,7 +758,10 @@ mod tests {
         };
         assert_eq!(cfg, want);
         // Every table entry was exercised above.
-        assert_eq!(VARS.len(), 15);
+        assert_eq!(VARS.len(), 16);
+        let verbs = from(&[("GSAS_TRANSPORT", "verbs"), ("GSAS_VERBS_RMA", "rdma")]).unwrap();
+        assert_eq!(verbs.transport, Some(TransportKind::Verbs));
+        assert_eq!(verbs.verbs_rma_via_service, Some(false));
     }
 
     #[test]

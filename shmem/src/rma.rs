@@ -31,7 +31,7 @@ use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_core::wire::AtomicOp;
 use gsas_transport::watched::{self, load_once, store_once};
 
 use crate::ctx_table::{self as ctx, CtxRef};
@@ -669,24 +669,11 @@ fn signal_update(
         }
         return;
     }
-    // Another node: the fence completes the data before the signal is sent, and the
-    // signal is sent before returning (the target may be waiting for it).
+    // Another node: the node client delivers the signal after the data and sends it before
+    // returning (the target may be waiting for it).
     let res = st
         .node
-        .fence(node_ctx)
-        .and_then(|()| {
-            st.node.atomic_nbi(
-                node_ctx,
-                target,
-                sig.seg,
-                sig.off,
-                op,
-                AtomicType::U64,
-                signal,
-                0,
-            )
-        })
-        .and_then(|()| st.node.progress());
+        .signal(node_ctx, target, sig.seg, sig.off, op, signal);
     if let Err(e) = res {
         fatal(call, e);
     }

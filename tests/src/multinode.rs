@@ -272,6 +272,22 @@ pub fn oshrun() -> Command {
     launch().command(crate::launch::program("oshrun"))
 }
 
+/// `oshrun --config file -n n --tag-output EXTRA... -- <this test binary as child_pe>`
+/// running the child scenario `scenario` (the caller adds what its PEs need besides).
+pub fn scenario_job(file: &Path, n: u32, extra: &[&str], scenario: &str) -> Command {
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(file)
+        .arg("-n")
+        .arg(n.to_string())
+        .arg("--tag-output")
+        .args(extra)
+        .arg("--")
+        .args(crate::launch::self_test_argv("child_pe").unwrap())
+        .env(crate::node::SCENARIO, scenario);
+    cmd
+}
+
 /// Whether process `pid` exists.
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks whether the process exists.

@@ -38,8 +38,13 @@ pub fn child() {
 }
 
 fn init() -> Node {
+    init_pe(20 << 20)
+}
+
+/// `Node::init` of a child PE with a symmetric heap of `heap` bytes; panics with the error.
+pub fn init_pe(heap: u64) -> Node {
     Node::init(NodeOptions {
-        heap_size: Some(20 << 20),
+        heap_size: Some(heap),
         ..NodeOptions::default()
     })
     .unwrap_or_else(|e| panic!("Node::init: {e}"))

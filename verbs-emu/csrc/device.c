@@ -22,20 +22,25 @@
  * error state and flush its outstanding work.
  *
  * Configuration (environment, read once):
- *   SOFTVERBS_DEVICE   device name (default softverbs0)
- *   SOFTVERBS_LID      the port's LID (default 1); the node's identity
+ *   SOFTVERBS_DEVICES  how many devices the process lists (default 1, at most 16): device i
+ *                      is softverbs<i> with LID SOFTVERBS_LID + i and GID fe80::<its LID>,
+ *                      each an emulated node (several nodes' processes share one
+ *                      environment and each opens its node's device)
+ *   SOFTVERBS_DEVICE   device name of a single device (default softverbs0)
+ *   SOFTVERBS_LID      the port's LID (default 1); the node's identity (the first device's)
  *   SOFTVERBS_GID      the active port's GID table: IPv6 addresses, comma-separated
- *                      (default one GID, fe80::<lid>)
+ *                      (default one GID, fe80::<lid>; single device only)
  *   SOFTVERBS_PORT     the active port (default 1); ports 1..PORT-1 exist and are down
  *   SOFTVERBS_DIR      the rendezvous directory of the sockets (default /tmp/softverbs-<uid>)
  *   SOFTVERBS_ATOMIC   none|hca|glob: the atomic capability reported (default glob)
  *   SOFTVERBS_MIN_TIMEOUT_MS  lower bound of the retransmission timeout (default 50)
- *   SOFTVERBS_FAULTS   comma-separated faults of this process's device:
+ *   SOFTVERBS_FAULTS   comma-separated faults of this process's devices:
  *                      drop=N        the next N packets it sends vanish
  *                      drop-every=K  every K-th packet it sends vanishes
  *                      rkey=N        the next N remote accesses it serves fail (bad key)
  *                      unreachable   everything it sends vanishes (a dead link)
  *                      delay-us=U    every packet it sends waits U microseconds first
+ *   SOFTVERBS_FAULTS_<i>  the faults of device i instead (one emulated node of several)
  *
  * Thread safety: each context has one lock over its PDs, MRs, QPs and their queues, taken by
  * the posting verbs and the device thread; each CQ has its own lock (poll_cq takes only it).
@@ -43,11 +48,15 @@
 #define _GNU_SOURCE
 #include "softverbs.h"
 
-struct sv_config cfg;
+/* The devices: sv_cfg[i] configures sv_dev[i]; `cfg` is the one being read (then the
+ * template every device starts from). */
+static struct sv_config cfg;
+static struct sv_config sv_cfg[SV_MAX_DEVICES];
+static struct ibv_device sv_dev[SV_MAX_DEVICES];
+static int sv_ndev;
 uint64_t sv_counters[C_COUNT];
 static int cfg_state; /* 0 unread, 1 good, -1 bad */
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
-static struct ibv_device sv_dev;
 
 void sv_warn(const char *fmt, ...)
 {
@@ -70,11 +79,11 @@ static int parse_long(const char *s, long *out)
 	return 0;
 }
 
-static int parse_faults(const char *spec)
+static int parse_faults(const char *var, const char *spec)
 {
 	char buf[256];
 	if (strlen(spec) >= sizeof(buf)) {
-		sv_warn("SOFTVERBS_FAULTS too long");
+		sv_warn("%s too long", var);
 		return -1;
 	}
 	strcpy(buf, spec);
@@ -89,8 +98,8 @@ static int parse_faults(const char *spec)
 			continue;
 		}
 		if (!eq || parse_long(eq, &v)) {
-			sv_warn("SOFTVERBS_FAULTS: bad item '%s' (expected drop=N, drop-every=K, "
-				"rkey=N, unreachable, delay-us=U)", item);
+			sv_warn("%s: bad item '%s' (expected drop=N, drop-every=K, "
+				"rkey=N, unreachable, delay-us=U)", var, item);
 			return -1;
 		}
 		if (!strcmp(item, "drop"))
@@ -102,7 +111,7 @@ static int parse_faults(const char *spec)
 		else if (!strcmp(item, "delay-us"))
 			cfg.delay_us = v;
 		else {
-			sv_warn("SOFTVERBS_FAULTS: unknown fault '%s'", item);
+			sv_warn("%s: unknown fault '%s'", var, item);
 			return -1;
 		}
 	}
@@ -187,19 +196,67 @@ static void load_config(void)
 		}
 		cfg.min_timeout_ns = (uint64_t)v * 1000000ull;
 	}
-	if ((s = getenv("SOFTVERBS_FAULTS")) && *s && parse_faults(s))
+	if ((s = getenv("SOFTVERBS_FAULTS")) && *s && parse_faults("SOFTVERBS_FAULTS", s))
 		goto bad;
-
-	snprintf(sv_dev.name, sizeof(sv_dev.name), "%s", cfg.name);
-	snprintf(sv_dev.dev_name, sizeof(sv_dev.dev_name), "uverbs0");
-	snprintf(sv_dev.dev_path, sizeof(sv_dev.dev_path), "%s", cfg.dir);
-	snprintf(sv_dev.ibdev_path, sizeof(sv_dev.ibdev_path), "%s", cfg.dir);
-	sv_dev.node_type = IBV_NODE_CA;
-	sv_dev.transport_type = IBV_TRANSPORT_IB;
+	sv_ndev = 1;
+	if ((s = getenv("SOFTVERBS_DEVICES")) && *s) {
+		if (parse_long(s, &v) || v < 1 || v > SV_MAX_DEVICES || cfg.lid + v - 1 > 0xbfff) {
+			sv_warn("SOFTVERBS_DEVICES='%s': expected 1..%d devices (LIDs up to 49151)", s,
+				SV_MAX_DEVICES);
+			goto bad;
+		}
+		sv_ndev = (int)v;
+	}
+	if (sv_ndev > 1 && (s = getenv("SOFTVERBS_GID")) && *s) {
+		sv_warn("SOFTVERBS_GID is for a single device: with SOFTVERBS_DEVICES each device's GID is fe80::<its LID>");
+		goto bad;
+	}
+	const struct sv_config template = cfg;
+	for (int i = 0; i < sv_ndev; i++) {
+		struct sv_config *d = &sv_cfg[i];
+		*d = template;
+		if (sv_ndev > 1) {
+			snprintf(d->name, sizeof(d->name), "softverbs%d", i);
+			d->lid = (uint16_t)(template.lid + i);
+			memset(d->gid, 0, sizeof(d->gid));
+			d->gid[0].raw[0] = 0xfe;
+			d->gid[0].raw[1] = 0x80;
+			d->gid[0].raw[14] = (uint8_t)(d->lid >> 8);
+			d->gid[0].raw[15] = (uint8_t)d->lid;
+			d->ngids = 1;
+			char var[32];
+			snprintf(var, sizeof(var), "SOFTVERBS_FAULTS_%d", i);
+			if ((s = getenv(var)) && *s) {
+				d->drop_next = d->drop_every = d->rkey_faults = d->delay_us = 0;
+				d->unreachable = 0;
+				cfg = *d; /* parse_faults fills `cfg` */
+				if (parse_faults(var, s))
+					goto bad;
+				*d = cfg;
+			}
+		}
+		struct ibv_device *dev = &sv_dev[i];
+		_Static_assert(sizeof(dev->name) == sizeof(d->name), "device name sizes");
+		memcpy(dev->name, d->name, sizeof(dev->name));
+		snprintf(dev->dev_name, sizeof(dev->dev_name), "uverbs%d", i);
+		snprintf(dev->dev_path, sizeof(dev->dev_path), "%s", d->dir);
+		snprintf(dev->ibdev_path, sizeof(dev->ibdev_path), "%s", d->dir);
+		dev->node_type = IBV_NODE_CA;
+		dev->transport_type = IBV_TRANSPORT_IB;
+	}
 	cfg_state = 1;
 	return;
 bad:
 	cfg_state = -1;
+}
+
+/* The configuration of device `dev` (one of sv_dev), or NULL. */
+static struct sv_config *dev_cfg(struct ibv_device *dev)
+{
+	for (int i = 0; i < sv_ndev; i++)
+		if (dev == &sv_dev[i])
+			return &sv_cfg[i];
+	return NULL;
 }
 
 
@@ -215,14 +272,15 @@ SV_EXPORT struct ibv_device **__ibv_get_device_list(int *num)
 			*num = 0;
 		return NULL;
 	}
-	struct ibv_device **l = calloc(2, sizeof(*l));
+	struct ibv_device **l = calloc((size_t)sv_ndev + 1, sizeof(*l));
 	if (!l) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	l[0] = &sv_dev;
+	for (int i = 0; i < sv_ndev; i++)
+		l[i] = &sv_dev[i];
 	if (num)
-		*num = 1;
+		*num = sv_ndev;
 	return l;
 }
 
@@ -242,29 +300,29 @@ SV_EXPORT const char *ibv_get_device_name(struct ibv_device *dev)
 	return dev->name;
 }
 
-static uint64_t node_guid(void)
+static uint64_t node_guid(const struct sv_config *cfg)
 {
-	return 0x0002c90300000000ull | cfg.lid;
+	return 0x0002c90300000000ull | cfg->lid;
 }
 
 SV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *dev)
 {
-	(void)dev;
-	return htobe64(node_guid());
+	struct sv_config *cfg = dev_cfg(dev);
+	return cfg ? htobe64(node_guid(cfg)) : 0;
 }
 
-static void fill_port_attr(struct ibv_port_attr *a, uint8_t port)
+static void fill_port_attr(const struct sv_config *cfg, struct ibv_port_attr *a, uint8_t port)
 {
-	int up = port == cfg.port;
+	int up = port == cfg->port;
 	memset(a, 0, sizeof(*a));
 	a->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	a->max_mtu = IBV_MTU_4096;
 	a->active_mtu = IBV_MTU_4096;
-	a->gid_tbl_len = up ? cfg.ngids : 0;
+	a->gid_tbl_len = up ? cfg->ngids : 0;
 	a->port_cap_flags = 0;
 	a->max_msg_sz = 0x80000000u;
 	a->pkey_tbl_len = 1;
-	a->lid = up ? cfg.lid : 0;
+	a->lid = up ? cfg->lid : 0;
 	a->sm_lid = 1;
 	a->max_vl_num = 1;
 	a->active_width = 2;  /* 4x */
@@ -276,11 +334,11 @@ static void fill_port_attr(struct ibv_port_attr *a, uint8_t port)
 static int sv_query_port_ex(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr,
 			    size_t len)
 {
-	(void)c;
-	if (port < 1 || port > cfg.port)
+	struct sv_config *cfg = to_ctx(c)->cfg;
+	if (port < 1 || port > cfg->port)
 		return EINVAL;
 	struct ibv_port_attr a;
-	fill_port_attr(&a, port);
+	fill_port_attr(cfg, &a, port);
 	/* A caller built against newer headers passes a larger structure (its new fields at
 	 * the end): those read as zero, "not reported". */
 	memset(attr, 0, len);
@@ -296,11 +354,11 @@ SV_EXPORT int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat
 				offsetof(struct ibv_port_attr, link_layer) + 1);
 }
 
-static void fill_device_attr(struct ibv_device_attr *a)
+static void fill_device_attr(const struct sv_config *cfg, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof(*a));
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "softverbs-1");
-	a->node_guid = htobe64(node_guid());
+	a->node_guid = htobe64(node_guid(cfg));
 	a->sys_image_guid = a->node_guid;
 	a->max_mr_size = UINT64_MAX;
 	a->page_size_cap = 4096;
@@ -317,51 +375,49 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_qp_rd_atom = 16;
 	a->max_res_rd_atom = 16 * 4096;
 	a->max_qp_init_rd_atom = 16;
-	a->atomic_cap = cfg.atomic_cap;
+	a->atomic_cap = cfg->atomic_cap;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 16;
-	a->phys_port_cnt = cfg.port;
+	a->phys_port_cnt = cfg->port;
 }
 
 SV_EXPORT int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *attr)
 {
-	(void)c;
-	fill_device_attr(attr);
+	fill_device_attr(to_ctx(c)->cfg, attr);
 	return 0;
 }
 
 static int sv_query_device_ex(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
 			      struct ibv_device_attr_ex *attr, size_t size)
 {
-	(void)c;
 	(void)in;
 	if (size < sizeof(attr->orig_attr))
 		return EINVAL;
 	memset(attr, 0, size);
-	fill_device_attr(&attr->orig_attr);
+	fill_device_attr(to_ctx(c)->cfg, &attr->orig_attr);
 	return 0;
 }
 
 SV_EXPORT int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
 {
-	(void)c;
-	if (port != cfg.port || index < 0 || index >= cfg.ngids)
+	struct sv_config *cfg = to_ctx(c)->cfg;
+	if (port != cfg->port || index < 0 || index >= cfg->ngids)
 		return -1;
-	*gid = cfg.gid[index];
+	*gid = cfg->gid[index];
 	return 0;
 }
 
 SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index,
 				struct ibv_gid_entry *entry, uint32_t flags, size_t size)
 {
-	(void)c;
+	struct sv_config *cfg = to_ctx(c)->cfg;
 	(void)flags;
-	if (port != cfg.port || index >= (uint32_t)cfg.ngids)
+	if (port != cfg->port || index >= (uint32_t)cfg->ngids)
 		return ENODATA;
 	if (size < sizeof(*entry))
 		return EINVAL;
 	memset(entry, 0, sizeof(*entry));
-	entry->gid = cfg.gid[index];
+	entry->gid = cfg->gid[index];
 	entry->gid_index = index;
 	entry->port_num = port;
 	entry->gid_type = IBV_GID_TYPE_IB;
@@ -371,22 +427,23 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t i
 SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *entries,
 				       size_t max, uint32_t flags, size_t size)
 {
-	if (max < (size_t)cfg.ngids || size < sizeof(*entries))
+	struct sv_config *cfg = to_ctx(c)->cfg;
+	if (max < (size_t)cfg->ngids || size < sizeof(*entries))
 		return -EINVAL;
-	for (int i = 0; i < cfg.ngids; i++) {
-		int rc = _ibv_query_gid_ex(c, cfg.port, (uint32_t)i,
+	for (int i = 0; i < cfg->ngids; i++) {
+		int rc = _ibv_query_gid_ex(c, cfg->port, (uint32_t)i,
 					   (struct ibv_gid_entry *)((char *)entries + (size_t)i * size),
 					   flags, size);
 		if (rc)
 			return -rc;
 	}
-	return cfg.ngids;
+	return cfg->ngids;
 }
 
 SV_EXPORT int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __be16 *pkey)
 {
-	(void)c;
-	if (port < 1 || port > cfg.port || index != 0)
+	struct sv_config *cfg = to_ctx(c)->cfg;
+	if (port < 1 || port > cfg->port || index != 0)
 		return -1;
 	*pkey = htobe16(0xffff);
 	return 0;
@@ -394,7 +451,8 @@ SV_EXPORT int ibv_query_pkey(struct ibv_context *c, uint8_t port, int index, __b
 
 SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 {
-	if (dev != &sv_dev) {
+	struct sv_config *cfg = dev_cfg(dev);
+	if (!cfg) {
 		errno = ENODEV;
 		return NULL;
 	}
@@ -403,6 +461,7 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 		errno = ENOMEM;
 		return NULL;
 	}
+	ctx->cfg = cfg;
 	struct ibv_context *c = &ctx->vctx.context;
 	ctx->vctx.sz = sizeof(struct verbs_context);
 	ctx->vctx.query_port = sv_query_port_ex;
@@ -541,7 +600,8 @@ SV_EXPORT const char *ibv_event_type_str(enum ibv_event_type e)
 }
 
 /* The process's counters: packets sent (offered to the link), dropped by fault injection,
- * go-back-N retransmissions, duplicate requests answered, sequence NAKs, RNR NAKs.
+ * go-back-N retransmissions, duplicate requests answered, sequence NAKs, RNR NAKs,
+ * completions delivered to completion queues (signalled sends, errors, flushes, receives).
  * Returns how many it wrote (at most n). */
 SV_EXPORT size_t softverbs_counters(uint64_t *out, size_t n)
 {

@@ -153,7 +153,7 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 /* ------------------------------------------------------------------------------------ */
 /* Verbs: queue pairs                                                                   */
 
-static int bind_qp_socket(struct sv_qp *qp)
+static int bind_qp_socket(struct sv_qp *qp, const char *dir)
 {
 	struct sockaddr_un a;
 	memset(&a, 0, sizeof(a));
@@ -162,7 +162,7 @@ static int bind_qp_socket(struct sv_qp *qp)
 	uint32_t start = ((uint32_t)getpid() * 2654435761u) & 0xfffff;
 	for (uint32_t i = 0; i < 0x100000; i++) {
 		uint32_t qpn = 0x100000 | ((start + i) & 0xfffff);
-		snprintf(a.sun_path, sizeof(a.sun_path), "%s/qp-%06x", cfg.dir, qpn);
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s/qp-%06x", dir, qpn);
 		if (bind(qp->fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
 			qp->qp.qp_num = qpn;
 			snprintf(qp->path, sizeof(qp->path), "%s", a.sun_path);
@@ -212,7 +212,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	setsockopt(qp->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	setsockopt(qp->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	pthread_mutex_lock(&ctx->lk);
-	if (bind_qp_socket(qp)) {
+	if (bind_qp_socket(qp, ctx->cfg->dir)) {
 		pthread_mutex_unlock(&ctx->lk);
 		goto fail;
 	}
@@ -301,11 +301,12 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
 		goto inval;
 	if (!required_ok(from, to, mask))
 		goto inval;
-	if ((mask & IBV_QP_PORT) && attr->port_num != cfg.port)
+	struct sv_config *cfg = ctx->cfg;
+	if ((mask & IBV_QP_PORT) && attr->port_num != cfg->port)
 		goto inval; /* the others are down */
 	if ((mask & IBV_QP_AV) &&
-	    ((attr->ah_attr.port_num && attr->ah_attr.port_num != cfg.port) ||
-	     (attr->ah_attr.is_global && attr->ah_attr.grh.sgid_index >= cfg.ngids)))
+	    ((attr->ah_attr.port_num && attr->ah_attr.port_num != cfg->port) ||
+	     (attr->ah_attr.is_global && attr->ah_attr.grh.sgid_index >= cfg->ngids)))
 		goto inval;
 	if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31)
 		goto inval;
@@ -329,7 +330,7 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
 		qp->attr.dest_qp_num = attr->dest_qp_num;
 		memset(&qp->peer, 0, sizeof(qp->peer));
 		qp->peer.sun_family = AF_UNIX;
-		snprintf(qp->peer.sun_path, sizeof(qp->peer.sun_path), "%s/qp-%06x", cfg.dir,
+		snprintf(qp->peer.sun_path, sizeof(qp->peer.sun_path), "%s/qp-%06x", cfg->dir,
 			 attr->dest_qp_num);
 		qp->peer_len = sizeof(qp->peer);
 	}

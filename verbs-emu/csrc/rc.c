@@ -17,6 +17,7 @@ static void cq_push(struct ibv_cq *ibcq, const struct ibv_wc *wc)
 	} else {
 		cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
 		cq->count++;
+		count(C_COMPLETIONS);
 	}
 	pthread_mutex_unlock(&cq->lk);
 }
@@ -169,7 +170,7 @@ static int sge_copy(struct sv_ctx *ctx, struct ibv_pd *pd, const struct ibv_sge 
 		if (!p)
 			return -1;
 		if (to_sge)
-			memcpy(p, buf, k);
+			sv_store_once(p, buf, k);
 		else
 			memcpy(buf, p, k);
 		buf += k;
@@ -192,16 +193,16 @@ static int sge_check(struct sv_ctx *ctx, struct ibv_pd *pd, const struct ibv_sge
 /* ------------------------------------------------------------------------------------ */
 /* The link                                                                             */
 
-static int fault_drop(void)
+static int fault_drop(struct sv_config *cfg)
 {
-	if (__atomic_load_n(&cfg.unreachable, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&cfg->unreachable, __ATOMIC_RELAXED))
 		return 1;
-	unsigned long n = __atomic_add_fetch(&cfg.sent, 1, __ATOMIC_RELAXED);
-	if (cfg.drop_every && n % (unsigned long)cfg.drop_every == 0)
+	unsigned long n = __atomic_add_fetch(&cfg->sent, 1, __ATOMIC_RELAXED);
+	if (cfg->drop_every && n % (unsigned long)cfg->drop_every == 0)
 		return 1;
-	long d = __atomic_load_n(&cfg.drop_next, __ATOMIC_RELAXED);
+	long d = __atomic_load_n(&cfg->drop_next, __ATOMIC_RELAXED);
 	while (d > 0) {
-		if (__atomic_compare_exchange_n(&cfg.drop_next, &d, d - 1, 0, __ATOMIC_RELAXED,
+		if (__atomic_compare_exchange_n(&cfg->drop_next, &d, d - 1, 0, __ATOMIC_RELAXED,
 						__ATOMIC_RELAXED))
 			return 1;
 	}
@@ -256,22 +257,23 @@ static int tx_raw(struct sv_qp *qp, const struct iovec *iov, int niov)
 
 static void tx(struct sv_qp *qp, struct sv_pkt *h, const void *payload, uint32_t n)
 {
+	struct sv_config *cfg = qp->ctx->cfg;
 	h->magic = SV_MAGIC;
 	h->src_qpn = qp->qp.qp_num;
 	h->dst_qpn = qp->attr.dest_qp_num;
-	h->src_lid = cfg.lid;
+	h->src_lid = cfg->lid;
 	h->dst_lid = qp->attr.ah_attr.dlid;
-	memcpy(h->src_gid, cfg.gid[qp->attr.ah_attr.is_global ? qp->attr.ah_attr.grh.sgid_index : 0].raw,
+	memcpy(h->src_gid, cfg->gid[qp->attr.ah_attr.is_global ? qp->attr.ah_attr.grh.sgid_index : 0].raw,
 	       16);
 	if (qp->attr.ah_attr.is_global) {
 		h->flags |= F_GRH;
 		memcpy(h->dst_gid, qp->attr.ah_attr.grh.dgid.raw, 16);
 	}
 	h->frag = n;
-	if (cfg.delay_us)
-		usleep((useconds_t)cfg.delay_us);
+	if (cfg->delay_us)
+		usleep((useconds_t)cfg->delay_us);
 	count(C_SENT);
-	if (fault_drop()) {
+	if (fault_drop(cfg)) {
 		count(C_DROPPED);
 		return;
 	}
@@ -304,7 +306,8 @@ static uint64_t qp_timeout_ns(struct sv_qp *qp)
 	if (!t)
 		return 0; /* infinite: the IB meaning of 0 */
 	uint64_t ns = t >= 31 ? UINT64_MAX / 4 : 4096ull << t;
-	return ns < cfg.min_timeout_ns ? cfg.min_timeout_ns : ns;
+	uint64_t floor = qp->ctx->cfg->min_timeout_ns;
+	return ns < floor ? floor : ns;
 }
 
 static void arm_timer(struct sv_qp *qp)
@@ -571,11 +574,11 @@ static void responder_fail(struct sv_qp *qp, uint32_t psn, uint16_t syn)
 	sv_qp_to_error(qp);
 }
 
-static int take_rkey_fault(void)
+static int take_rkey_fault(struct sv_config *cfg)
 {
-	long d = __atomic_load_n(&cfg.rkey_faults, __ATOMIC_RELAXED);
+	long d = __atomic_load_n(&cfg->rkey_faults, __ATOMIC_RELAXED);
 	while (d > 0)
-		if (__atomic_compare_exchange_n(&cfg.rkey_faults, &d, d - 1, 0, __ATOMIC_RELAXED,
+		if (__atomic_compare_exchange_n(&cfg->rkey_faults, &d, d - 1, 0, __ATOMIC_RELAXED,
 						__ATOMIC_RELAXED))
 			return 1;
 	return 0;
@@ -583,7 +586,7 @@ static int take_rkey_fault(void)
 
 static unsigned char *remote_target(struct sv_qp *qp, struct sv_pkt *h, unsigned need)
 {
-	if (!(qp->attr.qp_access_flags & need) || take_rkey_fault())
+	if (!(qp->attr.qp_access_flags & need) || take_rkey_fault(qp->ctx->cfg))
 		return NULL;
 	return mr_translate(qp->ctx, qp->qp.pd, h->rkey, h->raddr, h->len, need);
 }
@@ -691,7 +694,7 @@ static void on_request(struct sv_qp *qp, struct sv_pkt *h, unsigned char *data)
 				responder_fail(qp, h->psn, SYN_ACCESS);
 				return;
 			}
-			memcpy(dst + h->off, data, h->frag);
+			sv_store_once(dst + h->off, data, h->frag);
 		}
 		qp->rx_off += h->frag;
 		if (!(h->flags & F_LAST))
@@ -754,9 +757,9 @@ static void on_request(struct sv_qp *qp, struct sv_pkt *h, unsigned char *data)
  * a real fabric: the requester then retries until retry-exceeded). */
 static int addressed_here(struct sv_qp *qp, struct sv_pkt *h)
 {
-	if (h->magic != SV_MAGIC || h->dst_qpn != qp->qp.qp_num || h->dst_lid != cfg.lid)
+	if (h->magic != SV_MAGIC || h->dst_qpn != qp->qp.qp_num || h->dst_lid != qp->ctx->cfg->lid)
 		return 0;
-	if ((h->flags & F_GRH) && !sv_gid_is_mine(h->dst_gid))
+	if ((h->flags & F_GRH) && !sv_gid_is_mine(qp->ctx->cfg, h->dst_gid))
 		return 0;
 	if (qp->qp.state != IBV_QPS_RTR && qp->qp.state != IBV_QPS_RTS)
 		return 0;

@@ -38,10 +38,12 @@
 #define SV_WAKE_KEY UINT64_MAX
 #define SV_MAX_GIDS 4
 #define SV_MAX_PORTS 8
+#define SV_MAX_DEVICES 16
 
 /* ------------------------------------------------------------------------------------ */
 /* Configuration                                                                        */
 
+/* One device's configuration (SOFTVERBS_DEVICES lists several, each an emulated node). */
 struct sv_config {
 	char name[IBV_SYSFS_NAME_MAX];
 	char dir[80];
@@ -51,7 +53,7 @@ struct sv_config {
 	uint8_t port; /* the active port; ports 1..port-1 exist and are down */
 	enum ibv_atomic_cap atomic_cap;
 	uint64_t min_timeout_ns;
-	/* faults: counters shared by every context of the process (atomic updates) */
+	/* faults: counters shared by every context of the device (atomic updates) */
 	long drop_next;
 	long drop_every;
 	long rkey_faults;
@@ -61,9 +63,9 @@ struct sv_config {
 };
 
 /* Process-wide counters (atomic updates), read by softverbs_counters(). */
-enum { C_SENT, C_DROPPED, C_RETRANSMITS, C_DUPLICATES, C_SEQ_NAKS, C_RNR_NAKS, C_COUNT };
+enum { C_SENT, C_DROPPED, C_RETRANSMITS, C_DUPLICATES, C_SEQ_NAKS, C_RNR_NAKS, C_COMPLETIONS,
+       C_COUNT };
 extern uint64_t sv_counters[C_COUNT];
-extern struct sv_config cfg;
 
 static inline void count(int which)
 {
@@ -77,13 +79,43 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Copies n bytes into memory another thread may be watching (a remote WRITE, READ data
+ * landing, as an HCA's DMA does it): every naturally aligned 1/2/4/8-byte element inside
+ * the range is written by exactly one store, never by the overlapping stores that memcpy
+ * uses for odd sizes, so an observer never sees a torn or rewritten element. */
+static inline void sv_store_once(unsigned char *d, const unsigned char *s, size_t n)
+{
+	while (n) {
+		uintptr_t a = (uintptr_t)d;
+		if (n >= 8 && !(a & 7)) {
+			uint64_t v;
+			memcpy(&v, s, 8);
+			__atomic_store_n((uint64_t *)d, v, __ATOMIC_RELAXED);
+			d += 8, s += 8, n -= 8;
+		} else if (n >= 4 && !(a & 3)) {
+			uint32_t v;
+			memcpy(&v, s, 4);
+			__atomic_store_n((uint32_t *)d, v, __ATOMIC_RELAXED);
+			d += 4, s += 4, n -= 4;
+		} else if (n >= 2 && !(a & 1)) {
+			uint16_t v;
+			memcpy(&v, s, 2);
+			__atomic_store_n((uint16_t *)d, v, __ATOMIC_RELAXED);
+			d += 2, s += 2, n -= 2;
+		} else {
+			__atomic_store_n(d, *s, __ATOMIC_RELAXED);
+			d += 1, s += 1, n -= 1;
+		}
+	}
+}
+
 void sv_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Whether `gid` is one of the active port's. */
-static inline int sv_gid_is_mine(const uint8_t *gid)
+/* Whether `gid` is one of the device's active port's. */
+static inline int sv_gid_is_mine(const struct sv_config *cfg, const uint8_t *gid)
 {
-	for (int i = 0; i < cfg.ngids; i++)
-		if (!memcmp(gid, cfg.gid[i].raw, 16))
+	for (int i = 0; i < cfg->ngids; i++)
+		if (!memcmp(gid, cfg->gid[i].raw, 16))
 			return 1;
 	return 0;
 }
@@ -170,6 +202,7 @@ struct sv_qp {
 
 struct sv_ctx {
 	struct verbs_context vctx; /* ends with the application's struct ibv_context */
+	struct sv_config *cfg;     /* the opened device's */
 	pthread_mutex_t lk;
 	struct sv_qp *qps;
 	struct sv_mr **mrs;

@@ -28,6 +28,12 @@
 //! let mut b = Command::new("ibv_devinfo");
 //! Node::new(&dir, 2).faults("drop-every=50").apply(&mut b);
 //! assert!(a.get_envs().any(|(k, _)| k == "LD_LIBRARY_PATH"));
+//!
+//! // Or one environment for the processes of two emulated nodes (a job started by one
+//! // launcher): softverbs0 (LID 1) and softverbs1 (LID 2), each process opening its node's.
+//! let mut job = Command::new("oshrun");
+//! Node::new(&dir, 1).devices(2).device_faults(1, "unreachable").apply(&mut job);
+//! assert!(job.get_envs().any(|(k, v)| k == "SOFTVERBS_DEVICES" && v == Some("2".as_ref())));
 //! ```
 
 pub mod roles;
@@ -74,7 +80,10 @@ pub fn loaded_is_software() -> bool {
 
 /// The device's variables (read once, when the process first lists devices).
 pub mod var {
-    /// Device name (default `softverbs0`).
+    /// How many devices the process lists (default 1, at most 16): device i is
+    /// `softverbs<i>` with LID [`LID`] + i and GID `fe80::<its LID>`, an emulated node each.
+    pub const DEVICES: &str = "SOFTVERBS_DEVICES";
+    /// Device name of a single device (default `softverbs0`).
     pub const DEVICE: &str = "SOFTVERBS_DEVICE";
     /// The port's LID, the emulated node's identity (default 1).
     pub const LID: &str = "SOFTVERBS_LID";
@@ -91,6 +100,23 @@ pub mod var {
     pub const MIN_TIMEOUT_MS: &str = "SOFTVERBS_MIN_TIMEOUT_MS";
     /// Fault injection: `drop=N`, `drop-every=K`, `rkey=N`, `unreachable`, `delay-us=U`.
     pub const FAULTS: &str = "SOFTVERBS_FAULTS";
+
+    /// The fault injection of device `index` alone (with [`DEVICES`]), instead of
+    /// [`FAULTS`]: `SOFTVERBS_FAULTS_<index>`.
+    pub fn faults_of(index: u32) -> String {
+        format!("{FAULTS}_{index}")
+    }
+}
+
+/// `LD_LIBRARY_PATH` with [`library_dir`] first (then the current value, if any): what a
+/// process needs at start to load the software device.
+pub fn library_path() -> OsString {
+    let mut path = OsString::from(library_dir());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    path
 }
 
 /// One emulated node: the environment that makes a process use the software device as
@@ -99,7 +125,7 @@ pub mod var {
 pub struct Node {
     dir: PathBuf,
     lid: u16,
-    extra: Vec<(&'static str, String)>,
+    extra: Vec<(String, String)>,
 }
 
 impl Node {
@@ -118,23 +144,38 @@ impl Node {
         self.with(var::FAULTS, spec)
     }
 
+    /// Lists `n` devices, `softverbs0` (LID `lid`) to `softverbs<n-1>` (LID `lid + n - 1`):
+    /// several emulated nodes in one environment ([`var::DEVICES`]).
+    pub fn devices(self, n: u32) -> Node {
+        self.with(var::DEVICES, n.to_string())
+    }
+
+    /// Fault injection on device `index` alone ([`var::faults_of`]).
+    pub fn device_faults(mut self, index: u32, spec: &str) -> Node {
+        self.extra.push((var::faults_of(index), spec.to_owned()));
+        self
+    }
+
     /// Sets another of the device's variables ([`var`]).
     pub fn with(mut self, var: &'static str, value: impl Into<String>) -> Node {
-        self.extra.push((var, value.into()));
+        self.extra.push((var.to_owned(), value.into()));
         self
+    }
+
+    /// The variables [`Node::apply`] sets, in order.
+    pub fn env(&self) -> Vec<(String, OsString)> {
+        let mut v = vec![
+            ("LD_LIBRARY_PATH".to_owned(), library_path()),
+            (var::DIR.to_owned(), self.dir.clone().into_os_string()),
+            (var::LID.to_owned(), self.lid.to_string().into()),
+        ];
+        v.extend(self.extra.iter().map(|(k, x)| (k.clone(), x.into())));
+        v
     }
 
     /// Makes `cmd` load the software device as this node.
     pub fn apply(&self, cmd: &mut Command) {
-        let mut path = OsString::from(library_dir());
-        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
-            path.push(":");
-            path.push(old);
-        }
-        cmd.env("LD_LIBRARY_PATH", path)
-            .env(var::DIR, &self.dir)
-            .env(var::LID, self.lid.to_string());
-        for (k, v) in &self.extra {
+        for (k, v) in self.env() {
             cmd.env(k, v);
         }
     }

@@ -207,9 +207,10 @@ pub fn process_gone(pid: u32) -> bool {
 }
 
 /// The software device's counters in this process (a role's): packets sent, dropped by fault
-/// injection, retransmissions, duplicates answered, sequence NAKs, RNR NAKs.
-pub fn counters() -> [u64; 6] {
-    let mut out = [0u64; 6];
+/// injection, retransmissions, duplicates answered, sequence NAKs, RNR NAKs, completions
+/// delivered to completion queues.
+pub fn counters() -> [u64; 7] {
+    let mut out = [0u64; 7];
     // SAFETY: the binding loaded libibverbs.so.1 (the software device in a role); the symbol
     // has this signature in csrc/device.c.
     unsafe {

@@ -713,6 +713,89 @@ fn lossy_initiator() {
 /// the sizes and offsets the device was compiled with (the system's `<infiniband/verbs.h>`);
 /// the extended context, which grows towards lower addresses, agrees in each field's
 /// distance from its end.
+/// Several devices in one process (`SOFTVERBS_DEVICES`), as the processes of two emulated
+/// nodes started by one launcher see them: each device has its own name, LID, GID and
+/// faults, and queue pairs of two devices of one process reach each other as two nodes.
+#[test]
+fn several_devices_in_one_process() {
+    match role().as_deref() {
+        None => run_roles(
+            "several_devices_in_one_process",
+            vec![
+                Role::new("nodes", 10)
+                    .with(var::DEVICES, "3")
+                    .with(var::MIN_TIMEOUT_MS, "20")
+                    .with("SOFTVERBS_FAULTS_2", "unreachable"),
+            ],
+            RUN,
+        ),
+        Some("nodes") => several_devices(),
+        Some(r) => unexpected(r),
+    }
+}
+
+fn several_devices() {
+    use sideway::ibverbs::device::DeviceInfo;
+    let list = sideway::ibverbs::device::DeviceList::new().expect("listing devices");
+    let names: Vec<String> = list.iter().map(|d| d.name()).collect();
+    assert_eq!(names, ["softverbs0", "softverbs1", "softverbs2"]);
+    let (a, b) = (
+        open_device(Some("softverbs0")),
+        open_device(Some("softverbs1")),
+    );
+    let mut src = Buf::new(4096);
+    let dst = Buf::new(4096);
+    src.bytes_mut().copy_from_slice(&pattern(3, 4096));
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (ma, mb) = (
+        register(&pa, &src, all_access()),
+        register(&pb, &dst, all_access()),
+    );
+    let (mut ea, mut eb) = (new_ep(&a, &pa), new_ep(&b, &pb));
+    let ia = info(&a, &ea, Some(&ma), Some(&src));
+    let ib = info(&b, &eb, Some(&mb), Some(&dst));
+    // Device i: LID 10 + i, GID fe80::<LID>.
+    assert_eq!((ia.lid, ib.lid), (10, 11));
+    assert_eq!(std::net::Ipv6Addr::from(ib.gid).to_string(), "fe80::b");
+    connect(&mut ea, &ib, DEFAULT);
+    connect(&mut eb, &ia, DEFAULT);
+    write(&mut ea, 1, &ma, src.addr(), 4096, &ib, 0);
+    read(&mut ea, 2, &ma, src.addr() + 2048, 8, &ib, 8);
+    let wcs = wait_cq(&ea.cq, 2);
+    assert!(
+        wcs.iter().all(|w| w.status == St::Success as u32),
+        "{wcs:?}"
+    );
+    assert_eq!(dst.bytes(), &pattern(3, 4096)[..]);
+    assert_eq!(&src.bytes()[2048..2056], &pattern(3, 4096)[8..16]);
+    // Device 2 is cut off (its own faults): a WRITE from it is never acknowledged.
+    let c = open_device(Some("softverbs2"));
+    let pc = c.alloc_pd().unwrap();
+    let mc = register(&pc, &src, all_access());
+    let mut ec = new_ep(&c, &pc);
+    let mut eb2 = new_ep(&b, &pb);
+    let ic = info(&c, &ec, Some(&mc), Some(&src));
+    assert_eq!(ic.lid, 12);
+    let ib2 = info(&b, &eb2, Some(&mb), Some(&dst));
+    let quick = Params {
+        timeout: 1,
+        retry_cnt: 1,
+        ..DEFAULT
+    };
+    connect(&mut ec, &ib2, quick);
+    connect(&mut eb2, &ic, quick);
+    write(&mut ec, 3, &mc, src.addr(), 8, &ib2, 0);
+    let wcs = wait_cq(&ec.cq, 1);
+    assert_eq!(
+        wcs[0].status,
+        St::RetryCounterExceededError as u32,
+        "{wcs:?}"
+    );
+    println!(
+        "softverbs0..2: LIDs 10..12; WRITE and READ between two devices of one process; device 2 unreachable"
+    );
+}
+
 #[test]
 fn layout_matches_the_binding() {
     use rdma_mummy_sys as sys;

@@ -303,6 +303,36 @@ impl Endpoint {
         src: RemoteKey,
         offset: u64,
     ) -> Result<(), Error> {
+        self.read(dst, dst_offset, len, src, offset, false)
+            .map(drop)
+    }
+
+    /// [`Endpoint::get`] that waits, at most `deadline`, until the data is there: the READ
+    /// is signalled and its own completion ends the wait (no 0-byte WRITE after it, as
+    /// [`Endpoint::quiet`] may need).
+    pub fn get_wait(
+        &mut self,
+        dst: &Region,
+        dst_offset: u64,
+        len: u32,
+        src: RemoteKey,
+        offset: u64,
+        deadline: Duration,
+    ) -> Result<(), Error> {
+        let n = self.read(dst, dst_offset, len, src, offset, true)?;
+        self.wait_done(n + 1, deadline)
+    }
+
+    /// Posts the READ of [`Endpoint::get`]; returns its number.
+    fn read(
+        &mut self,
+        dst: &Region,
+        dst_offset: u64,
+        len: u32,
+        src: RemoteKey,
+        offset: u64,
+        signal: bool,
+    ) -> Result<u64, Error> {
         let d = dst.remote_key();
         assert!(
             dst_offset + u64::from(len) <= d.len,
@@ -314,8 +344,7 @@ impl Endpoint {
             lkey: dst.lkey(),
         };
         let read = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
-        self.post_rdma(Op::Get, read, 0, sge, src, offset, false)
-            .map(drop)
+        self.post_rdma(Op::Get, read, 0, sge, src, offset, signal)
     }
 
     /// Posts an RDMA WRITE or READ of `sge` at `remote.addr + offset`.

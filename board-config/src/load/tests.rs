@@ -225,6 +225,7 @@ service_timeout_ms = 0x10
 udp_mtu = 1472
 fork_allowed = true
 fork_secret_file = "/etc/gsas/fork.secret"
+verbs_rma = "service"
 
 [[nodes]]
 id = 20000
@@ -264,6 +265,8 @@ nodes = [20000]
     );
     assert_eq!(d.fork_secret_file.as_deref(), Some("/etc/gsas/fork.secret"));
     assert_eq!(d.udp_mtu, 1472);
+    assert!(d.verbs_rma_via_service);
+    assert!(!JobDefaults::default().verbs_rma_via_service);
     let n = c.node(20000).unwrap();
     assert_eq!(n.name, "n");
     assert_eq!(n.coord.raw(), Coord::RAW_MAX);

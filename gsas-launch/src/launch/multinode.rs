@@ -141,6 +141,8 @@ pub fn launch_cluster(
         ))
     })?;
     let mut blocks = Vec::new();
+    let mut verbs_node: Option<&board_config::Node> = None;
+    let mut other_node: Option<&board_config::Node> = None;
     for (id, ranks) in placement.blocks() {
         if ranks.is_empty() {
             continue;
@@ -148,10 +150,21 @@ pub fn launch_cluster(
         let Some(node) = cluster.node(id) else {
             continue;
         };
-        if node.transport == board_config::Transport::Verbs {
+        let seen = if node.transport == board_config::Transport::Verbs {
+            &mut verbs_node
+        } else {
+            &mut other_node
+        };
+        seen.get_or_insert(node);
+        if let (Some(v), Some(o)) = (verbs_node, other_node) {
             return Err(usage(format!(
-                "node {id} ({}): transport {} is not served by this build (udp, shm and exanet are)",
-                node.name, node.transport
+                "{}: the job spans node {} ({}, transport verbs) and node {} ({}, transport {}): a job's nodes must all be verbs nodes or none",
+                file.display(),
+                v.id,
+                v.name,
+                o.id,
+                o.name,
+                o.transport
             )));
         }
         let addr = node_addr(node).map_err(usage)?;

@@ -70,6 +70,9 @@ impl Node {
             let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
             return Ok(if desc.fetches() { old } else { 0 });
         }
+        if let Some(old) = self.nic_atomic(ctx, pe, seg, offset, op, ty, operand, comparand)? {
+            return Ok(if desc.fetches() { old } else { 0 });
+        }
         let index = self.amo_start(ctx, pe, seg, offset, desc, operand, comparand, true, None)?;
         let d = OpDesc {
             kind: "atomic",
@@ -152,6 +155,14 @@ impl Node {
             }
             return Ok(());
         }
+        // NIC atomics complete before they return (the nbi form included).
+        if let Some(old) = self.nic_atomic(ctx, pe, seg, offset, op, ty, operand, comparand)? {
+            if let Some(d) = dest {
+                // SAFETY: as above.
+                unsafe { watched::store_once(old.to_le_bytes().as_ptr(), d, width) };
+            }
+            return Ok(());
+        }
         self.amo_start(
             ctx,
             pe,
@@ -164,6 +175,33 @@ impl Node {
             dest.map(|d| d as usize),
         )
         .map(|_| ())
+    }
+
+    /// A NIC atomic when `pe` is reached over verbs and `ty` is offloaded there (see
+    /// `verbs.rs`): the old value. `None`: the atomic goes through the service.
+    #[allow(clippy::too_many_arguments)]
+    fn nic_atomic(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        ty: AtomicType,
+        operand: u64,
+        comparand: u64,
+    ) -> Result<Option<u64>, NodeError> {
+        if !matches!(self.routes[pe as usize], Route::Verbs(_)) {
+            return Ok(None);
+        }
+        self.ctx_index(ctx)?;
+        self.with_verbs(|v| {
+            if v.offloads(ty) {
+                v.atomic(pe, seg, offset, op, operand, comparand).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -181,7 +219,7 @@ impl Node {
     ) -> Result<usize, NodeError> {
         let addr = self.check_target(pe, seg, offset, desc.width())?;
         let ctx = self.ctx_index(ctx)?;
-        let route = self.routes[pe as usize];
+        let route = self.routes[pe as usize].service();
         let d = OpDesc {
             kind: "atomic",
             pe,
@@ -210,8 +248,46 @@ impl Node {
                 }),
                 None => Err(ClientError::StaleHandle),
             },
-            Route::Direct => Err(ClientError::StaleHandle),
+            Route::Direct | Route::Verbs(_) => Err(ClientError::StaleHandle),
         })?;
         Ok(index)
+    }
+
+    /// The signal update of a put-with-signal (OpenSHMEM 1.5 §9.8.1): `op` (SET or ADD) of
+    /// `value` on the `u64` at `offset` of segment `seg` of PE `pe`, delivered after every
+    /// earlier put of `ctx` to that PE and sent before returning (the target may be
+    /// waiting for it). Over verbs, when `u64` atomics are offloaded, the update is a NIC
+    /// atomic (ADD a fetch-add, SET a compare-swap loop, so that it stays atomic against
+    /// the other NIC atomics on the word) on the queue pair that carried the data, which
+    /// executes in order; otherwise a SET is an 8-byte inline RDMA WRITE on that queue pair
+    /// (one aligned store at the target, atomic against the service's CPU atomics) and an
+    /// ADD goes through the target node's service once the RDMA before it has completed.
+    /// Elsewhere: a fence, then the atomic.
+    pub fn signal(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+        value: u64,
+    ) -> Result<(), NodeError> {
+        let (_, direct) = self.amo_target(pe, seg, offset, op, AtomicType::U64, value, 0)?;
+        if direct.is_none() && matches!(self.routes[pe as usize], Route::Verbs(_)) {
+            if self
+                .nic_atomic(ctx, pe, seg, offset, op, AtomicType::U64, value, 0)?
+                .is_some()
+            {
+                return Ok(());
+            }
+            if op == AtomicOp::Set {
+                return self.with_verbs(|v| v.write_u64(pe, seg, offset, value));
+            }
+            self.with_verbs(|v| v.quiet())?;
+        } else {
+            self.fence(ctx)?;
+        }
+        self.atomic_nbi(ctx, pe, seg, offset, op, AtomicType::U64, value, 0)?;
+        self.progress()
     }
 }

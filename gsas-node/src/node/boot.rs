@@ -1,3 +1,4 @@
+// Over 1,000 lines: `init` is one sequence of steps sharing their locals (listed below), and its unit tests sit beside it.
 //! How a PE starts: [`Node::init`](super::Node::init) step by step.
 //!
 //! 1. **Data segment** (only with [`NodeOptions::remap_data`](super::NodeOptions)): before
@@ -324,20 +325,67 @@ pub(crate) fn stop_embedded(service: ServiceThread, limit: Duration) {
     }
 }
 
-/// What a node's leader publishes: where the service is reached (`<ip>:<port>`, or
-/// `exanet:<coord hex>:<ep>`) and its control socket.
-fn node_value(addr: NetAddr, path: &Path) -> Vec<u8> {
-    match addr {
-        NetAddr::Udp(a) => format!("{a}\n{}", path.display()).into_bytes(),
-        NetAddr::Exanet(d) => {
-            format!("exanet:{:x}:{}\n{}", d.coord, d.ep, path.display()).into_bytes()
+/// How a node's PEs reach the PEs of other nodes, as its leader publishes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PeNet {
+    /// Through the services (UDP or Exanet).
+    Service,
+    /// A verbs node: RMA by RDMA, atomics through the services.
+    Verbs,
+    /// A verbs node whose RMA goes through the services too (`GSAS_VERBS_RMA=service`).
+    VerbsViaService,
+}
+
+impl PeNet {
+    fn word(self) -> &'static str {
+        match self {
+            PeNet::Service => "service",
+            PeNet::Verbs => "verbs",
+            PeNet::VerbsViaService => "verbs-rma-via-service",
         }
     }
 }
 
-fn parse_node_value(v: &[u8]) -> Option<(NetAddr, PathBuf)> {
+/// What this node's PEs use: a verbs node (`GSAS_TRANSPORT`, else the node's `transport`
+/// in the cluster file) with RMA over RDMA unless `GSAS_VERBS_RMA`, else the cluster
+/// file's `defaults.verbs_rma`, says `service`.
+fn pe_net(env: &RuntimeConfig, cluster: Option<&Cluster>, node: u16) -> PeNet {
+    let verbs = match env.transport {
+        Some(kind) => kind == config::TransportKind::Verbs,
+        None => cluster
+            .and_then(|c| c.node(node))
+            .is_some_and(|n| n.transport == board_config::Transport::Verbs),
+    };
+    let via_service = env
+        .verbs_rma_via_service
+        .or(cluster.map(|c| c.defaults().verbs_rma_via_service))
+        .unwrap_or(false);
+    match (verbs, via_service) {
+        (false, _) => PeNet::Service,
+        (true, false) => PeNet::Verbs,
+        (true, true) => PeNet::VerbsViaService,
+    }
+}
+
+/// What a node's leader publishes: where the service is reached (`<ip>:<port>`, or
+/// `exanet:<coord hex>:<ep>`), its control socket, and how its PEs reach other nodes'.
+fn node_value(addr: NetAddr, path: &Path, net: PeNet) -> Vec<u8> {
+    let net = net.word();
+    match addr {
+        NetAddr::Udp(a) => format!("{a}\n{}\n{net}", path.display()).into_bytes(),
+        NetAddr::Exanet(d) => {
+            format!("exanet:{:x}:{}\n{}\n{net}", d.coord, d.ep, path.display()).into_bytes()
+        }
+    }
+}
+
+fn parse_node_value(v: &[u8]) -> Option<(NetAddr, PathBuf, PeNet)> {
     let s = std::str::from_utf8(v).ok()?;
-    let (addr, path) = s.split_once('\n')?;
+    let (addr, rest) = s.split_once('\n')?;
+    let (path, net) = rest.rsplit_once('\n')?;
+    let net = [PeNet::Service, PeNet::Verbs, PeNet::VerbsViaService]
+        .into_iter()
+        .find(|n| n.word() == net)?;
     let addr = match addr.strip_prefix("exanet:") {
         Some(rest) => {
             let (coord, ep) = rest.split_once(':')?;
@@ -348,7 +396,7 @@ fn parse_node_value(v: &[u8]) -> Option<(NetAddr, PathBuf)> {
         }
         None => NetAddr::Udp(addr.parse().ok()?),
     };
-    Some((addr, PathBuf::from(path)))
+    Some((addr, PathBuf::from(path), net))
 }
 
 /// The service's address for other nodes: its Exanet endpoint 0, or its UDP socket.
@@ -619,13 +667,18 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
         pmi.kvs_put(
             &format!("gsas-n{node}"),
-            &node_value(service_addr(&j.info), &path),
+            &node_value(
+                service_addr(&j.info),
+                &path,
+                pe_net(&env, cluster.as_ref(), node),
+            ),
         )
         .map_err(pmi_err("publishing the node's service"))?;
         joined = Some((path, c, j));
     }
     pmi.barrier().map_err(pmi_err("PMI barrier (services)"))?;
     let mut node_addrs = Vec::with_capacity(nodes.len());
+    let mut node_nets = Vec::with_capacity(nodes.len());
     let mut leader_path = None;
     for &n in &nodes {
         let node_leader = table.node_of.iter().position(|&m| m == n).unwrap_or(0) as u32;
@@ -640,7 +693,18 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
             leader_path = Some(v.1.clone());
         }
         node_addrs.push((n, v.0));
+        node_nets.push((n, v.2));
     }
+    // Every PE reads the same values, so all agree on the verbs path (and its barriers).
+    let (first, net) = node_nets[0];
+    if let Some(&(other, other_net)) = node_nets.iter().find(|(_, m)| *m != net) {
+        return Err(NodeError::Config(format!(
+            "node {first}'s PEs reach other nodes as `{}` but node {other}'s as `{}`: a job's nodes must all be verbs nodes (with the same GSAS_VERBS_RMA) or none; mixed jobs are not supported",
+            net.word(),
+            other_net.word()
+        )));
+    }
+    let verbs_rma = net == PeNet::Verbs && nodes.len() > 1;
     let (service_path, mut control, joined) = match joined {
         Some(j) => j,
         None => {
@@ -728,6 +792,29 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         }
     }
 
+    // RDMA to the other verbs nodes' PEs (two PMI barriers, on every PE of such a job).
+    let verbs = if verbs_rma {
+        let n = cluster.as_ref().and_then(|c| c.node(node));
+        let own = |seg: u8| {
+            let m = mappings[rank as usize * MAPPED + usize::from(seg)];
+            (m.base != 0).then_some((m.base, m.len))
+        };
+        Some(super::verbs::VerbsPath::connect(
+            super::verbs::Setup {
+                rank,
+                node_of: &table.node_of,
+                device: n.and_then(|n| n.verbs_device.clone()),
+                port: n.and_then(|n| n.verbs_port),
+                gid_index: n.map_or(0, |n| n.verbs_gid_index),
+                segments: [own(SEG_HEAP), own(SEG_DATA), own(SEG_SYNC)],
+                deadline,
+            },
+            &mut pmi,
+        )?)
+    } else {
+        None
+    };
+
     // Engines.
     let own_kind = std::mem::discriminant(&service_addr(&joined.info));
     if let Some((n, a)) = node_addrs
@@ -793,10 +880,15 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
                     Route::Ring
                 }
             } else {
-                Route::Net(NetPeer {
+                let peer = NetPeer {
                     addr: addr_of[&n],
                     key: table.job_key,
-                })
+                };
+                if verbs.is_some() {
+                    Route::Verbs(peer)
+                } else {
+                    Route::Net(peer)
+                }
             }
         })
         .collect();
@@ -824,6 +916,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let remote = Remote {
         net: ServicePath::new(Box::new(Client::new(sender)), layer),
         ring: ring.map(|r| ServicePath::new(Box::new(Client::new(sender)), r)),
+        verbs,
         book: Book::new(deadline),
         doorbell,
         last_rx_ns: 0,
@@ -833,7 +926,10 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     let pulse = Arc::new(Pulse::new(remote));
     // Only the network needs retransmissions and acknowledgements while the program
     // computes.
-    let keeper = if routes.iter().any(|r| matches!(r, Route::Net(_))) {
+    let keeper = if routes
+        .iter()
+        .any(|r| matches!(r, Route::Net(_) | Route::Verbs(_)))
+    {
         Some(
             Keeper::spawn(Arc::clone(&pulse))
                 .map_err(|e| NodeError::Transport(format!("starting the progress keeper: {e}")))?,
@@ -971,18 +1067,22 @@ mod tests {
     #[test]
     fn node_values() {
         let udp = NetAddr::Udp("127.0.0.1:9".parse().unwrap());
-        let v = node_value(udp, Path::new("/tmp/x y.sock"));
+        let v = node_value(udp, Path::new("/tmp/x y.sock"), PeNet::Verbs);
         assert_eq!(
             parse_node_value(&v),
-            Some((udp, PathBuf::from("/tmp/x y.sock")))
+            Some((udp, PathBuf::from("/tmp/x y.sock"), PeNet::Verbs))
         );
         let exa = NetAddr::Exanet(exanet::Dest {
             coord: 0x3000,
             ep: 0,
         });
-        let v = node_value(exa, Path::new("/s"));
-        assert_eq!(v, b"exanet:3000:0\n/s");
-        assert_eq!(parse_node_value(&v), Some((exa, PathBuf::from("/s"))));
+        let v = node_value(exa, Path::new("/s"), PeNet::Service);
+        assert_eq!(v, b"exanet:3000:0\n/s\nservice");
+        assert_eq!(
+            parse_node_value(&v),
+            Some((exa, PathBuf::from("/s"), PeNet::Service))
+        );
         assert_eq!(parse_node_value(b"garbage"), None);
+        assert_eq!(parse_node_value(b"127.0.0.1:9\n/s\nsmoke-signals"), None);
     }
 }

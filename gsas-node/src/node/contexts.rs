@@ -36,6 +36,11 @@ impl Node {
     pub fn quiet(&self, ctx: Ctx) -> Result<(), NodeError> {
         let i = self.ctx_index(ctx)?;
         self.check_live()?;
+        // RDMA first (the verbs path does not keep per-context counts: every context's
+        // quiet completes all of it).
+        if let Some(v) = self.pulse.lock().verbs.as_mut() {
+            v.quiet()?;
+        }
         let limit = self.op_limit();
         self.wait_reply(
             &format_args!("the operations of context {i} to complete"),
@@ -62,7 +67,13 @@ impl Node {
     /// see the [module docs](self) for how.
     pub fn fence(&self, ctx: Ctx) -> Result<(), NodeError> {
         let i = self.ctx_index(ctx)?;
-        let pending = self.pulse.lock().outstanding(i) > 0;
+        let pending = {
+            let mut remote = self.pulse.lock();
+            if let Some(v) = remote.verbs.as_mut() {
+                v.fence();
+            }
+            remote.outstanding(i) > 0
+        };
         if pending {
             self.quiet(ctx)
         } else {

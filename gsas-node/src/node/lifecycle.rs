@@ -136,7 +136,9 @@ impl Node {
         }
     }
 
-    /// Operations started through a service since init (diagnostics).
+    /// Operations started through a service or over verbs (RDMA, NIC atomics) since init:
+    /// while it is 0 every operation was a load, store or CPU atomic on a mapping, and
+    /// there is nothing to complete (the OpenSHMEM layer's quiet relies on it).
     pub fn remote_ops_started(&self) -> u64 {
         self.ops_started.load(Ordering::Relaxed)
     }

@@ -11,6 +11,10 @@
 //!   operations go through the local service over the PE's shm ring instead.
 //! * **Other nodes** are reached through their services: gsas-core's client engine over
 //!   `Reliable<NetTransport>` (UDP or Exanet), requests inline or as bulk fragments both ways, any length.
+//! * **Other verbs nodes** (`transport = "verbs"`): puts and gets are RDMA WRITE and READ
+//!   into the target PE's segments (`verbs.rs`), 64-bit integer atomics NIC atomics when
+//!   every device reports `IBV_ATOMIC_GLOB`, other atomics go through the target node's
+//!   service over UDP (`GSAS_VERBS_RMA=service` sends everything that way).
 //!
 //! Segments: [`HEAP`] (0, the symmetric heap, allocated with [`Node::alloc`] and friends,
 //! deterministic so offsets agree on every PE), [`DATA`] (1, the executable's globals when
@@ -110,6 +114,7 @@ mod progress;
 mod remote;
 mod rma;
 mod spin;
+mod verbs;
 mod wake;
 
 use std::os::fd::{AsFd, OwnedFd};

@@ -199,6 +199,9 @@ impl Node {
         let index;
         {
             let mut remote = self.pulse.lock();
+            if let Some(v) = remote.verbs.as_mut() {
+                v.before_service()?;
+            }
             index = remote.book.insert(record);
             if !send_now && remote.crowded() {
                 if let Err(e) = self.drive(&mut remote) {

@@ -72,6 +72,21 @@ pub(crate) enum Route {
     Ring,
     /// Through a service over the network (UDP or Exanet).
     Net(NetPeer),
+    /// RMA by RDMA on a verbs queue pair (`verbs.rs`); atomics through the node's service
+    /// at this address, over UDP.
+    Verbs(NetPeer),
+}
+
+impl Route {
+    /// The route of an operation that goes through a service: a verbs peer's atomics
+    /// take its node's service.
+    #[inline]
+    pub(crate) fn service(self) -> Route {
+        match self {
+            Route::Verbs(p) => Route::Net(p),
+            r => r,
+        }
+    }
 }
 
 /// What an operation was, for messages.
@@ -279,6 +294,8 @@ pub(crate) fn on_completion(book: &mut Book, c: Completion<'_>) {
 pub(crate) struct Remote {
     pub(crate) net: ServicePath<NetLayer>,
     pub(crate) ring: Option<ServicePath<ShmRing>>,
+    /// RMA to the PEs of other verbs nodes (`verbs.rs`); None in other jobs.
+    pub(crate) verbs: Option<super::verbs::VerbsPath>,
     pub(crate) book: Book,
     /// The service's doorbell (page word, eventfd) for ring users.
     pub(crate) doorbell: Option<(std::sync::Arc<crate::shm::Segment>, std::os::fd::OwnedFd)>,
@@ -413,7 +430,7 @@ impl Remote {
                     Some(ring) => ring.client.resume(&mut ring.transport, handle, p),
                     None => Err(ClientError::StaleHandle),
                 },
-                Route::Direct => Err(ClientError::StaleHandle),
+                Route::Direct | Route::Verbs(_) => Err(ClientError::StaleHandle),
             };
             match issued {
                 Ok(s) => {
@@ -467,7 +484,7 @@ impl Remote {
             let to = match r.route {
                 Route::Net(p) => format!("node {} ({})", r.node, p.addr),
                 Route::Ring => format!("node {} (through its ring)", r.node),
-                Route::Direct => continue,
+                Route::Direct | Route::Verbs(_) => continue,
             };
             let e = per.entry(to).or_insert((0, r.desc.to_string()));
             e.0 += 1;

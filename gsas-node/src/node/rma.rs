@@ -51,8 +51,12 @@ impl Node {
             unsafe { watched::store_once(data.as_ptr(), p, data.len()) };
             return Ok(());
         }
-        let ctx = self.ctx_index(ctx)?;
         let route = self.routes[pe as usize];
+        if let Route::Verbs(_) = route {
+            self.ctx_index(ctx)?;
+            return self.with_verbs(|v| v.put(pe, seg, offset, data, nbi));
+        }
+        let ctx = self.ctx_index(ctx)?;
         let desc = OpDesc {
             kind: "put",
             pe,
@@ -71,7 +75,7 @@ impl Node {
                 }
                 None => Err(ClientError::StaleHandle),
             },
-            Route::Direct => Err(ClientError::StaleHandle),
+            Route::Direct | Route::Verbs(_) => Err(ClientError::StaleHandle),
         })?;
         if issued.all_sent {
             return Ok(());
@@ -103,7 +107,7 @@ impl Node {
                         Some(e) => e.client.resume(&mut e.transport, handle, data),
                         None => Err(ClientError::StaleHandle),
                     },
-                    Route::Direct => Err(ClientError::StaleHandle),
+                    Route::Direct | Route::Verbs(_) => Err(ClientError::StaleHandle),
                 };
                 match r {
                     Ok(s) if s.all_sent => {
@@ -148,6 +152,14 @@ impl Node {
             unsafe { watched::load_once(p, dest.as_mut_ptr(), dest.len()) };
             return Ok(());
         }
+        if let Route::Verbs(_) = self.routes[pe as usize] {
+            self.ctx_index(ctx)?;
+            // SAFETY: `dest` is an exclusively borrowed slice, valid until the blocking
+            // get returns.
+            return self.with_verbs(|v| unsafe {
+                v.get(pe, seg, offset, dest.as_mut_ptr(), dest.len(), true)
+            });
+        }
         // SAFETY: `dest` stays borrowed (and valid) until this call returns, which waits
         // for the operation; on a failed wait the record stops writing to it.
         let index =
@@ -187,6 +199,11 @@ impl Node {
             // `dest` is valid for `len` bytes.
             unsafe { watched::load_once(p, dest, len) };
             return Ok(());
+        }
+        if let Route::Verbs(_) = self.routes[pe as usize] {
+            self.ctx_index(ctx)?;
+            // SAFETY: forwarded from the caller's contract (valid until quiet).
+            return self.with_verbs(|v| unsafe { v.get(pe, seg, offset, dest, len, false) });
         }
         // SAFETY: forwarded from the caller's contract.
         unsafe { self.get_start(ctx, pe, seg, offset, dest, len, false) }.map(|_| ())
@@ -239,8 +256,23 @@ impl Node {
                 }
                 None => Err(ClientError::StaleHandle),
             },
-            Route::Direct => Err(ClientError::StaleHandle),
+            Route::Direct | Route::Verbs(_) => Err(ClientError::StaleHandle),
         })?;
         Ok(index)
+    }
+
+    /// Runs `f` on the verbs path, which exists whenever a route is [`Route::Verbs`]
+    /// (counted in [`Node::remote_ops_started`]).
+    pub(super) fn with_verbs<R>(
+        &self,
+        f: impl FnOnce(&mut super::verbs::VerbsPath) -> Result<R, NodeError>,
+    ) -> Result<R, NodeError> {
+        self.ops_started.fetch_add(1, Ordering::Relaxed);
+        match self.pulse.lock().verbs.as_mut() {
+            Some(v) => f(v),
+            None => Err(NodeError::Transport(
+                "a verbs route without a verbs path".into(),
+            )),
+        }
     }
 }

@@ -34,7 +34,7 @@ use gsas_core::wire::{AtomicOp, AtomicType};
 use gsas_tests::emu::Emu;
 use gsas_tests::launch::{launch, run_with_timeout, self_test_argv};
 use gsas_tests::multinode::{
-    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, oshrun, shipped_config,
+    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, oshrun, scenario_job, shipped_config,
 };
 
 /// The scenario of [`unreachable_child`].
@@ -84,16 +84,8 @@ fn daemons(cf: &ClusterFile, file: &Path, emu: &Emu) -> Vec<Daemon> {
 /// `oshrun --config file -n n` running the node tests' `scenario` (the PEs also need
 /// `GSAS_EXANET_EMU`).
 fn job(emu: &Emu, file: &Path, n: u32, scenario: &str) -> Command {
-    let mut cmd = oshrun();
-    cmd.arg("--config")
-        .arg(file)
-        .arg("-n")
-        .arg(n.to_string())
-        .arg("--tag-output")
-        .arg("--")
-        .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, scenario)
-        .env("GSAS_EXANET_EMU", emu.root())
+    let mut cmd = scenario_job(file, n, &[], scenario);
+    cmd.env("GSAS_EXANET_EMU", emu.root())
         .env_remove("GSAS_UDP_MTU");
     cmd
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use gsas_tests::launch::{run_with_timeout, self_test_argv};
 use gsas_tests::multinode::{
-    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, daemons, oshrun, shipped_config, show,
+    ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, daemons, oshrun, scenario_job,
+    shipped_config, show,
 };
 
 fn run_all(file: &Path, n: u32, extra: &[&str]) -> Output {
@@ -22,16 +23,7 @@ fn run_all(file: &Path, n: u32, extra: &[&str]) -> Output {
 /// `oshrun --config FILE -n N --tag-output EXTRA... -- <this binary as child_pe>` running
 /// the node tests' `scenario`.
 fn run_scenario(file: &Path, n: u32, extra: &[&str], scenario: &str) -> Output {
-    let mut cmd = oshrun();
-    cmd.arg("--config")
-        .arg(file)
-        .arg("-n")
-        .arg(n.to_string())
-        .arg("--tag-output")
-        .args(extra)
-        .arg("--")
-        .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, scenario);
+    let mut cmd = scenario_job(file, n, extra, scenario);
     run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap()
 }
 

@@ -8,6 +8,8 @@
 //! * [`exanet`]: jobs over an emulated QFDB (four nodes), with link faults and a cut node;
 //! * [`demo`]: `scripts/demo --transport udp|exanet|verbs` as users run it, and its clean-up;
 //! * [`netns`]: nodes in network namespaces joined by veth links (root);
+//! * [`verbs`]: jobs across two emulated verbs nodes (RDMA on the software verbs device),
+//!   the switch through the services, and a node cut off;
 //! * [`lossy_soak`]: a service and a client over a lossy link (namespaces and nftables as
 //!   root, a lossy relay on loopback otherwise).
 //!
@@ -22,6 +24,7 @@ mod loopback;
 mod lossy_soak;
 mod netns;
 mod services;
+mod verbs;
 
 /// The child entry point: a PE started by a test's launcher runs its scenario and exits;
 /// run as an ordinary test it does nothing.
@@ -29,6 +32,7 @@ mod services;
 fn child_pe() {
     match gsas_tests::node::scenario().as_deref() {
         Some(exanet::UNREACHABLE) => exanet::unreachable_child(),
+        Some(s @ (verbs::VERBS | verbs::VERBS_CUT)) => verbs::child(s),
         Some(failure::ABORT_ON_UNREACHABLE) => {
             failure::abort_on_unreachable();
             std::process::exit(0);

@@ -70,10 +70,19 @@ fn configuration_problems_are_reported_before_binding() {
         e.contains("node 9 is not in the cluster (nodes: 0, 1, 2)"),
         "{e}"
     );
-    let o = run(atomicd().arg("--config").arg(&f).args(["--node", "2"]));
+    // Node 2, a verbs node, is served as an IP node (the unit test
+    // verbs_nodes_are_served_as_ip_nodes); an unknown GSAS_TRANSPORT is refused by name.
+    let o = run(atomicd()
+        .arg("--config")
+        .arg(&f)
+        .args(["--node", "2"])
+        .env("GSAS_TRANSPORT", "infiniband"));
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("nodes[2].transport = \"verbs\""), "{e}");
+    assert!(
+        e.contains("GSAS_TRANSPORT") && e.contains("one of udp, exanet, verbs"),
+        "{e}"
+    );
     // An Exanet node is served; an emulator root that does not exist is named.
     let o = run(atomicd()
         .arg("--config")
