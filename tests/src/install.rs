@@ -49,15 +49,16 @@ pub fn prefix() -> PathBuf {
     target_dir().join("c-suite").join(triple()).join("prefix")
 }
 
-/// The `scripts/install --prefix <prefix> --target <triple> --debug` command, with the
-/// test's target directory.
+/// The `scripts/install --prefix <prefix> --target <triple> --debug --with-verbs` command,
+/// with the test's target directory (verbs on, as in the rest of the test build, so that
+/// the C suite runs over verbs and the install shares the workspace's artefacts).
 pub fn command() -> Command {
     let root = workspace_root();
     let mut cmd = Command::new("bash");
     cmd.arg(root.join("scripts/install"))
         .arg("--prefix")
         .arg(prefix())
-        .args(["--target", triple(), "--debug"])
+        .args(["--target", triple(), "--debug", "--with-verbs"])
         .env("CARGO_TARGET_DIR", target_dir())
         .current_dir(&root);
     cmd

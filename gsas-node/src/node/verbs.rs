@@ -652,7 +652,7 @@ mod stub {
     impl VerbsPath {
         pub(crate) fn connect(s: Setup<'_>, _: &mut pmi::Client) -> Result<VerbsPath, NodeError> {
             Err(NodeError::Config(format!(
-                "PE {}: the job's nodes are verbs nodes, but this build of gsas has no verbs transport (built without the cargo feature `verbs`)",
+                "PE {}: the job's nodes are verbs nodes, but this build of gsas has no verbs transport (built without the cargo feature `verbs`: install with `scripts/install --with-verbs`)",
                 s.rank
             )))
         }

@@ -149,43 +149,10 @@ fn demo_over_exanet() {
     );
 }
 
-/// Whether this tree has the verbs transport: crate verbs-emu's `softverbs-env`, which sets
-/// up emulated verbs nodes, comes with it (and is what `scripts/demo` looks for).
-fn tree_has_verbs_transport() -> bool {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../verbs-emu/src/bin/softverbs-env.rs"
-    ))
-    .exists()
-}
-
-/// Over verbs, with the verbs transport in the tree, the job runs across two emulated verbs
-/// nodes; without it the demo fails at once saying so (a loud skip here), never running the
-/// job over something else.
+/// Over verbs, the job runs across two emulated verbs nodes (the software verbs device).
 #[test]
 fn demo_over_verbs() {
     let test = "cluster::demo::demo_over_verbs";
-    if !tree_has_verbs_transport() {
-        let tmp = scratch("noverbs");
-        let Some(mut cmd) = demo(test, &tmp, &["4", "--transport", "verbs"]) else {
-            return;
-        };
-        let out = run_with_timeout(&mut cmd, RUN_LIMIT).unwrap();
-        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-        assert!(!String::from_utf8_lossy(&out.stdout).contains(CHECK));
-        assert!(
-            String::from_utf8_lossy(&out.stderr)
-                .contains("--transport verbs: this build has no verbs transport yet"),
-            "{}",
-            show(&out)
-        );
-        assert_nothing_left(&tmp, &out);
-        gsas_tests::skip::note(
-            test,
-            "this tree has no verbs transport (the demo refused --transport verbs, as it must)",
-        );
-        return;
-    }
     if !foreign_target() {
         package_bin("verbs-emu", "softverbs-env");
     }
