@@ -44,8 +44,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use gsas_node::node::{Ctx as NodeCtx, SYNC};
@@ -71,7 +73,8 @@ mod field {
     pub const FLAG_SEG: usize = 5;
     /// Segment of the data.
     pub const DATA_SEG: usize = 6;
-    // 7: 0.
+    /// Bits: [`super::ACK_NOW`].
+    pub const FLAGS: usize = 7;
     /// The sender (world PE).
     pub const FROM: Range<usize> = 8..12;
     // 12..16: 0.
@@ -94,6 +97,7 @@ mod field {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Header {
     kind: u8,
+    flags: u8,
     from: u32,
     token: u64,
     seq: u64,
@@ -119,6 +123,7 @@ impl Header {
         w.copy_from_slice(&h[field::FROM]);
         Some(Header {
             kind: h[field::KIND],
+            flags: h[field::FLAGS],
             from: u32::from_le_bytes(w),
             token: u64_at(field::TOKEN),
             seq: u64_at(field::SEQ),
@@ -142,6 +147,7 @@ impl Header {
         h[field::KIND] = self.kind;
         h[field::FLAG_SEG] = self.flag.seg;
         h[field::DATA_SEG] = self.at.seg;
+        h[field::FLAGS] = self.flags;
         h[field::FROM].copy_from_slice(&self.from.to_le_bytes());
         h[field::TOKEN].copy_from_slice(&self.token.to_le_bytes());
         h[field::SEQ].copy_from_slice(&self.seq.to_le_bytes());
@@ -165,6 +171,11 @@ const KIND_PUT_ADD: u8 = 2;
 const KIND_PUT: u8 = 3;
 const KIND_MAIL: u8 = 4;
 const KIND_NOTE: u8 = 5;
+/// Bytes to append to the receiver's unfinished mail or note of (sender, flag or key): a
+/// part of a larger one, whose last part is a [`KIND_MAIL`] or [`KIND_NOTE`].
+const KIND_PART: u8 = 6;
+/// Header flag: acknowledge at once (the sender's window is half full).
+const ACK_NOW: u8 = 1;
 /// Resend what is not acknowledged after this long (the runtime's floor, `MIN_RTO`: a
 /// peer descheduled for a few milliseconds is not a loss).
 pub const RTO: Duration = Duration::from_millis(20);
@@ -172,10 +183,21 @@ pub const RTO: Duration = Duration::from_millis(20);
 pub const ACK_DELAY: Duration = Duration::from_micros(200);
 /// How long `shmem_finalize` waits for acknowledgements.
 pub const FLUSH_LIMIT: Duration = Duration::from_secs(2);
-/// Unacknowledged datagrams per peer before a sender waits for acknowledgements.
+/// How often the keeper thread looks while something is unacknowledged or owed (well
+/// below [`RTO`], so a resend is late by at most about this much).
+pub const TICK: Duration = Duration::from_millis(2);
+/// How often it looks otherwise: datagrams that arrive while the program computes are
+/// acknowledged within about this much (below [`RTO`], so the sender does not resend).
+pub const IDLE_NAP: Duration = Duration::from_millis(10);
+/// Unacknowledged datagrams per peer before a sender waits for acknowledgements (besides
+/// the byte window, [`Endpoint::window`]).
 const WINDOW: usize = 4096;
-/// Receive buffer asked for (the kernel caps it).
-const RCVBUF: usize = 4 << 20;
+/// Most data bytes of one datagram (a UDP datagram holds 65507).
+const CHUNK_MAX: usize = 60 << 10;
+/// Socket buffers asked for (the kernel caps them at `net.core.rmem_max`/`wmem_max`).
+const SOCKBUF: usize = 4 << 20;
+/// Largest byte window per peer.
+const WINDOW_MAX: usize = 1 << 20;
 
 /// What a datagram carries besides its sequence number.
 #[derive(Clone, Copy, Debug)]
@@ -205,11 +227,23 @@ struct Peer {
     next: u64,
     /// Sent, not acknowledged: (sequence, datagram, last sent).
     unacked: VecDeque<(u64, Vec<u8>, Instant)>,
+    /// Bytes of the datagrams in `unacked`.
+    unacked_bytes: usize,
     /// Highest sequence number applied from this peer.
     got: u64,
     /// Since when an acknowledgement is owed.
     owed: Option<Instant>,
 }
+
+impl Peer {
+    /// Whether a datagram of `len` data bytes may be sent now (a window of `window` bytes).
+    fn fits(&self, len: usize, window: usize) -> bool {
+        self.unacked.is_empty()
+            || (self.unacked.len() < WINDOW && self.unacked_bytes + HEADER + len <= window)
+    }
+}
+
+type MailKey = (u32, u8, u64);
 
 struct Endpoint {
     sock: UdpSocket,
@@ -217,15 +251,45 @@ struct Endpoint {
     peers: Vec<Peer>,
     buf: Vec<u8>,
     /// Mail by (sender, flag segment, flag offset), in arrival order.
-    mail: HashMap<(u32, u8, u64), VecDeque<Vec<u8>>>,
-    /// When the retransmission timers were last looked at.
-    last_look: Instant,
+    mail: HashMap<MailKey, VecDeque<Vec<u8>>>,
+    /// The parts of mail still arriving, by the same key.
+    parts: HashMap<MailKey, Vec<u8>>,
+    /// Bytes (headers included) a sender leaves unacknowledged per peer: a share of the
+    /// receive buffer (the same on every PE) among the PEs of other nodes.
+    window: usize,
 }
 
-static EP: OnceLock<Option<Mutex<Endpoint>>> = OnceLock::new();
+/// The endpoint and what its keeper thread watches.
+struct Shared {
+    ep: Mutex<Endpoint>,
+    /// The socket, for waiting on it without the lock.
+    fd: RawFd,
+    /// [`now_ns`] when a caller last drove the endpoint.
+    last_drive: AtomicU64,
+    /// Something was unacknowledged or owed at the last drive.
+    pending: AtomicBool,
+    stop: AtomicBool,
+    keeper: Mutex<Option<JoinHandle<()>>>,
+}
+
+static EP: OnceLock<Option<Shared>> = OnceLock::new();
+
+fn shared() -> Option<&'static Shared> {
+    EP.get().and_then(Option::as_ref)
+}
 
 fn ep() -> Option<&'static Mutex<Endpoint>> {
-    EP.get().and_then(Option::as_ref)
+    shared().map(|s| &s.ep)
+}
+
+fn lock(m: &Mutex<Endpoint>) -> MutexGuard<'_, Endpoint> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Nanoseconds since the first call (a monotonic clock).
+fn now_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// The word that publishes this PE's endpoint: IPv4 address << 16 | port, bit 63 set.
@@ -242,10 +306,11 @@ fn decode(w: u64) -> Option<SocketAddr> {
     })
 }
 
-/// Opens the endpoint and publishes it in this PE's sync segment; then a barrier of all
-/// PEs, so that every PE's word is final before any is read. Every PE calls this (the
-/// barrier is taken whenever the job spans nodes, whatever this PE's settings).
-pub fn setup(st: &State) {
+/// Opens the endpoint and publishes it in this PE's sync segment, starts its keeper
+/// thread; then a barrier of all PEs, so that every PE's word is final before any is read.
+/// Every PE calls this (the barrier is taken whenever the job spans nodes, whatever this
+/// PE's settings).
+pub fn setup(st: &'static State) {
     let nodes = st.node.nodes();
     if nodes.len() < 2 {
         let _ = EP.set(None);
@@ -262,7 +327,7 @@ pub fn setup(st: &State) {
     let ep = ip.and_then(|ip| open(st, ip));
     let word = ep
         .as_ref()
-        .map_or(0, |(sock, token)| match sock.local_addr() {
+        .map_or(0, |(sock, token, _)| match sock.local_addr() {
             Ok(SocketAddr::V4(a)) => {
                 publish(st, 1, *token);
                 encode(a)
@@ -270,36 +335,85 @@ pub fn setup(st: &State) {
             _ => 0,
         });
     publish(st, 0, word);
-    let _ = EP.set(ep.filter(|_| word != 0).map(|(sock, token)| {
-        Mutex::new(Endpoint {
-            sock,
-            token,
-            peers: (0..st.npes).map(|_| Peer::default()).collect(),
-            buf: vec![0; 65536],
-            mail: HashMap::new(),
-            last_look: Instant::now(),
-        })
+    let _ = EP.set(ep.filter(|_| word != 0).map(|(sock, token, rcvbuf)| {
+        let remote = (st.npes as usize)
+            .saturating_sub(st.node.local_pes().len())
+            .max(1);
+        let chunk = chunk(st);
+        Shared {
+            fd: sock.as_raw_fd(),
+            ep: Mutex::new(Endpoint {
+                sock,
+                token,
+                peers: (0..st.npes).map(|_| Peer::default()).collect(),
+                buf: vec![0; 65536],
+                mail: HashMap::new(),
+                parts: HashMap::new(),
+                // Half the buffer (the kernel counts its overhead in it), shared.
+                window: (rcvbuf / 2 / remote).clamp(2 * (HEADER + chunk), WINDOW_MAX),
+            }),
+            last_drive: AtomicU64::new(0),
+            pending: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            keeper: Mutex::new(None),
+        }
     }));
+    if let Some(sh) = shared() {
+        match std::thread::Builder::new()
+            .name("gsas-coll-keeper".into())
+            .spawn(move || keep(st, sh))
+        {
+            Ok(t) => *sh.keeper.lock().unwrap_or_else(PoisonError::into_inner) = Some(t),
+            Err(e) => fatal(
+                "shmem_init",
+                format_args!("starting the collectives' keeper thread: {e}"),
+            ),
+        }
+    }
     if let Err(e) = st.node.barrier_all() {
         fatal("shmem_init", e);
     }
 }
 
-fn open(st: &State, ip: Ipv4Addr) -> Option<(UdpSocket, u64)> {
-    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(ip), 0)).ok()?;
-    sock.set_nonblocking(true).ok()?;
-    let n = RCVBUF as libc::c_int;
+/// Sets a socket option of `int` type.
+fn set_int(sock: &UdpSocket, opt: libc::c_int, v: usize) {
+    let n = v as libc::c_int;
     // SAFETY: a valid socket and a pointer to an int of the size given.
     unsafe {
-        use std::os::fd::AsRawFd;
         libc::setsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
+            opt,
             (&n as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
+}
+
+/// The socket's receive buffer in bytes (as the kernel reports it).
+fn rcvbuf_of(sock: &UdpSocket) -> usize {
+    let mut n: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid socket; `n` and `len` are writable and `len` holds `n`'s size.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut n as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 { n.max(0) as usize } else { 0 }
+}
+
+/// The socket, its token and its receive buffer.
+fn open(st: &State, ip: Ipv4Addr) -> Option<(UdpSocket, u64, usize)> {
+    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(ip), 0)).ok()?;
+    sock.set_nonblocking(true).ok()?;
+    set_int(&sock, libc::SO_RCVBUF, SOCKBUF);
+    set_int(&sock, libc::SO_SNDBUF, SOCKBUF);
+    let rcvbuf = rcvbuf_of(&sock);
     let mut token = 0u64;
     // SAFETY: writes 8 bytes into `token`.
     let got = unsafe { libc::getrandom((&mut token as *mut u64).cast(), 8, 0) };
@@ -312,7 +426,7 @@ fn open(st: &State, ip: Ipv4Addr) -> Option<(UdpSocket, u64)> {
         }
         return None;
     }
-    Some((sock, token))
+    Some((sock, token, rcvbuf))
 }
 
 /// Writes word `i` of this PE's endpoint record.
@@ -352,34 +466,29 @@ pub fn reaches(st: &State, pe: u32, call: &str) -> bool {
     if st.node.is_local(pe) {
         return false;
     }
-    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut e = lock(m);
     peer_addr(st, &mut e, pe, call).is_some()
 }
 
-/// Most data bytes sent with a flag (`SHMEM_COLL_DIRECT_MAX`, within one datagram).
+/// Most data bytes one step sends with its flag (`SHMEM_COLL_DIRECT_MAX`).
 pub fn data_max(st: &State) -> usize {
-    (st.config.coll_direct_max as usize).min(60 << 10)
+    usize::try_from(st.config.coll_direct_max).unwrap_or(usize::MAX)
 }
 
-/// Sends `msg` to world PE `pe` (which [`reaches`]).
+/// Data bytes per datagram: `SHMEM_COLL_DIRECT_CHUNK`, else the job's UDP MTU less the
+/// header; at most [`CHUNK_MAX`].
+fn chunk(st: &State) -> usize {
+    let c = st.config.coll_direct_chunk.map_or_else(
+        || st.node.udp_mtu().saturating_sub(HEADER),
+        |c| usize::try_from(c).unwrap_or(CHUNK_MAX),
+    );
+    c.clamp(1, CHUNK_MAX)
+}
+
+/// Sends `msg` to world PE `pe` (which [`reaches`]): data larger than a datagram goes in
+/// several, in order, the flag (or the mail) with the last.
 pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
-    let m = ep().unwrap_or_else(|| fatal(call, "internal error: no collective endpoint"));
-    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
-    let Some((addr, token)) = peer_addr(st, &mut e, pe, call) else {
-        fatal(
-            call,
-            "internal error: a direct signal to a PE without an endpoint",
-        );
-    };
-    if e.peers[pe as usize].unacked.len() >= WINDOW {
-        drop(e);
-        wait_acked(st, call, Some(pe), st.wait_timeout());
-        e = m.lock().unwrap_or_else(PoisonError::into_inner);
-    }
-    let p = &mut e.peers[pe as usize];
-    p.next += 1;
-    let (seq, ack) = (p.next, p.got);
-    p.owed = None;
+    let sh = shared().unwrap_or_else(|| fatal(call, "internal error: no collective endpoint"));
     let (kind, flag, at, data) = match msg {
         Msg::Add(f) => (KIND_ADD, f, NOWHERE, &[][..]),
         Msg::PutAdd(at, d, f) => (KIND_PUT_ADD, f, at, d),
@@ -395,24 +504,149 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
             d,
         ),
     };
+    let put = matches!(kind, KIND_PUT | KIND_PUT_ADD);
+    let chunk = chunk(st);
+    let mut off = 0;
+    loop {
+        let n = (data.len() - off).min(chunk);
+        let last = off + n == data.len();
+        let part_at = if put {
+            SymAddr {
+                seg: at.seg,
+                off: at.off + off as u64,
+            }
+        } else {
+            at
+        };
+        let (k, f) = match (last, put) {
+            (true, _) => (kind, flag),
+            (false, true) => (KIND_PUT, NOWHERE),
+            (false, false) => (KIND_PART, flag),
+        };
+        push(st, sh, pe, (k, f, part_at), &data[off..off + n], call);
+        off += n;
+        if last {
+            return;
+        }
+    }
+}
+
+/// Sends one datagram of `kind`, flag and data address `what` to `pe`, waiting first for
+/// room in the window.
+fn push(st: &State, sh: &Shared, pe: u32, what: (u8, SymAddr, SymAddr), data: &[u8], call: &str) {
+    let (kind, flag, at) = what;
+    let mut e = lock(&sh.ep);
+    let Some((addr, token)) = peer_addr(st, &mut e, pe, call) else {
+        fatal(
+            call,
+            "internal error: a direct signal to a PE without an endpoint",
+        );
+    };
+    let window = e.window;
+    if !e.peers[pe as usize].fits(data.len(), window) {
+        drop(e);
+        super::wait::wait_on(
+            st,
+            call,
+            true,
+            || lock(&sh.ep).peers[pe as usize].fits(data.len(), window),
+            || {
+                let e = lock(&sh.ep);
+                let p = &e.peers[pe as usize];
+                format!(
+                    "PE {pe} to acknowledge collective datagrams ({} of {} bytes unacknowledged)",
+                    p.unacked_bytes, window
+                )
+            },
+        );
+        e = lock(&sh.ep);
+    }
+    let own = e.token;
+    let p = &mut e.peers[pe as usize];
+    p.next += 1;
+    p.owed = None;
+    p.unacked_bytes += HEADER + data.len();
+    let flags = if p.unacked_bytes >= window / 2 {
+        ACK_NOW
+    } else {
+        0
+    };
+    let seq = p.next;
     let mut d = vec![0u8; HEADER + data.len()];
     Header {
         kind,
+        flags,
         from: st.me,
         token,
         seq,
-        ack,
+        ack: p.got,
         flag,
         at,
-        reply_token: e.token,
+        reply_token: own,
     }
     .emit(&mut d);
     d[HEADER..].copy_from_slice(data);
-    // A send the kernel refuses (a full buffer) is repeated after the timeout.
-    let _ = e.sock.send_to(&d, addr);
+    if !dropped() {
+        xmit(&e.sock, &d, addr);
+    }
     e.peers[pe as usize]
         .unacked
         .push_back((seq, d, Instant::now()));
+    sh.pending.store(true, Ordering::Relaxed);
+}
+
+/// The datagrams [`drop_next`] marks, by position from the next one.
+static DROP: AtomicU64 = AtomicU64::new(0);
+
+/// Tests: the next datagrams whose bit is set in `mask` are lost on their first sending.
+pub fn drop_next(mask: u64) {
+    DROP.store(mask, Ordering::Relaxed);
+}
+
+/// Whether the datagram about to go is to be lost (one relaxed load when none is).
+#[inline]
+fn dropped() -> bool {
+    if DROP.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    DROP.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| Some(m >> 1))
+        .is_ok_and(|m| m & 1 != 0)
+}
+
+/// Sends a datagram; a full socket buffer is waited out briefly, after that the
+/// datagram goes again after [`RTO`].
+fn xmit(sock: &UdpSocket, d: &[u8], addr: SocketAddr) {
+    for _ in 0..10 {
+        match sock.send_to(d, addr) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                wait_fd(sock.as_raw_fd(), libc::POLLOUT, Duration::from_millis(1));
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Waits until `fd` has `events` or `timeout` passed.
+fn wait_fd(fd: RawFd, events: libc::c_short, timeout: Duration) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    // SAFETY: one valid pollfd and a valid timespec; no signal mask.
+    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+}
+
+/// Blocks until a datagram can be read from this PE's endpoint or `timeout` passed (the
+/// caller then drives it); false, at once, when this PE has no endpoint.
+pub fn nap(timeout: Duration) -> bool {
+    let Some(sh) = shared() else { return false };
+    wait_fd(sh.fd, libc::POLLIN, timeout);
+    true
 }
 
 /// Takes the oldest mail from world PE `from` for `flag` into `out` (its length); false
@@ -421,11 +655,19 @@ pub fn take_mail(from: u32, flag: SymAddr, out: &mut [u8], call: &str) -> bool {
     take(from, (flag.seg, flag.off), out, call)
 }
 
+/// Takes the oldest mail from world PE `from` for `flag`, whatever its length.
+pub fn take_mail_any(from: u32, flag: SymAddr) -> Option<Vec<u8>> {
+    lock(ep()?)
+        .mail
+        .get_mut(&(from, flag.seg, flag.off))?
+        .pop_front()
+}
+
 /// Whether a note from world PE `from` under `key` arrived (drives the endpoint first).
 pub fn has_note(st: &State, from: u32, key: u64) -> bool {
-    let Some(m) = ep() else { return false };
-    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
-    drive_locked(st, &mut e, false);
+    let Some(sh) = shared() else { return false };
+    let mut e = lock(&sh.ep);
+    drive_locked(st, sh, &mut e, false);
     e.mail
         .get(&(from, NOTE, key))
         .is_some_and(|q| !q.is_empty())
@@ -438,7 +680,7 @@ pub fn take_note(from: u32, key: u64, out: &mut [u8], call: &str) -> bool {
 
 fn take(from: u32, key: (u8, u64), out: &mut [u8], call: &str) -> bool {
     let Some(m) = ep() else { return false };
-    let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut e = lock(m);
     let Some(q) = e.mail.get_mut(&(from, key.0, key.1)) else {
         return false;
     };
@@ -461,13 +703,22 @@ fn take(from: u32, key: (u8, u64), out: &mut [u8], call: &str) -> bool {
 /// Cheap when nothing is pending: one `recv` that finds nothing.
 #[inline]
 pub fn drive(st: &State) {
-    if let Some(m) = ep() {
-        let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
-        drive_locked(st, &mut e, false);
+    if let Some(sh) = shared() {
+        let mut e = lock(&sh.ep);
+        drive_locked(st, sh, &mut e, false);
     }
 }
 
-fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
+/// One round of [`drive`] by a caller (`force_acks`: owed acknowledgements go out now).
+fn drive_locked(st: &State, sh: &Shared, e: &mut Endpoint, force_acks: bool) {
+    sh.last_drive.store(now_ns(), Ordering::Relaxed);
+    let busy = round(st, e, force_acks);
+    sh.pending.store(busy, Ordering::Relaxed);
+}
+
+/// Receives, acknowledges, resends; returns whether anything is left unacknowledged or
+/// owed.
+fn round(st: &State, e: &mut Endpoint, force_acks: bool) -> bool {
     let mut buf = std::mem::take(&mut e.buf);
     while let Ok((n, src)) = e.sock.recv_from(&mut buf) {
         receive(st, e, &buf[..n], src);
@@ -476,7 +727,6 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
     let Endpoint {
         sock,
         peers,
-        last_look,
         token: own,
         ..
     } = &mut *e;
@@ -485,19 +735,9 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
         .iter()
         .all(|p| p.owed.is_none() && p.unacked.is_empty())
     {
-        return;
+        return false;
     }
     let t = Instant::now();
-    if t.duration_since(*last_look) >= RTO {
-        // A pause in driving (the program computed between collectives) is no sign of
-        // loss: the peer could not acknowledge what it was not yet waiting for either.
-        for p in peers.iter_mut() {
-            for (_, _, sent) in p.unacked.iter_mut() {
-                *sent = t;
-            }
-        }
-    }
-    *last_look = t;
     for p in peers.iter_mut() {
         let Some(Some((addr, token))) = p.addr else {
             continue;
@@ -508,6 +748,7 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
             let mut d = [0u8; HEADER];
             Header {
                 kind: KIND_ACK,
+                flags: 0,
                 from: st.me,
                 token,
                 seq: 0,
@@ -517,16 +758,46 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
                 reply_token: own,
             }
             .emit(&mut d);
-            let _ = sock.send_to(&d, addr);
+            xmit(sock, &d, addr);
             p.owed = None;
         }
         for (_, d, sent) in p.unacked.iter_mut() {
             if t.duration_since(*sent) >= RTO {
                 Header::set_ack(d, p.got);
-                let _ = sock.send_to(d, addr);
+                xmit(sock, d, addr);
                 *sent = t;
             }
         }
+    }
+    true
+}
+
+/// The keeper thread: while the program computes outside the library, it receives,
+/// acknowledges and resends every [`TICK`] while something is pending and every
+/// [`IDLE_NAP`] otherwise, whenever no caller drove the endpoint for that long and the
+/// lock is free.
+fn keep(st: &'static State, sh: &'static Shared) {
+    while !sh.stop.load(Ordering::Acquire) {
+        let nap = if sh.pending.load(Ordering::Relaxed) {
+            TICK
+        } else {
+            IDLE_NAP
+        };
+        std::thread::park_timeout(nap);
+        if sh.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let idle = now_ns().saturating_sub(sh.last_drive.load(Ordering::Relaxed));
+        if idle < nap.as_nanos() as u64 {
+            continue;
+        }
+        let mut e = match sh.ep.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => continue,
+        };
+        let busy = round(st, &mut e, true);
+        sh.pending.store(busy, Ordering::Relaxed);
     }
 }
 
@@ -534,6 +805,7 @@ fn drive_locked(st: &State, e: &mut Endpoint, force_acks: bool) {
 fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
     let Some(Header {
         kind,
+        flags,
         from,
         token,
         seq,
@@ -554,12 +826,16 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
         // go back to where it came from, with its token.
         p.addr = Some(Some((src, reply_token)));
     }
-    while p.unacked.front().is_some_and(|(s, _, _)| *s <= ack) {
+    while let Some((s, d, _)) = p.unacked.front() {
+        if *s > ack {
+            break;
+        }
+        p.unacked_bytes -= d.len();
         p.unacked.pop_front();
     }
     if !matches!(
         kind,
-        KIND_ADD | KIND_PUT_ADD | KIND_PUT | KIND_MAIL | KIND_NOTE
+        KIND_ADD | KIND_PUT_ADD | KIND_PUT | KIND_MAIL | KIND_NOTE | KIND_PART
     ) {
         return;
     }
@@ -571,13 +847,24 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
         return;
     }
     p.got = seq;
-    p.owed.get_or_insert_with(Instant::now);
-    if kind == KIND_NOTE {
-        e.mail
-            .entry((from, NOTE, flag.off))
-            .or_default()
-            .push_back(b[HEADER..].to_vec());
-        return;
+    if flags & ACK_NOW != 0 {
+        p.owed = Some(Instant::now() - ACK_DELAY);
+    } else {
+        p.owed.get_or_insert_with(Instant::now);
+    }
+    let data = &b[HEADER..];
+    let key = (from, flag.seg, flag.off);
+    match kind {
+        KIND_PART => {
+            e.parts.entry(key).or_default().extend_from_slice(data);
+            return;
+        }
+        KIND_NOTE => {
+            let d = whole(e, key, data);
+            e.mail.entry(key).or_default().push_back(d);
+            return;
+        }
+        _ => {}
     }
     // A datagram naming memory outside this PE's segments is consumed and ignored.
     let fp = if kind == KIND_PUT {
@@ -588,7 +875,6 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
         };
         Some(fp)
     };
-    let data = &b[HEADER..];
     if matches!(kind, KIND_PUT_ADD | KIND_PUT) {
         let Some(dp) = local(st, at, data.len()) else {
             return;
@@ -597,16 +883,21 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
         // other processes watch it, so every byte is written once.
         unsafe { gsas_transport::watched::store_once(data.as_ptr(), dp, data.len()) };
     } else if kind == KIND_MAIL {
-        e.mail
-            .entry((from, flag.seg, flag.off))
-            .or_default()
-            .push_back(data.to_vec());
+        let d = whole(e, key, data);
+        e.mail.entry(key).or_default().push_back(d);
     }
     if let Some(fp) = fp {
         // SAFETY: an aligned word of this PE's own segment (checked); all writers use
         // atomics.
         unsafe { AtomicU64::from_ptr(fp.cast::<u64>()) }.fetch_add(1, Ordering::AcqRel);
     }
+}
+
+/// The whole of a mail or note whose last part is `last`.
+fn whole(e: &mut Endpoint, key: MailKey, last: &[u8]) -> Vec<u8> {
+    let mut d = e.parts.remove(&key).unwrap_or_default();
+    d.extend_from_slice(last);
+    d
 }
 
 /// This PE's address of `len` bytes at `at`, if inside one of its segments.
@@ -620,47 +911,39 @@ fn local(st: &State, at: SymAddr, len: usize) -> Option<*mut u8> {
     Some((base + at.off as usize) as *mut u8)
 }
 
-/// Drives until every peer (or `only`) acknowledged everything, for at most `limit`;
-/// owed acknowledgements go out at once.
-fn wait_acked(st: &State, call: &str, only: Option<u32>, limit: Duration) -> bool {
-    let Some(m) = ep() else { return true };
+/// Before the job is left: owed acknowledgements out, everything this PE sent
+/// acknowledged (for at most [`FLUSH_LIMIT`]), then the keeper thread stopped.
+pub fn flush(st: &State) {
+    let Some(sh) = shared() else { return };
     let start = Instant::now();
-    loop {
+    let done = loop {
         {
-            let mut e = m.lock().unwrap_or_else(PoisonError::into_inner);
-            drive_locked(st, &mut e, true);
-            let done = match only {
-                Some(pe) => e.peers[pe as usize].unacked.len() < WINDOW / 2,
-                None => e.peers.iter().all(|p| p.unacked.is_empty()),
-            };
-            if done {
-                return true;
+            let mut e = lock(&sh.ep);
+            drive_locked(st, sh, &mut e, true);
+            if e.peers.iter().all(|p| p.unacked.is_empty()) {
+                break true;
             }
         }
-        if start.elapsed() >= limit {
-            if only.is_some() {
-                fatal(
-                    call,
-                    format_args!(
-                        "timed out after {:.1} s waiting for a PE to acknowledge collective signals",
-                        limit.as_secs_f64()
-                    ),
-                );
-            }
-            return false;
+        if start.elapsed() >= FLUSH_LIMIT {
+            break false;
         }
         std::thread::sleep(Duration::from_micros(50));
-    }
-}
-
-/// Before the job is left: owed acknowledgements out, and (for at most [`FLUSH_LIMIT`])
-/// everything this PE sent acknowledged.
-pub fn flush(st: &State) {
-    if !wait_acked(st, "shmem_finalize", None, FLUSH_LIMIT) && st.config.debug {
+    };
+    if !done && st.config.debug {
         eprintln!(
             "gsas-shmem: PE {}: some collective signals were not acknowledged at finalize",
             st.me
         );
+    }
+    sh.stop.store(true, Ordering::Release);
+    let keeper = sh
+        .keeper
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(t) = keeper {
+        t.thread().unpark();
+        let _ = t.join();
     }
 }
 
@@ -672,6 +955,7 @@ mod tests {
     fn the_header_has_its_documented_bytes_and_parse_refuses_what_is_not_one() {
         let h = Header {
             kind: KIND_PUT_ADD,
+            flags: ACK_NOW,
             from: 0x0403_0201,
             token: 0x1111_1111_1111_1111,
             seq: 0x2222_2222_2222_2222,
@@ -688,7 +972,10 @@ mod tests {
         };
         let mut d = [0xffu8; HEADER + 4];
         h.emit(&mut d);
-        assert_eq!(d[..8], [b'G', b'S', b'C', b'D', KIND_PUT_ADD, 7, 9, 0]);
+        assert_eq!(
+            d[..8],
+            [b'G', b'S', b'C', b'D', KIND_PUT_ADD, 7, 9, ACK_NOW]
+        );
         assert_eq!(
             d[8..16],
             [1, 2, 3, 4, 0, 0, 0, 0],
