@@ -245,6 +245,34 @@ impl Peer {
 
 type MailKey = (u32, u8, u64);
 
+/// Buffers kept for reuse, at most [`SPARE_BYTES`] of them.
+#[derive(Default)]
+struct Spare {
+    list: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+/// Most bytes of buffers kept for reuse.
+const SPARE_BYTES: usize = 4 << 20;
+
+impl Spare {
+    /// An empty buffer (a reused one if any).
+    fn take(&mut self) -> Vec<u8> {
+        let mut v = self.list.pop().unwrap_or_default();
+        self.bytes -= v.capacity();
+        v.clear();
+        v
+    }
+
+    /// Keeps `v` for reuse if there is room.
+    fn give(&mut self, v: Vec<u8>) {
+        if v.capacity() > 0 && self.bytes + v.capacity() <= SPARE_BYTES {
+            self.bytes += v.capacity();
+            self.list.push(v);
+        }
+    }
+}
+
 struct Endpoint {
     sock: UdpSocket,
     token: u64,
@@ -254,6 +282,9 @@ struct Endpoint {
     mail: HashMap<MailKey, VecDeque<Vec<u8>>>,
     /// The parts of mail still arriving, by the same key.
     parts: HashMap<MailKey, Vec<u8>>,
+    /// Buffers to reuse (datagrams acknowledged, mail taken): fresh large allocations cost
+    /// page faults every time, since the allocator returns them to the system.
+    spare: Spare,
     /// Bytes (headers included) a sender leaves unacknowledged per peer: a share of the
     /// receive buffer (the same on every PE) among the PEs of other nodes.
     window: usize,
@@ -349,6 +380,7 @@ pub fn setup(st: &'static State) {
                 buf: vec![0; 65536],
                 mail: HashMap::new(),
                 parts: HashMap::new(),
+                spare: Spare::default(),
                 // Half the buffer (the kernel counts its overhead in it), shared.
                 window: (rcvbuf / 2 / remote).clamp(2 * (HEADER + chunk), WINDOW_MAX),
             }),
@@ -562,6 +594,7 @@ fn push(st: &State, sh: &Shared, pe: u32, what: (u8, SymAddr, SymAddr), data: &[
         e = lock(&sh.ep);
     }
     let own = e.token;
+    let mut d = e.spare.take();
     let p = &mut e.peers[pe as usize];
     p.next += 1;
     p.owed = None;
@@ -572,7 +605,7 @@ fn push(st: &State, sh: &Shared, pe: u32, what: (u8, SymAddr, SymAddr), data: &[
         0
     };
     let seq = p.next;
-    let mut d = vec![0u8; HEADER + data.len()];
+    d.resize(HEADER, 0);
     Header {
         kind,
         flags,
@@ -585,7 +618,7 @@ fn push(st: &State, sh: &Shared, pe: u32, what: (u8, SymAddr, SymAddr), data: &[
         reply_token: own,
     }
     .emit(&mut d);
-    d[HEADER..].copy_from_slice(data);
+    d.extend_from_slice(data);
     if !dropped() {
         xmit(&e.sock, &d, addr);
     }
@@ -663,6 +696,18 @@ pub fn take_mail_any(from: u32, flag: SymAddr) -> Option<Vec<u8>> {
         .pop_front()
 }
 
+/// An empty buffer for mail, reused if one is spare.
+pub fn buffer() -> Vec<u8> {
+    ep().map_or_else(Vec::new, |m| lock(m).spare.take())
+}
+
+/// Gives a buffer (of [`take_mail_any`] or [`buffer`]) back for reuse.
+pub fn recycle(v: Vec<u8>) {
+    if let Some(m) = ep() {
+        lock(m).spare.give(v);
+    }
+}
+
 /// Whether a note from world PE `from` under `key` arrived (drives the endpoint first).
 pub fn has_note(st: &State, from: u32, key: u64) -> bool {
     let Some(sh) = shared() else { return false };
@@ -696,6 +741,7 @@ fn take(from: u32, key: (u8, u64), out: &mut [u8], call: &str) -> bool {
         );
     }
     out.copy_from_slice(&d);
+    e.spare.give(d);
     true
 }
 
@@ -820,7 +866,8 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
     if token != e.token || from >= st.npes || from == st.me {
         return;
     }
-    let p = &mut e.peers[from as usize];
+    let Endpoint { peers, spare, .. } = e;
+    let p = &mut peers[from as usize];
     if p.addr.is_none() {
         // It carries this PE's token, so it comes from a PE of the job: acknowledgements
         // go back to where it came from, with its token.
@@ -831,7 +878,9 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
             break;
         }
         p.unacked_bytes -= d.len();
-        p.unacked.pop_front();
+        if let Some((_, d, _)) = p.unacked.pop_front() {
+            spare.give(d);
+        }
     }
     if !matches!(
         kind,
@@ -856,7 +905,11 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
     let key = (from, flag.seg, flag.off);
     match kind {
         KIND_PART => {
-            e.parts.entry(key).or_default().extend_from_slice(data);
+            let Endpoint { parts, spare, .. } = e;
+            parts
+                .entry(key)
+                .or_insert_with(|| spare.take())
+                .extend_from_slice(data);
             return;
         }
         KIND_NOTE => {
@@ -895,7 +948,7 @@ fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
 
 /// The whole of a mail or note whose last part is `last`.
 fn whole(e: &mut Endpoint, key: MailKey, last: &[u8]) -> Vec<u8> {
-    let mut d = e.parts.remove(&key).unwrap_or_default();
+    let mut d = e.parts.remove(&key).unwrap_or_else(|| e.spare.take());
     d.extend_from_slice(last);
     d
 }

@@ -414,10 +414,10 @@ unsafe fn collect_leaders(
         .clone()
         .map(|m| (r.published(m).load(Ordering::Acquire) - bias) as usize)
         .collect();
-    let mut mail: Vec<u8> = sizes
-        .iter()
-        .flat_map(|&l| (l as u64).to_le_bytes())
-        .collect();
+    let mut mail = super::direct::buffer();
+    for &l in &sizes {
+        mail.extend_from_slice(&(l as u64).to_le_bytes());
+    }
     for (m, &len) in local.clone().zip(&sizes) {
         if len == 0 {
             continue;
@@ -452,17 +452,16 @@ unsafe fn collect_leaders(
         r.mail_vec_to(l, &mail, Slot::Gather(0));
     }
     r.rwait(Slot::Gather(0), others.len() as u64, &others);
-    // Every cell's blocks (after its sizes), in cell order.
-    let mut cells: Vec<Vec<u8>> = Vec::with_capacity(nc as usize);
+    // Every cell's mail and where its blocks start (after its sizes), in cell order.
+    let mut cells: Vec<(Vec<u8>, usize)> = Vec::with_capacity(nc as usize);
     for c in 0..nc {
-        let members = g.cell(c).len();
-        let mut got = if c == my_cell {
+        let got = if c == my_cell {
             std::mem::take(&mut mail)
         } else {
             r.take_mail_any(g.leader(c), Slot::Gather(0))
                 .unwrap_or_else(|| fatal(call, "internal error: a node's collect data is missing"))
         };
-        let head = 8 * members;
+        let head = 8 * g.cell(c).len();
         let sum: u64 = got.get(..head).map_or(u64::MAX, |h| {
             h.chunks(8)
                 .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
@@ -474,9 +473,9 @@ unsafe fn collect_leaders(
                 "internal error: a node's collect data has the wrong length",
             );
         }
-        cells.push(got.split_off(head));
+        cells.push((got, head));
     }
-    let total: usize = cells.iter().map(Vec::len).sum();
+    let total: usize = cells.iter().map(|(m, head)| m.len() - head).sum();
     if total > 0 {
         let dest = Buf {
             sym: st.translate(dest, total, call),
@@ -484,13 +483,17 @@ unsafe fn collect_leaders(
         };
         for m in local {
             let mut off = 0;
-            for blocks in &cells {
+            for (mail, head) in &cells {
+                let blocks = &mail[*head..];
                 // SAFETY: the cells' blocks add up to `total`, the size of `dest` on every
                 // member; each byte is written once.
                 unsafe { r.copy_to(m, dest, off, blocks.as_ptr(), blocks.len()) };
                 off += blocks.len();
             }
         }
+    }
+    for (mail, _) in cells {
+        super::direct::recycle(mail);
     }
     r.lpost(Line::Release, 1, g.local_others());
     clear(r, me, bias);

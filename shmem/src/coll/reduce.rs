@@ -133,7 +133,8 @@ pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k
 unsafe fn exchange(r: &mut Run, dest: Buf, n: usize, count: usize, k: Kernel) {
     let g = r.g;
     let (nc, c) = (g.nc(), g.my_cell());
-    let mut other = vec![0u8; n];
+    let mut other = super::direct::buffer();
+    other.resize(n, 0);
     let mut j = 0u32;
     while 1u32 << j < nc {
         let partner = c ^ (1 << j);
@@ -156,6 +157,7 @@ unsafe fn exchange(r: &mut Run, dest: Buf, n: usize, count: usize, k: Kernel) {
         }
         j += 1;
     }
+    super::direct::recycle(other);
 }
 
 #[cfg(test)]
