@@ -1,4 +1,4 @@
-//! The collectives' own endpoint: signals (and small data with them) sent straight to the
+//! The collectives' own endpoint: signals, and data with them, sent straight to the
 //! waiting PE over UDP, not through the services.
 //!
 //! **What it is.** A cross-node collective signal used to be an atomic add through the
@@ -9,27 +9,39 @@
 //! nodes over UDP owns one more non-blocking UDP socket, and a collective sends its
 //! cross-node signal (a counter increment, the same word the service path would add to)
 //! to the receiving PE's socket; the receiver, which is waiting for exactly that signal,
-//! busy-polls the socket and applies the increment to its own memory. Data up to
-//! `SHMEM_COLL_DIRECT_MAX` bytes travels in the same datagram as its flag (the receiver
-//! writes it with [`gsas_transport::watched::store_once`], then increments the flag), so a
-//! broadcast or allgather step costs one datagram instead of a put, a quiet (a round trip
-//! through the service) and an add. Larger data still goes through the services (their
+//! polls the socket and applies the increment to its own memory. Data of a step up to
+//! `SHMEM_COLL_DIRECT_MAX` bytes travels with its flag (the receiver writes it with
+//! [`gsas_transport::watched::store_once`], then increments the flag), so a broadcast or
+//! allgather step costs datagrams instead of a put, a quiet (a round trip through the
+//! service) and an add. Data larger than a datagram (`SHMEM_COLL_DIRECT_CHUNK`, by default
+//! the job's UDP MTU less the [`HEADER`]) is cut into several, delivered in order, the flag
+//! with the last; mail (data the receiver keeps for the collective to take, see [`Msg`])
+//! is cut into parts the same way. Larger data still goes through the services (their
 //! bandwidth path); only its flag comes here.
 //!
 //! **Reliability.** Datagrams between two PEs carry a sequence number per direction and
 //! the cumulative acknowledgement of the other direction. A receiver applies a datagram
 //! only when it is the next one in sequence (a duplicate is acknowledged again, one after a
-//! gap is dropped), so every increment is applied exactly once and in order. A sender keeps
-//! what was not acknowledged and sends it again after [`RTO`] of driving the endpoint (in
-//! every collective wait, and before `shmem_finalize` leaves, which waits up to
-//! [`FLUSH_LIMIT`] until the other PEs acknowledged everything; a pause between two drives
-//! restarts the timers). Acknowledgements travel on the next datagram to that peer, or alone
-//! after [`ACK_DELAY`] of waiting, to the return address of the peer's datagrams (with the
-//! token they carry) when this PE never looked the peer up.
-//! A PE that computes outside the library neither retransmits nor acknowledges until it
-//! calls a collective again (nothing is lost on a healthy loopback or LAN; a lost datagram
-//! whose sender then computes for longer than `SHMEM_WAIT_TIMEOUT` ends the job with a
-//! message naming the signal, as any late signal does).
+//! gap is dropped), so every increment and every byte is applied exactly once and in order.
+//! A sender keeps what was not acknowledged and sends it again after [`RTO`]. It leaves at
+//! most a window of bytes unacknowledged per peer (a share of the receive buffer among the
+//! PEs of other nodes; the socket asks for 4 MiB buffers, which the kernel caps at
+//! `net.core.rmem_max`), and marks a datagram that fills half the window so that the
+//! receiver acknowledges it at once; a sender at the window's end waits for
+//! acknowledgements like any collective wait. Acknowledgements otherwise travel on the
+//! next datagram to that peer, or alone after [`ACK_DELAY`], to the return address of the
+//! peer's datagrams (with the token they carry) when this PE never looked the peer up.
+//!
+//! **While the program computes.** Every PE with an endpoint runs a keeper thread. When no
+//! caller drove the endpoint for a nap ([`TICK`] while something is unacknowledged or an
+//! acknowledgement is owed, [`IDLE_NAP`] otherwise) and its lock is free, the keeper
+//! receives what arrived (applying it), acknowledges at once and resends what is due. So
+//! a datagram lost on the network is resent although its sender computes outside the
+//! library (the root of a broadcast returns at once), and a PE that computes acknowledges
+//! what it was sent within about [`IDLE_NAP`]. It takes no part in collectives: callers
+//! that wait drive the endpoint themselves, and the keeper looks only after they left it
+//! alone for a whole nap. `shmem_finalize` waits up to [`FLUSH_LIMIT`] until the other PEs
+//! acknowledged everything, then stops the keeper.
 //!
 //! **Security.** Every PE publishes its address and a random 64-bit token in its own sync
 //! segment (read by the others through the services, which check the job key); a
@@ -40,7 +52,8 @@
 //! PEs have no UDP socket there), or with `SHMEM_COLL_DIRECT_MAX=0`; then every signal
 //! goes through the services as before. Not for point-to-point operations.
 //!
-//! **Thread-safety.** One endpoint per process, behind a mutex.
+//! **Thread-safety.** One endpoint per process, behind a mutex that the callers and the
+//! keeper thread take (the keeper only with `try_lock`).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};

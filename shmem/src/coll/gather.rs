@@ -16,6 +16,16 @@
 //!    the next leader). Every step is puts, one quiet, one counter add.
 //! 3. The leader copies the other cells' ranges into its members' `dest` and releases them.
 //!
+//! `collect` between nodes whose PEs all reach each other directly (the collectives'
+//! endpoint, `direct`; at most 64 nodes) takes **one round**: every member publishes its
+//! size and its source's symmetric address (the specification requires a symmetric
+//! source) and signals its leader; the leader reads its members' blocks through the shared
+//! mappings and mails its node's sizes and blocks to every other leader (several datagrams
+//! when large); with every node's mail in hand it writes all blocks, in member order, into
+//! each of its members' `dest` (every byte once) and releases them. Team and active-set
+//! forms alike; the active set's `pSync` words are cleared by their owners before they
+//! return. Otherwise:
+//!
 //! `collect` first agrees on the offsets: each member publishes its size (team: its block
 //! line; single cell: everyone reads everyone's), the leaders sum their cells and gather
 //! the cell totals into the block's table with the same allgather (8 bytes per cell), and

@@ -15,6 +15,12 @@
 //!    holds the result and sends it back down the same tree: a put into each child's
 //!    `dest`, a quiet, a counter add. A child's `dest` is overwritten only after its parent
 //!    read it.
+//!    When the number of cells is a power of two and every leader reaches the others
+//!    directly (the collectives' endpoint, `direct`) with the whole array, the leaders
+//!    instead exchange partials by *recursive doubling*: in step `j` leader `c` mails its
+//!    partial to the leader of cell `c ^ 2^j` and both fold `lower op upper` (the lower cell
+//!    first), `log2 cells` one-way steps instead of twice as many; the tree of folds, and so
+//!    every bit of the result, is the binomial tree's.
 //! 3. The leader copies the result into its members' `dest` and releases them.
 //!
 //! In-place reductions (`dest == source`) work because a member's `dest` is written only

@@ -5,13 +5,19 @@
 //! within a fraction of a microsecond; when the node runs more PEs than the process may
 //! use CPUs it does not spin at all), then yields the CPU for 500 us (with more PEs than
 //! cores the PE being waited for needs this core), then sleeps in steps growing from 2 us
-//! to 100 us. Every phase checks the condition between waits; before
+//! to 100 us; a PE with a collective endpoint sleeps in `ppoll` on its socket, so that a
+//! datagram ends the nap. Every phase checks the condition between waits; before
 //! every check the PE drives its own remote operations if any are in flight
 //! ([`crate::wait::progress`]: the signals it just posted may still sit in an open frame,
-//! and the PE it waits for may be waiting for them). After `SHMEM_WAIT_TIMEOUT` the job ends with a message naming the collective and
-//! what it waited for (the PEs that did not arrive).
+//! and the PE it waits for may be waiting for them) and its collective endpoint.
+//! [`wait_on`] with `socket` waits for a signal that arrives on this PE's endpoint (the
+//! remote counters of a leader whose peers it reaches directly): on a crowded node (more
+//! PEs than CPUs) it spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up
+//! to [`SOCKET_NAP`] at a time) instead of yielding, so that it leaves the CPU to the PEs
+//! and services that have work. After `SHMEM_WAIT_TIMEOUT` the job ends with a message
+//! naming the collective and what it waited for (the PEs that did not arrive).
 //!
-//! **What it is not.** Not a scheduler: nothing wakes the PE, it polls.
+//! **What it is not.** Not a scheduler: nothing but a datagram wakes the PE, it polls.
 //!
 //! **Thread-safety.** Each call waits on the calling thread.
 
