@@ -515,6 +515,14 @@ pub fn reaches(st: &State, pe: u32, call: &str) -> bool {
     peer_addr(st, &mut e, pe, call).is_some()
 }
 
+/// Whether world PE `pe` (of any node) has a collective endpoint: for choices that every
+/// PE of a group must make alike (a PE without one reaches no one and no one reaches it).
+pub fn has_endpoint(st: &State, pe: u32, call: &str) -> bool {
+    let Some(m) = ep() else { return false };
+    let mut e = lock(m);
+    peer_addr(st, &mut e, pe, call).is_some()
+}
+
 /// Most data bytes one step sends with its flag (`SHMEM_COLL_DIRECT_MAX`).
 pub fn data_max(st: &State) -> usize {
     usize::try_from(st.config.coll_direct_max).unwrap_or(usize::MAX)

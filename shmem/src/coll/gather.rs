@@ -393,9 +393,13 @@ unsafe fn collect_leaders(
 ) -> bool {
     let g = r.g;
     let (nc, me, my_cell) = (g.nc(), g.me(), g.my_cell());
+    // Every member must choose alike: all of them have an endpoint (the same-node ones
+    // included, whose choice would otherwise differ from this PE's).
     if nc == 1
         || nc > MAIL_CELLS
-        || !(0..g.n()).all(|m| g.cell_of(m) == my_cell || r.direct_data(m, 0))
+        || !g.all_have_endpoints(|| {
+            (0..g.n()).all(|m| super::direct::has_endpoint(r.st, g.world(m), call))
+        })
     {
         return false;
     }
