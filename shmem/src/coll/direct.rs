@@ -57,7 +57,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread::JoinHandle;
@@ -420,58 +420,23 @@ pub fn setup(st: &'static State) {
     }
 }
 
-/// Sets a socket option of `int` type.
-fn set_int(sock: &UdpSocket, opt: libc::c_int, v: usize) {
-    let n = v as libc::c_int;
-    // SAFETY: a valid socket and a pointer to an int of the size given.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&n as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-}
-
-/// The socket's receive buffer in bytes (as the kernel reports it).
-fn rcvbuf_of(sock: &UdpSocket) -> usize {
-    let mut n: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: a valid socket; `n` and `len` are writable and `len` holds `n`'s size.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&mut n as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if r == 0 { n.max(0) as usize } else { 0 }
-}
-
 /// The socket, its token and its receive buffer.
 fn open(st: &State, ip: Ipv4Addr) -> Option<(UdpSocket, u64, usize)> {
     let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(ip), 0)).ok()?;
     sock.set_nonblocking(true).ok()?;
-    set_int(&sock, libc::SO_RCVBUF, SOCKBUF);
-    set_int(&sock, libc::SO_SNDBUF, SOCKBUF);
-    let rcvbuf = rcvbuf_of(&sock);
-    let mut token = 0u64;
-    // SAFETY: writes 8 bytes into `token`.
-    let got = unsafe { libc::getrandom((&mut token as *mut u64).cast(), 8, 0) };
-    if got != 8 || token == 0 {
-        if st.config.debug {
-            eprintln!(
-                "gsas-shmem: PE {}: no random token: collectives use the services",
-                st.me
-            );
+    let rcvbuf = gsas_sys::fd::socket_buffers(sock.as_fd(), SOCKBUF).unwrap_or(0);
+    match gsas_sys::process::random_nonzero_u64() {
+        Ok(token) => Some((sock, token, rcvbuf)),
+        Err(e) => {
+            if st.config.debug {
+                eprintln!(
+                    "gsas-shmem: PE {}: no random token ({e}): collectives use the services",
+                    st.me
+                );
+            }
+            None
         }
-        return None;
     }
-    Some((sock, token, rcvbuf))
 }
 
 /// Writes word `i` of this PE's endpoint record.
@@ -673,33 +638,23 @@ fn xmit(sock: &UdpSocket, d: &[u8], addr: SocketAddr) {
     for _ in 0..10 {
         match sock.send_to(d, addr) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                wait_fd(sock.as_raw_fd(), libc::POLLOUT, Duration::from_millis(1));
+                let _ =
+                    gsas_sys::fd::wait_fd(sock.as_fd(), libc::POLLOUT, Duration::from_millis(1));
             }
             _ => return,
         }
     }
 }
 
-/// Waits until `fd` has `events` or `timeout` passed.
-fn wait_fd(fd: RawFd, events: libc::c_short, timeout: Duration) {
-    let mut pfd = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos().into(),
-    };
-    // SAFETY: one valid pollfd and a valid timespec; no signal mask.
-    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-}
-
 /// Blocks until a datagram can be read from this PE's endpoint or `timeout` passed (the
 /// caller then drives it); false, at once, when this PE has no endpoint.
 pub fn nap(timeout: Duration) -> bool {
     let Some(sh) = shared() else { return false };
-    wait_fd(sh.fd, libc::POLLIN, timeout);
+    // SAFETY: the endpoint's socket, open for the life of the process (the endpoint is
+    // never dropped).
+    let fd = unsafe { BorrowedFd::borrow_raw(sh.fd) };
+    // A failed poll (EINTR is retried inside) is a nap cut short: the caller looks again.
+    let _ = gsas_sys::fd::wait_fd(fd, libc::POLLIN, timeout);
     true
 }
 
