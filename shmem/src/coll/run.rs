@@ -326,9 +326,7 @@ impl<'a> Run<'a> {
     /// `src` readable for `len` bytes.
     pub unsafe fn mail_to(&self, to: u32, src: *const u8, len: usize, slot: Slot) {
         // SAFETY: the caller guarantees `src` is readable for `len` bytes.
-        let data = unsafe { std::slice::from_raw_parts(src, len) };
-        let msg = direct::Msg::Mail(data, self.slot_addr(slot));
-        direct::send(self.st, self.g.world(to), msg, self.call);
+        self.mail_vec_to(to, unsafe { std::slice::from_raw_parts(src, len) }, slot);
     }
 
     /// Sends `data` to the mailbox of member `to` (another cell, reached directly) and
