@@ -1,4 +1,4 @@
-//! The collectives' direct path (`shmem/src/coll/direct.rs`) when datagrams are lost and
+//! The collectives' direct path (`shmem/src/coll/direct/`) when datagrams are lost and
 //! their sender is not in the library: on two nodes of one and of two PEs, the root of a
 //! broadcast loses its datagram (a small broadcast: the only one; a broadcast of several
 //! datagrams: the second, so the ones after it arrive after a gap and are dropped too) and

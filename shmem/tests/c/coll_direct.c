@@ -1,7 +1,7 @@
 /*
  * coll_direct.c - collectives back to back with data that changes every call, the test of
  * the direct path across nodes (signals and small data sent straight to the waiting PE,
- * see shmem/src/coll/direct.rs) and of its fallback through the services:
+ * see shmem/src/coll/direct/) and of its fallback through the services:
  *   * per iteration i, on a team (WORLD, then the odd PEs split from it) and on the
  *     matching active set: broadcast from root i % n, sum reduction, fcollect, collect
  *     with sizes that change per PE and per call (some zero), alltoall, sync/barrier, and
