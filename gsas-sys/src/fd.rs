@@ -1,6 +1,6 @@
 //! Calls on plain descriptors, wrapped once with their safety arguments: `ppoll` (and a
 //! poll retried to its deadline, a wait for one descriptor), `send` without `SIGPIPE`,
-//! `read`, `socketpair`, `pipe`, descriptor flags.
+//! `read`, `socketpair`, `pipe`, descriptor flags, socket buffer sizes.
 //!
 //! What it is not: a general I/O layer; everything here works on borrowed descriptors and
 //! returns `io::Result`. Thread-safety: stateless functions.
@@ -127,6 +127,45 @@ pub fn wait_fd(fd: BorrowedFd<'_>, events: libc::c_short, timeout: Duration) -> 
     Ok(poll(&mut p, timeout)? > 0)
 }
 
+/// Asks for `bytes` of receive and of send buffer on a socket (the kernel caps them at
+/// `net.core.rmem_max` / `wmem_max`) and returns the receive buffer it then reports (which
+/// counts the kernel's bookkeeping: about twice what was granted).
+pub fn socket_buffers(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
+    let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+        // SAFETY: an open descriptor and a pointer to an int of the length given.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&want as *const libc::c_int).cast(),
+                len,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let mut got: libc::c_int = 0;
+    let mut got_len = len;
+    // SAFETY: `got` and `got_len` are writable, `got_len` holds `got`'s size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut got_len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(got).unwrap_or(0))
+}
+
 /// A connected `AF_UNIX` stream socket pair, both ends close-on-exec.
 pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
@@ -169,5 +208,25 @@ pub fn clear_cloexec(raw: RawFd) -> io::Result<()> {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn socket_buffers_grow_to_what_the_kernel_grants() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let small = socket_buffers(sock.as_fd(), 4096).unwrap();
+        let large = socket_buffers(sock.as_fd(), 1 << 20).unwrap();
+        // The kernel doubles what it grants and has a floor; a larger request never gets
+        // less (rmem_max caps it, at 208 KiB on a default kernel).
+        assert!(small >= 4096, "{small}");
+        assert!(large > small, "{large} after {small}");
+        // Not a socket: refused, not ignored.
+        let file = std::fs::File::open("/dev/null").unwrap();
+        assert!(socket_buffers(file.as_fd(), 4096).is_err());
     }
 }

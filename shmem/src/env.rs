@@ -35,7 +35,8 @@
 //! | `SHMEM_COLL_FANIN` | - | integer (>= 0) | 8 | gsas extension: fan-in of the intra-node arrival tree of barriers (each sub-leader waits for this many PEs; at least 1). |
 //! | `SHMEM_COLL_RING_MIN` | - | size (number, decimals allowed, with optional k/m/g/t) | 256k | gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling. |
 //! | `SHMEM_COLL_SPIN_US` | - | integer (>= 0) | 20 | gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning when the node runs more PEs than there are CPUs. |
-//! | `SHMEM_COLL_DIRECT_MAX` | - | size (number, decimals allowed, with optional k/m/g/t) | 8k | gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per message in the same datagram (larger data goes through the services); 0 sends everything through the services. Must be the same on every PE. |
+//! | `SHMEM_COLL_DIRECT_MAX` | - | size (number, decimals allowed, with optional k/m/g/t) | 256k | gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per step with them, in datagrams of `SHMEM_COLL_DIRECT_CHUNK` bytes (larger data goes through the services; a `collect` between nodes whose PEs all have the endpoint sends its blocks directly whatever their size); 0 sends everything through the services. Must be the same on every PE. |
+//! | `SHMEM_COLL_DIRECT_CHUNK` | - | size (number, decimals allowed, with optional k/m/g/t) | the job's UDP MTU (`GSAS_UDP_MTU`, `defaults.udp_mtu`) less the 64-byte header | gsas extension: data bytes per datagram of the collectives' direct path (at least 1; at most 60k, larger values are taken as 60k): larger data is cut into datagrams of this size, with at most a share of the receive buffer unacknowledged per peer. Must be the same on every PE. |
 //! <!-- END GENERATED -->
 
 use std::fmt;
@@ -161,8 +162,16 @@ pub const COLL_DIRECT_MAX: EnvVar = EnvVar {
     name: "SHMEM_COLL_DIRECT_MAX",
     alias: None,
     kind: Kind::Size,
-    default: "8k",
-    doc: "gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per message in the same datagram (larger data goes through the services); 0 sends everything through the services. Must be the same on every PE.",
+    default: "256k",
+    doc: "gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per step with them, in datagrams of `SHMEM_COLL_DIRECT_CHUNK` bytes (larger data goes through the services; a `collect` between nodes whose PEs all have the endpoint sends its blocks directly whatever their size); 0 sends everything through the services. Must be the same on every PE.",
+};
+/// `SHMEM_COLL_DIRECT_CHUNK` (a gsas extension).
+pub const COLL_DIRECT_CHUNK: EnvVar = EnvVar {
+    name: "SHMEM_COLL_DIRECT_CHUNK",
+    alias: None,
+    kind: Kind::Size,
+    default: "the job's UDP MTU (`GSAS_UDP_MTU`, `defaults.udp_mtu`) less the 64-byte header",
+    doc: "gsas extension: data bytes per datagram of the collectives' direct path (at least 1; at most 60k, larger values are taken as 60k): larger data is cut into datagrams of this size, with at most a share of the receive buffer unacknowledged per peer. Must be the same on every PE.",
 };
 
 /// Every variable, in the order of the documentation.
@@ -177,6 +186,7 @@ pub const VARS: &[EnvVar] = &[
     COLL_RING_MIN,
     COLL_SPIN_US,
     COLL_DIRECT_MAX,
+    COLL_DIRECT_CHUNK,
 ];
 
 /// Default of [`WAIT_TIMEOUT`].
@@ -205,6 +215,8 @@ pub struct Config {
     pub coll_spin_us: u64,
     /// `SHMEM_COLL_DIRECT_MAX` in bytes.
     pub coll_direct_max: u64,
+    /// `SHMEM_COLL_DIRECT_CHUNK` in bytes; `None` when unset (from the UDP MTU).
+    pub coll_direct_chunk: Option<u64>,
 }
 
 impl Default for Config {
@@ -219,7 +231,8 @@ impl Default for Config {
             coll_fanin: 8,
             coll_ring_min: 256 << 10,
             coll_spin_us: 20,
-            coll_direct_max: 8 << 10,
+            coll_direct_max: 256 << 10,
+            coll_direct_chunk: None,
         }
     }
 }
@@ -285,6 +298,10 @@ impl Config {
                     match var.name {
                         "SHMEM_COLL_RING_MIN" => c.coll_ring_min = v,
                         "SHMEM_COLL_DIRECT_MAX" => c.coll_direct_max = v,
+                        "SHMEM_COLL_DIRECT_CHUNK" if v == 0 => {
+                            return Err(bad("a datagram carries at least 1 byte".into()));
+                        }
+                        "SHMEM_COLL_DIRECT_CHUNK" => c.coll_direct_chunk = Some(v),
                         _ => c.symmetric_size = Some(v),
                     }
                 }

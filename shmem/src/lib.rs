@@ -160,6 +160,16 @@ mod capi;
 pub mod env;
 pub mod types;
 
+/// Fault injection for the tests of the collectives' direct path (not an API).
+#[doc(hidden)]
+pub mod testing {
+    /// The next direct datagrams this PE sends whose bit is set in `mask` (bit 0: the next
+    /// one) are not sent the first time, as if lost on the network (their resends go).
+    pub fn coll_drop(mask: u64) {
+        crate::coll::direct::drop_next(mask);
+    }
+}
+
 pub use api::{
     CmpValues, Ctx, CtxOptions, Error, ErrorKind, LockGuard, Nbi, Options, OwnedTeam, ReduceOp,
     Shmem, SignalOp, SymBox, SymLock, SymSlice, SymVec, Team, TeamConfig, ThreadLevel, init,

@@ -913,8 +913,9 @@ fn coll_mixed() {
 }
 
 /// Collectives back to back with changing data, team and active-set forms, at sizes on
-/// both sides of the direct path's data limit (`coll_direct.c`): the two-node cases of
-/// [`coll_matrix`], where the direct path runs (one node has none).
+/// both sides of the direct path's datagram size and data limit (`coll_direct.c`): the
+/// two-node cases of [`coll_matrix`], where the direct path runs (one node has none),
+/// with the defaults and with small datagrams and limit.
 #[test]
 fn coll_direct() {
     let bin = compile("coll_direct", "coll_direct.c", Lang::C, &[]);
@@ -924,6 +925,11 @@ fn coll_direct() {
         .filter(|c| c.transport == Transport::Udp)
         .collect();
     run_cases("coll_direct", &bin, &cases, &[], &[], Expect::Success);
+    let small = [
+        ("SHMEM_COLL_DIRECT_CHUNK", "1000"),
+        ("SHMEM_COLL_DIRECT_MAX", "8k"),
+    ];
+    run_cases("coll_direct", &bin, &cases, &[], &small, Expect::Success);
 }
 
 /// `shmem_team_ptr` (OpenSHMEM 1.6) on the world, shared and a strided team, over the

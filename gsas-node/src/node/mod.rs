@@ -230,6 +230,8 @@ pub struct Node {
     size: u32,
     node: u16,
     job_id: u64,
+    /// UDP payload bytes per datagram of the job (its services' `udp_mtu`).
+    udp_mtu: usize,
     node_of: Vec<u16>,
     local_pes: Vec<u32>,
     routes: Vec<Route>,
@@ -317,6 +319,11 @@ impl Node {
     /// The job id.
     pub fn job_id(&self) -> u64 {
         self.job_id
+    }
+
+    /// UDP payload bytes per datagram of the job (`GSAS_UDP_MTU`, the services' `udp_mtu`).
+    pub fn udp_mtu(&self) -> usize {
+        self.udp_mtu
     }
 
     /// The node id of PE `pe` (`None` if `pe` is out of range).

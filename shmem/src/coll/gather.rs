@@ -16,6 +16,16 @@
 //!    the next leader). Every step is puts, one quiet, one counter add.
 //! 3. The leader copies the other cells' ranges into its members' `dest` and releases them.
 //!
+//! `collect` between nodes whose PEs all reach each other directly (the collectives'
+//! endpoint, `direct`; at most 64 nodes) takes **one round**: every member publishes its
+//! size and its source's symmetric address (the specification requires a symmetric
+//! source) and signals its leader; the leader reads its members' blocks through the shared
+//! mappings and mails its node's sizes and blocks to every other leader (several datagrams
+//! when large); with every node's mail in hand it writes all blocks, in member order, into
+//! each of its members' `dest` (every byte once) and releases them. Team and active-set
+//! forms alike; the active set's `pSync` words are cleared by their owners before they
+//! return. Otherwise:
+//!
 //! `collect` first agrees on the offsets: each member publishes its size (team: its block
 //! line; single cell: everyone reads everyone's), the leaders sum their cells and gather
 //! the cell totals into the block's table with the same allgather (8 bytes per cell), and
@@ -33,6 +43,7 @@ use super::barrier;
 use super::layout::{self, Slot};
 use super::run::{Buf, Line, Run};
 use super::wait::wait;
+use crate::fatal::fatal;
 use std::sync::atomic::Ordering;
 
 /// Where the blocks of a concatenation go: this PE's block and every cell's range.
@@ -75,6 +86,10 @@ pub unsafe fn fcollect(r: &mut Run, dest: Buf, src: *const u8, n: usize) {
 /// `src` readable for `n` bytes; `dest` a symmetric object large enough for the total on
 /// every member (or NULL when the total is 0).
 pub unsafe fn collect_team(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, call: &str) {
+    // SAFETY: forwarded.
+    if unsafe { collect_leaders(r, dest, src, n, call, 0) } {
+        return;
+    }
     let g = r.g;
     let local = g.local();
     r.published(g.me()).store(n as u64, Ordering::Relaxed);
@@ -273,6 +288,10 @@ unsafe fn send(r: &mut Run, buf: Buf, cells: &[(usize, usize)], to: u32, list: &
 ///
 /// As [`collect_team`].
 pub unsafe fn collect_set(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, call: &str) {
+    // SAFETY: forwarded.
+    if unsafe { collect_leaders(r, dest, src, n, call, 1) } {
+        return;
+    }
     let g = r.g;
     let (st, me) = (r.st, g.me());
     r.published(me).store(n as u64 + 1, Ordering::Release);
@@ -352,6 +371,155 @@ pub unsafe fn collect_set(r: &mut Run, dest: *mut u8, src: *const u8, n: usize, 
     }
     barrier::sync(r);
     r.published(me).store(0, Ordering::Release);
+}
+
+/// Most cells of a [`collect_leaders`] (each leader sends one mail to every other).
+const MAIL_CELLS: u32 = 64;
+
+/// `collect` between nodes in one round when every member of another cell is reached
+/// directly (module docs); false, having done nothing, otherwise. `bias` is added to the
+/// published size (1 for an active set, whose `pSync` words are 0 when unpublished).
+///
+/// # Safety
+///
+/// As [`collect_team`].
+unsafe fn collect_leaders(
+    r: &mut Run,
+    dest: *mut u8,
+    src: *const u8,
+    n: usize,
+    call: &str,
+    bias: u64,
+) -> bool {
+    let g = r.g;
+    let (nc, me, my_cell) = (g.nc(), g.me(), g.my_cell());
+    // Every member must choose alike: all of them have an endpoint (the same-node ones
+    // included, whose choice would otherwise differ from this PE's).
+    if nc == 1
+        || nc > MAIL_CELLS
+        || !g.all_have_endpoints(|| {
+            (0..g.n()).all(|m| super::direct::has_endpoint(r.st, g.world(m), call))
+        })
+    {
+        return false;
+    }
+    let st = r.st;
+    let leader = g.leader(my_cell);
+    // The source's symmetric address, for the leader to read the block through its mapping
+    // (the specification requires a symmetric source).
+    let at = if n > 0 {
+        let a = st.translate(src, n, call);
+        u64::from(a.seg) << 56 | a.off
+    } else {
+        0
+    };
+    r.published_src(me).store(at, Ordering::Relaxed);
+    r.published(me).store(n as u64 + bias, Ordering::Release);
+    if !g.is_leader() {
+        r.lpost(Line::Arrive, 1, [leader]);
+        r.lwait(Line::Release, 1, [leader].into_iter());
+        clear(r, me, bias);
+        return true;
+    }
+    r.lwait(Line::Arrive, 1, g.local_others());
+    // This cell's mail: every member's size, then the blocks in member order.
+    let local = g.local();
+    let sizes: Vec<usize> = local
+        .clone()
+        .map(|m| (r.published(m).load(Ordering::Acquire) - bias) as usize)
+        .collect();
+    let mut mail = super::direct::buffer();
+    for &l in &sizes {
+        mail.extend_from_slice(&(l as u64).to_le_bytes());
+    }
+    for (m, &len) in local.clone().zip(&sizes) {
+        if len == 0 {
+            continue;
+        }
+        let w = r.published_src(m).load(Ordering::Relaxed);
+        let sym = crate::addr::SymAddr {
+            seg: (w >> 56) as u8,
+            off: w & ((1 << 56) - 1),
+        };
+        let p = if m == me {
+            src
+        } else {
+            st.direct_ptr(g.world(m), sym).unwrap_or_else(|| {
+                fatal(
+                    call,
+                    format_args!(
+                        "internal error: the source of PE {} is not mapped",
+                        g.world(m)
+                    ),
+                )
+            })
+        };
+        // SAFETY: member `m`'s source holds `len` bytes (it published them and waits for
+        // the release); only read.
+        mail.extend_from_slice(unsafe { std::slice::from_raw_parts(p, len) });
+    }
+    let others: Vec<u32> = (0..nc)
+        .filter(|&c| c != my_cell)
+        .map(|c| g.leader(c))
+        .collect();
+    for &l in &others {
+        r.mail_vec_to(l, &mail, Slot::Gather(0));
+    }
+    r.rwait(Slot::Gather(0), others.len() as u64, &others);
+    // Every cell's mail and where its blocks start (after its sizes), in cell order.
+    let mut cells: Vec<(Vec<u8>, usize)> = Vec::with_capacity(nc as usize);
+    for c in 0..nc {
+        let got = if c == my_cell {
+            std::mem::take(&mut mail)
+        } else {
+            r.take_mail_any(g.leader(c), Slot::Gather(0))
+                .unwrap_or_else(|| fatal(call, "internal error: a node's collect data is missing"))
+        };
+        let head = 8 * g.cell(c).len();
+        let sum: u64 = got.get(..head).map_or(u64::MAX, |h| {
+            h.chunks(8)
+                .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+                .sum()
+        });
+        if sum != (got.len() - head.min(got.len())) as u64 {
+            fatal(
+                call,
+                "internal error: a node's collect data has the wrong length",
+            );
+        }
+        cells.push((got, head));
+    }
+    let total: usize = cells.iter().map(|(m, head)| m.len() - head).sum();
+    if total > 0 {
+        let dest = Buf {
+            sym: st.translate(dest, total, call),
+            local: dest,
+        };
+        for m in local {
+            let mut off = 0;
+            for (mail, head) in &cells {
+                let blocks = &mail[*head..];
+                // SAFETY: the cells' blocks add up to `total`, the size of `dest` on every
+                // member; each byte is written once.
+                unsafe { r.copy_to(m, dest, off, blocks.as_ptr(), blocks.len()) };
+                off += blocks.len();
+            }
+        }
+    }
+    for (mail, _) in cells {
+        super::direct::recycle(mail);
+    }
+    r.lpost(Line::Release, 1, g.local_others());
+    clear(r, me, bias);
+    true
+}
+
+/// Clears what member `me` published for an active set (its `pSync` words back at 0).
+fn clear(r: &Run, me: u32, bias: u64) {
+    if bias > 0 {
+        r.published_src(me).store(0, Ordering::Relaxed);
+        r.published(me).store(0, Ordering::Release);
+    }
 }
 
 /// Note keys of the active-set `collect`: the size, the block.

@@ -20,7 +20,7 @@
 
 use std::ffi::c_int;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use gsas_node::node::SYNC;
 
@@ -38,6 +38,8 @@ pub struct Group {
     my_cell: u32,
     /// The local address of the sync segment of every member of this PE's cell.
     sync: Box<[usize]>,
+    /// Whether every member has a collective endpoint (found out on first use).
+    endpoints: OnceLock<bool>,
 }
 
 impl Group {
@@ -77,7 +79,13 @@ impl Group {
             cell_of: cell_of.into_boxed_slice(),
             my_cell,
             sync,
+            endpoints: OnceLock::new(),
         }
+    }
+
+    /// Whether every member has a collective endpoint (`has`, asked once per group).
+    pub fn all_have_endpoints(&self, has: impl FnOnce() -> bool) -> bool {
+        *self.endpoints.get_or_init(has)
     }
 
     /// Number of members.

@@ -12,7 +12,7 @@
 //! | offset | what | written by |
 //! |---|---|---|
 //! | [`ARRIVE`], [`RELEASE`] | one cache-line pair each: the owner's arrival and release tags | the owner (plain release stores), read by same-node members |
-//! | [`PUBLISH`] | a value the owner publishes (a `collect` contribution size), next to its arrival tag | the owner |
+//! | [`PUBLISH`], [`PUBLISH_SRC`] | values the owner publishes (a `collect` contribution's size and source), next to its arrival tag | the owner |
 //! | [`COUNTERS`] | [`NCOUNTERS`] 64-bit counters ([`Slot`]) | other nodes' PEs, with atomic adds through the services |
 //! | [`SPLIT_SRC`], [`SPLIT_DST`] | source and result of the block agreement of a split of this team | the split |
 //! | [`CELL_TOTALS`] | the byte totals of every node of a `collect` | the node leaders |
@@ -51,6 +51,8 @@ pub const RELEASE: u64 = 128;
 /// A value the owner publishes for its node, on the arrival tag's cache line (a reader that
 /// sees the tag has the value in the same miss).
 pub const PUBLISH: u64 = ARRIVE + 8;
+/// A second value the owner publishes (the symmetric address of a `collect` source).
+pub const PUBLISH_SRC: u64 = ARRIVE + 16;
 /// The remote counters.
 pub const COUNTERS: u64 = 1024;
 /// Number of remote counters.
@@ -75,6 +77,9 @@ pub const ARRIVE_WORD: usize = 0;
 pub const RELEASE_WORD: usize = 1;
 /// The `pSync` word where an active-set `collect` publishes its size (plus one).
 pub const PUBLISH_WORD: usize = 17;
+/// The `pSync` word where an active-set `collect` between nodes publishes its source's
+/// symmetric address (the word of `Slot::Gather(1)`, which that collect does not use).
+pub const PUBLISH_SRC_WORD: usize = 3;
 
 const _: () = {
     assert!(COUNTERS + 8 * NCOUNTERS as u64 <= SPLIT_SRC);

@@ -14,18 +14,20 @@
 //! |---|---|---|
 //! | sync, barrier | flat up to `SHMEM_COLL_FLAT_MAX` members, else a tree of sub-leaders (fan-in `SHMEM_COLL_FANIN`), then one release store | dissemination barrier of the leaders |
 //! | broadcast | the node's representative copies into every member's `dest` | binomial tree from the root, one message per node |
-//! | fcollect, collect | every member copies its block into its node's `dest`s | recursive doubling, or a ring from `SHMEM_COLL_RING_MIN` bytes, between leaders |
+//! | fcollect, collect | every member copies its block into its node's `dest`s | recursive doubling, or a ring from `SHMEM_COLL_RING_MIN` bytes, between leaders; `collect` over the direct path: the leaders mail their node's sizes and blocks to each other in one round |
 //! | alltoall(s) | direct copies | direct puts (the exchange is pairwise) |
-//! | reductions | the leader folds its node's sources | binomial reduce to node 0 and back down |
+//! | reductions | the leader folds its node's sources | binomial reduce to node 0 and back down; over the direct path with a power-of-two number of nodes, recursive doubling between leaders |
 //!
 //! Across nodes over UDP every signal of those algorithms, and data of up to
-//! `SHMEM_COLL_DIRECT_MAX` bytes with it, goes straight to the waiting PE's own socket
-//! ([`direct`]): no hop through a service, one datagram per step; larger data is put
-//! through the services and only its signal goes direct. See the modules for each
+//! `SHMEM_COLL_DIRECT_MAX` bytes per step with it, goes straight to the waiting PE's own
+//! socket ([`direct`]): no hop through a service, one datagram per step (several for data
+//! larger than a datagram); larger data is put through the services and only its signal
+//! goes direct. See the modules for each
 //! algorithm. Flags live in the team's block of the sync segment
 //! (tags of monotonically increasing sequence numbers, counters that only grow) or, for an
 //! active set, in its `pSync` (counters that the owner decrements when it has seen them,
-//! back at `SHMEM_SYNC_VALUE` on return); see [`layout`]. Waits spin, yield, then sleep,
+//! back at `SHMEM_SYNC_VALUE` on return); see [`layout`]. Waits spin, yield, then sleep
+//! (on a crowded node a wait for a datagram blocks on the socket after a short spin),
 //! bounded by `SHMEM_WAIT_TIMEOUT` ([`wait`]).
 //!
 //! **Semantics** (checklist §2.4, §2.5, §2.8): `PE_root` is an ordinal in the team or active

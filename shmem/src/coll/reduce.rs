@@ -15,6 +15,12 @@
 //!    holds the result and sends it back down the same tree: a put into each child's
 //!    `dest`, a quiet, a counter add. A child's `dest` is overwritten only after its parent
 //!    read it.
+//!    When the number of cells is a power of two and every leader reaches the others
+//!    directly (the collectives' endpoint, `direct`) with the whole array, the leaders
+//!    instead exchange partials by *recursive doubling*: in step `j` leader `c` mails its
+//!    partial to the leader of cell `c ^ 2^j` and both fold `lower op upper` (the lower cell
+//!    first), `log2 cells` one-way steps instead of twice as many; the tree of folds, and so
+//!    every bit of the result, is the binomial tree's.
 //! 3. The leader copies the result into its members' `dest` and releases them.
 //!
 //! In-place reductions (`dest == source`) work because a member's `dest` is written only
@@ -65,7 +71,10 @@ pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k
         unsafe { k(dest.local, theirs, count) };
     }
     let (nc, c) = (g.nc(), g.my_cell());
-    if nc > 1 {
+    if nc > 1 && nc.is_power_of_two() && (0..nc).all(|x| x == c || r.direct_data(g.leader(x), n)) {
+        // SAFETY: forwarded.
+        unsafe { exchange(r, dest, n, count, k) };
+    } else if nc > 1 {
         let kids: Vec<(u32, u32)> = children(c, nc)
             .map(|j| (j, g.leader(c + (1 << j))))
             .collect();
@@ -117,6 +126,44 @@ pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k
         unsafe { r.copy_to(m, dest, 0, dest.local, n) };
     }
     r.lpost(Line::Release, 1, g.local_others());
+}
+
+/// Recursive doubling between the leaders of a power-of-two number of cells, reached
+/// directly: in step `j` each leader mails its partial to the leader of cell `c ^ 2^j` and
+/// combines the two as `lower op upper` (the cell with the lower number first), so both
+/// hold the same bits, those of the binomial tree's fold.
+///
+/// # Safety
+///
+/// As [`reduce`]; this PE leads its cell and its `dest` holds the cell's partial.
+unsafe fn exchange(r: &mut Run, dest: Buf, n: usize, count: usize, k: Kernel) {
+    let g = r.g;
+    let (nc, c) = (g.nc(), g.my_cell());
+    let mut other = super::direct::buffer();
+    other.resize(n, 0);
+    let mut j = 0u32;
+    while 1u32 << j < nc {
+        let partner = c ^ (1 << j);
+        let pl = g.leader(partner);
+        // SAFETY: this PE's `dest` holds its partial (`n` bytes).
+        unsafe { r.mail_to(pl, dest.local, n, Slot::ReduceUp(j)) };
+        r.rwait(Slot::ReduceUp(j), 1, &[pl]);
+        if !r.take_mail(pl, Slot::ReduceUp(j), &mut other) {
+            crate::fatal::fatal(r.call, "internal error: a partial reduction is missing");
+        }
+        // SAFETY: both hold `count` elements; `dest` is this PE's own (no other PE reads it
+        // before the release).
+        unsafe {
+            if c < partner {
+                k(dest.local, other.as_ptr(), count);
+            } else {
+                k(other.as_mut_ptr(), dest.local, count);
+                gsas_transport::watched::store_once(other.as_ptr(), dest.local, n);
+            }
+        }
+        j += 1;
+    }
+    super::direct::recycle(other);
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use gsas_node::node::{Ctx as NodeCtx, SYNC};
 use super::direct;
 use super::group::Group;
 use super::layout::{self, Slot};
-use super::wait::wait;
+use super::wait::{wait, wait_on};
 use crate::addr::SymAddr;
 use crate::fatal::fatal;
 use crate::state::State;
@@ -326,7 +326,12 @@ impl<'a> Run<'a> {
     /// `src` readable for `len` bytes.
     pub unsafe fn mail_to(&self, to: u32, src: *const u8, len: usize, slot: Slot) {
         // SAFETY: the caller guarantees `src` is readable for `len` bytes.
-        let data = unsafe { std::slice::from_raw_parts(src, len) };
+        self.mail_vec_to(to, unsafe { std::slice::from_raw_parts(src, len) }, slot);
+    }
+
+    /// Sends `data` to the mailbox of member `to` (another cell, reached directly) and
+    /// signals `slot`, whatever its length; `to` takes it with [`Run::take_mail_any`].
+    pub fn mail_vec_to(&self, to: u32, data: &[u8], slot: Slot) {
         let msg = direct::Msg::Mail(data, self.slot_addr(slot));
         direct::send(self.st, self.g.world(to), msg, self.call);
     }
@@ -383,6 +388,10 @@ impl<'a> Run<'a> {
             return;
         }
         let (st, call, me) = (self.st, self.call, self.g.me());
+        // Signals from PEs reached directly arrive on this PE's socket.
+        let socket = from
+            .iter()
+            .all(|&m| direct::reaches(st, self.g.world(m), call));
         let describe = |now: u64, want: u64| {
             let who: Vec<u32> = from.iter().map(|&m| self.g.world(m)).collect();
             format!("{slot:?} signals from PEs {who:?} (counter {now}, waiting for {want})")
@@ -394,9 +403,10 @@ impl<'a> Run<'a> {
                 // life of the job); remote writers use atomics through the service.
                 let word = unsafe { AtomicU64::from_ptr((p as *mut u64).add(slot.index())) };
                 let want = state.consumed[slot.index()] + count;
-                wait(
+                wait_on(
                     st,
                     call,
+                    socket,
                     || word.load(Ordering::Acquire) >= want,
                     || describe(word.load(Ordering::Acquire), want),
                 );
@@ -406,9 +416,10 @@ impl<'a> Run<'a> {
                 // SAFETY: a word of this PE's `pSync` (checked at entry); all accesses are
                 // atomic.
                 let word = unsafe { AtomicU64::from_ptr(local.add(slot.word())) };
-                wait(
+                wait_on(
                     st,
                     call,
+                    socket,
                     || word.load(Ordering::Acquire) >= count,
                     || describe(word.load(Ordering::Acquire), count),
                 );
@@ -503,6 +514,19 @@ impl<'a> Run<'a> {
             Flags::Team { block, .. } => self.block_word(block, m, layout::PUBLISH),
             Flags::Set { sym, local } => self.psync_word(sym, local, m, layout::PUBLISH_WORD),
         }
+    }
+
+    /// The second word this PE publishes to its cell (a source address).
+    pub fn published_src(&self, m: u32) -> &AtomicU64 {
+        match self.flags {
+            Flags::Team { block, .. } => self.block_word(block, m, layout::PUBLISH_SRC),
+            Flags::Set { sym, local } => self.psync_word(sym, local, m, layout::PUBLISH_SRC_WORD),
+        }
+    }
+
+    /// Takes the mail member `from` sent with signal `slot`, whatever its length.
+    pub fn take_mail_any(&self, from: u32, slot: Slot) -> Option<Vec<u8>> {
+        direct::take_mail_any(self.g.world(from), self.slot_addr(slot))
     }
 
     /// Word `w` of the active set's `pSync` as a buffer (for gets from other cells).

@@ -5,13 +5,19 @@
 //! within a fraction of a microsecond; when the node runs more PEs than the process may
 //! use CPUs it does not spin at all), then yields the CPU for 500 us (with more PEs than
 //! cores the PE being waited for needs this core), then sleeps in steps growing from 2 us
-//! to 100 us. Every phase checks the condition between waits; before
+//! to 100 us; a PE with a collective endpoint sleeps in `ppoll` on its socket, so that a
+//! datagram ends the nap. Every phase checks the condition between waits; before
 //! every check the PE drives its own remote operations if any are in flight
 //! ([`crate::wait::progress`]: the signals it just posted may still sit in an open frame,
-//! and the PE it waits for may be waiting for them). After `SHMEM_WAIT_TIMEOUT` the job ends with a message naming the collective and
-//! what it waited for (the PEs that did not arrive).
+//! and the PE it waits for may be waiting for them) and its collective endpoint.
+//! [`wait_on`] with `socket` waits for a signal that arrives on this PE's endpoint (the
+//! remote counters of a leader whose peers it reaches directly): on a crowded node (more
+//! PEs than CPUs) it spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up
+//! to [`SOCKET_NAP`] at a time) instead of yielding, so that it leaves the CPU to the PEs
+//! and services that have work. After `SHMEM_WAIT_TIMEOUT` the job ends with a message
+//! naming the collective and what it waited for (the PEs that did not arrive).
 //!
-//! **What it is not.** Not a scheduler: nothing wakes the PE, it polls.
+//! **What it is not.** Not a scheduler: nothing but a datagram wakes the PE, it polls.
 //!
 //! **Thread-safety.** Each call waits on the calling thread.
 
@@ -29,13 +35,26 @@ const BATCH: u32 = 32;
 const MAX_NAP: Duration = Duration::from_micros(100);
 /// How long to yield before sleeping.
 const YIELD: Duration = Duration::from_micros(500);
+/// How long a PE of a crowded node spins before it blocks on its socket.
+const SOCKET_SPIN: Duration = Duration::from_micros(5);
+/// Longest block on the socket between looks at the condition and the deadline.
+const SOCKET_NAP: Duration = Duration::from_millis(1);
 
 /// Waits until `ready` returns true; see the [module docs](self). `what` describes what is
 /// waited for (asked only on a timeout).
 #[inline]
-pub fn wait(
+pub fn wait(st: &State, call: &str, ready: impl FnMut() -> bool, what: impl FnOnce() -> String) {
+    wait_on(st, call, false, ready, what);
+}
+
+/// [`wait`]; `socket`: the signal arrives on this PE's collective endpoint (`direct`), so
+/// on a crowded node the PE blocks on the socket after [`SOCKET_SPIN`] instead of
+/// yielding.
+#[inline]
+pub fn wait_on(
     st: &State,
     call: &str,
+    socket: bool,
     mut ready: impl FnMut() -> bool,
     what: impl FnOnce() -> String,
 ) {
@@ -44,28 +63,44 @@ pub fn wait(
     if ready() {
         return;
     }
-    slow(st, call, &mut ready, what);
+    slow(st, call, &mut ready, what, socket);
 }
 
 /// How long to spin: `SHMEM_COLL_SPIN_US`, or nothing when this node runs more PEs than
 /// this process may use CPUs (the PE being waited for then needs this CPU).
 fn spin_time(st: &State) -> Duration {
-    static CROWDED: OnceLock<bool> = OnceLock::new();
-    let crowded = *CROWDED.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        st.node.local_pes().len() > cpus
-    });
-    if crowded {
+    if crowded(st) {
         Duration::ZERO
     } else {
         Duration::from_micros(st.config.coll_spin_us)
     }
 }
 
+/// Whether this node runs more PEs than this process may use CPUs.
+fn crowded(st: &State) -> bool {
+    static CROWDED: OnceLock<bool> = OnceLock::new();
+    *CROWDED.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        st.node.local_pes().len() > cpus
+    })
+}
+
 #[inline(never)]
-fn slow(st: &State, call: &str, ready: &mut dyn FnMut() -> bool, what: impl FnOnce() -> String) {
+fn slow(
+    st: &State,
+    call: &str,
+    ready: &mut dyn FnMut() -> bool,
+    what: impl FnOnce() -> String,
+    socket: bool,
+) {
     let start = Instant::now();
-    let spin = spin_time(st);
+    // On a crowded node a waiter for a datagram spins briefly, then sleeps on its socket.
+    let block = socket && crowded(st);
+    let spin = if block {
+        SOCKET_SPIN.min(Duration::from_micros(st.config.coll_spin_us))
+    } else {
+        spin_time(st)
+    };
     let progress = || {
         progress(st, call);
         direct::drive(st);
@@ -82,15 +117,21 @@ fn slow(st: &State, call: &str, ready: &mut dyn FnMut() -> bool, what: impl FnOn
             break;
         }
     }
-    let yield_until = spin + YIELD;
+    let yield_until = if block { spin } else { spin + YIELD };
     let deadline = st.wait_timeout();
     let mut nap = Duration::from_micros(2);
     loop {
         let elapsed = start.elapsed();
-        if elapsed < yield_until {
+        if block {
+            // Woken by the datagram (or after the nap: the deadline is looked at).
+            direct::nap(SOCKET_NAP);
+        } else if elapsed < yield_until {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(nap);
+            // A datagram ends the nap early.
+            if !direct::nap(nap) {
+                std::thread::sleep(nap);
+            }
             nap = (nap * 2).min(MAX_NAP);
         }
         if ready() {

@@ -1,14 +1,17 @@
 /*
  * coll_direct.c - collectives back to back with data that changes every call, the test of
  * the direct path across nodes (signals and small data sent straight to the waiting PE,
- * see shmem/src/coll/direct.rs) and of its fallback through the services:
+ * see shmem/src/coll/direct/) and of its fallback through the services:
  *   * per iteration i, on a team (WORLD, then the odd PEs split from it) and on the
  *     matching active set: broadcast from root i % n, sum reduction, fcollect, collect
  *     with sizes that change per PE and per call (some zero), alltoall, sync/barrier, and
  *     barrier_all, with no other synchronisation between them (two destination buffers and
  *     two pSyncs alternate, so a PE one call ahead never writes what another still checks);
- *   * sizes of 8 B, 1 KiB, exactly SHMEM_COLL_DIRECT_MAX's default (8 KiB: data in the
- *     signal's datagram) and one element more (data through the services, flag direct);
+ *   * sizes of 8 B, 1 KiB, 8 KiB, 8 KiB + 8 B and 64000 B (more than a datagram of the
+ *     loopback MTU: several datagrams, in order, the flag with the last); the test runs
+ *     once with the defaults and once with SHMEM_COLL_DIRECT_CHUNK=1000 (datagrams that cut
+ *     elements in two; 8 KiB in nine) and SHMEM_COLL_DIRECT_MAX=8k (exactly 8 KiB goes
+ *     direct, one element more through the services with only the flag direct);
  *   * every result is checked on every PE after every call, and every pSync is back at
  *     SHMEM_SYNC_VALUE at the end.
  * A signal applied twice, lost, applied before its data, or taken for the next call's,
@@ -18,7 +21,7 @@
 #include "ctest.h"
 #include "coll_common.h"
 
-enum { MAXN = 1025, ITERS = 12 };
+enum { MAXN = 8000, ITERS = 12 };
 
 static int me, npes;
 static long *src, *dst[2], *red[2], *col[2], *fco[2], *a2a[2], *a2s;
@@ -129,7 +132,7 @@ int main(void) {
     shmem_team_t odd = SHMEM_TEAM_INVALID;
     if (npes >= 2)
         shmem_team_split_strided(SHMEM_TEAM_WORLD, 1, 2, npes / 2, NULL, 0, &odd);
-    static const size_t sizes[] = {1, 128, 1024, 1025};
+    static const size_t sizes[] = {1, 128, 1024, 1025, 8000};
     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
         size_t n = sizes[z];
         shmem_barrier_all();
