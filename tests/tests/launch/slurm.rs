@@ -527,6 +527,71 @@ fn passing_job(
     Ok(())
 }
 
+/// `srun --mpi=pmi2 -K -N 4 -n 8` with `GSAS_TRANSPORT=verbs` over the software verbs
+/// device: every Slurm node is an emulated verbs node (its LID is `SLURM_NODEID + 1`, set
+/// by a shell in front of the program, as a site's task prolog would), the PEs bootstrap
+/// through PMI-2, open the first device with an active port and reach the PEs of the
+/// other nodes by RDMA. Checked: the job passes, and every PE reports its verbs path with
+/// its node's LID and a queue pair per PE of the other nodes.
+fn verbs_job(lab: &Lab, program: &Path) -> Result<(), String> {
+    let t0 = Instant::now();
+    let p = program.to_string_lossy().into_owned();
+    let wrapped = format!("SOFTVERBS_LID=$((SLURM_NODEID + 1)) exec {p}");
+    let args = [
+        "--mpi=pmi2",
+        "-K",
+        "-N",
+        "4",
+        "-n",
+        "8",
+        "/bin/sh",
+        "-c",
+        wrapped.as_str(),
+    ];
+    let sv = lab.dir.join("sv");
+    std::fs::create_dir_all(&sv).map_err(|e| format!("{}: {e}", sv.display()))?;
+    let libs = verbs_emu::library_path();
+    let env = [
+        ("GSAS_LOG", "info"),
+        ("GSAS_TRANSPORT", "verbs"),
+        ("LD_LIBRARY_PATH", libs.to_str().unwrap_or_default()),
+        ("SOFTVERBS_DIR", sv.to_str().unwrap_or_default()),
+    ];
+    let out = lab.srun(&args, &env)?;
+    let what = format!("GSAS_TRANSPORT=verbs srun {}", args.join(" "));
+    check_passed(&what, &out, "rma_types", 8, "Pmi2", NodeServices::Embedded)?;
+    // Slurm places 8 tasks on 4 nodes of 4 CPUs as 4+2+1+1 (block): a PE on node k has a
+    // queue pair to each of the 8 - (PEs on node k) PEs elsewhere.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut lids: Vec<String> = Vec::new();
+    let mut reports = 0;
+    for l in stderr
+        .lines()
+        .filter(|l| l.contains(": verbs on softverbs0 port 1 (LID "))
+    {
+        reports += 1;
+        let lid = l
+            .split("(LID ")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .unwrap_or("");
+        lids.push(lid.to_owned());
+    }
+    lids.sort_unstable();
+    lids.dedup();
+    if reports != 8 || lids != ["1", "2", "3", "4"] {
+        return Err(format!(
+            "{what}: expected 8 PEs on verbs with LIDs 1-4, saw {reports} reports with LIDs {lids:?}\n{}",
+            text(&out)
+        ));
+    }
+    report(&format!(
+        "{what}: 8 PEs ok on 4 emulated verbs nodes through Pmi2 ({:.1} s)",
+        t0.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
 /// Where the node services of a job run.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum NodeServices {
@@ -847,6 +912,7 @@ fn slurm_cluster() {
         passing_job(&lab, &bin.join("coll_sync"), &cyclic, 8, "Pmi2")?;
         let pmix = ["--mpi=pmix", "-K", "-N", "4", "-n", "8"];
         passing_job(&lab, &bin.join("rma_types"), &pmix, 8, "Pmix")?;
+        verbs_job(&lab, &bin.join("rma_types"))?;
         let oshrun = prefix.join("bin/oshrun");
         salloc_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
         sbatch_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
