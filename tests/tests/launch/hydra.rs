@@ -56,3 +56,49 @@ fn two_nodes_by_gsas_node_with_embedded_services() {
     let out = run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap();
     check(&out, 4);
 }
+
+#[test]
+fn two_verbs_nodes_by_gsas_node_with_embedded_services() {
+    // The same two nodes with `GSAS_TRANSPORT=verbs`: each block is an emulated verbs node
+    // of the software device (its own LID), so that PEs of different nodes reach each other
+    // by RDMA; the full scenario must pass and every PE must report its verbs path.
+    let argv = self_test_argv("child_pe").unwrap();
+    let dir = gsas_tests::node::scratch_dir("hydra-verbs");
+    let mut cmd = hydra();
+    cmd.env("GSAS_TRANSPORT", "verbs")
+        .env("GSAS_LOG", "info")
+        .env("LD_LIBRARY_PATH", verbs_emu::library_path())
+        .env("SOFTVERBS_DIR", &dir);
+    for node in ["0", "1"] {
+        let lid = if node == "0" { "1" } else { "2" };
+        if node == "1" {
+            cmd.arg(":");
+        }
+        cmd.args([
+            "-n",
+            "2",
+            "-env",
+            "GSAS_NODE",
+            node,
+            "-env",
+            "SOFTVERBS_LID",
+            lid,
+        ])
+        .args(&argv);
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap();
+    check(&out, 4);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for lid in ["1", "2"] {
+        let pes = stderr
+            .lines()
+            .filter(|l| l.contains(&format!(": verbs on softverbs0 port 1 (LID {lid},")))
+            .filter(|l| l.ends_with("2 queue pair(s)"))
+            .count();
+        assert_eq!(
+            pes, 2,
+            "PEs on verbs with LID {lid} and 2 queue pairs:\n{stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
