@@ -110,6 +110,7 @@ fn scenario(shmem: &Shmem, name: &str) -> String {
     match name {
         "typed" => typed(shmem),
         "cabi" => cabi(shmem),
+        "straddle" => straddle(shmem),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -568,6 +569,53 @@ fn cabi(shmem: &Shmem) -> String {
 /// and complex, 2 large: 3 reductions each; and the bit-identity check.
 const TYPED: usize = 3 * (10 * 2 * 4 + 9 * 3 + 11 + 2) + 1;
 
+/// An active set of four PEs on three nodes whose middle two share a node (PEs 1..=4 of
+/// 3 nodes x 2: nodes 0, 1, 1, 2); with `GSAS_DIRECT=0` every PE is a cell of its own, so
+/// two of the four cell leaders share a node. Every leader must choose the same algorithm
+/// (recursive doubling or the tree): one that chose differently would wait for a partial
+/// that never comes. Sums of 3 and of 5000 ints (beyond one datagram's worth of a small
+/// MTU too), 20 rounds each.
+fn straddle(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let psync = shmem.alloc_vec::<c_long>(REDUCE_SYNC_SIZE).unwrap();
+    let ps = psync.as_ptr().cast_mut();
+    let len = 5000usize;
+    let wrk = shmem.alloc_vec::<c_int>(len / 2 + 16).unwrap();
+    let src = shmem.alloc_vec::<c_int>(len).unwrap();
+    let dst = shmem.alloc_vec::<c_int>(len).unwrap();
+    let mut calls = 0;
+    for round in 0..20usize {
+        for i in 0..len {
+            src.write(i, (me * 1000 + i + round) as c_int);
+        }
+        shmem.barrier_all();
+        if (1..=4).contains(&me) {
+            let n = if round % 2 == 0 { 3 } else { len };
+            // SAFETY: symmetric arrays, pWrk and pSync; PEs 1..=4 call.
+            unsafe {
+                shmem_int_sum_to_all(
+                    dst.as_ptr().cast_mut(),
+                    src.as_ptr(),
+                    n as c_int,
+                    1,
+                    0,
+                    4,
+                    wrk.as_ptr().cast_mut(),
+                    ps,
+                )
+            };
+            for i in 0..n {
+                let want: usize = (1..=4).map(|pe| pe * 1000 + i + round).sum();
+                assert_eq!(dst.read(i), want as c_int, "round {round} element {i}");
+            }
+            clean(&psync);
+            calls += 1;
+        }
+        shmem.barrier_all();
+    }
+    format!("straddle ok: {calls}")
+}
+
 fn typed_calls(_pe: usize, _n: usize) -> String {
     format!("typed ok: {TYPED}")
 }
@@ -596,4 +644,19 @@ fn cabi_one_node() {
 fn cabi_several_nodes() {
     run_expect("cabi", &topologies(2, &[1, 2, 4]), &[], cabi_calls);
     run_expect("cabi", &topologies(3, &[1, 2]), &[], cabi_calls);
+}
+
+#[test]
+fn leaders_sharing_a_node_choose_alike() {
+    run_expect(
+        "straddle",
+        &topologies(3, &[2]),
+        &[("GSAS_DIRECT", "0"), ("SHMEM_WAIT_TIMEOUT", "20")],
+        |pe, _| {
+            format!(
+                "straddle ok: {}",
+                if (1..=4).contains(&pe) { 20 } else { 0 }
+            )
+        },
+    );
 }

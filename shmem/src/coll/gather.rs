@@ -395,12 +395,7 @@ unsafe fn collect_leaders(
     let (nc, me, my_cell) = (g.nc(), g.me(), g.my_cell());
     // Every member must choose alike: all of them have an endpoint (the same-node ones
     // included, whose choice would otherwise differ from this PE's).
-    if nc == 1
-        || nc > MAIL_CELLS
-        || !g.all_have_endpoints(|| {
-            (0..g.n()).all(|m| super::direct::has_endpoint(r.st, g.world(m), call))
-        })
-    {
+    if nc == 1 || nc > MAIL_CELLS || !r.all_direct() {
         return false;
     }
     let st = r.st;

@@ -71,7 +71,9 @@ pub unsafe fn reduce(r: &mut Run, dest: Buf, src: Buf, n: usize, count: usize, k
         unsafe { k(dest.local, theirs, count) };
     }
     let (nc, c) = (g.nc(), g.my_cell());
-    if nc > 1 && nc.is_power_of_two() && (0..nc).all(|x| x == c || r.direct_data(g.leader(x), n)) {
+    // Every leader must choose alike: the exchange needs every member's endpoint (a
+    // same-node leader, which `direct_data` would refuse, is mailed too).
+    if nc > 1 && nc.is_power_of_two() && n <= super::direct::data_max(r.st) && r.all_direct() {
         // SAFETY: forwarded.
         unsafe { exchange(r, dest, n, count, k) };
     } else if nc > 1 {

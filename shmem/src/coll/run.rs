@@ -285,6 +285,15 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Whether every member of the group has a collective endpoint (asked once per group):
+    /// the test for choices that every member must make alike. [`Run::direct_data`] is
+    /// per pair and false for a same-node member, so two leaders of one node would decide
+    /// differently from the leaders of others.
+    pub fn all_direct(&self) -> bool {
+        let (g, st, call) = (self.g, self.st, self.call);
+        g.all_have_endpoints(|| (0..g.n()).all(|m| direct::has_endpoint(st, g.world(m), call)))
+    }
+
     /// Whether `len` bytes of data for member `to` (another cell) travel in datagrams
     /// straight to it with their signal (see `direct`); else [`Run::put_to`],
     /// [`Run::quiet`], [`Run::rpost`].
