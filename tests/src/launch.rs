@@ -191,26 +191,39 @@ fn build_programs() -> PathBuf {
 }
 
 /// The path of the example `name` of the workspace package `package`, built for the running
-/// test's target and profile (`<profile>/examples/<name>`), built first as [`program`]
-/// builds the programs (a no-op when `cargo test --workspace` built the examples already).
+/// test's target and profile (`<profile>/examples/<name>`) with the package's `features`,
+/// built first as [`program`] builds the programs (a no-op when `cargo test --workspace`
+/// built the examples already with those features). Every caller of one example must ask
+/// for the same features, or one build replaces the program another test runs.
 ///
 /// Panics (a test setup error) when cargo fails, with its output.
-pub fn example(package: &str, name: &str) -> PathBuf {
-    package_target(package, "--example", name, &format!("examples/{name}"))
+pub fn example(package: &str, name: &str, features: &[&str]) -> PathBuf {
+    package_target(
+        package,
+        "--example",
+        name,
+        &format!("examples/{name}"),
+        features,
+    )
 }
 
 /// The path of the program `name` of the workspace package `package` (one not in
 /// [`PROGRAMS`]), built for the running test's target and profile as [`example`] builds.
 pub fn package_bin(package: &str, name: &str) -> PathBuf {
-    package_target(package, "--bin", name, name)
+    package_target(package, "--bin", name, name, &[])
 }
 
-/// Builds target `name` (`flag` = `--bin` or `--example`) of `package`, at `path` in the
-/// profile directory.
-fn package_target(package: &str, flag: &str, name: &str, path: &str) -> PathBuf {
+/// Builds target `name` (`flag` = `--bin` or `--example`) of `package` with its
+/// `features`, at `path` in the profile directory.
+fn package_target(package: &str, flag: &str, name: &str, path: &str, features: &[&str]) -> PathBuf {
     let profile_dir = profile_dir();
     let path = profile_dir.join(path);
-    cargo_build(&profile_dir, !path.exists(), &["-p", package, flag, name]);
+    let features = features.join(",");
+    let mut targets = vec!["-p", package, flag, name];
+    if !features.is_empty() {
+        targets.extend(["--features", features.as_str()]);
+    }
+    cargo_build(&profile_dir, !path.exists(), &targets);
     path
 }
 

@@ -143,3 +143,13 @@ impl Node {
         self.ops_started.load(Ordering::Relaxed)
     }
 }
+
+impl Drop for Node {
+    /// The verbs path's queue pairs and memory registrations go before the segments they
+    /// cover are unmapped: the fields drop after this in declaration order (the mappings
+    /// first), and the progress keeper may still hold `pulse`. Without this a late packet
+    /// could be executed into memory that is no longer mapped.
+    fn drop(&mut self) {
+        drop(self.pulse.lock().verbs.take());
+    }
+}

@@ -149,13 +149,13 @@ mod imp {
         }
     }
 
-    /// The error of a failed request of PE `me` (a full send queue for the whole deadline
-    /// is a timeout).
-    fn fail(me: &str, deadline: Duration, e: verbs::Error) -> NodeError {
+    /// The error of a failed request of PE `me` to PE `pe` (a full send queue for the
+    /// whole time `waited` is a timeout).
+    fn fail(me: &str, pe: u32, waited: Duration, e: verbs::Error) -> NodeError {
         match e {
             verbs::Error::WouldBlock => NodeError::Timeout {
-                what: format!("{me}: room in a full send queue"),
-                waited: deadline,
+                what: format!("{me}: room in the full send queue to PE {pe}"),
+                waited,
             },
             e => NodeError::Transport(format!("{me}: {e}")),
         }
@@ -395,18 +395,18 @@ mod imp {
             let ep = Self::ep(&mut self.eps, pe)?;
             if data.len() <= ep.max_inline() as usize {
                 return Self::retry(ep, deadline, |ep| ep.put(data, None, key, offset))
-                    .map_err(|e| fail(&self.me, deadline, e));
+                    .map_err(|e| fail(&self.me, pe, deadline, e));
             }
             if let Some(region) = Self::region_of(&self.own, data.as_ptr() as usize, data.len()) {
                 // At most 1 GiB per request (a work request's length is 32 bits).
                 for (i, chunk) in data.chunks(MAX_REQUEST).enumerate() {
                     let off = offset + (i * MAX_REQUEST) as u64;
                     Self::retry(ep, deadline, |ep| ep.put(chunk, Some(region), key, off))
-                        .map_err(|e| fail(&self.me, deadline, e))?;
+                        .map_err(|e| fail(&self.me, pe, deadline, e))?;
                 }
                 if !nbi {
                     ep.quiet(deadline)
-                        .map_err(|e| fail(&self.me, deadline, e))?;
+                        .map_err(|e| fail(&self.me, pe, deadline, e))?;
                 }
                 return Ok(());
             }
@@ -421,7 +421,7 @@ mod imp {
                 let ep = Self::ep(&mut self.eps, pe)?;
                 let off = offset + (i * BOUNCE) as u64;
                 Self::retry(ep, deadline, |ep| ep.put(src, Some(&self.bounce), key, off))
-                    .map_err(|e| fail(&self.me, deadline, e))?;
+                    .map_err(|e| fail(&self.me, pe, deadline, e))?;
             }
             Ok(())
         }
@@ -460,7 +460,7 @@ mod imp {
                             ep.get(region, d, n as u32, key, o)
                         }
                     })
-                    .map_err(|e| fail(&self.me, deadline, e))?;
+                    .map_err(|e| fail(&self.me, pe, deadline, e))?;
                     done += n;
                 }
                 return Ok(());
@@ -478,7 +478,7 @@ mod imp {
                         ep.get(&self.bounce, at as u64, n as u32, key, o)
                     }
                 })
-                .map_err(|e| fail(&self.me, deadline, e))?;
+                .map_err(|e| fail(&self.me, pe, deadline, e))?;
                 // SAFETY: `dest + done .. + n` is inside the caller's buffer.
                 let to = unsafe { dest.add(done) };
                 if blocking {
@@ -568,16 +568,18 @@ mod imp {
                     })
                 }
             };
-            r.map_err(|e| fail(&self.me, deadline, e))
+            r.map_err(|e| fail(&self.me, pe, deadline, e))
         }
 
         /// Completes every request (puts delivered, gets landed and copied out).
         pub(crate) fn quiet(&mut self) -> Result<(), NodeError> {
             let deadline = self.deadline;
             let limit = deadline + deadline / 2;
-            for ep in self.eps.iter_mut().flatten() {
+            for (pe, ep) in self.eps.iter_mut().enumerate() {
+                let Some(ep) = ep else { continue };
                 if ep.outstanding() > 0 {
-                    ep.quiet(limit).map_err(|e| fail(&self.me, deadline, e))?;
+                    ep.quiet(limit)
+                        .map_err(|e| fail(&self.me, pe as u32, limit, e))?;
                 }
             }
             for c in std::mem::take(&mut self.pending) {

@@ -60,7 +60,9 @@ fn demo(test: &str, tmp: &Path, args: &[&str]) -> Option<Command> {
         return None;
     }
     let bin = program("oshrun").parent().unwrap().to_path_buf();
-    let ring = example("shmem", "token_ring");
+    // shmem's feature `verbs` (off by default) for every transport: the verbs case needs it,
+    // and one build for all keeps a concurrent test from replacing the program.
+    let ring = example("shmem", "token_ring", &["verbs"]);
     assert_eq!(ring, bin.join("examples/token_ring"));
     let mut cmd = Command::new("bash");
     cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/demo"))

@@ -531,12 +531,12 @@ fn passing_job(
 /// device: every Slurm node is an emulated verbs node (its LID is `SLURM_NODEID + 1`, set
 /// by a shell in front of the program, as a site's task prolog would), the PEs bootstrap
 /// through PMI-2, open the first device with an active port and reach the PEs of the
-/// other nodes by RDMA. Checked: the job passes, and every PE reports its verbs path with
-/// its node's LID and a queue pair per PE of the other nodes.
+/// other nodes by RDMA. Checked: the job passes, and every PE reports its verbs path, the
+/// four nodes' LIDs among them.
 fn verbs_job(lab: &Lab, program: &Path) -> Result<(), String> {
     let t0 = Instant::now();
     let p = program.to_string_lossy().into_owned();
-    let wrapped = format!("SOFTVERBS_LID=$((SLURM_NODEID + 1)) exec {p}");
+    let wrapped = format!("SOFTVERBS_LID=$((SLURM_NODEID + 1)) exec '{p}'");
     let args = [
         "--mpi=pmi2",
         "-K",
@@ -560,8 +560,6 @@ fn verbs_job(lab: &Lab, program: &Path) -> Result<(), String> {
     let out = lab.srun(&args, &env)?;
     let what = format!("GSAS_TRANSPORT=verbs srun {}", args.join(" "));
     check_passed(&what, &out, "rma_types", 8, "Pmi2", NodeServices::Embedded)?;
-    // Slurm places 8 tasks on 4 nodes of 4 CPUs as 4+2+1+1 (block): a PE on node k has a
-    // queue pair to each of the 8 - (PEs on node k) PEs elsewhere.
     let stderr = String::from_utf8_lossy(&out.stderr);
     let mut lids: Vec<String> = Vec::new();
     let mut reports = 0;
