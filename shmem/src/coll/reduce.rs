@@ -15,8 +15,10 @@
 //!    holds the result and sends it back down the same tree: a put into each child's
 //!    `dest`, a quiet, a counter add. A child's `dest` is overwritten only after its parent
 //!    read it.
-//!    When the number of cells is a power of two and every leader reaches the others
-//!    directly (the collectives' endpoint, `direct`) with the whole array, the leaders
+//!    When the number of cells is a power of two, every member of the group has a
+//!    collective endpoint (`direct`; asked once per group, so that all leaders choose alike,
+//!    also when two cells' leaders share a node) and the whole array fits
+//!    `SHMEM_COLL_DIRECT_MAX`, the leaders
 //!    instead exchange partials by *recursive doubling*: in step `j` leader `c` mails its
 //!    partial to the leader of cell `c ^ 2^j` and both fold `lower op upper` (the lower cell
 //!    first), `log2 cells` one-way steps instead of twice as many; the tree of folds, and so
