@@ -652,11 +652,6 @@ fn leaders_sharing_a_node_choose_alike() {
         "straddle",
         &topologies(3, &[2]),
         &[("GSAS_DIRECT", "0"), ("SHMEM_WAIT_TIMEOUT", "120")],
-        |pe, _| {
-            format!(
-                "straddle ok: {}",
-                if (1..=4).contains(&pe) { 6 } else { 0 }
-            )
-        },
+        |pe, _| format!("straddle ok: {}", if (1..=4).contains(&pe) { 6 } else { 0 }),
     );
 }
