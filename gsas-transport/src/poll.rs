@@ -104,6 +104,62 @@ pub fn spin_pause(idle: Duration) {
     }
 }
 
+/// How often [`oversubscribed`] reads the machine's run queue.
+pub const LOAD_SAMPLE: Duration = Duration::from_millis(10);
+
+/// Whether this machine has more runnable threads than online CPUs right now, so that a
+/// thread that spins keeps another (often the one it waits for) off a CPU.
+///
+/// The count is the kernel's number of runnable threads (the fourth field of
+/// `/proc/loadavg`, `running/total`, which includes the caller), read at most every
+/// [`LOAD_SAMPLE`] by any thread of the process (one `pread` of an open file; the callers
+/// between two samples get the last answer). Two nodes emulated on one machine, a node
+/// with more PEs than cores and a node shared with other jobs all show here, where the
+/// number of PEs of one node does not. False when the file cannot be read.
+pub fn oversubscribed() -> bool {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    static LAST_NS: AtomicU64 = AtomicU64::new(0);
+    static BUSY: AtomicBool = AtomicBool::new(false);
+    let now = monotonic_ns().max(1);
+    let last = LAST_NS.load(Ordering::Relaxed);
+    if last != 0 && now.saturating_sub(last) < LOAD_SAMPLE.as_nanos() as u64 {
+        return BUSY.load(Ordering::Relaxed);
+    }
+    // One thread samples; the others keep the last answer.
+    if LAST_NS
+        .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return BUSY.load(Ordering::Relaxed);
+    }
+    let busy = sample_run_queue().is_some_and(|(running, cpus)| running > cpus);
+    BUSY.store(busy, Ordering::Relaxed);
+    busy
+}
+
+/// `(runnable threads, online CPUs)` of this machine, or `None` when unknown.
+fn sample_run_queue() -> Option<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    static FILE: OnceLock<Option<(std::fs::File, u64)>> = OnceLock::new();
+    let (file, cpus) = FILE
+        .get_or_init(|| {
+            let f = std::fs::File::open("/proc/loadavg").ok()?;
+            // SAFETY: sysconf has no memory effects.
+            let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+            Some((f, u64::try_from(cpus).ok().filter(|&c| c > 0)?))
+        })
+        .as_ref()?;
+    let mut buf = [0u8; 128];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    Some((parse_running(&buf[..n])?, *cpus))
+}
+
+/// The runnable count of a `/proc/loadavg` line (`0.52 0.58 0.59 3/345 12345`).
+fn parse_running(line: &[u8]) -> Option<u64> {
+    let field = std::str::from_utf8(line).ok()?.split_whitespace().nth(3)?;
+    field.split_once('/')?.0.parse().ok()
+}
+
 /// How a [`Waiter`] spends time before the condition holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitConfig {
@@ -531,6 +587,47 @@ mod tests {
     use std::io::{Read, Write};
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn run_queue_field_of_loadavg() {
+        assert_eq!(parse_running(b"0.52 0.58 0.59 3/345 12345\n"), Some(3));
+        assert_eq!(parse_running(b"12.00 7.10 2.00 17/1022 99"), Some(17));
+        assert_eq!(parse_running(b"0.52 0.58 0.59"), None);
+        assert_eq!(parse_running(b"0.52 0.58 0.59 x/345 1"), None);
+        assert_eq!(parse_running(b"\xff\xfe"), None);
+    }
+
+    #[test]
+    fn oversubscription_follows_busy_threads() {
+        // This machine's own answer: the count includes the test thread.
+        let (running, cpus) = sample_run_queue().expect("/proc/loadavg is readable on Linux");
+        assert!(running >= 1 && cpus >= 1, "{running}/{cpus}");
+        // Twice as many spinning threads as CPUs: the next sample must say so.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinners: Vec<_> = (0..2 * cpus)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let seen = (0..200).any(|_| {
+            std::thread::sleep(LOAD_SAMPLE + Duration::from_millis(1));
+            oversubscribed()
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in spinners {
+            t.join().unwrap();
+        }
+        assert!(
+            seen,
+            "{} spinning threads on {cpus} CPUs not seen",
+            2 * cpus
+        );
+    }
 
     fn no_spin() -> WaitConfig {
         WaitConfig {

@@ -2,17 +2,18 @@
 //!
 //! **What it is.** [`wait`] polls a condition in a tight loop for `SHMEM_COLL_SPIN_US`
 //! (the PEs of a job usually have a core each, and a flag set by another core is seen
-//! within a fraction of a microsecond; when the node runs more PEs than the process may
-//! use CPUs it does not spin at all), then yields the CPU for 500 us (with more PEs than
-//! cores the PE being waited for needs this core), then sleeps in steps growing from 2 us
+//! within a fraction of a microsecond; it does not spin at all on a *crowded* machine:
+//! when the node runs more PEs than the process may use CPUs, or the machine has more
+//! runnable threads than CPUs, [`gsas_transport::poll::oversubscribed`], as with two
+//! emulated nodes of two PEs each on two cores), then yields the CPU for 500 us (on a
+//! crowded machine the PE being waited for needs this core), then sleeps in steps growing from 2 us
 //! to 100 us; a PE with a collective endpoint sleeps in `ppoll` on its socket, so that a
 //! datagram ends the nap. Every phase checks the condition between waits; before
 //! every check the PE drives its own remote operations if any are in flight
 //! ([`crate::wait::progress`]: the signals it just posted may still sit in an open frame,
 //! and the PE it waits for may be waiting for them) and its collective endpoint.
 //! [`wait_on`] with `socket` waits for a signal that arrives on this PE's endpoint (the
-//! remote counters of a leader whose peers it reaches directly): on a crowded node (more
-//! PEs than CPUs) it spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up
+//! remote counters of a leader whose peers it reaches directly): on a crowded machine it spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up
 //! to [`SOCKET_NAP`] at a time) instead of yielding, so that it leaves the CPU to the PEs
 //! and services that have work. After `SHMEM_WAIT_TIMEOUT` the job ends with a message
 //! naming the collective and what it waited for (the PEs that did not arrive).
@@ -33,7 +34,7 @@ use crate::wait::progress;
 const MAX_NAP: Duration = Duration::from_micros(100);
 /// How long to yield before sleeping.
 const YIELD: Duration = Duration::from_micros(500);
-/// How long a PE of a crowded node spins before it blocks on its socket.
+/// How long a PE of a crowded machine spins before it blocks on its socket.
 const SOCKET_SPIN: Duration = Duration::from_micros(5);
 /// Longest block on the socket between looks at the condition and the deadline.
 const SOCKET_NAP: Duration = Duration::from_millis(1);
@@ -46,7 +47,7 @@ pub fn wait(st: &State, call: &str, ready: impl FnMut() -> bool, what: impl FnOn
 }
 
 /// [`wait`]; `socket`: the signal arrives on this PE's collective endpoint (`direct`), so
-/// on a crowded node the PE blocks on the socket after [`SOCKET_SPIN`] instead of
+/// on a crowded machine the PE blocks on the socket after [`SOCKET_SPIN`] instead of
 /// yielding.
 #[inline]
 pub fn wait_on(
@@ -64,8 +65,8 @@ pub fn wait_on(
     slow(st, call, &mut ready, what, socket);
 }
 
-/// How long to spin: `SHMEM_COLL_SPIN_US`, or nothing when this node runs more PEs than
-/// this process may use CPUs (the PE being waited for then needs this CPU).
+/// How long to spin: `SHMEM_COLL_SPIN_US`, or nothing on a crowded machine (the PE being
+/// waited for may need this CPU).
 fn spin_time(st: &State) -> Duration {
     if crowded(st) {
         Duration::ZERO
@@ -74,13 +75,16 @@ fn spin_time(st: &State) -> Duration {
     }
 }
 
-/// Whether this node runs more PEs than this process may use CPUs.
+/// Whether a spinning PE would keep another off a CPU: this node runs more PEs than this
+/// process may use CPUs, or the machine has more runnable threads than CPUs right now
+/// ([`gsas_transport::poll::oversubscribed`]: several emulated nodes on one machine, other
+/// jobs, or the services at work).
 fn crowded(st: &State) -> bool {
-    static CROWDED: OnceLock<bool> = OnceLock::new();
-    *CROWDED.get_or_init(|| {
+    static NODE: OnceLock<bool> = OnceLock::new();
+    *NODE.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         st.node.local_pes().len() > cpus
-    })
+    }) || gsas_transport::poll::oversubscribed()
 }
 
 #[inline(never)]
@@ -92,7 +96,7 @@ fn slow(
     socket: bool,
 ) {
     let start = Instant::now();
-    // On a crowded node a waiter for a datagram spins briefly, then sleeps on its socket.
+    // On a crowded machine a waiter for a datagram spins briefly, then sleeps on its socket.
     let block = socket && crowded(st);
     let spin = if block {
         SOCKET_SPIN.min(Duration::from_micros(st.config.coll_spin_us))
