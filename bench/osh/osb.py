@@ -38,6 +38,9 @@ P2P_SIZED = [
 ]
 P2P_AMO = ["fetch_add", "add", "compare_swap", "fetch"]
 COLL_SIZED = ["broadcast", "collect", "fcollect", "alltoall", "reduce_sum"]
+# The team forms (OpenSHMEM 1.5; a 1.4 implementation reports them skipped).
+COLL_TEAM_SIZED = ["team_" + b for b in COLL_SIZED]
+COLL_SYNC = ["barrier", "sync", "team_sync"]
 
 OMPI_ENV = {
     # docs: /work/shared/docs/peers.md (why each is needed with Debian 12's Open MPI 4.1.4)
@@ -85,8 +88,9 @@ def expected_rows(plan, skipped=(), kind="gsas"):
     table = (512 << 10) if "--quick" in plan["args"] else (4 << 20)
     for n in plan["pes"]:
         if "coll" in progs:
-            rows.add(("barrier", 0, n))
-            rows.update((b, s, n) for b in COLL_SIZED for s in plan["coll_sizes"])
+            rows.update((b, 0, n) for b in COLL_SYNC)
+            rows.update((b, s, n) for b in COLL_SIZED + COLL_TEAM_SIZED
+                        for s in plan["coll_sizes"])
         if "gups" in progs:
             rows.add(("gups", table, n))
     return {r for r in rows if r[0] not in skipped}

@@ -7,12 +7,17 @@
  *   fcollect    shmem_fcollect64                            (size: bytes per PE)
  *   alltoall    shmem_alltoall64                            (size: bytes per PE pair)
  *   reduce_sum  shmem_long_sum_to_all                       (size: bytes reduced)
+ *   sync        shmem_sync over all PEs (active set)
+ *   team_sync, team_broadcast, team_collect, team_fcollect, team_alltoall, team_reduce_sum:
+ *               the same over SHMEM_TEAM_WORLD with the OpenSHMEM 1.5 team routines
+ *               (shmem_team_sync, shmem_int64_broadcast, ..., shmem_int64_sum_reduce);
+ *               an implementation of an earlier version reports them skipped (OSB_SKIP)
  *
  *   osb_coll [--quick] [--sizes N,N,...] [--batches N] [--batch-ms MS]  (sizes: multiples
  *                                                           of 8, at most 65536)
  *
- * The active-set routines (OpenSHMEM 1.4, kept in 1.5) so that 1.4 implementations build
- * it too.  Method (OSU): only the call is timed; a barrier (untimed) follows every call, so
+ * The active-set routines (OpenSHMEM 1.4, kept in 1.5) build on 1.4 implementations too;
+ * the team routines only where SHMEM_MAJOR_VERSION.SHMEM_MINOR_VERSION is at least 1.5.  Method (OSU): only the call is timed; a barrier (untimed) follows every call, so
  * that consecutive calls may alternate two pSync arrays.  Every PE takes the median of its
  * batches; the figure is the largest median of all PEs (the slowest PE), with the smallest
  * minimum and the largest maximum beside it.  Every result is checked.
@@ -49,6 +54,45 @@ static void c_reduce(size_t n, long *ps) {
     shmem_long_sum_to_all((long *)dst, (long *)src, (int)n, 0, 0, npes, pwrk, ps);
 }
 
+static void c_sync(size_t n, long *ps) {
+    (void)n;
+    shmem_sync(0, 0, npes, ps);
+}
+
+#define HAVE_TEAMS (SHMEM_MAJOR_VERSION > 1 || (SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION >= 5))
+#if HAVE_TEAMS
+static void t_sync(size_t n, long *ps) {
+    (void)n;
+    (void)ps;
+    shmem_team_sync(SHMEM_TEAM_WORLD);
+}
+static void t_bcast(size_t n, long *ps) {
+    (void)ps;
+    shmem_int64_broadcast(SHMEM_TEAM_WORLD, dst, src, n, 0);
+}
+static void t_collect(size_t n, long *ps) {
+    (void)ps;
+    shmem_int64_collect(SHMEM_TEAM_WORLD, dst, src, n);
+}
+static void t_fcollect(size_t n, long *ps) {
+    (void)ps;
+    shmem_int64_fcollect(SHMEM_TEAM_WORLD, dst, src, n);
+}
+static void t_alltoall(size_t n, long *ps) {
+    (void)ps;
+    shmem_int64_alltoall(SHMEM_TEAM_WORLD, dst, src, n);
+}
+static void t_reduce(size_t n, long *ps) {
+    (void)ps;
+    shmem_int64_sum_reduce(SHMEM_TEAM_WORLD, dst, src, n);
+}
+#endif
+
+#if !HAVE_TEAMS
+static const char *const TEAM_BENCH[6] = {"team_sync",     "team_broadcast", "team_collect",
+                                          "team_fcollect", "team_alltoall",  "team_reduce_sum"};
+#endif
+
 static coll_fn cur;
 static void body(size_t n, long iters) {
     for (long i = 0; i < iters; i++) {
@@ -73,6 +117,8 @@ static void measure(const struct osb_opts *o, size_t n, long iters, double out[3
 }
 
 static void check(const char *bench, size_t n) {
+    if (strncmp(bench, "team_", 5) == 0)
+        bench += 5; /* same data and results as the active-set form */
     for (size_t k = 0; k < n; k++) {
         int64_t want;
         if (strcmp(bench, "broadcast") == 0) {
@@ -101,6 +147,8 @@ static void check(const char *bench, size_t n) {
 }
 
 static void fill(const char *bench, size_t n) {
+    if (strncmp(bench, "team_", 5) == 0)
+        bench += 5;
     for (int p = 0; p < npes; p++)
         for (size_t k = 0; k < n; k++) {
             size_t i = (size_t)p * n + k;
@@ -158,6 +206,14 @@ int main(int argc, char **argv) {
         osb_die("osb_coll: out of symmetric memory");
     shmem_barrier_all();
     run(&o, "barrier", c_barrier, 0);
+    run(&o, "sync", c_sync, 0);
+#if HAVE_TEAMS
+    run(&o, "team_sync", t_sync, 0);
+#else
+    if (me == 0)
+        for (int k = 0; k < 6; k++)
+            osb_skip(TEAM_BENCH[k], "OpenSHMEM before 1.5 has no teams");
+#endif
     for (int s = 0; s < o.nsizes; s++) {
         size_t b = o.sizes[s];
         if (b == 0 || b % 8 != 0 || b > MAX_BYTES)
@@ -167,6 +223,13 @@ int main(int argc, char **argv) {
         run(&o, "fcollect", c_fcollect, b);
         run(&o, "alltoall", c_alltoall, b);
         run(&o, "reduce_sum", c_reduce, b);
+#if HAVE_TEAMS
+        run(&o, "team_broadcast", t_bcast, b);
+        run(&o, "team_collect", t_collect, b);
+        run(&o, "team_fcollect", t_fcollect, b);
+        run(&o, "team_alltoall", t_alltoall, b);
+        run(&o, "team_reduce_sum", t_reduce, b);
+#endif
     }
     shmem_barrier_all();
     shmem_free(src);

@@ -72,7 +72,7 @@ class Pure(unittest.TestCase):
         rows = osb.expected_rows(plan)
         n_sizes, n_pes, n_coll = len(plan["sizes"]), len(plan["pes"]), len(plan["coll_sizes"])
         self.assertEqual(len(rows), len(osb.P2P_SIZED) * n_sizes + len(osb.P2P_AMO)
-                         + n_pes * (1 + len(osb.COLL_SIZED) * n_coll + 1))
+                         + n_pes * (3 + 2 * len(osb.COLL_SIZED) * n_coll + 1))
         less = osb.expected_rows(plan, {"put_signal": "x"})
         self.assertEqual(len(rows) - len(less), n_sizes)
         self.assertEqual(len(osb.steps(plan)), 1 + 2 * n_pes)
@@ -81,7 +81,8 @@ class Pure(unittest.TestCase):
         plan = dict(osb.make_plan(True), programs=("coll",), pes=[2, 8])
         self.assertEqual([(p, n) for p, n, _ in osb.steps(plan)], [("coll", 2), ("coll", 8)])
         rows = osb.expected_rows(plan)
-        self.assertEqual({b for b, _, _ in rows}, {"barrier", *osb.COLL_SIZED})
+        self.assertEqual({b for b, _, _ in rows},
+                         {"barrier", "sync", "team_sync", *osb.COLL_SIZED, *osb.COLL_TEAM_SIZED})
         self.assertEqual({n for _, _, n in rows}, {2, 8})
         self.assertEqual([p for p, _, _ in osb.steps(plan, "raw")], ["udp"])
         self.assertEqual(osb.expected_rows(plan, kind="raw"),
