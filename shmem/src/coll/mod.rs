@@ -28,8 +28,7 @@
 //! active set, in its `pSync` (counters that the owner decrements when it has seen them,
 //! back at `SHMEM_SYNC_VALUE` on return); see [`layout`]. Waits spin, yield, then sleep
 //! (on a crowded machine they do not spin, and a wait for a datagram blocks on the socket
-//! after a short spin),
-//! bounded by `SHMEM_WAIT_TIMEOUT` ([`wait`]).
+//! after a short spin), bounded by `SHMEM_WAIT_TIMEOUT` ([`wait`]).
 //!
 //! **Semantics** (checklist §2.4, §2.5, §2.8): `PE_root` is an ordinal in the team or active
 //! set; an active-set broadcast does not write the root's `dest`, a team broadcast does;

@@ -2,21 +2,22 @@
 //!
 //! **What it is.** [`wait`] polls a condition in a tight loop for `SHMEM_COLL_SPIN_US`
 //! (the PEs of a job usually have a core each, and a flag set by another core is seen
-//! within a fraction of a microsecond; it does not spin at all on a *crowded* machine:
+//! within a fraction of a microsecond). It does not spin at all on a *crowded* machine:
 //! when the node runs more PEs than the process may use CPUs, or the machine has more
-//! runnable threads than CPUs, [`gsas_transport::poll::oversubscribed`], as with two
-//! emulated nodes of two PEs each on two cores), then yields the CPU for 500 us (on a
-//! crowded machine the PE being waited for needs this core), then sleeps in steps growing from 2 us
-//! to 100 us; a PE with a collective endpoint sleeps in `ppoll` on its socket, so that a
-//! datagram ends the nap. Every phase checks the condition between waits; before
-//! every check the PE drives its own remote operations if any are in flight
+//! runnable threads than CPUs ([`gsas_transport::poll::oversubscribed`]; e.g. two emulated
+//! nodes of two PEs each on two cores). Then it yields the CPU for 500 us (on a crowded
+//! machine the PE being waited for needs this core), then sleeps in steps growing from
+//! 2 us to 100 us; a PE with a collective endpoint sleeps in `ppoll` on its socket, so that
+//! a datagram ends the nap. Every phase checks the condition between waits; before every
+//! check the PE drives its own remote operations if any are in flight
 //! ([`crate::wait::progress`]: the signals it just posted may still sit in an open frame,
 //! and the PE it waits for may be waiting for them) and its collective endpoint.
 //! [`wait_on`] with `socket` waits for a signal that arrives on this PE's endpoint (the
-//! remote counters of a leader whose peers it reaches directly): on a crowded machine it spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up
-//! to [`SOCKET_NAP`] at a time) instead of yielding, so that it leaves the CPU to the PEs
-//! and services that have work. After `SHMEM_WAIT_TIMEOUT` the job ends with a message
-//! naming the collective and what it waited for (the PEs that did not arrive).
+//! remote counters of a leader whose peers it reaches directly): on a crowded machine it
+//! spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up to [`SOCKET_NAP`]
+//! at a time) instead of yielding, so that it leaves the CPU to the PEs and services that
+//! have work. After `SHMEM_WAIT_TIMEOUT` the job ends with a message naming the collective
+//! and what it waited for (the PEs that did not arrive).
 //!
 //! **What it is not.** Not a scheduler: nothing but a datagram wakes the PE, it polls.
 //!
@@ -109,7 +110,7 @@ fn slow(
     };
     // Every poll drives the endpoint (a receive system call when the PE has one), so the
     // clock is read after every poll, and not at all when there is no spin (a crowded
-    // node): a fixed batch of polls had cost ~19 us of another PE's CPU per wait.
+    // machine): a fixed batch of polls had cost ~19 us of another PE's CPU per wait.
     while start.elapsed() < spin {
         progress();
         if ready() {
