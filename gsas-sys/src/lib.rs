@@ -11,8 +11,8 @@
 //!   segment passing and the Exanet emulator's registration both use it);
 //! * [`event`]: `signalfd` ([`event::SignalFd`]), `eventfd` ([`event::EventFd`]) and a
 //!   termination-signal flag;
-//! * [`process`]: `PR_SET_PDEATHSIG`, `kill`, `getrandom`, `gethostname`, the user id and
-//!   signal names for messages.
+//! * [`process`]: `PR_SET_PDEATHSIG`, `kill`, `getrandom`, `gethostname`, the online CPUs,
+//!   the user id and signal names for messages.
 //!
 //! **What it is not.** Not a portable OS layer (Linux only), and no protocol: messages and
 //! descriptors over these sockets are `gsas_transport::shm::send_fds`/`recv_fds`.

@@ -140,6 +140,14 @@ pub fn hostname() -> io::Result<String> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// The number of CPUs online on this machine (not the affinity mask: every process of the
+/// machine competes for these), or `None` when unknown.
+pub fn online_cpus() -> Option<u64> {
+    // SAFETY: sysconf reads a system value; it has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u64::try_from(n).ok().filter(|&n| n > 0)
+}
+
 /// The real user id of this process.
 pub fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
@@ -149,6 +157,13 @@ pub fn uid() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn online_cpus_is_at_least_the_affinity_mask() {
+        let online = online_cpus().expect("sysconf(_SC_NPROCESSORS_ONLN) works on Linux");
+        let usable = std::thread::available_parallelism().unwrap().get() as u64;
+        assert!(online >= usable, "{online} online < {usable} usable");
+    }
 
     #[test]
     fn names() {

@@ -144,9 +144,7 @@ fn sample_run_queue() -> Option<(u64, u64)> {
     let (file, cpus) = FILE
         .get_or_init(|| {
             let f = std::fs::File::open("/proc/loadavg").ok()?;
-            // SAFETY: sysconf has no memory effects.
-            let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-            Some((f, u64::try_from(cpus).ok().filter(|&c| c > 0)?))
+            Some((f, gsas_sys::process::online_cpus()?))
         })
         .as_ref()?;
     let mut buf = [0u8; 128];
