@@ -36,10 +36,24 @@ impl Node {
     pub fn quiet(&self, ctx: Ctx) -> Result<(), NodeError> {
         let i = self.ctx_index(ctx)?;
         self.check_live()?;
-        // RDMA first (the verbs path does not keep per-context counts: every context's
-        // quiet completes all of it).
-        if let Some(v) = self.pulse.lock().verbs.as_mut() {
-            v.quiet()?;
+        {
+            let mut remote = self.pulse.lock();
+            // RDMA first (the verbs path does not keep per-context counts: every context's
+            // quiet completes all of it).
+            if let Some(v) = remote.verbs.as_mut() {
+                v.quiet()?;
+            }
+            // Nothing in flight (e.g. a barrier after the last operation completed): no
+            // waiter and no look at the transports, only the fence and the error.
+            if remote.outstanding(i) == 0 && remote.book.unsent.is_empty() {
+                atomic::fence(Ordering::SeqCst);
+                return remote
+                    .book
+                    .ctx_error
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .map_or(Ok(()), Err);
+            }
         }
         let limit = self.op_limit();
         self.wait_reply(
