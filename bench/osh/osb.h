@@ -176,6 +176,21 @@ static inline void osb_measure(const struct osb_opts *o, osb_body body, size_t s
     osb_stats(t, o->batches, out);
 }
 
+/* Barriers for about five batch times before the first figure, so that the first figure
+ * does not time the job's start (measured on gsas over two loopback nodes: the first
+ * 40 ms of barriers after start-up ran 7-12 us against 5.1-5.9 after, which showed as the
+ * whole program's first figure).  Every PE must call it. */
+static void osb_barriers(size_t size, long iters) {
+    (void)size;
+    for (long i = 0; i < iters; i++)
+        shmem_barrier_all();
+}
+static inline void osb_warm_up(const struct osb_opts *o) {
+    long n = osb_calibrate(o, osb_barriers, 0, 1L << 30);
+    for (int b = 0; b < 5; b++)
+        osb_barriers(0, n);
+}
+
 /* Prints one figure line (PE 0 calls it). `scale` turns seconds per operation into the unit:
  * a latency is scale / 1 (us: scale 1e6, rate 0); a rate is scale / seconds (rate 1), so
  * its minimum comes from the slowest batch. */

@@ -205,6 +205,7 @@ int main(int argc, char **argv) {
     if (src == NULL || dst == NULL)
         osb_die("osb_coll: out of symmetric memory");
     shmem_barrier_all();
+    osb_warm_up(&o);
     run(&o, "barrier", c_barrier, 0);
     run(&o, "sync", c_sync, 0);
 #if HAVE_TEAMS

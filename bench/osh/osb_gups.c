@@ -54,6 +54,7 @@ int main(int argc, char **argv) {
     for (uint64_t i = 0; i < words; i++)
         table[i] = i ^ ((uint64_t)me << 48);
     shmem_barrier_all();
+    osb_warm_up(&o);
 
     uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(me + 1);
     double sec[3];

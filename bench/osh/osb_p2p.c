@@ -191,6 +191,7 @@ int main(int argc, char **argv) {
     *word = 0;
     *sig = 0;
     shmem_barrier_all();
+    osb_warm_up(&o);
 
     for (int s = 0; s < o.nsizes; s++) {
         size_t n = o.sizes[s];
