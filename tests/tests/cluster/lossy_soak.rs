@@ -63,24 +63,25 @@ fn ops(test: &str) -> u64 {
 
 /// What the network does to each datagram, in percent.
 #[derive(Clone, Copy, Debug)]
-struct Faults {
-    drop: u64,
-    dup: u64,
-    reorder: u64,
-    max_delay: Duration,
+pub(super) struct Faults {
+    pub(super) drop: u64,
+    pub(super) dup: u64,
+    pub(super) reorder: u64,
+    pub(super) max_delay: Duration,
 }
 
+/// What [`relay`] did.
 #[derive(Debug, Default)]
-struct RelayStats {
-    forwarded: u64,
-    dropped: u64,
-    duplicated: u64,
-    held: u64,
+pub(super) struct RelayStats {
+    pub(super) forwarded: u64,
+    pub(super) dropped: u64,
+    pub(super) duplicated: u64,
+    pub(super) held: u64,
 }
 
 /// Forwards datagrams between a client (whoever sends to `front`) and `service` (through
-/// `back`), applying `faults` each way, until `stop`.
-fn relay(
+/// `back`), applying `faults` each way, until `stop`. Also used by `put_signal.rs`.
+pub(super) fn relay(
     front: UdpSocket,
     back: UdpSocket,
     service: SocketAddr,
