@@ -56,7 +56,6 @@ fn observe(heap: &Segment, jobs: mpsc::Receiver<Expect>, verdicts: mpsc::Sender<
             .expect("signal word in the heap");
         let t0 = Instant::now();
         let mut seen = word.load(Ordering::Acquire);
-        let mut spins = 0u64;
         while seen != e.value {
             // Values only grow (SET: the round; ADD: the running sum): more is an update
             // applied twice or out of turn.
@@ -68,12 +67,9 @@ fn observe(heap: &Segment, jobs: mpsc::Receiver<Expect>, verdicts: mpsc::Sender<
                 let _ = verdicts.send(format!("{e:?}: signal is {seen} after {T:?}"));
                 return;
             }
-            // Mostly a tight poll (a signal applied before the data shows in a short
-            // window); the CPU for the service and the relay now and then (2 cores).
-            spins += 1;
-            if spins % 256 == 0 {
-                std::thread::yield_now();
-            }
+            // A tight poll: a signal applied before the data shows only for as long as
+            // the service takes to copy the data.
+            std::hint::spin_loop();
             seen = word.load(Ordering::Acquire);
         }
         // The signal is there: every byte must be too. Last byte first.
@@ -98,13 +94,15 @@ fn observe(heap: &Segment, jobs: mpsc::Receiver<Expect>, verdicts: mpsc::Sender<
 
 #[test]
 fn put_signal_over_a_lossy_relay() {
-    let rounds: u64 = if gsas_tests::attack::full_length(
+    // Rounds per size and operation: the small writes are cheap, and every round is a
+    // chance to catch a signal applied before the data.
+    let (small_rounds, big_rounds) = if gsas_tests::attack::full_length(
         "put_signal_over_a_lossy_relay",
-        "2 rounds per case instead of 6",
+        "4 rounds per small case and 2 per 1 MiB case instead of 40 and 6",
     ) {
-        6
+        (40, 6)
     } else {
-        2
+        (4, 2)
     };
     // The service, with PE 0 of the job and its heap, mapped here as the PE maps it.
     let path = gsas::service::socket::runtime_dir(None)
@@ -168,6 +166,11 @@ fn put_signal_over_a_lossy_relay() {
     let mut added = 0u64;
     for len in [8, above_inline, DATA_MAX] {
         for op in [SignalOp::Set, SignalOp::Add] {
+            let rounds = if len == DATA_MAX {
+                big_rounds
+            } else {
+                small_rounds
+            };
             for _ in 0..rounds {
                 round += 1;
                 let data: Vec<u8> = (0..len).map(|i| pat(round, i)).collect();
@@ -218,7 +221,8 @@ fn put_signal_over_a_lossy_relay() {
                     if let Some(ev) = rel.next_event() {
                         panic!("{e:?}: the service failed: {ev:?}");
                     }
-                    std::thread::yield_now();
+                    // Leave the CPU to the service and the observer (2 cores).
+                    std::thread::sleep(Duration::from_micros(20));
                 }
                 assert_eq!(done, Some(Ok(None)), "{e:?}");
                 let verdict = verdict_rx.recv_timeout(T).expect("observer verdict");
