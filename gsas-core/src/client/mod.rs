@@ -543,16 +543,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
         addr: GlobalAddr,
         data: &[u8],
     ) -> Result<Issued, ClientError> {
-        let caps = transport.capabilities();
-        let len32 = transfer_len(data.len())?;
-        let (shape, frag) = if HEADER_LEN + data.len() <= inline_limit(&caps) {
-            (Shape::WriteInline, 0)
-        } else {
-            (Shape::BulkWrite, fragment_size(caps.mtu)?)
-        };
-        self.start(
-            transport, peer, ctx, tag, addr, len32, frag, shape, data, None,
-        )
+        self.write_with(transport, peer, ctx, tag, addr, data, None)
     }
 
     /// Starts a write of `data` to `addr` that updates `signal` at the target once the
@@ -572,18 +563,32 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
         data: &[u8],
         signal: Signal,
     ) -> Result<Issued, ClientError> {
+        self.write_with(transport, peer, ctx, tag, addr, data, Some(signal))
+    }
+
+    /// A write, inline or bulk; a signal takes [`SIGNAL_LEN`] bytes of every packet.
+    #[allow(clippy::too_many_arguments)]
+    fn write_with<T: Transport<Peer = P>>(
+        &mut self,
+        transport: &mut T,
+        peer: P,
+        ctx: usize,
+        tag: u64,
+        addr: GlobalAddr,
+        data: &[u8],
+        signal: Option<Signal>,
+    ) -> Result<Issued, ClientError> {
         let caps = transport.capabilities();
         let len32 = transfer_len(data.len())?;
-        let (shape, frag) = if HEADER_LEN + SIGNAL_LEN + data.len() <= inline_limit(&caps) {
+        let extra = if signal.is_some() { SIGNAL_LEN } else { 0 };
+        let (shape, frag) = if HEADER_LEN + extra + data.len() <= inline_limit(&caps) {
             (Shape::WriteInline, 0)
         } else {
-            let frag = fragment_size(caps.mtu)?;
-            match frag.checked_sub(SIGNAL_LEN as u32) {
+            match fragment_size(caps.mtu)?.checked_sub(extra as u32) {
                 Some(0) | None => return Err(ClientError::TransportTooSmall),
                 Some(n) => (Shape::BulkWrite, n),
             }
         };
-        let signal = Some(signal);
         self.start(
             transport, peer, ctx, tag, addr, len32, frag, shape, data, signal,
         )

@@ -63,11 +63,11 @@ fn ops(test: &str) -> u64 {
 
 /// What the network does to each datagram, in percent.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Faults {
-    pub(super) drop: u64,
-    pub(super) dup: u64,
-    pub(super) reorder: u64,
-    pub(super) max_delay: Duration,
+struct Faults {
+    drop: u64,
+    dup: u64,
+    reorder: u64,
+    max_delay: Duration,
 }
 
 /// What [`relay`] did.
@@ -79,9 +79,45 @@ pub(super) struct RelayStats {
     pub(super) held: u64,
 }
 
+/// [`relay`] on loopback in a thread, with 10% drop, 5% duplication and 5% reordering
+/// (held for up to 2 ms) each way. Also used by `put_signal.rs`.
+pub(super) struct LossyRelay {
+    /// Where clients send (the relay forwards to the service).
+    pub(super) to: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<RelayStats>,
+}
+
+impl LossyRelay {
+    /// Starts a relay in front of `service`, with the given random seed.
+    pub(super) fn start(service: SocketAddr, seed: u64) -> LossyRelay {
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let back = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = front.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let faults = Faults {
+            drop: 10,
+            dup: 5,
+            reorder: 5,
+            max_delay: Duration::from_millis(2),
+        };
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || relay(front, back, service, faults, seed, stop))
+        };
+        LossyRelay { to, stop, thread }
+    }
+
+    /// Stops the relay; what it did.
+    pub(super) fn finish(self) -> RelayStats {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 /// Forwards datagrams between a client (whoever sends to `front`) and `service` (through
-/// `back`), applying `faults` each way, until `stop`. Also used by `put_signal.rs`.
-pub(super) fn relay(
+/// `back`), applying `faults` each way, until `stop`.
+fn relay(
     front: UdpSocket,
     back: UdpSocket,
     service: SocketAddr,
@@ -425,23 +461,9 @@ fn a_lossy_relay_on_loopback() {
     let n = ops("a_lossy_relay_on_loopback");
     let key = 0x50a6_0001;
     let (s, mut pe) = service("127.0.0.1:0".parse().unwrap(), "lo", key, n);
-    let front = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let back = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let to = front.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let faults = Faults {
-        drop: 10,
-        dup: 5,
-        reorder: 5,
-        max_delay: Duration::from_millis(2),
-    };
-    let relay = {
-        let (stop, svc) = (Arc::clone(&stop), s.udp_addr());
-        std::thread::spawn(move || relay(front, back, svc, faults, 0x1234_5678, stop))
-    };
-    let result = soak("127.0.0.1:0".parse().unwrap(), to, key, n);
-    stop.store(true, Ordering::Relaxed);
-    let relay = relay.join().unwrap();
+    let relay = LossyRelay::start(s.udp_addr(), 0x1234_5678);
+    let result = soak("127.0.0.1:0".parse().unwrap(), relay.to, key, n);
+    let relay = relay.finish();
     let report = result.unwrap_or_else(|e| panic!("{e}; relay {relay:?}"));
     assert_eq!(report.puts + report.gets + report.fadds, n);
     assert!(

@@ -8,9 +8,9 @@
 //! signal can carry inline (two fragments), and 1 MiB (18 fragments over the default
 //! 61440-byte datagrams, the signal on the last, sent once the others are acknowledged).
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, HEADER_LEN, SIGNAL_LEN, SenderId, Signal, SignalOp};
 
-use super::lossy_soak::{Faults, relay};
+use super::lossy_soak::LossyRelay;
 
 const T: Duration = Duration::from_secs(30);
 const KEY: u64 = 0x5160_0001;
@@ -123,21 +123,7 @@ fn put_signal_over_a_lossy_relay() {
     let (_, fd) = pe.create_segment(0, SEG_HEAP, HEAP).unwrap();
     let heap = Arc::new(Segment::map(fd, "heap (observer)").unwrap());
 
-    // The relay.
-    let front = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let back = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let to = front.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let faults = Faults {
-        drop: 10,
-        dup: 5,
-        reorder: 5,
-        max_delay: Duration::from_millis(2),
-    };
-    let relay = {
-        let (stop, svc) = (Arc::clone(&stop), s.udp_addr());
-        std::thread::spawn(move || relay(front, back, svc, faults, 0x5160_0001, stop))
-    };
+    let relay = LossyRelay::start(s.udp_addr(), 0x5160_0001);
 
     // The observer.
     let (job_tx, job_rx) = mpsc::channel::<Expect>();
@@ -159,7 +145,10 @@ fn put_signal_over_a_lossy_relay() {
     let caps = rel.capabilities();
     let above_inline = caps.max_inline.min(caps.mtu) - HEADER_LEN - SIGNAL_LEN + 1;
     let mut client: Client<UdpPeer, 8, 1> = Client::new(SenderId::new(9).unwrap());
-    let svc = UdpPeer { addr: to, key: KEY };
+    let svc = UdpPeer {
+        addr: relay.to,
+        key: KEY,
+    };
     let t0 = Instant::now();
 
     let mut round = 0u64;
@@ -232,8 +221,7 @@ fn put_signal_over_a_lossy_relay() {
     }
     drop(job_tx);
     observer.join().unwrap();
-    stop.store(true, Ordering::Relaxed);
-    let relay = relay.join().unwrap();
+    let relay = relay.finish();
     assert!(relay.dropped > 0 && relay.duplicated > 0, "{relay:?}");
     eprintln!(
         "put_signal_over_a_lossy_relay: {round} writes with signal (8, {above_inline} and {DATA_MAX} bytes), observed in order in {:.1} s; relay {relay:?}",
