@@ -415,6 +415,20 @@ fn soak(bind: SocketAddr, to: SocketAddr, key: u64, n: u64) -> Result<SoakReport
 
 /// A service with one job (`key`) whose PE 0 has a heap for `n` operations.
 fn service(bind: SocketAddr, name: &str, key: u64, n: u64) -> (ServiceThread, ControlClient) {
+    let heap = (n / 3 + 1 + COUNTER_SLOTS) * SLOT;
+    let (s, pe, _) = service_with_heap(bind, name, key, heap.next_multiple_of(4096));
+    (s, pe)
+}
+
+/// A service with one job (`key`) of two PEs, PE 0 joined through the returned control
+/// connection with a heap of `heap` bytes (its descriptor returned, to map it). Also used
+/// by `put_signal.rs`.
+pub(super) fn service_with_heap(
+    bind: SocketAddr,
+    name: &str,
+    key: u64,
+    heap: u64,
+) -> (ServiceThread, ControlClient, std::os::fd::OwnedFd) {
     let path = gsas::service::socket::runtime_dir(None)
         .unwrap()
         .join(format!("soak-{name}-{}.sock", std::process::id()));
@@ -429,10 +443,8 @@ fn service(bind: SocketAddr, name: &str, key: u64, n: u64) -> (ServiceThread, Co
         flags: 0,
     };
     pe.join(0, 1, key, info).unwrap();
-    let heap = (n / 3 + 1 + COUNTER_SLOTS) * SLOT;
-    pe.create_segment(0, SEG_HEAP, heap.next_multiple_of(4096))
-        .unwrap();
-    (s, pe)
+    let (_, fd) = pe.create_segment(0, SEG_HEAP, heap).unwrap();
+    (s, pe, fd)
 }
 
 /// Checks that the service saw the faults (duplicates dropped, retransmissions) and

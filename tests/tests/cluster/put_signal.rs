@@ -14,8 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gsas::service::proto::{JoinInfo, SEG_HEAP};
-use gsas::service::{ControlClient, Service, ServiceConfig};
+use gsas::service::proto::SEG_HEAP;
 use gsas::shm::Segment;
 use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, Completion};
@@ -23,7 +22,7 @@ use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, HEADER_LEN, SIGNAL_LEN, SenderId, Signal, SignalOp};
 
-use super::lossy_soak::LossyRelay;
+use super::lossy_soak::{LossyRelay, service_with_heap};
 
 const T: Duration = Duration::from_secs(30);
 const KEY: u64 = 0x5160_0001;
@@ -105,22 +104,8 @@ fn put_signal_over_a_lossy_relay() {
         (4, 2)
     };
     // The service, with PE 0 of the job and its heap, mapped here as the PE maps it.
-    let path = gsas::service::socket::runtime_dir(None)
-        .unwrap()
-        .join(format!("psig-{}.sock", std::process::id()));
     let bind: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let s = Service::bind(ServiceConfig::new(0, bind, path))
-        .unwrap()
-        .spawn()
-        .unwrap();
-    let mut pe = ControlClient::connect(s.socket_path(), T).unwrap();
-    let info = JoinInfo {
-        npes: 2,
-        node: 0,
-        flags: 0,
-    };
-    pe.join(0, 1, KEY, info).unwrap();
-    let (_, fd) = pe.create_segment(0, SEG_HEAP, HEAP).unwrap();
+    let (s, mut pe, fd) = service_with_heap(bind, "psig", KEY, HEAP);
     let heap = Arc::new(Segment::map(fd, "heap (observer)").unwrap());
 
     let relay = LossyRelay::start(s.udp_addr(), 0x5160_0001);
