@@ -50,10 +50,11 @@
 //!
 //! | format | bytes | layout | used by |
 //! |---|---|---|---|
-//! | request | 32 (+ payload) | w0: type, `sub`, sender id (48 bits); w1: [`GlobalAddr`](wire::GlobalAddr) (PE 16 / segment 8 / offset 40 bits); w2: length, operand or size; w3: token (low half) | READ, WRITE (+ 1.. bytes inline), ATOMIC (+ 8-byte comparand for compare-swap), ALLOC, FREE, CONTROL |
-//! | bulk header | 32 + fragment | type, flags, sender; base address; total length (u32); fragment offset (u32); token; fragment length (u32) | BULK_READ (no payload), BULK_WRITE, BULK_DATA, FORK |
+//! | request | 32 (+ payload) | w0: type, `sub`, sender id (48 bits); w1: [`GlobalAddr`](wire::GlobalAddr) (PE 16 / segment 8 / offset 40 bits); w2: length, operand or size; w3: token (low half) | READ, WRITE (+ 1.. bytes inline; with an attached signal, `sub` = SET/ADD and a 16-byte signal block first), ATOMIC (+ 8-byte comparand for compare-swap), ALLOC, FREE, CONTROL |
+//! | bulk header | 32 + fragment | type, flags, sender; base address; total length (u32); fragment offset (u32); token; fragment length (u32) | BULK_READ (no payload), BULK_WRITE (the final fragment may carry a signal block, as WRITE), BULK_DATA, FORK |
 //! | reply | 8 + 0..=56 | type, status ([`ErrorCode`](wire::ErrorCode) for ERROR), payload length, flags, token (u32) | ACK, DATA (read data, old value of a fetching atomic), ERROR |
-//! | atomic descriptor | 1 (`sub`) | low nibble [`AtomicOp`](wire::AtomicOp) (14 operations), high nibble [`AtomicType`](wire::AtomicType) (I32, U32, I64, U64, F32, F64) | ATOMIC |
+//! | atomic descriptor | 1 (`sub`) | low nibble [`AtomicOp`](wire::AtomicOp) (14 operations), high nibble [`AtomicType`](wire::AtomicType) (I32, U32, I64, U64, F32, F64) | ATOMIC; WRITE and BULK_WRITE with a signal (u64 SET or ADD only) |
+//! | signal block | 16 | signal word's global address; value | WRITE, final BULK_WRITE fragment ([`wire::Signal`]) |
 //! | frame | 40 + packets | magic, version, flags, epochs, sequence number, base, cumulative + selective ack; then `[u16 length][packet]` repeated | [`reliable`] on an unreliable transport ([`reliable::frame`]) |
 //!
 //! Inline requests and replies fit one 64-byte Exanet mailbox slot; larger transfers are cut

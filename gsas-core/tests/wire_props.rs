@@ -3,8 +3,12 @@
 
 use gsas_core::wire::{
     AtomicDesc, ControlCode, ErrorCode, Fragment, GlobalAddr, Packet, Reply, ReplyPacket,
-    ReplyRepr, Repr, Request, RequestRepr, SenderId, peek_sender, peek_token, peek_type,
+    ReplyRepr, Repr, Request, RequestRepr, SenderId, Signal, SignalOp, peek_sender, peek_token,
+    peek_type,
 };
+
+/// Request bodies [`request`] builds: the nine types, WRITE and BULK_WRITE with a signal.
+const REQUEST_KINDS: u8 = 11;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -75,6 +79,19 @@ fn inputs() -> impl Strategy<Value = Inputs> {
         )
 }
 
+fn signal(i: &Inputs) -> Signal {
+    Signal {
+        addr: GlobalAddr::from_raw(i.b),
+        op: if i.code % 2 == 0 {
+            SignalOp::Set
+        } else {
+            SignalOp::Add
+        },
+        value: i.a,
+    }
+}
+
+/// Request `kind` (0..REQUEST_KINDS) built from `i`.
 fn request(kind: u8, i: &Inputs) -> RequestRepr<'_> {
     let len = i.data.len() as u32;
     let body = match kind {
@@ -117,11 +134,29 @@ fn request(kind: u8, i: &Inputs) -> RequestRepr<'_> {
             frag: fragment(i.addr, len, i.total, i.offset),
             data: &i.data,
         },
-        _ => Request::Control {
+        8 => Request::Control {
             code: ControlCode::from(i.code),
             arg0: i.a,
             arg1: i.b,
         },
+        9 => Request::WriteSignal {
+            addr: i.addr,
+            data: &i.data,
+            signal: signal(i),
+        },
+        _ => {
+            // The final fragment of its transfer.
+            let total = i.total.max(len);
+            Request::BulkWriteSignal {
+                frag: Fragment {
+                    base: i.addr,
+                    total,
+                    offset: total - len,
+                },
+                data: &i.data,
+                signal: signal(i),
+            }
+        }
     };
     RequestRepr {
         sender: i.sender,
@@ -209,7 +244,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
     #[test]
-    fn request_round_trip(kind in 0u8..9, i in inputs()) {
+    fn request_round_trip(kind in 0u8..REQUEST_KINDS, i in inputs()) {
         let repr = request(kind, &i);
         let mut buf = vec![0u8; repr.buffer_len()];
         repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
@@ -243,14 +278,14 @@ proptest! {
     }
 
     #[test]
-    fn mutated_packets_never_panic(kind in 0u8..13, i in inputs(), flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>()) {
-        let mut buf = if kind < 9 {
+    fn mutated_packets_never_panic(kind in 0u8..REQUEST_KINDS + 4, i in inputs(), flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>()) {
+        let mut buf = if kind < REQUEST_KINDS {
             let repr = request(kind, &i);
             let mut buf = vec![0u8; repr.buffer_len()];
             repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
             buf
         } else {
-            let repr = reply(kind - 9, &i);
+            let repr = reply(kind - REQUEST_KINDS, &i);
             let mut buf = vec![0u8; repr.buffer_len()];
             repr.emit(&mut buf);
             buf

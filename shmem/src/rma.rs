@@ -19,7 +19,10 @@
 //! zero-length transfers do nothing and never dereference their pointers; strides of iput
 //! and iget count elements and must be at least 1. A put-with-signal updates the signal
 //! (SET or ADD, atomically) only after the data is delivered: for a same-node PE the copy
-//! precedes a release atomic; for another node the context is fenced before the atomic.
+//! precedes a release atomic; for a PE reached through a service (another node over UDP
+//! or Exanet, or this node's service with `GSAS_DIRECT=0`) the signal travels in the
+//! write's request and the service applies it after the data (`Node::put_signal`); over
+//! verbs the RDMA WRITE is followed by the signal on the same queue pair.
 //!
 //! **What it is not.** No buffering or aggregation of its own: the node client copies
 //! non-blocking payloads it cannot send at once and owns retransmission.
@@ -31,7 +34,7 @@ use std::ffi::c_int;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gsas_core::wire::AtomicOp;
+use gsas_core::wire::{AtomicOp, SignalOp};
 use gsas_transport::watched::{self, load_once, store_once};
 
 use crate::ctx_table::{self as ctx, CtxRef};
@@ -607,8 +610,8 @@ pub unsafe fn put_signal(
 ) {
     let st = state::live(call);
     let op = match sig_op {
-        SIGNAL_SET => AtomicOp::Set,
-        SIGNAL_ADD => AtomicOp::Add,
+        SIGNAL_SET => SignalOp::Set,
+        SIGNAL_ADD => SignalOp::Add,
         other => fatal(
             call,
             format_args!(
@@ -634,17 +637,35 @@ pub unsafe fn put_signal(
         } else {
             // SAFETY: `src` is readable for `n` bytes by the caller's contract.
             let data = unsafe { std::slice::from_raw_parts(src, n) };
-            let res = if nbi {
-                st.node.put_nbi(r.node_ctx, target, sym.seg, sym.off, data)
-            } else {
-                st.node.put(r.node_ctx, target, sym.seg, sym.off, data)
-            };
+            // The node client sends the signal with the data where a service applies both
+            // (one request), and falls back to put + signal elsewhere (verbs).
+            let res = st.node.put_signal(
+                r.node_ctx,
+                target,
+                sym.seg,
+                sym.off,
+                data,
+                sig_sym.seg,
+                sig_sym.off,
+                op,
+                signal,
+                nbi,
+            );
             if let Err(e) = res {
                 fatal(call, e);
             }
+            return;
         }
     }
-    signal_update(st, r.node_ctx, target, sig_sym, op, signal, call);
+    signal_update(
+        st,
+        r.node_ctx,
+        target,
+        sig_sym,
+        op.atomic_op(),
+        signal,
+        call,
+    );
 }
 
 /// Applies SET/ADD to a signal word after the data before it is delivered.

@@ -27,6 +27,8 @@
 //! | read | otherwise | BULK_READ per fragment of `mtu - 32` bytes, each answered by one BULK_DATA (`32 + fragment <= mtu`) |
 //! | write | `32 + len <= max_inline` | one WRITE, answered by ACK |
 //! | write | otherwise | BULK_WRITE per fragment of `mtu - 32` bytes, each answered by ACK |
+//! | write with signal | `48 + len <= max_inline` | one WRITE carrying the signal, answered by ACK |
+//! | write with signal | otherwise | BULK_WRITE per fragment of `mtu - 48` bytes; the final one carries the signal and is sent only once every other fragment is acknowledged |
 //! | atomic | always | one ATOMIC (40 bytes for compare-swap), answered by DATA (fetching) or ACK |
 //! | host request | ALLOC, FREE, CONTROL | one request, answered by ACK, DATA or ERROR |
 //! | host request | FORK | fragments of `mtu - 32` bytes, each answered by one reply |
@@ -52,7 +54,9 @@
 //! out. Continue with [`Client::resume`] (with the same payload for writes; fragments
 //! already sent are not sent again), or [`Client::pump`] for every read that has fragments
 //! left. A blocking put therefore reaches local completion (all data copied into transport
-//! slots) over several calls, polling replies in between.
+//! slots) over several calls, polling replies in between. A bulk write with a signal
+//! ([`Client::write_signal`]) also holds its final fragment, which carries the signal,
+//! until every other fragment is answered: resume it after handling replies.
 //!
 //! # Completions
 //!
@@ -101,7 +105,7 @@
 use crate::transport::{Capabilities, Transport, TransportError};
 use crate::wire::{
     AtomicDesc, ControlCode, ErrorCode, Fragment, GlobalAddr, HEADER_LEN, MAX_INLINE_DATA, Packet,
-    REPLY_HEADER_LEN, Reply, ReplyRepr, Request, RequestRepr, SenderId,
+    REPLY_HEADER_LEN, Reply, ReplyRepr, Request, RequestRepr, SIGNAL_LEN, SenderId, Signal,
 };
 
 /// Most fragments of one operation that may be sent and unanswered at once.
@@ -382,6 +386,8 @@ struct Op<P> {
     fetched: Option<u64>,
     /// Counted in `Client::unsent_reads`.
     listed: bool,
+    /// A write's attached signal, carried by its last packet.
+    signal: Option<Signal>,
 }
 
 impl<P> Op<P> {
@@ -396,9 +402,15 @@ impl<P> Op<P> {
         }
     }
 
+    /// Whether the next fragment may go out: no error, window open, and for a write with a
+    /// signal, its final fragment only once every other one is answered (fragments may be
+    /// delivered in any order; the signal must follow all of them).
     #[inline]
     fn may_send(&self) -> bool {
-        self.error.is_none() && self.sent < self.nfrags && self.sent < self.lo + WINDOW
+        self.error.is_none()
+            && self.sent < self.nfrags
+            && self.sent < self.lo + WINDOW
+            && (self.signal.is_none() || self.sent + 1 < self.nfrags || self.lo == self.sent)
     }
 
     #[inline]
@@ -506,7 +518,18 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
             } else {
                 (Shape::BulkRead, fragment_size(caps.mtu)?)
             };
-        self.start(transport, peer, ctx, tag, addr, len32, frag, shape, &[])
+        self.start(
+            transport,
+            peer,
+            ctx,
+            tag,
+            addr,
+            len32,
+            frag,
+            shape,
+            &[],
+            None,
+        )
     }
 
     /// Starts a write of `data` to `addr`. Resume with the same `data` until
@@ -520,14 +543,55 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
         addr: GlobalAddr,
         data: &[u8],
     ) -> Result<Issued, ClientError> {
+        self.write_with(transport, peer, ctx, tag, addr, data, None)
+    }
+
+    /// Starts a write of `data` to `addr` that updates `signal` at the target once the
+    /// data is written (put-with-signal): the signal travels in the write's last packet,
+    /// which for a bulk write is sent only once every other fragment is acknowledged (see
+    /// "Packets chosen" in the module docs). Resume with the same `data` until
+    /// [`Issued::all_sent`]; the write completes when the last packet is acknowledged,
+    /// i.e. after the signal was applied.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_signal<T: Transport<Peer = P>>(
+        &mut self,
+        transport: &mut T,
+        peer: P,
+        ctx: usize,
+        tag: u64,
+        addr: GlobalAddr,
+        data: &[u8],
+        signal: Signal,
+    ) -> Result<Issued, ClientError> {
+        self.write_with(transport, peer, ctx, tag, addr, data, Some(signal))
+    }
+
+    /// A write, inline or bulk; a signal takes [`SIGNAL_LEN`] bytes of every packet.
+    #[allow(clippy::too_many_arguments)]
+    fn write_with<T: Transport<Peer = P>>(
+        &mut self,
+        transport: &mut T,
+        peer: P,
+        ctx: usize,
+        tag: u64,
+        addr: GlobalAddr,
+        data: &[u8],
+        signal: Option<Signal>,
+    ) -> Result<Issued, ClientError> {
         let caps = transport.capabilities();
         let len32 = transfer_len(data.len())?;
-        let (shape, frag) = if HEADER_LEN + data.len() <= inline_limit(&caps) {
+        let extra = if signal.is_some() { SIGNAL_LEN } else { 0 };
+        let (shape, frag) = if HEADER_LEN + extra + data.len() <= inline_limit(&caps) {
             (Shape::WriteInline, 0)
         } else {
-            (Shape::BulkWrite, fragment_size(caps.mtu)?)
+            match fragment_size(caps.mtu)?.checked_sub(extra as u32) {
+                Some(0) | None => return Err(ClientError::TransportTooSmall),
+                Some(n) => (Shape::BulkWrite, n),
+            }
         };
-        self.start(transport, peer, ctx, tag, addr, len32, frag, shape, data)
+        self.start(
+            transport, peer, ctx, tag, addr, len32, frag, shape, data, signal,
+        )
     }
 
     /// Starts an atomic. `comparand` is used by COMPARE_SWAP only; operand and comparand
@@ -555,7 +619,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
             operand,
             comparand,
         };
-        self.start(transport, peer, ctx, tag, addr, 0, 0, shape, &[])
+        self.start(transport, peer, ctx, tag, addr, 0, 0, shape, &[], None)
     }
 
     /// Starts a host request. Replies (ACK, DATA, ERROR) are matched like every other; a
@@ -579,10 +643,20 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
                 0,
                 Shape::Alloc { size },
                 &[],
+                None,
             ),
-            HostRequest::Free { addr } => {
-                self.start(transport, peer, ctx, tag, addr, 0, 0, Shape::Free, &[])
-            }
+            HostRequest::Free { addr } => self.start(
+                transport,
+                peer,
+                ctx,
+                tag,
+                addr,
+                0,
+                0,
+                Shape::Free,
+                &[],
+                None,
+            ),
             HostRequest::Control { code, arg0, arg1 } => {
                 let shape = Shape::Control { code, arg0, arg1 };
                 self.start(
@@ -595,6 +669,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
                     0,
                     shape,
                     &[],
+                    None,
                 )
             }
             HostRequest::Fork { addr, spec } => {
@@ -610,6 +685,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
                     frag,
                     Shape::Fork,
                     spec,
+                    None,
                 )
             }
         }
@@ -627,6 +703,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
         frag: u32,
         shape: Shape,
         payload: &[u8],
+        signal: Option<Signal>,
     ) -> Result<Issued, ClientError> {
         if ctx >= C {
             return Err(ClientError::BadContext);
@@ -651,6 +728,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
             error: None,
             fetched: None,
             listed: false,
+            signal,
         });
         let (packets, error) = self.send_more(transport, index, payload);
         if packets == 0 {
@@ -986,13 +1064,27 @@ fn request_body<'a, P>(op: &Op<P>, k: u32, payload: &'a [u8]) -> Request<'a> {
             len: op.len as u8,
         },
         Shape::BulkRead => Request::BulkRead { frag, len },
-        Shape::WriteInline => Request::Write {
-            addr: op.addr,
-            data: payload,
+        Shape::WriteInline => match op.signal {
+            None => Request::Write {
+                addr: op.addr,
+                data: payload,
+            },
+            Some(signal) => Request::WriteSignal {
+                addr: op.addr,
+                data: payload,
+                signal,
+            },
         },
-        Shape::BulkWrite => Request::BulkWrite {
-            frag,
-            data: piece(),
+        Shape::BulkWrite => match op.signal {
+            Some(signal) if k + 1 == op.nfrags => Request::BulkWriteSignal {
+                frag,
+                data: piece(),
+                signal,
+            },
+            _ => Request::BulkWrite {
+                frag,
+                data: piece(),
+            },
         },
         Shape::Fork => Request::Fork {
             frag,

@@ -52,6 +52,15 @@
 //! Bulk requests are checked against the whole transfer (`base + total`), so a transfer
 //! that does not fit its segment is refused in every fragment (no partial write).
 //!
+//! A WRITE or final BULK_WRITE fragment with an attached signal (put-with-signal, see
+//! [`crate::wire::Signal`]) is checked whole first: the signal word like a `u64` atomic's
+//! target (segment, bounds, 8-byte alignment), then the data; a refusal of either writes
+//! nothing. Executing it writes the data through [`Memory::write`], then updates the
+//! signal word through [`Memory::atomic64`] (the atomic kernel: SET a release store, ADD
+//! an acquire-release add, so a reader that sees the signal sees the data), then
+//! acknowledges. The engine keeps no state across fragments: the sender orders a bulk
+//! write's signal after its other fragments (see [`crate::client`]).
+//!
 //! # Example
 //!
 //! ```
@@ -93,7 +102,7 @@ pub use stats::Stats;
 use crate::transport::{Transport, TransportError};
 use crate::wire::{
     AtomicDesc, ErrorCode, Fragment, GlobalAddr, HEADER_LEN, Packet, PacketType, REPLY_HEADER_LEN,
-    Request, RequestRepr, SenderId, emit_reply_header, peek_token, peek_type,
+    Request, RequestRepr, SenderId, Signal, emit_reply_header, peek_token, peek_type,
 };
 
 /// The reply buffer given to [`Service::execute`] is shorter than the reply.
@@ -126,6 +135,7 @@ enum Action<'a> {
         seg: Segment,
         offset: u64,
         data: &'a [u8],
+        signal: Option<SignalAt>,
     },
     BulkRead {
         seg: Segment,
@@ -137,6 +147,7 @@ enum Action<'a> {
         seg: Segment,
         offset: u64,
         data: &'a [u8],
+        signal: Option<SignalAt>,
     },
     Atomic {
         seg: Segment,
@@ -146,6 +157,16 @@ enum Action<'a> {
         comparand: u64,
     },
     Refuse(ErrorCode),
+}
+
+/// A checked signal word and its update, applied after a write's data.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+struct SignalAt {
+    seg: Segment,
+    offset: u64,
+    kind: AmoKind,
+    value: u64,
 }
 
 impl Action<'_> {
@@ -383,6 +404,19 @@ impl<M: Memory, const N: usize> Service<M, N> {
         Ok((seg, offset))
     }
 
+    /// Checks an attached signal's word like a `u64` atomic's target.
+    #[inline]
+    fn locate_signal(&mut self, key: u64, signal: &Signal) -> Result<SignalAt, ErrorCode> {
+        let (seg, offset) = self.locate(key, signal.addr, 8, 8)?;
+        let (kind, value) = AmoKind::from_wire(signal.op.atomic_op(), signal.value);
+        Ok(SignalAt {
+            seg,
+            offset,
+            kind,
+            value,
+        })
+    }
+
     /// Checks a memory request against the current table.
     #[inline]
     fn plan<'a>(&mut self, key: u64, request: &Request<'a>) -> Action<'a> {
@@ -390,9 +424,26 @@ impl<M: Memory, const N: usize> Service<M, N> {
             Request::Read { addr, len } => self
                 .locate(key, addr, u64::from(len), 1)
                 .map(|(seg, offset)| Action::Read { seg, offset, len }),
-            Request::Write { addr, data } => self
-                .locate(key, addr, data.len() as u64, 1)
-                .map(|(seg, offset)| Action::Write { seg, offset, data }),
+            Request::Write { addr, data } => {
+                self.locate(key, addr, data.len() as u64, 1)
+                    .map(|(seg, offset)| Action::Write {
+                        seg,
+                        offset,
+                        data,
+                        signal: None,
+                    })
+            }
+            Request::WriteSignal { addr, data, signal } => {
+                self.locate_signal(key, &signal).and_then(|signal| {
+                    self.locate(key, addr, data.len() as u64, 1)
+                        .map(|(seg, offset)| Action::Write {
+                            seg,
+                            offset,
+                            data,
+                            signal: Some(signal),
+                        })
+                })
+            }
             Request::BulkRead { len, .. }
                 if HEADER_LEN as u64 + u64::from(len) > self.max_reply as u64 =>
             {
@@ -412,7 +463,19 @@ impl<M: Memory, const N: usize> Service<M, N> {
                     seg,
                     offset: base + u64::from(frag.offset),
                     data,
+                    signal: None,
                 }),
+            Request::BulkWriteSignal { frag, data, signal } => {
+                self.locate_signal(key, &signal).and_then(|signal| {
+                    self.locate(key, frag.base, u64::from(frag.total), 1)
+                        .map(|(seg, base)| Action::BulkWrite {
+                            seg,
+                            offset: base + u64::from(frag.offset),
+                            data,
+                            signal: Some(signal),
+                        })
+                })
+            }
             Request::Atomic {
                 addr,
                 desc,
@@ -528,9 +591,25 @@ impl<M: Memory, const N: usize> Service<M, N> {
                     .read(&seg, offset, &mut out[REPLY_HEADER_LEN..needed]);
                 self.stats.count_read(usize::from(len));
             }
-            Action::Write { seg, offset, data } | Action::BulkWrite { seg, offset, data } => {
+            Action::Write {
+                seg,
+                offset,
+                data,
+                signal,
+            }
+            | Action::BulkWrite {
+                seg,
+                offset,
+                data,
+                signal,
+            } => {
                 self.memory.write(&seg, offset, data);
                 self.stats.count_written(data.len());
+                if let Some(s) = signal {
+                    // After the data: the kernel's SET is a release store and ADD an
+                    // acquire-release RMW, so a reader that sees the update sees the data.
+                    self.memory.atomic64(&s.seg, s.offset, s.kind, s.value, 0);
+                }
                 emit_reply_header(out, PacketType::Ack, 0, 0, token);
             }
             Action::BulkRead {

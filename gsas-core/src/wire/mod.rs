@@ -29,9 +29,9 @@
 //! | code | name | layout | answered by |
 //! |---|---|---|---|
 //! | `0x01` | READ | request (32 B); w2 = length 1..=56 | DATA |
-//! | `0x02` | WRITE | request (32 B) + `len` payload bytes; w2 = `len` >= 1 | ACK |
+//! | `0x02` | WRITE | request (32 B) [+ signal block (16 B)] + `len` payload bytes; w2 = `len` >= 1 | ACK |
 //! | `0x03` | BULK_READ | bulk header (32 B), no payload | one BULK_DATA |
-//! | `0x04` | BULK_WRITE | bulk header + fragment payload | ACK |
+//! | `0x04` | BULK_WRITE | bulk header [+ signal block, final fragment only] + fragment payload | ACK |
 //! | `0x05` | ATOMIC | request (32 B), + 8-byte comparand for COMPARE_SWAP (40 B) | DATA (old value, 4 or 8 B) if fetching, else ACK |
 //! | `0x06` | ALLOC | request: w1 = address naming (PE, segment), w2 = size | the host |
 //! | `0x07` | FREE | request: w1 = address naming (PE, segment), w2 = 0 | the host |
@@ -48,21 +48,21 @@
 //! | bytes | word | field |
 //! |---|---|---|
 //! | 0 | w0 bits 0..8 | type |
-//! | 1 | w0 bits 8..16 | `sub`: 0, except ATOMIC (atomic descriptor) and CONTROL (control code) |
+//! | 1 | w0 bits 8..16 | `sub`: 0, except ATOMIC (atomic descriptor), CONTROL (control code) and WRITE with an [attached signal](#attached-signal-write-bulk_write) |
 //! | 2..8 | w0 bits 16..64 | sender id (48 bits, [`SenderId`]) |
 //! | 8..16 | w1 | global address ([`GlobalAddr`]); CONTROL: first argument |
 //! | 16..24 | w2 | length (READ, WRITE), operand (ATOMIC), size (ALLOC), 0 (FREE), second argument (CONTROL) |
 //! | 24..28 | w3 low | request token, echoed in the reply |
 //! | 28..32 | w3 high | reserved, must be 0 |
 //! | 32..40 | w4 | comparand (ATOMIC COMPARE_SWAP only) |
-//! | 32.. | | WRITE payload (`len` bytes) |
+//! | 32.. | | WRITE payload (`len` bytes); with an attached signal: the signal block (32..48), then the payload (48..) |
 //!
 //! ## Bulk header (32 bytes): BULK_READ, BULK_WRITE, BULK_DATA, FORK
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 0 | type |
-//! | 1 | flags/status: 0 (requests; BULK_DATA 0 = ok; non-zero values are reserved and rejected) |
+//! | 1 | flags/status: 0 (requests, except a BULK_WRITE with an [attached signal](#attached-signal-write-bulk_write); BULK_DATA 0 = ok; non-zero values are reserved and rejected) |
 //! | 2..8 | sender id (BULK_DATA: the service's id) |
 //! | 8..16 | base global address of the whole transfer |
 //! | 16..20 | total length of the whole transfer (u32) |
@@ -75,6 +75,29 @@
 //! payload present == fragment length (exactly: no padding). BULK_READ asks for `fragment
 //! length` bytes at `offset`. Fragments of one transfer may arrive in any order; each is
 //! self-describing.
+//!
+//! ## Attached signal (WRITE, BULK_WRITE)
+//!
+//! A WRITE, or the *final* fragment of a BULK_WRITE transfer (`offset + fragment length ==
+//! total length`), may carry a signal update ([`Signal`]): OpenSHMEM's put-with-signal in
+//! one request. Byte 1 (`sub`) is then the ATOMIC descriptor of the update, `0x31` (u64
+//! SET) or `0x35` (u64 ADD); 0 means no signal, any other value parses to
+//! [`Error::BadAtomic`]. The 16-byte signal block follows the header, before the payload:
+//!
+//! | bytes | word | field |
+//! |---|---|---|
+//! | 32..40 | w4 | global address of the signal word (a `u64`, 8-byte aligned) |
+//! | 40..48 | w5 | the value stored (SET) or added (ADD) |
+//! | 48.. | | the payload (WRITE: `len` bytes; BULK_WRITE: exactly the fragment length) |
+//!
+//! A BULK_WRITE fragment with a signal that is not the final one parses to
+//! [`Error::BadFragment`]. The service checks the signal word like an atomic's target (job,
+//! segment, bounds, alignment) *before* writing anything and refuses the whole request if
+//! it fails; otherwise it writes the data, then applies the update with release ordering
+//! (and wakes the PE as for any update of its memory), then acknowledges. The sender of a
+//! bulk transfer sends the final fragment only once every other fragment of the transfer
+//! is acknowledged, so the update follows the whole transfer although fragments may be
+//! delivered in any order.
 //!
 //! ## Reply header (8 bytes): ACK, DATA, ERROR
 //!
@@ -137,6 +160,7 @@ mod codes;
 mod packet;
 mod reply;
 mod repr;
+mod signal;
 #[cfg(test)]
 mod tests;
 
@@ -146,6 +170,7 @@ pub use codes::{ControlCode, ErrorCode, PacketType};
 pub use packet::{CSWAP_LEN, HEADER_LEN, Packet};
 pub use reply::{MAX_INLINE_DATA, REPLY_HEADER_LEN, ReplyPacket};
 pub use repr::{Fragment, Reply, ReplyRepr, Repr, Request, RequestRepr, emit_reply_header};
+pub use signal::{SIGNAL_LEN, Signal, SignalOp};
 
 /// Why bytes did not parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,10 +190,12 @@ pub enum Error {
     BadLength,
     /// A length exceeds what the packet type allows (READ or DATA over 56 bytes).
     TooLarge,
-    /// A bulk fragment is inconsistent: zero length, `offset + length > total`, or payload
-    /// length different from the fragment length.
+    /// A bulk fragment is inconsistent: zero length, `offset + length > total`, payload
+    /// length different from the fragment length, or a signal attached to a fragment that
+    /// is not the final one of its transfer.
     BadFragment,
-    /// Invalid atomic descriptor, or a 32-bit operand/comparand with non-zero high bits.
+    /// Invalid atomic descriptor, a 32-bit operand/comparand with non-zero high bits, or an
+    /// attached signal whose operation is not a u64 SET or ADD.
     BadAtomic,
 }
 

@@ -24,6 +24,8 @@ mod field {
     pub const TOKEN: Range<usize> = 24..28;
     pub const TOKEN_HIGH: Range<usize> = 28..32;
     pub const COMPARAND: Range<usize> = 32..40;
+    pub const SIGNAL_ADDR: Range<usize> = 32..40;
+    pub const SIGNAL_VALUE: Range<usize> = 40..48;
     pub const PAYLOAD: RangeFrom<usize> = 32..;
 }
 
@@ -174,6 +176,20 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn comparand(&self) -> u64 {
         le64(&self.buffer.as_ref()[field::COMPARAND])
     }
+
+    /// Word 4 of a WRITE or BULK_WRITE with an attached signal: the signal's global
+    /// address. Panics if the buffer is shorter than 40 bytes (parse checks first).
+    #[inline]
+    pub fn signal_addr(&self) -> GlobalAddr {
+        GlobalAddr::from_raw(le64(&self.buffer.as_ref()[field::SIGNAL_ADDR]))
+    }
+
+    /// Word 5 of a WRITE or BULK_WRITE with an attached signal: the signal value. Panics if
+    /// the buffer is shorter than 48 bytes (parse checks first).
+    #[inline]
+    pub fn signal_value(&self) -> u64 {
+        le64(&self.buffer.as_ref()[field::SIGNAL_VALUE])
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
@@ -250,6 +266,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     #[inline]
     pub fn set_comparand(&mut self, value: u64) {
         self.buffer.as_mut()[field::COMPARAND].copy_from_slice(&value.to_le_bytes());
+    }
+
+    /// Sets words 4 and 5 (the signal block of a write with an attached signal). Panics if
+    /// the buffer is shorter than 48 bytes.
+    #[inline]
+    pub fn set_signal(&mut self, addr: GlobalAddr, value: u64) {
+        let b = self.buffer.as_mut();
+        b[field::SIGNAL_ADDR].copy_from_slice(&addr.raw().to_le_bytes());
+        b[field::SIGNAL_VALUE].copy_from_slice(&value.to_le_bytes());
     }
 
     /// Everything after the 32-byte header, writable.

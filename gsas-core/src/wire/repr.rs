@@ -7,6 +7,7 @@
 
 use super::packet::{CSWAP_LEN, HEADER_LEN};
 use super::reply::{MAX_INLINE_DATA, REPLY_HEADER_LEN};
+use super::signal::{SIGNAL_LEN, Signal, SignalOp};
 use super::{
     AtomicDesc, ControlCode, Error, ErrorCode, GlobalAddr, Packet, PacketType, ReplyPacket,
     SenderId,
@@ -86,6 +87,28 @@ pub enum Request<'a> {
         /// The fragment's bytes (>= 1).
         data: &'a [u8],
     },
+    /// WRITE (inline) with an attached signal: `data` to `addr`, then `signal` applied
+    /// (`sub` = the signal's operation, the signal block before the data).
+    WriteSignal {
+        /// Address of the first byte.
+        addr: GlobalAddr,
+        /// The bytes to write.
+        data: &'a [u8],
+        /// The update applied after the data.
+        signal: Signal,
+    },
+    /// BULK_WRITE of the final fragment of a transfer (`offset + length == total`) with an
+    /// attached signal, applied after the fragment's data. The sender sends it only once
+    /// every other fragment of the transfer is acknowledged, so the signal follows the
+    /// whole transfer.
+    BulkWriteSignal {
+        /// Where this fragment lies in the transfer (its end is the transfer's end).
+        frag: Fragment,
+        /// The fragment's bytes (>= 1).
+        data: &'a [u8],
+        /// The update applied after the data.
+        signal: Signal,
+    },
     /// ATOMIC.
     Atomic {
         /// Address of the naturally aligned target.
@@ -134,9 +157,9 @@ impl Request<'_> {
     pub fn packet_type(&self) -> PacketType {
         match self {
             Request::Read { .. } => PacketType::Read,
-            Request::Write { .. } => PacketType::Write,
+            Request::Write { .. } | Request::WriteSignal { .. } => PacketType::Write,
             Request::BulkRead { .. } => PacketType::BulkRead,
-            Request::BulkWrite { .. } => PacketType::BulkWrite,
+            Request::BulkWrite { .. } | Request::BulkWriteSignal { .. } => PacketType::BulkWrite,
             Request::Atomic { .. } => PacketType::Atomic,
             Request::Alloc { .. } => PacketType::Alloc,
             Request::Free { .. } => PacketType::Free,
@@ -164,6 +187,16 @@ fn zero(value: u32) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::Reserved)
+    }
+}
+
+/// The signal block of a checked packet at least `32 + SIGNAL_LEN` bytes long.
+#[inline]
+fn read_signal<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>, op: SignalOp) -> Signal {
+    Signal {
+        addr: packet.signal_addr(),
+        op,
+        value: packet.signal_value(),
     }
 }
 
@@ -202,19 +235,28 @@ impl<'a> RequestRepr<'a> {
                 }
             }
             PacketType::Write => {
-                zero(sub)?;
                 zero(packet.token_high())?;
+                let signal = (sub != 0)
+                    .then(|| SignalOp::from_sub(packet.sub()))
+                    .transpose()?;
+                let skip = if signal.is_some() { SIGNAL_LEN } else { 0 };
                 let len = packet.arg();
                 let payload = packet.payload();
                 if len == 0 {
                     return Err(Error::BadLength);
                 }
-                if len > payload.len() as u64 {
+                if len > payload.len().saturating_sub(skip) as u64 || payload.len() < skip {
                     return Err(Error::Truncated);
                 }
-                Request::Write {
-                    addr: packet.addr(),
-                    data: &payload[..len as usize],
+                let addr = packet.addr();
+                let data = &payload[skip..skip + len as usize];
+                match signal {
+                    None => Request::Write { addr, data },
+                    Some(op) => Request::WriteSignal {
+                        addr,
+                        data,
+                        signal: read_signal(packet, op),
+                    },
                 }
             }
             PacketType::BulkRead => {
@@ -223,6 +265,27 @@ impl<'a> RequestRepr<'a> {
                 let len = packet.frag_len();
                 frag.check(len)?;
                 Request::BulkRead { frag, len }
+            }
+            PacketType::BulkWrite if sub != 0 => {
+                let op = SignalOp::from_sub(packet.sub())?;
+                let frag = Fragment::read(packet);
+                let len = packet.frag_len();
+                frag.check(len)?;
+                // The signal rides the final fragment only.
+                if u64::from(frag.offset) + u64::from(len) != u64::from(frag.total) {
+                    return Err(Error::BadFragment);
+                }
+                let Some(data) = packet.payload().get(SIGNAL_LEN..) else {
+                    return Err(Error::Truncated);
+                };
+                if data.len() as u64 != u64::from(len) {
+                    return Err(Error::BadFragment);
+                }
+                Request::BulkWriteSignal {
+                    frag,
+                    data,
+                    signal: read_signal(packet, op),
+                }
             }
             PacketType::BulkWrite | PacketType::Fork => {
                 zero(sub)?;
@@ -307,6 +370,9 @@ impl<'a> RequestRepr<'a> {
             Request::Write { data, .. }
             | Request::BulkWrite { data, .. }
             | Request::Fork { data, .. } => HEADER_LEN + data.len(),
+            Request::WriteSignal { data, .. } | Request::BulkWriteSignal { data, .. } => {
+                HEADER_LEN + SIGNAL_LEN + data.len()
+            }
             Request::Atomic { desc, .. } => {
                 if desc.has_comparand() {
                     CSWAP_LEN
@@ -341,6 +407,24 @@ impl<'a> RequestRepr<'a> {
                 packet.set_arg(data.len() as u64);
                 packet.set_token_high(0);
                 packet.payload_mut()[..data.len()].copy_from_slice(data);
+            }
+            Request::WriteSignal { addr, data, signal } => {
+                debug_assert!(!data.is_empty());
+                packet.set_sub(signal.op.to_sub());
+                packet.set_addr(addr);
+                packet.set_arg(data.len() as u64);
+                packet.set_token_high(0);
+                packet.set_signal(signal.addr, signal.value);
+                packet.payload_mut()[SIGNAL_LEN..SIGNAL_LEN + data.len()].copy_from_slice(data);
+            }
+            Request::BulkWriteSignal { frag, data, signal } => {
+                let len = len_u32(data.len());
+                debug_assert!(frag.check(len).is_ok());
+                debug_assert!(u64::from(frag.offset) + u64::from(len) == u64::from(frag.total));
+                packet.set_sub(signal.op.to_sub());
+                frag.write(packet, len);
+                packet.set_signal(signal.addr, signal.value);
+                packet.payload_mut()[SIGNAL_LEN..SIGNAL_LEN + data.len()].copy_from_slice(data);
             }
             Request::BulkRead { frag, len } => {
                 debug_assert!(frag.check(len).is_ok());

@@ -525,3 +525,107 @@ fn peeks() {
     assert_eq!(peek_sender(&READ[..31]), None);
     assert_eq!(peek_sender(&[0x80; 32]), None);
 }
+
+#[test]
+fn write_with_signal_bytes() {
+    #[rustfmt::skip]
+    let bytes = [
+        0x02, 0x35, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, // WRITE, signal ADD (u64), sender 1
+        0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, // pe 3, seg 0, offset 0x10
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 3
+        0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // token 7
+        0x40, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x00, // signal: pe 3, seg 1, offset 0x40
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // value 2
+        0xaa, 0xbb, 0xcc,                               // data
+    ];
+    let repr = RequestRepr {
+        sender: sender(1),
+        token: 7,
+        body: Request::WriteSignal {
+            addr: addr(3, 0, 0x10),
+            data: &[0xaa, 0xbb, 0xcc],
+            signal: Signal {
+                addr: addr(3, 1, 0x40),
+                op: SignalOp::Add,
+                value: 2,
+            },
+        },
+    };
+    request_round_trip(&bytes, repr);
+    // SET is 0x31; other descriptors are refused.
+    let mut set = bytes;
+    set[1] = 0x31;
+    let parsed = RequestRepr::parse(&Packet::new_checked(&set[..]).unwrap()).unwrap();
+    assert!(matches!(
+        parsed.body,
+        Request::WriteSignal {
+            signal: Signal {
+                op: SignalOp::Set,
+                ..
+            },
+            ..
+        }
+    ));
+    for bad in [0x34u8, 0x11, 0x21, 0x51, 0x0f, 0xff] {
+        let mut b = bytes;
+        b[1] = bad;
+        assert_eq!(
+            RequestRepr::parse(&Packet::new_checked(&b[..]).unwrap()),
+            Err(Error::BadAtomic),
+            "sub {bad:#x}"
+        );
+    }
+}
+
+#[test]
+fn bulk_write_with_signal_bytes() {
+    #[rustfmt::skip]
+    let bytes = [
+        0x04, 0x31, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, // BULK_WRITE, signal SET, sender 2
+        0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, // base: pe 1, seg 0, offset 0x1000
+        0x0a, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, // total 10, offset 8
+        0x09, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, // token 9, fragment length 2
+        0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, // signal: pe 1, seg 0, offset 8
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // value u64::MAX
+        0x11, 0x22,                                     // the final 2 bytes
+    ];
+    let repr = RequestRepr {
+        sender: sender(2),
+        token: 9,
+        body: Request::BulkWriteSignal {
+            frag: Fragment {
+                base: addr(1, 0, 0x1000),
+                total: 10,
+                offset: 8,
+            },
+            data: &[0x11, 0x22],
+            signal: Signal {
+                addr: addr(1, 0, 8),
+                op: SignalOp::Set,
+                value: u64::MAX,
+            },
+        },
+    };
+    request_round_trip(&bytes, repr);
+    fn parse(b: &[u8]) -> Result<RequestRepr<'_>, Error> {
+        RequestRepr::parse(&Packet::new_checked(b).unwrap())
+    }
+    // A signal on a fragment that does not end the transfer.
+    let mut early = bytes;
+    early[16] = 0x0b; // total 11
+    assert_eq!(parse(&early), Err(Error::BadFragment));
+    // Payload not exactly signal block + fragment.
+    assert_eq!(parse(&bytes[..49]), Err(Error::BadFragment));
+    let mut long = [0u8; 51];
+    long[..50].copy_from_slice(&bytes);
+    assert_eq!(parse(&long), Err(Error::BadFragment));
+    assert_eq!(parse(&bytes[..40]), Err(Error::Truncated));
+    // A bad operation.
+    let mut bad = bytes;
+    bad[1] = 0x33;
+    assert_eq!(parse(&bad), Err(Error::BadAtomic));
+    // FORK keeps sub 0.
+    let mut fork = bytes;
+    fork[0] = 0x08;
+    assert_eq!(parse(&fork), Err(Error::Reserved));
+}

@@ -7,7 +7,7 @@ impl Node {
     /// operands that fit, a target inside the segment, natural alignment) and returns its
     /// descriptor with the direct pointer when the target is mapped on this node.
     #[allow(clippy::too_many_arguments)]
-    fn amo_target(
+    pub(super) fn amo_target(
         &self,
         pe: u32,
         seg: u8,
@@ -80,6 +80,7 @@ impl Node {
             seg,
             offset,
             len: width,
+            signal: None,
         };
         Ok(self.finish(index, &d)?.unwrap_or(0))
     }
@@ -226,6 +227,7 @@ impl Node {
             seg,
             offset,
             len: desc.width(),
+            signal: None,
         };
         let rec = self.record(
             ctx,
@@ -262,7 +264,9 @@ impl Node {
     /// executes in order; otherwise a SET is an 8-byte inline RDMA WRITE on that queue pair
     /// (one aligned store at the target, atomic against the service's CPU atomics) and an
     /// ADD goes through the target node's service once the RDMA before it has completed.
-    /// Elsewhere: a fence, then the atomic.
+    /// Elsewhere: a fence, then the atomic. (A put-with-signal with data does not come
+    /// here for a PE reached through a service: [`Node::put_signal`] sends the signal in
+    /// the write's request.)
     pub fn signal(
         &self,
         ctx: Ctx,

@@ -27,6 +27,9 @@
 //! * [`Node::put`] returns after *local* completion (the source may be reused); the data
 //!   reaches the target by [`Node::quiet`]. A refusal of a put by the target is reported by
 //!   the next `quiet` of its context.
+//! * [`Node::put_signal`] updates a signal word after its data: to a PE reached through a
+//!   service, in the write's own request (the service applies the signal after the data),
+//!   not as a fence and an atomic.
 //! * [`Node::get`] and [`Node::atomic`] return with the data / the old value.
 //! * `_nbi` operations return once started; [`Node::quiet`] completes them (and writes the
 //!   results of [`Node::get_nbi`] and [`Node::atomic_fetch_nbi`]).

@@ -97,6 +97,8 @@ pub(crate) struct OpDesc {
     pub(crate) seg: u8,
     pub(crate) offset: u64,
     pub(crate) len: usize,
+    /// The signal word (segment, offset) of a put-with-signal.
+    pub(crate) signal: Option<(u8, u64)>,
 }
 
 impl std::fmt::Display for OpDesc {
@@ -105,7 +107,11 @@ impl std::fmt::Display for OpDesc {
             f,
             "{} of {} bytes at PE {}, segment {}, offset {:#x}",
             self.kind, self.len, self.pe, self.seg, self.offset
-        )
+        )?;
+        match self.signal {
+            Some((seg, offset)) => write!(f, ", signal at segment {seg}, offset {offset:#x}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -567,3 +573,32 @@ where
 
 /// The ring's peer, for symmetry with UDP peers.
 pub(crate) const RING: RingPeer = RingPeer;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gsas_core::wire::ErrorCode;
+
+    /// What `quiet` reports when a service refuses a put-with-signal.
+    #[test]
+    fn a_refused_put_with_signal_names_the_pe_and_both_addresses() {
+        let d = OpDesc {
+            kind: "put-with-signal",
+            pe: 3,
+            seg: 0,
+            offset: 0x100,
+            len: 8,
+            signal: Some((1, 0x4c)),
+        };
+        let e = NodeError::Refused {
+            op: d.to_string(),
+            node: 1,
+            code: ErrorCode::Misaligned,
+        };
+        assert_eq!(
+            e.to_string(),
+            "put-with-signal of 8 bytes at PE 3, segment 0, offset 0x100, signal at segment 1, \
+             offset 0x4c: refused by node 1: atomic not naturally aligned (code 4)"
+        );
+    }
+}

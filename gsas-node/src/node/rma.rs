@@ -2,6 +2,10 @@
 
 use super::*;
 
+use gsas_core::client::Client;
+use gsas_core::transport::Transport;
+use gsas_core::wire::{Signal, SignalOp};
+
 impl Node {
     /// Writes `data` to `offset` of segment `seg` of PE `pe`; returns after local completion
     /// (the data has been copied out of `data`, and a remote write has been sent).
@@ -14,7 +18,7 @@ impl Node {
         offset: u64,
         data: &[u8],
     ) -> Result<(), NodeError> {
-        self.put_inner(ctx, pe, seg, offset, data, false)
+        self.put_inner(ctx, pe, seg, offset, data, false, None)
     }
 
     /// Like [`Node::put`], but may return before the whole payload is handed to the
@@ -28,9 +32,54 @@ impl Node {
         offset: u64,
         data: &[u8],
     ) -> Result<(), NodeError> {
-        self.put_inner(ctx, pe, seg, offset, data, true)
+        self.put_inner(ctx, pe, seg, offset, data, true, None)
     }
 
+    /// Put-with-signal (OpenSHMEM 1.5 §9.8.1): writes `data` to `offset` of segment `seg`
+    /// of PE `pe`, then applies `op` (SET or ADD) of `value` to the `u64` at `sig_offset`
+    /// of segment `sig_seg` of the same PE once the data is delivered. Returns like
+    /// [`Node::put`] (or [`Node::put_nbi`] with `nbi`); [`Node::quiet`] completes both the
+    /// data and the signal, and reports a refusal of either.
+    ///
+    /// To a PE reached through a service (another node over UDP or Exanet, or this node's
+    /// service through the shm ring), the signal travels in the write's request and the
+    /// service applies it after the data (see [`gsas_core::wire`], "Attached signal"): one
+    /// request and its acknowledgement for a write that fits one packet, and for a bulk
+    /// write the final fragment, sent once the others are acknowledged. The request is
+    /// sent before returning (the target may be waiting for the signal). Same-node direct
+    /// targets get the stores and then a release atomic; over verbs, the data is an RDMA
+    /// WRITE and the signal follows as in [`Node::signal`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_signal(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        data: &[u8],
+        sig_seg: u8,
+        sig_offset: u64,
+        op: SignalOp,
+        value: u64,
+        nbi: bool,
+    ) -> Result<(), NodeError> {
+        let sig_op = op.atomic_op();
+        let (_, direct) =
+            self.amo_target(pe, sig_seg, sig_offset, sig_op, AtomicType::U64, value, 0)?;
+        let through_service = matches!(self.routes[pe as usize], Route::Net(_) | Route::Ring);
+        if data.is_empty() || direct.is_some() || !through_service {
+            self.put_inner(ctx, pe, seg, offset, data, nbi, None)?;
+            return self.signal(ctx, pe, sig_seg, sig_offset, sig_op, value);
+        }
+        let signal = Signal {
+            addr: self.check_target(pe, sig_seg, sig_offset, 8)?,
+            op,
+            value,
+        };
+        self.put_inner(ctx, pe, seg, offset, data, nbi, Some(signal))
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn put_inner(
         &self,
         ctx: Ctx,
@@ -39,6 +88,7 @@ impl Node {
         offset: u64,
         data: &[u8],
         nbi: bool,
+        signal: Option<Signal>,
     ) -> Result<(), NodeError> {
         if data.is_empty() {
             return self.check_live();
@@ -58,21 +108,31 @@ impl Node {
         }
         let ctx = self.ctx_index(ctx)?;
         let desc = OpDesc {
-            kind: "put",
+            kind: if signal.is_some() {
+                "put-with-signal"
+            } else {
+                "put"
+            },
             pe,
             seg,
             offset,
             len: data.len(),
+            signal: signal.map(|s| (s.addr.segment(), s.addr.offset())),
         };
         let rec = self.record(ctx, route, pe, desc, false, Target::Write { payload: None });
-        let (index, issued) = self.start(route, rec, !nbi, |remote, tag| match route {
-            Route::Net(peer) => remote::try_start(&mut remote.net, |c, t| {
-                c.write(t, peer, ctx, tag, addr, data)
-            }),
+        // A put-with-signal goes out at once even when non-blocking: the target may be
+        // waiting for the signal.
+        let send_now = !nbi || signal.is_some();
+        let w = WriteArgs {
+            ctx,
+            addr,
+            data,
+            signal,
+        };
+        let (index, issued) = self.start(route, rec, send_now, |remote, tag| match route {
+            Route::Net(peer) => remote::try_start(&mut remote.net, |c, t| w.start(c, t, peer, tag)),
             Route::Ring => match &mut remote.ring {
-                Some(e) => {
-                    remote::try_start(e, |c, t| c.write(t, remote::RING, ctx, tag, addr, data))
-                }
+                Some(e) => remote::try_start(e, |c, t| w.start(c, t, remote::RING, tag)),
                 None => Err(ClientError::StaleHandle),
             },
             Route::Direct | Route::Verbs(_) => Err(ClientError::StaleHandle),
@@ -170,6 +230,7 @@ impl Node {
             seg,
             offset,
             len: dest.len(),
+            signal: None,
         };
         self.finish(index, &desc).map(|_| ())
     }
@@ -235,6 +296,7 @@ impl Node {
             seg,
             offset,
             len,
+            signal: None,
         };
         let rec = self.record(
             ctx,
@@ -273,6 +335,39 @@ impl Node {
             None => Err(NodeError::Transport(
                 "a verbs route without a verbs path".into(),
             )),
+        }
+    }
+}
+
+/// A write to start on either service path's engine (their peer types differ).
+#[derive(Clone, Copy)]
+struct WriteArgs<'a> {
+    ctx: usize,
+    addr: GlobalAddr,
+    data: &'a [u8],
+    signal: Option<Signal>,
+}
+
+impl WriteArgs<'_> {
+    fn start<T: Transport>(
+        self,
+        client: &mut Client<T::Peer, { remote::OPS }, { remote::CONTEXTS }>,
+        transport: &mut T,
+        peer: T::Peer,
+        tag: u64,
+    ) -> Result<Issued, ClientError>
+    where
+        T::Peer: Copy + PartialEq,
+    {
+        let WriteArgs {
+            ctx,
+            addr,
+            data,
+            signal,
+        } = self;
+        match signal {
+            None => client.write(transport, peer, ctx, tag, addr, data),
+            Some(s) => client.write_signal(transport, peer, ctx, tag, addr, data, s),
         }
     }
 }

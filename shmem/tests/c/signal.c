@@ -7,6 +7,7 @@
  * be visible before the data it announces.
  *   SET: every PE sends to its right neighbour with signal value (sender + 1) + 1000*round.
  *   ADD: every PE sends its block to PE 0 and adds 1; PE 0 waits for n_pes.
+ * Then putmem_signal at the sizes where the path across nodes changes (sizes()).
  */
 #define CTEST_NAME "signal"
 #include "ctest.h"
@@ -184,6 +185,54 @@ static void large_and_counting(void) {
     shmem_free(dst);
 }
 
+/* putmem_signal at the sizes where the path changes across nodes: 8 bytes, both sides of
+ * the largest write that carries its signal in one datagram (INLINE_MAX bytes of data in
+ * the default 61440-byte datagram: less 16 bytes of job-key header, 40 of frame header, 2
+ * of packet prefix, 32 of request header and 16 of signal block), and 1 MiB + 3
+ * (fragments, the signal on the last, sent once the others are acknowledged). SET to
+ * the right neighbour (blocking, no quiet) and ADD from every PE into PE 0 (nbi, then
+ * quiet); the receiver waits only for the signal, then checks every byte. */
+enum { INLINE_MAX = 61334 };
+static void sizes(void) {
+    static const size_t lens[] = {8, INLINE_MAX, INLINE_MAX + 1, (1u << 20) + 3};
+    size_t most = (1u << 20) + 3;
+    /* Blocks 0 .. npes - 1: the ADD data of each PE (on PE 0); block npes: the SET data. */
+    char *dst = (char *)shmem_malloc((size_t)(npes + 1) * most);
+    unsigned char *src = (unsigned char *)malloc(most);
+    CHECK(dst != NULL && src != NULL, "allocation failed");
+    char *set_block = dst + (size_t)npes * most;
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        size_t n = lens[l];
+        int r = round_no++;
+        for (size_t i = 0; i < n; i++)
+            src[i] = pat(me, r, i);
+        memset(dst, 0, (size_t)(npes + 1) * most);
+        sig[4] = 0;
+        sig[5] = 0;
+        ctest_barrier();
+        uint64_t set = 100u + (uint64_t)r;
+        shmem_putmem_signal(set_block, src, n, &sig[4], set, SHMEM_SIGNAL_SET, right);
+        shmem_putmem_signal_nbi(dst + (size_t)me * most, src, n, &sig[5], (uint64_t)me + 1,
+                                SHMEM_SIGNAL_ADD, 0);
+        shmem_quiet();
+        uint64_t got = shmem_signal_wait_until(&sig[4], SHMEM_CMP_NE, 0);
+        CHECK(got == set, "sizes %zu SET: signal %llu, expected %llu", n, (unsigned long long)got,
+              (unsigned long long)set);
+        CHECK_BLOCK(set_block, n, left, r, "sizes SET data");
+        if (me == 0) {
+            uint64_t want = (uint64_t)npes * (uint64_t)(npes + 1) / 2;
+            uint64_t v = shmem_signal_wait_until(&sig[5], SHMEM_CMP_EQ, want);
+            CHECK(v == want, "sizes %zu ADD: signal %llu, expected %llu", n, (unsigned long long)v,
+                  (unsigned long long)want);
+            for (int pe = 0; pe < npes; pe++)
+                CHECK_BLOCK(dst + (size_t)pe * most, n, pe, r, "sizes ADD data");
+        }
+        ctest_barrier();
+    }
+    free(src);
+    shmem_free(dst);
+}
+
 int main(void) {
     shmem_init();
     ctest_begin();
@@ -208,6 +257,7 @@ int main(void) {
     SIGNAL_ROUNDS("ctx_putmem_signal", 16, SEND_MEM_CTX, NOQUIET);
     SIGNAL_ROUNDS("ctx_putmem_signal_nbi", 16, SEND_MEM_CTX_NBI, CTXQUIET);
     large_and_counting();
+    sizes();
 
     ctest_barrier();
     shmem_ctx_destroy(ctx);

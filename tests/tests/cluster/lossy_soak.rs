@@ -70,12 +70,49 @@ struct Faults {
     max_delay: Duration,
 }
 
+/// What [`relay`] did.
 #[derive(Debug, Default)]
-struct RelayStats {
-    forwarded: u64,
-    dropped: u64,
-    duplicated: u64,
-    held: u64,
+pub(super) struct RelayStats {
+    pub(super) forwarded: u64,
+    pub(super) dropped: u64,
+    pub(super) duplicated: u64,
+    pub(super) held: u64,
+}
+
+/// [`relay`] on loopback in a thread, with 10% drop, 5% duplication and 5% reordering
+/// (held for up to 2 ms) each way. Also used by `put_signal.rs`.
+pub(super) struct LossyRelay {
+    /// Where clients send (the relay forwards to the service).
+    pub(super) to: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<RelayStats>,
+}
+
+impl LossyRelay {
+    /// Starts a relay in front of `service`, with the given random seed.
+    pub(super) fn start(service: SocketAddr, seed: u64) -> LossyRelay {
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let back = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = front.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let faults = Faults {
+            drop: 10,
+            dup: 5,
+            reorder: 5,
+            max_delay: Duration::from_millis(2),
+        };
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || relay(front, back, service, faults, seed, stop))
+        };
+        LossyRelay { to, stop, thread }
+    }
+
+    /// Stops the relay; what it did.
+    pub(super) fn finish(self) -> RelayStats {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
 }
 
 /// Forwards datagrams between a client (whoever sends to `front`) and `service` (through
@@ -378,6 +415,20 @@ fn soak(bind: SocketAddr, to: SocketAddr, key: u64, n: u64) -> Result<SoakReport
 
 /// A service with one job (`key`) whose PE 0 has a heap for `n` operations.
 fn service(bind: SocketAddr, name: &str, key: u64, n: u64) -> (ServiceThread, ControlClient) {
+    let heap = (n / 3 + 1 + COUNTER_SLOTS) * SLOT;
+    let (s, pe, _) = service_with_heap(bind, name, key, heap.next_multiple_of(4096));
+    (s, pe)
+}
+
+/// A service with one job (`key`) of two PEs, PE 0 joined through the returned control
+/// connection with a heap of `heap` bytes (its descriptor returned, to map it). Also used
+/// by `put_signal.rs`.
+pub(super) fn service_with_heap(
+    bind: SocketAddr,
+    name: &str,
+    key: u64,
+    heap: u64,
+) -> (ServiceThread, ControlClient, std::os::fd::OwnedFd) {
     let path = gsas::service::socket::runtime_dir(None)
         .unwrap()
         .join(format!("soak-{name}-{}.sock", std::process::id()));
@@ -392,10 +443,8 @@ fn service(bind: SocketAddr, name: &str, key: u64, n: u64) -> (ServiceThread, Co
         flags: 0,
     };
     pe.join(0, 1, key, info).unwrap();
-    let heap = (n / 3 + 1 + COUNTER_SLOTS) * SLOT;
-    pe.create_segment(0, SEG_HEAP, heap.next_multiple_of(4096))
-        .unwrap();
-    (s, pe)
+    let (_, fd) = pe.create_segment(0, SEG_HEAP, heap).unwrap();
+    (s, pe, fd)
 }
 
 /// Checks that the service saw the faults (duplicates dropped, retransmissions) and
@@ -424,23 +473,9 @@ fn a_lossy_relay_on_loopback() {
     let n = ops("a_lossy_relay_on_loopback");
     let key = 0x50a6_0001;
     let (s, mut pe) = service("127.0.0.1:0".parse().unwrap(), "lo", key, n);
-    let front = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let back = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let to = front.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let faults = Faults {
-        drop: 10,
-        dup: 5,
-        reorder: 5,
-        max_delay: Duration::from_millis(2),
-    };
-    let relay = {
-        let (stop, svc) = (Arc::clone(&stop), s.udp_addr());
-        std::thread::spawn(move || relay(front, back, svc, faults, 0x1234_5678, stop))
-    };
-    let result = soak("127.0.0.1:0".parse().unwrap(), to, key, n);
-    stop.store(true, Ordering::Relaxed);
-    let relay = relay.join().unwrap();
+    let relay = LossyRelay::start(s.udp_addr(), 0x1234_5678);
+    let result = soak("127.0.0.1:0".parse().unwrap(), relay.to, key, n);
+    let relay = relay.finish();
     let report = result.unwrap_or_else(|e| panic!("{e}; relay {relay:?}"));
     assert_eq!(report.puts + report.gets + report.fadds, n);
     assert!(

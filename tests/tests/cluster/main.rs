@@ -11,7 +11,9 @@
 //! * [`verbs`]: jobs across two emulated verbs nodes (RDMA on the software verbs device),
 //!   the switch through the services, and a node cut off;
 //! * [`lossy_soak`]: a service and a client over a lossy link (namespaces and nftables as
-//!   root, a lossy relay on loopback otherwise).
+//!   root, a lossy relay on loopback otherwise);
+//! * [`put_signal`]: writes with an attached signal over the lossy relay, each signal
+//!   watched for by an observer that then checks every byte of the data.
 //!
 //! The PEs are this binary again in child mode: [`child_pe`] runs the scenario the parent
 //! named (the kit's `node` scenarios, or one of a module's own).
@@ -23,6 +25,7 @@ mod fork;
 mod loopback;
 mod lossy_soak;
 mod netns;
+mod put_signal;
 mod services;
 mod verbs;
 
