@@ -17,7 +17,8 @@
  *                                                           of 8, at most 65536)
  *
  * The active-set routines (OpenSHMEM 1.4, kept in 1.5) build on 1.4 implementations too;
- * the team routines only where SHMEM_MAJOR_VERSION.SHMEM_MINOR_VERSION is at least 1.5.  Method (OSU): only the call is timed; a barrier (untimed) follows every call, so
+ * the team routines only where SHMEM_MAJOR_VERSION.SHMEM_MINOR_VERSION is at least 1.5.
+ * Method (OSU): only the call is timed; a barrier (untimed) follows every call, so
  * that consecutive calls may alternate two pSync arrays.  Every PE takes the median of its
  * batches; the figure is the largest median of all PEs (the slowest PE), with the smallest
  * minimum and the largest maximum beside it.  Every result is checked.
@@ -59,7 +60,8 @@ static void c_sync(size_t n, long *ps) {
     shmem_sync(0, 0, npes, ps);
 }
 
-#define HAVE_TEAMS (SHMEM_MAJOR_VERSION > 1 || (SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION >= 5))
+#define HAVE_TEAMS                                                                         \
+    (SHMEM_MAJOR_VERSION > 1 || (SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION >= 5))
 #if HAVE_TEAMS
 static void t_sync(size_t n, long *ps) {
     (void)n;
