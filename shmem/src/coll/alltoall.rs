@@ -10,16 +10,17 @@
 //! destination is contiguous is packed into one put). Then it completes its puts (one
 //! quiet), adds one to every other-cell member's counter of this call's parity, signals its
 //! cell (one store for a team), and waits for its cell and for the counter to reach the
-//! number of members outside its cell. A member cannot run two collectives ahead of another
-//! one (it needs everyone's blocks), so two counters, by parity of the team's sequence
-//! number, keep consecutive calls apart.
+//! number of members outside its cell. A member cannot run two alltoalls ahead of another
+//! one (it needs everyone's blocks), so two counters, by parity of the call's number among
+//! the team's alltoalls (not of its sequence number: see `layout`), keep consecutive calls
+//! apart.
 //!
 //! **What it is not.** No aggregation of small blocks per node: each pair of PEs on
 //! different nodes exchanges one message each way.
 //!
 //! **Thread-safety.** As [`Run`].
 
-use super::layout::Slot;
+use super::layout::{Exchange, Slot};
 use super::run::{Buf, Line, Run};
 
 /// The shape of the blocks: `nelems` elements of `elem` bytes, strides in elements.
@@ -65,7 +66,7 @@ pub unsafe fn alltoall(r: &mut Run, dest: Buf, src: *const u8, shape: Shape) {
     let g = r.g;
     let (n, me, my_cell) = (g.n(), g.me(), g.my_cell());
     let mut remote = 0u64;
-    let parity = (r.seq() & 1) as u32;
+    let parity = r.exchange_parity(Exchange::AllToAll);
     let block = shape.nelems * shape.elem;
     let mut slow = Vec::new();
     for k in 0..n {
