@@ -154,6 +154,26 @@ where
         self.rel.inner()
     }
 
+    /// The inner transport, mutably.
+    pub fn inner_mut(&mut self) -> &mut T {
+        self.rel.inner_mut()
+    }
+
+    /// Frames in `peer`'s send window ([`Reliable::in_flight`]).
+    pub fn in_flight(&self, peer: T::Peer) -> usize {
+        self.rel.in_flight(peer)
+    }
+
+    /// Frame buffers of the pool: `(capacity, free)` ([`Reliable::pool_usage`]).
+    pub fn pool_usage(&self) -> (u32, u32) {
+        self.rel.pool_usage()
+    }
+
+    /// The peers declared unreachable ([`Reliable::failed_peers`]).
+    pub fn failed_peers(&self) -> impl Iterator<Item = T::Peer> + '_ {
+        self.rel.failed_peers()
+    }
+
     /// The layer's counters.
     pub fn stats(&self) -> Stats {
         self.rel.stats()
