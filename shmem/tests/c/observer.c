@@ -288,7 +288,7 @@ static const char *bytes_of(uint64_t v, uint64_t want, char out[9]) {
 }
 
 /* Checks one word seen at word i of a bulk destination: 0 or exactly `want`. */
-static void check_word(const char *what, long k, size_t n, size_t i, uint64_t v, uint64_t want,
+static inline void check_word(const char *what, long k, size_t n, size_t i, uint64_t v, uint64_t want,
                        uint64_t previous) {
     char b[9];
     if (v != 0 && v != want)
@@ -306,41 +306,58 @@ static void send_put_bulk(long k) {
     shmem_putmem(bulk, bsrc_words, n, peer);
 }
 
-/* Scans the words of round k while they arrive, each with one 8-byte load, until all are
- * there; then checks and clears them. */
+/* One pass of a watch over the nw words at w of round k while they land, every word read
+ * with one 8-byte load and checked by check_word: first the frontier (from word lo, the
+ * first not yet seen new, on while the words are new: where in-order packets land, so
+ * that the short time in which a word split between two packets is half written is
+ * seen), then the FRONT words past it, and with `full` every word from the frontier on
+ * (packets that arrive out of order).  Returns the new frontier (nw: all new). */
+enum { FRONT = 64, FULL_EVERY = 1024 };
+static size_t watch_pass(const char *what, long k, const uint64_t *w, size_t nw,
+                         const uint64_t *want, const uint64_t *prev, size_t lo, int full) {
+    for (; lo < nw; lo++) {
+        uint64_t v = __atomic_load_n(&w[lo], __ATOMIC_RELAXED);
+        if (v != want[lo]) {
+            check_word(what, k, nw * 8, lo, v, want[lo], prev[lo]);
+            break;
+        }
+    }
+    size_t end = full || nw - lo < FRONT ? nw : lo + FRONT;
+    for (size_t i = lo; i < end; i++)
+        check_word(what, k, nw * 8, i, __atomic_load_n(&w[i], __ATOMIC_RELAXED), want[i], prev[i]);
+    return lo;
+}
+
+/* Watches the words of round k while they arrive until all are there; then checks and
+ * clears them. */
 static void await_put_bulk(long k) {
-    size_t n = bulk_len(k), nw = n / 8;
+    size_t n = bulk_len(k), nw = n / 8, lo = 0;
     bwords(bwant, nw, k);
     bwords(bprev, nw, k - 1);
-    unsigned long spins = 0;
+    unsigned long spins = 0, pass = 0;
     double t0 = 0;
-    for (;;) {
-        size_t have = 0;
-        for (size_t i = 0; i < nw; i++) {
-            uint64_t v = __atomic_load_n(&bulk[i], __ATOMIC_RELAXED);
-            if (v == bwant[i])
-                have++;
-            else
-                check_word(mode, k, n, i, v, bwant[i], bprev[i]);
-        }
-        if (have == nw)
-            break;
-        poll_step(&spins, 1024, &t0, mode, k);
-    }
-    for (size_t i = 0; i < nw; i++)
+    while ((lo = watch_pass(mode, k, bulk, nw, bwant, bprev, lo, ++pass % FULL_EVERY == 0)) < nw)
+        if (pass % FULL_EVERY == 0)
+            poll_step(&spins, 1024, &t0, mode, k);
+    for (size_t i = 0; i < nw; i++) {
+        uint64_t v = __atomic_load_n(&bulk[i], __ATOMIC_RELAXED);
+        CHECK(v == bwant[i], "put_bulk round %ld (%zu bytes): word %zu is %#llx once all arrived, expected %#llx",
+              k, n, i, (unsigned long long)v, (unsigned long long)bwant[i]);
         __atomic_store_n(&bulk[i], 0, __ATOMIC_RELAXED);
+    }
 }
 
 /* get_bulk's observer thread and the main thread: round `obs_round` starts when the main
- * thread sets it (the buffer cleared, `obs_words` and `obs_want` set); the observer scans
- * until it has seen `obs_stop` == the round (the get returned) before a scan, then sets
- * `obs_done`.  obs_round -1 ends the thread. */
+ * thread sets it (the buffer cleared, `obs_words`, `obs_want` and `obs_prev` set); the
+ * observer watches until it has seen `obs_stop` == the round (the get returned) before a
+ * pass, makes that pass a full one, then sets `obs_done`.  obs_round -1 ends the thread. */
 static long obs_round, obs_stop, obs_done;
 static size_t obs_words;
 static const uint64_t *obs_want, *obs_prev;
 
 static void *get_observer(void *arg) {
     (void)arg;
+    const char *what = "get_bulk (observer thread)";
     long seen = 0;
     for (;;) {
         long k = __atomic_load_n(&obs_round, __ATOMIC_ACQUIRE);
@@ -350,16 +367,15 @@ static void *get_observer(void *arg) {
             sched_yield();
             continue;
         }
-        size_t nw = obs_words;
-        for (;;) {
-            long stop = __atomic_load_n(&obs_stop, __ATOMIC_ACQUIRE);
-            for (size_t i = 0; i < nw; i++) {
-                uint64_t v = __atomic_load_n(&bget[i], __ATOMIC_RELAXED);
-                if (v != obs_want[i])
-                    check_word("get_bulk (observer thread)", k, nw * 8, i, v, obs_want[i], obs_prev[i]);
-            }
-            if (stop == k)
+        size_t nw = obs_words, lo = 0;
+        for (unsigned long pass = 1;; pass++) {
+            int stop = __atomic_load_n(&obs_stop, __ATOMIC_ACQUIRE) == k;
+            int full = stop || pass % FULL_EVERY == 0;
+            lo = watch_pass(what, k, bget, nw, obs_want, obs_prev, lo, full);
+            if (stop)
                 break;
+            if (full)
+                sched_yield();
         }
         seen = k;
         __atomic_store_n(&obs_done, k, __ATOMIC_RELEASE);
