@@ -32,9 +32,9 @@
  * check every word with one 8-byte load: a word is either entirely old (0, cleared) or
  * entirely new, never a mix of the two (a word split between two packets, written half by
  * each).  Every byte of a new word is non-zero, so a torn word always shows.
- *   put_bulk: shmem_putmem of the words; the target scans them while they arrive.
+ *   put_bulk: shmem_putmem of the words; the target watches them while they arrive.
  *   get_bulk: shmem_getmem of the peer's words into a cleared symmetric buffer while a
- *             thread of the getting PE scans that buffer (the reply packets land in it);
+ *             thread of the getting PE watches that buffer (the reply packets land in it);
  *             the source alternates between two arrays, so that a late copy of the
  *             previous round's data shows too.  Needs -pthread.
  *
@@ -288,8 +288,8 @@ static const char *bytes_of(uint64_t v, uint64_t want, char out[9]) {
 }
 
 /* Checks one word seen at word i of a bulk destination: 0 or exactly `want`. */
-static inline void check_word(const char *what, long k, size_t n, size_t i, uint64_t v, uint64_t want,
-                       uint64_t previous) {
+static inline void check_word(const char *what, long k, size_t n, size_t i, uint64_t v,
+                              uint64_t want, uint64_t previous) {
     char b[9];
     if (v != 0 && v != want)
         CHECK(0, "%s round %ld (%zu bytes): word %zu (bytes %zu..%zu) is %#llx, expected 0 or %#llx: "
