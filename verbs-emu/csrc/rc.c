@@ -172,7 +172,7 @@ static int sge_copy(struct sv_ctx *ctx, struct ibv_pd *pd, const struct ibv_sge 
 		if (to_sge)
 			sv_store_once(p, buf, k);
 		else
-			memcpy(buf, p, k);
+			sv_load_once(buf, p, k);
 		buf += k;
 		n -= k;
 		off = 0;
@@ -591,6 +591,9 @@ static unsigned char *remote_target(struct sv_qp *qp, struct sv_pkt *h, unsigned
 	return mr_translate(qp->ctx, qp->qp.pd, h->rkey, h->raddr, h->len, need);
 }
 
+/* Sends the response of READ `req` from `src`, staged through the context's txbuf (the
+ * device thread holds the context's lock) so that every aligned element of the watched
+ * source is read by one load. */
 static void send_read_response(struct sv_qp *qp, struct sv_pkt *req, unsigned char *src)
 {
 	struct sv_pkt h;
@@ -602,7 +605,8 @@ static void send_read_response(struct sv_qp *qp, struct sv_pkt *req, unsigned ch
 		uint32_t n = req->len - off > SV_FRAG ? SV_FRAG : req->len - off;
 		h.off = off;
 		h.flags = off + n == req->len ? F_LAST : 0;
-		tx(qp, &h, src + off, n);
+		sv_load_once(qp->ctx->txbuf, src + off, n);
+		tx(qp, &h, qp->ctx->txbuf, n);
 		off += n;
 	} while (off < req->len);
 }

@@ -29,6 +29,10 @@
 
 #define SV_MAGIC 0x53565231u /* "SVR1" */
 #define SV_FRAG 32768u       /* payload bytes per datagram */
+/* A message's datagrams start at offsets k * SV_FRAG, a multiple of gsas's granule
+ * (gsas_core::wire::GRANULE, 64 bytes; a real HCA cuts at the path MTU, 256..4096): an
+ * aligned element is never split between two datagrams. */
+_Static_assert(SV_FRAG % 64 == 0, "SV_FRAG must be a multiple of the 64-byte granule");
 #define SV_MAX_SGE 16
 #define SV_MAX_INLINE 512
 #define SV_MAX_WR 4096
@@ -104,6 +108,32 @@ static inline void sv_store_once(unsigned char *d, const unsigned char *s, size_
 			d += 2, s += 2, n -= 2;
 		} else {
 			__atomic_store_n(d, *s, __ATOMIC_RELAXED);
+			d += 1, s += 1, n -= 1;
+		}
+	}
+}
+
+/* Copies n bytes out of memory another thread may be writing (a READ's source, a WRITE's
+ * source, as an HCA's DMA reads it) into the private d: every naturally aligned
+ * 1/2/4/8-byte element of s is read by one load, never torn. */
+static inline void sv_load_once(unsigned char *d, const unsigned char *s, size_t n)
+{
+	while (n) {
+		uintptr_t a = (uintptr_t)s;
+		if (n >= 8 && !(a & 7)) {
+			uint64_t v = __atomic_load_n((const uint64_t *)s, __ATOMIC_RELAXED);
+			memcpy(d, &v, 8);
+			d += 8, s += 8, n -= 8;
+		} else if (n >= 4 && !(a & 3)) {
+			uint32_t v = __atomic_load_n((const uint32_t *)s, __ATOMIC_RELAXED);
+			memcpy(d, &v, 4);
+			d += 4, s += 4, n -= 4;
+		} else if (n >= 2 && !(a & 1)) {
+			uint16_t v = __atomic_load_n((const uint16_t *)s, __ATOMIC_RELAXED);
+			memcpy(d, &v, 2);
+			d += 2, s += 2, n -= 2;
+		} else {
+			*d = __atomic_load_n(s, __ATOMIC_RELAXED);
 			d += 1, s += 1, n -= 1;
 		}
 	}

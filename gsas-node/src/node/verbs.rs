@@ -96,6 +96,11 @@ mod imp {
     const BOUNCE: usize = 1 << 20;
     /// The largest request the path posts (a work request's length is 32 bits).
     const MAX_REQUEST: usize = 1 << 30;
+    // A transfer is cut into requests of MAX_REQUEST and bounce copies of BOUNCE bytes:
+    // multiples of the granule, so no aligned element is split between two (issue 25).
+    const _: () = assert!(
+        BOUNCE % gsas_core::wire::GRANULE == 0 && MAX_REQUEST % gsas_core::wire::GRANULE == 0
+    );
     /// The exchange key of a PE's device's atomic capability.
     const ATOMICS_KEY: &str = "verbs-atomics";
     /// Send queue depth per queue pair.

@@ -165,7 +165,7 @@ fn the_real_job_with_a_small_mtu() {
     }
     for d in &ds {
         let st = d.stats();
-        // 4 MiB in 1440-byte fragments: thousands of requests per direction.
+        // 4 MiB in 1344-byte fragments: thousands of requests per direction.
         assert!(st.get("requests.bulk_write").unwrap() > 2000, "{st}");
         assert_eq!(st.get("udp.oversized"), Some(0), "{st}");
     }
