@@ -101,9 +101,9 @@ const WINDOW: usize = 32;
 const FRAMES: usize = 64;
 /// Socket buffers asked for (the kernel caps them at `net.core.rmem_max`/`wmem_max`).
 const SOCKBUF: usize = 4 << 20;
-/// Every chunk of data but the last is a multiple of this many bytes, so that no aligned
-/// element of any OpenSHMEM type (at most 32 bytes) is split between two packets.
-const GRANULE: usize = 64;
+/// Data is cut into packets at multiples of this many bytes of the receiver's address (the
+/// runtime's fragment granule), so that no aligned element is split between two packets.
+const GRANULE: usize = gsas_core::wire::GRANULE;
 
 /// What a packet carries besides its number.
 #[derive(Clone, Copy, Debug)]
@@ -442,6 +442,18 @@ fn chunk(st: &State, packet_mtu: usize) -> usize {
     (c / GRANULE * GRANULE).max(GRANULE.min(most))
 }
 
+/// Bytes of the packet that carries data from `off` of `len` bytes, at most `chunk`: put
+/// data (destination offset `dest`, segments start on pages) is cut at multiples of
+/// [`GRANULE`] of its destination address, so only the first piece may be shorter; mail is
+/// cut every `chunk` bytes.
+fn piece(dest: Option<u64>, off: usize, len: usize, chunk: usize) -> usize {
+    let room = match dest {
+        Some(d) if off == 0 => chunk.saturating_sub(d as usize % GRANULE).max(1),
+        _ => chunk,
+    };
+    (len - off).min(room)
+}
+
 /// Sends `msg` to world PE `pe` (which [`reaches`]): data larger than a packet goes in
 /// several, in order, the flag (or the mail) with the last.
 pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
@@ -476,7 +488,7 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     let chunk = e.chunk;
     let mut off = 0;
     loop {
-        let n = (data.len() - off).min(chunk);
+        let n = piece(put.then_some(at.off), off, data.len(), chunk);
         let last = off + n == data.len();
         let part_at = if put {
             SymAddr {
@@ -911,5 +923,52 @@ pub fn flush(st: &State) {
     if let Some(t) = keeper {
         t.thread().unpark();
         let _ = t.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GRANULE, piece};
+
+    #[test]
+    fn put_data_is_cut_at_multiples_of_the_granule_of_its_destination() {
+        for chunk in [64, 128, 1344, 61312] {
+            for dest in [0u64, 1, 8, 60, 64, 100, 4096 + 24] {
+                for len in [
+                    0,
+                    1,
+                    63,
+                    64,
+                    65,
+                    chunk - 1,
+                    chunk,
+                    chunk + 1,
+                    3 * chunk + 17,
+                ] {
+                    let mut off = 0;
+                    loop {
+                        let n = piece(Some(dest), off, len, chunk);
+                        assert!(n <= chunk, "chunk {chunk} dest {dest} len {len}: {n}");
+                        off += n;
+                        if off == len {
+                            break;
+                        }
+                        assert!(n > 0);
+                        assert_eq!(
+                            (dest as usize + off) % GRANULE,
+                            0,
+                            "chunk {chunk} dest {dest} len {len}: a cut at {off}"
+                        );
+                    }
+                    // Mail: every chunk bytes.
+                    let mut off = 0;
+                    while off < len {
+                        let n = piece(None, off, len, chunk);
+                        assert_eq!(n, chunk.min(len - off));
+                        off += n;
+                    }
+                }
+            }
+        }
     }
 }
