@@ -24,9 +24,10 @@
 //! neighbour's.
 //!
 //! Sizes are drawn around the boundaries of the job's UDP MTU (`--mtu`, or `GSAS_UDP_MTU`,
-//! default 61440): the collectives' datagrams (MTU - 64 bytes of data), the services'
-//! bulk fragments (MTU - 32), their multiples, and `SHMEM_COLL_DIRECT_MAX` (256 KiB), each
-//! exactly, one byte and one word either side.
+//! default 61440): what a datagram carries of the collectives' data and of the services'
+//! bulk fragments (each path's headers subtracted, with and without rounding to 64 bytes),
+//! their multiples, and `SHMEM_COLL_DIRECT_MAX` (as set, or 256 KiB), each exactly, one
+//! byte and one word either side.
 //!
 //! Options: `--count N` collectives (10000), `--seed S` (1), `--max-bytes B` largest
 //! contribution of one PE (300000), `--arena B` bytes of the arena (16 MiB), `--progress K`
@@ -231,6 +232,23 @@ const PSYNCS: usize = 32;
 /// `SHMEM_COLL_DIRECT_MAX`'s default.
 const DIRECT_MAX: usize = 256 << 10;
 
+/// `SHMEM_COLL_DIRECT_MAX` as the job sets it (plain bytes or with a k/m suffix), else its
+/// default.
+fn direct_max() -> usize {
+    let Ok(v) = std::env::var("SHMEM_COLL_DIRECT_MAX") else {
+        return DIRECT_MAX;
+    };
+    let v = v.trim().to_ascii_lowercase();
+    let (num, unit) = match v.strip_suffix('k') {
+        Some(n) => (n, 1 << 10),
+        None => match v.strip_suffix('m') {
+            Some(n) => (n, 1 << 20),
+            None => (v.as_str(), 1),
+        },
+    };
+    num.parse::<usize>().map_or(DIRECT_MAX, |n| n * unit)
+}
+
 /// splitmix64: the same sequence on every PE.
 struct Rng(u64);
 
@@ -385,8 +403,16 @@ fn usage(why: &str) -> ! {
 
 /// Byte sizes around the boundaries of the datagrams and fragments of an MTU.
 fn boundary_sizes(mtu: usize, max: usize) -> Vec<usize> {
-    let mut bases = vec![DIRECT_MAX, 4096];
-    for payload in [mtu.saturating_sub(64), mtu.saturating_sub(32)] {
+    let mut bases = vec![direct_max(), 4096];
+    // The collectives' packets (UDP, frame, packet and direct headers: 90 bytes) and the
+    // services' bulk fragments (UDP, frame, packet and request headers: 90 bytes with a
+    // signal's 16 more), and the plain MTU less the older 32- and 64-byte headers.
+    for payload in [
+        mtu.saturating_sub(90),
+        mtu.saturating_sub(106),
+        mtu.saturating_sub(64),
+        mtu.saturating_sub(32),
+    ] {
         bases.extend([payload, payload / 64 * 64]);
     }
     let mut out = Vec::new();

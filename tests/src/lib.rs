@@ -9,6 +9,8 @@
 //!   (`oshrun`, `gsas-atomicd`, `exanet-emu`: [`launch::program`]), Hydra, bounded waits;
 //! * [`node`]: the PE scenarios a child runs (`GSAS_TEST_SCENARIO`), scratch directories;
 //! * [`multinode`]: cluster files, `gsas-atomicd` daemons and `oshrun` commands;
+//! * [`netns`]: nodes in network namespaces on a bridge, their cluster file, loss and
+//!   duplication with nftables;
 //! * [`emu`]: a running `exanet-emu` with a root of its own;
 //! * [`install`]: the OpenSHMEM C library installed for the C programs of the tests;
 //! * [`pmi`]: the PMI ranks' roles and the parent-side job runner;
@@ -40,6 +42,7 @@ pub mod emu;
 pub mod install;
 pub mod launch;
 pub mod multinode;
+pub mod netns;
 pub mod node;
 pub mod pmi;
 pub mod skip;
