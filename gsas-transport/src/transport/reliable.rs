@@ -25,7 +25,9 @@ use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::mem::ManuallyDrop;
 
-use gsas_core::reliable::{Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Reliable, Stats};
+use gsas_core::reliable::{
+    Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Refusal, Reliable, Stats,
+};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
 use crate::transport::pio::Pio;
@@ -194,6 +196,12 @@ where
     pub fn reset_peer(&mut self, peer: T::Peer) -> Result<(), TransportError> {
         self.pio_failed.remove(&peer);
         self.rel.reset_peer(peer)
+    }
+
+    /// Closes `peer`'s slot for new data, answering them with `refusal`, while its last
+    /// frames may still arrive ([`Reliable::close_peer`], TCP's TIME_WAIT).
+    pub fn close_peer(&mut self, peer: T::Peer, refusal: Refusal) -> bool {
+        self.rel.close_peer(peer, refusal)
     }
 
     /// Frees `peer`'s slot ([`Reliable::release_peer`]).
