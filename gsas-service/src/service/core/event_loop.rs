@@ -21,6 +21,7 @@ impl Core {
             }
             if self.last_sweep.elapsed() >= SWEEP_EVERY {
                 self.sweep_peers();
+                self.sweep_lingering();
             }
             let busy = self.step()?;
             let now = Instant::now();
@@ -95,21 +96,38 @@ impl Core {
         }
     }
 
-    /// Logs what the network layer refused since the last call, at warn: the first few of
-    /// each kind (an unknown job key; a full job share, table or host share), then every
-    /// power of two, so that a flood leaves a trace but not a flood of lines. Every
-    /// refusal is counted either way.
+    /// Logs what the network layer refused since the last call: the first few of each
+    /// kind (an unknown job key; a full job share, table or host share; a frame of a job
+    /// that ended here, at info since it is no error of anyone's), then every power of
+    /// two, so that a flood leaves a trace but not a flood of lines. Every refusal is
+    /// counted either way.
     pub(super) fn log_refusals(&mut self) {
         let Some((peer, r)) = self.net.index_mut().take_refusal() else {
             return;
         };
-        let kind = usize::from(r.reason != RefusalReason::UnknownJob);
+        let kind = match r.reason {
+            RefusalReason::UnknownJob => 0,
+            RefusalReason::JobEnded => 2,
+            _ => 1,
+        };
         self.refusals_logged[kind] += 1;
         let n = self.refusals_logged[kind];
         if n > LOGGED_REFUSALS && !n.is_power_of_two() {
             return;
         }
         let st = self.net.stats();
+        if kind == 2 {
+            // Not an error of this service: a frame of a job that ended here cleanly,
+            // arriving after its peers stopped lingering (or one that never had a slot).
+            log::info!(
+                "{}: network peer {} (job key {:#x}) sent a frame after its job ended here; refused ({} so far)",
+                self.cfg.name,
+                peer.addr,
+                peer.key,
+                st.refused_job_ended
+            );
+            return;
+        }
         if kind == 0 {
             log::warn!(
                 "{}: refused network peer {} (job key {:#x}): {r}{} ({} frames refused for an unknown job so far)",
