@@ -80,15 +80,21 @@ fn succeeded(out: &Output, scenario: &str) -> bool {
         && (0..PES).all(|pe| stdout.contains(&format!("[{pe}] PE {pe} of {PES}: {scenario} ok")))
 }
 
-/// The lines of a failed job worth reading (errors, panics), at most a few.
+/// The lines of a failed job worth reading (errors, panic messages), at most a few.
 fn gist(out: &Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains(" error:") || l.contains("panicked") || l.contains("oshrun:"))
-        .take(6)
-        .collect();
-    format!("{}: {}", out.status, lines.join(" | "))
+    let lines: Vec<&str> = err.lines().collect();
+    let mut picked = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains(" error:") || l.contains("oshrun:") {
+            picked.push(*l);
+        } else if l.contains("panicked") {
+            // The message is on the next line.
+            picked.extend(lines.get(i + 1));
+        }
+    }
+    picked.truncate(6);
+    format!("{}: {}", out.status, picked.join(" | "))
 }
 
 /// Runs `runs` jobs of `scenario` one after the other on [`NODES`] lossy namespaces.
@@ -114,7 +120,9 @@ fn repeated_jobs(test: &str, tag: &str, scenario: &str, runs: u32) {
         .collect();
     let t0 = Instant::now();
     let mut failed: Vec<(u32, Output)> = Vec::new();
+    let mut slowest = (0, Duration::ZERO);
     for run in 0..runs {
+        let started = Instant::now();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &ns.nodes[0]])
             .args(launch().prefix())
@@ -127,15 +135,25 @@ fn repeated_jobs(test: &str, tag: &str, scenario: &str, runs: u32) {
             .env_remove("GSAS_UDP_MTU")
             .env_remove("GSAS_DEADLINE_MS");
         let out = run_with_timeout(&mut cmd, Duration::from_secs(300)).unwrap();
+        let took = started.elapsed();
+        if took > slowest.1 {
+            slowest = (run, took);
+        }
         if !succeeded(&out, scenario) {
-            eprintln!("{test}: job {run} failed: {}", gist(&out));
+            eprintln!(
+                "{test}: job {run} failed after {:.1} s: {}",
+                took.as_secs_f64(),
+                gist(&out)
+            );
             failed.push((run, out));
         }
     }
     eprintln!(
-        "{test}: {} of {runs} jobs of {PES} PEs on {NODES} nodes failed, {DROP}% of the services' datagrams dropped and {DUP}% duplicated ({:.1} s)",
+        "{test}: {} of {runs} jobs of {PES} PEs on {NODES} nodes failed, {DROP}% of the services' datagrams dropped and {DUP}% duplicated ({:.1} s; the slowest, job {}, {:.1} s)",
         failed.len(),
-        t0.elapsed().as_secs_f64()
+        t0.elapsed().as_secs_f64(),
+        slowest.0,
+        slowest.1.as_secs_f64()
     );
     if let Some((run, out)) = failed.first() {
         panic!(
@@ -144,7 +162,7 @@ fn repeated_jobs(test: &str, tag: &str, scenario: &str, runs: u32) {
             show(out)
         );
     }
-    let mut total = |name: &str| -> u64 {
+    let total = |name: &str| -> u64 {
         daemons
             .iter()
             .map(|d| d.stats().get(name).unwrap_or(0))
