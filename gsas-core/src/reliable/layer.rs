@@ -254,6 +254,16 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         self.core.now = self.core.now.max(now_ns);
     }
 
+    /// The earliest time (on the clock given to `poll`) at which `poll` may have timer
+    /// work: a retransmission, a deadline, a delayed ack, a held lazy frame, or a send the
+    /// inner transport pushed back; `None` when no timer is pending. It may be earlier
+    /// than needed (freeing frames does not push it back), never later: an owner that
+    /// sleeps until then (or until a frame arrives) misses nothing, and one whose only
+    /// work is a closed peer's backed-off retransmissions sleeps between them.
+    pub fn next_timer(&self) -> Option<u64> {
+        (self.core.next_wake != NEVER).then_some(self.core.next_wake)
+    }
+
     /// Frame buffers in the pool, and how many are free.
     pub fn pool_usage(&self) -> (u32, u32) {
         (self.core.pool.capacity(), self.core.pool.available())

@@ -220,6 +220,20 @@ where
         self.capacity
     }
 
+    /// The earliest time (on the clock given to `poll`) at which `poll` may have work
+    /// ([`Reliable::next_timer`]): `Some(0)` while a PIO message waits for its final
+    /// status or its resend (those are polled, not timed), `None` when nothing is
+    /// pending.
+    pub fn next_timer(&self) -> Option<u64>
+    where
+        T: Pio,
+    {
+        if self.rel.inner().pio_pending() {
+            return Some(0);
+        }
+        self.rel.next_timer()
+    }
+
     /// Whether any frame is open or unacknowledged (timers are pending), or a PIO message
     /// waits for its final status or its resend.
     pub fn has_frames_in_use(&self) -> bool

@@ -59,14 +59,7 @@ impl Core {
                 std::thread::yield_now();
                 continue;
             }
-            let bound = if self.net.has_frames_in_use()
-                || !self.net_pending.is_empty()
-                || self.rings.iter().any(|r| !r.pending.is_empty())
-            {
-                BLOCK_TIMERS
-            } else {
-                BLOCK_IDLE
-            };
+            let bound = self.block_bound();
             let woke = self.poll_descriptors(bound)?;
             self.doorbell.word().store(0, Ordering::Relaxed);
             last_control = Instant::now();
@@ -74,6 +67,23 @@ impl Core {
                 last_activity = last_control;
                 yields = 0;
             }
+        }
+    }
+
+    /// How long the loop may block in `poll(2)`: [`BLOCK_TIMERS`] while replies wait for
+    /// room, until the network layer's next timer while its frames are in flight (at
+    /// least [`BLOCK_TIMERS`], at most [`BLOCK_IDLE`]), [`BLOCK_IDLE`] otherwise. A reply
+    /// retransmitted with backoff to a PE that left (its job's peers linger) then costs a
+    /// wakeup per retransmission, not one per millisecond until the deadline.
+    pub(super) fn block_bound(&self) -> Duration {
+        if !self.net_pending.is_empty() || self.rings.iter().any(|r| !r.pending.is_empty()) {
+            return BLOCK_TIMERS;
+        }
+        match self.net.next_timer() {
+            Some(at) => Duration::from_nanos(at.saturating_sub(monotonic_ns()))
+                .clamp(BLOCK_TIMERS, BLOCK_IDLE),
+            None if self.net.has_frames_in_use() => BLOCK_TIMERS,
+            None => BLOCK_IDLE,
         }
     }
 

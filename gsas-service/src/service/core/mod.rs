@@ -72,7 +72,7 @@ const MAX_SYNC: u64 = 16 << 20;
 const MAX_RING_BYTES: u64 = 64 << 20;
 /// How often control sockets are checked while the loop is busy.
 const CONTROL_EVERY: Duration = Duration::from_millis(1);
-/// Bound of a block while reliability timers are pending.
+/// Shortest block while reliability timers are pending (see `Core::block_bound`).
 const BLOCK_TIMERS: Duration = Duration::from_millis(1);
 /// Bound of a block when idle.
 const BLOCK_IDLE: Duration = Duration::from_millis(100);
