@@ -262,11 +262,30 @@ fn a_closed_peer_that_left_loses_its_replies_at_the_deadline_without_an_event() 
     // The requester got the reply, but its acknowledgement was lost and it left.
     drain(&mut requester);
     service.close_peer(REQUESTER, ENDED);
+    // The owner may sleep until the next retransmission: the gaps grow (backoff, up to
+    // max_rto = 8 us here) and nothing is due in between.
     let mut now = 0;
-    while now < 200_000 {
-        now += 1_000;
+    let mut gaps = Vec::new();
+    while let Some(at) = service.next_timer() {
+        assert!(at >= now, "a timer in the past: {at} < {now}");
+        service.poll(at - 1).unwrap();
+        assert_eq!(
+            service.next_timer(),
+            Some(at),
+            "nothing happens before the timer"
+        );
+        gaps.push(at - now);
+        now = at;
         service.poll(now).unwrap();
+        assert!(now < 200_000, "timers until {now}");
     }
+    // Frames closed at 0: the last timer is the deadline (50 us here).
+    assert_eq!(now, 50_000, "{gaps:?}");
+    assert!(gaps.iter().all(|&g| g <= 8_000), "{gaps:?}");
+    assert!(
+        gaps.iter().filter(|&&g| g == 8_000).count() >= 3,
+        "{gaps:?}"
+    );
     let st = service.stats();
     assert!(st.retransmissions > 0, "{st:?}");
     assert_eq!(st.closed_expired, 1, "{st:?}");
