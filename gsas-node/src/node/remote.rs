@@ -220,10 +220,10 @@ impl Book {
     /// on its target's node: while this PE is ending, a non-blocking operation whose result
     /// nobody reads (a put, a non-fetching atomic such as the final barrier's increments)
     /// to a service that refused this PE with [`RefusalReason::JobEnded`]. That refusal
-    /// says every PE of the job on that node finalized (and so passed the final barrier,
-    /// which needed this PE's increments executed); whatever the operation would still
-    /// write there, nobody can read any more. A fetching operation, a blocking one, or
-    /// any operation before `finalize` stays an error.
+    /// says every PE of the job on that node finalized, so each passed the final barrier,
+    /// for which this PE's increments to it had to be executed; whatever the operation
+    /// would still write there, nobody can read any more. A fetching operation, a
+    /// blocking one, or any operation before `finalize` stays an error.
     pub(crate) fn finished_by_job_end(&self, record: &Record, e: OpError) -> bool {
         let Route::Net(p) = record.route else {
             return false;

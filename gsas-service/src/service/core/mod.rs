@@ -80,8 +80,8 @@ const BLOCK_IDLE: Duration = Duration::from_millis(100);
 const CONTROL_SEND_TIMEOUT: Duration = Duration::from_millis(500);
 /// Jobs whose end is remembered (for the message a late request gets).
 const TOMBSTONES: usize = 64;
-/// Jobs that ended cleanly whose network peers are kept closed at once (TIME_WAIT, see
-/// `segments.rs`); when one more ends, the oldest one's peers are freed early.
+/// Most jobs that ended cleanly whose network peers are kept at once (closed, TCP's
+/// TIME_WAIT; see `segments.rs`); when one more ends, the oldest one's are freed early.
 const LINGERING_JOBS: usize = 64;
 /// How often idle peers are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);

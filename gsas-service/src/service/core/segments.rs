@@ -423,7 +423,7 @@ impl Core {
             .push_back((key, Instant::now() + self.cfg.deadline));
         while self.lingering.len() > LINGERING_JOBS {
             if let Some((old, _)) = self.lingering.pop_front() {
-                self.release_lingering(old);
+                self.free_peers_of(old);
             }
         }
     }
@@ -438,13 +438,22 @@ impl Core {
                 return;
             }
             self.lingering.pop_front();
-            self.release_lingering(key);
+            self.free_peers_of(key);
         }
     }
 
-    /// Frees the lingering peers of ended job `key` (a new job of the same key too).
+    /// Frees the lingering peers of job `key` if it ended here and they still linger: a
+    /// new job of the same key starts afresh.
     pub(super) fn release_lingering(&mut self, key: u64) {
+        let before = self.lingering.len();
         self.lingering.retain(|&(k, _)| k != key);
+        if self.lingering.len() != before {
+            self.free_peers_of(key);
+        }
+    }
+
+    /// Frees the network peers of key `key` that have a slot.
+    fn free_peers_of(&mut self, key: u64) {
         for peer in self.net.index().peers_of(key) {
             self.net.release_peer(peer);
         }
