@@ -25,7 +25,9 @@ use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::mem::ManuallyDrop;
 
-use gsas_core::reliable::{Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Reliable, Stats};
+use gsas_core::reliable::{
+    Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Refusal, Reliable, Stats,
+};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
 use crate::transport::pio::Pio;
@@ -216,6 +218,12 @@ where
         self.rel.reset_peer(peer)
     }
 
+    /// Closes `peer`'s slot for new data, answering them with `refusal`, while its last
+    /// frames may still arrive ([`Reliable::close_peer`], TCP's TIME_WAIT).
+    pub fn close_peer(&mut self, peer: T::Peer, refusal: Refusal) -> bool {
+        self.rel.close_peer(peer, refusal)
+    }
+
     /// Frees `peer`'s slot ([`Reliable::release_peer`]).
     pub fn release_peer(&mut self, peer: T::Peer) -> bool {
         self.rel.release_peer(peer)
@@ -230,6 +238,20 @@ where
     /// Size of the peer table.
     pub fn peer_capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// The earliest time (on the clock given to `poll`) at which `poll` may have work
+    /// ([`Reliable::next_timer`]): `Some(0)` while a PIO message waits for its final
+    /// status or its resend (those are polled, not timed), `None` when nothing is
+    /// pending.
+    pub fn next_timer(&self) -> Option<u64>
+    where
+        T: Pio,
+    {
+        if self.rel.inner().pio_pending() {
+            return Some(0);
+        }
+        self.rel.next_timer()
     }
 
     /// Whether any frame is open or unacknowledged (timers are pending), or a PIO message

@@ -8,6 +8,7 @@
 //! * [`exanet`]: jobs over an emulated QFDB (four nodes), with link faults and a cut node;
 //! * [`demo`]: `scripts/demo --transport udp|exanet|verbs` as users run it, and its clean-up;
 //! * [`netns`]: nodes in network namespaces joined by veth links (root);
+//! * [`job_end`]: many short jobs in a row over lossy namespaces: every one ends cleanly;
 //! * [`verbs`]: jobs across two emulated verbs nodes (RDMA on the software verbs device),
 //!   the switch through the services, and a node cut off;
 //! * [`lossy_soak`]: a service and a client over a lossy link (namespaces and nftables as
@@ -22,6 +23,7 @@ mod demo;
 mod exanet;
 mod failure;
 mod fork;
+mod job_end;
 mod loopback;
 mod lossy_soak;
 mod netns;
