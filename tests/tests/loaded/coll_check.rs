@@ -7,6 +7,8 @@
 //! datagrams between nodes. Each job runs 10,000 collectives (fewer where the network
 //! loses or the sizes are large) from a seed that is printed (`GSAS_COLL_CHECK_SEED` sets
 //! it; by default it changes every run), and checks every result exactly on every PE.
+//! `GSAS_LOADED_VERBOSE=1` prints each job's whole output (with `SHMEM_DEBUG=1`, the
+//! collective endpoints' counters).
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -68,6 +70,9 @@ fn loopback_file(dir: &std::path::Path, nodes: usize, mtu: u32) -> ClusterFile {
 /// Asserts that the checker job succeeded and every collective was checked; prints its
 /// summary (the seed and the figures) for the stage's log.
 fn check(test: &str, out: &Output, count: u64, npes: u32) {
+    if std::env::var_os("GSAS_LOADED_VERBOSE").is_some() {
+        eprintln!("{test}: {}", show(out));
+    }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = format!("coll_check: {count} collectives on {npes} PEs checked exactly");
     assert!(
@@ -193,6 +198,11 @@ fn three_namespaces_dropping_and_duplicating_datagrams() {
     let (dropped, duplicated) = ns.loss_counts().unwrap();
     check(TEST, &out, count, 6);
     eprintln!("{TEST}: nftables dropped {dropped} and duplicated {duplicated} datagrams");
+    if std::env::var_os("GSAS_LOADED_VERBOSE").is_some() {
+        for d in &ds {
+            eprintln!("{TEST}: node {}: {}", d.node, d.stats());
+        }
+    }
     assert!(dropped > 0 && duplicated > 0, "no loss was injected");
     drop(ds);
     drop(ns);

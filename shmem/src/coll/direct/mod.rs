@@ -908,10 +908,27 @@ pub fn flush(st: &State) {
         }
         std::thread::sleep(Duration::from_micros(50));
     };
-    if !done && st.config.debug {
+    if st.config.debug {
+        let e = lock(&sh.ep);
+        let s = e.net.stats();
         eprintln!(
-            "gsas-shmem: PE {}: some collective frames were not acknowledged at finalize",
-            st.me
+            "gsas-shmem: PE {}: collective endpoint: {} packets sent, {} delivered; {} frames sent, \
+             {} resent, {} acknowledged; {} acknowledgements sent; {} frames received, {} \
+             duplicates{}",
+            st.me,
+            s.packets_sent,
+            s.packets_delivered,
+            s.frames_sent,
+            s.retransmissions,
+            s.frames_acked,
+            s.acks_sent,
+            s.frames_received,
+            s.duplicates,
+            if done {
+                ""
+            } else {
+                "; some frames were not acknowledged at finalize"
+            }
         );
     }
     sh.stop.store(true, Ordering::Release);
