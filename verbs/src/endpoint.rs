@@ -613,13 +613,16 @@ impl Endpoint {
 
     /// Waits until the full send queue has room (its oldest signalled request completed;
     /// one in every `depth / 2` is signalled, so a full queue holds one), after
-    /// [`Error::WouldBlock`]. Returns at once when the queue is not full.
+    /// [`Error::WouldBlock`]. When the queue is not full by this endpoint's count (the
+    /// provider refused a post with `ENOMEM`), polls once so that completions free the
+    /// provider's slots, and returns.
     pub fn wait_room(&mut self) -> Result<(), Error> {
         self.check_failed()?;
         if self.posted - self.done >= u64::from(self.depth) {
-            self.wait_done(self.done + 1)?;
+            self.wait_done(self.done + 1)
+        } else {
+            self.progress().map(drop)
         }
-        Ok(())
     }
 
     /// Waits until every request posted so far is complete (puts delivered, gets landed).
