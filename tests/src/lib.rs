@@ -13,6 +13,7 @@
 //!   duplication with nftables;
 //! * [`emu`]: a running `exanet-emu` with a root of its own;
 //! * [`install`]: the OpenSHMEM C library installed for the C programs of the tests;
+//! * [`load`]: CPU-bound processes beside a job (a loaded machine);
 //! * [`pmi`]: the PMI ranks' roles and the parent-side job runner;
 //! * [`attack`]: floods, a wire fuzzer and replayed frames against a service;
 //! * [`conformance`]: the transport conformance suite every transport runs;
@@ -41,6 +42,7 @@ pub mod conformance;
 pub mod emu;
 pub mod install;
 pub mod launch;
+pub mod load;
 pub mod multinode;
 pub mod netns;
 pub mod node;

@@ -18,12 +18,15 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #define SV_EXPORT __attribute__((visibility("default")))
 
@@ -57,6 +60,7 @@ struct sv_config {
 	uint8_t port; /* the active port; ports 1..port-1 exist and are down */
 	enum ibv_atomic_cap atomic_cap;
 	uint64_t min_timeout_ns;
+	uint64_t late_limit_ns; /* how long a responder that does not read is forgiven */
 	/* faults: counters shared by every context of the device (atomic updates) */
 	long drop_next;
 	long drop_every;
@@ -66,9 +70,11 @@ struct sv_config {
 	unsigned long sent; /* packets offered to the link, for drop-every */
 };
 
-/* Process-wide counters (atomic updates), read by softverbs_counters(). */
+/* Process-wide counters (atomic updates), read by softverbs_counters(). C_LATE counts the
+ * retransmission timeouts that were not charged to retry_cnt because the responder had not
+ * yet read what this queue pair sent (see rc.c, "the retry clock"). */
 enum { C_SENT, C_DROPPED, C_RETRANSMITS, C_DUPLICATES, C_SEQ_NAKS, C_RNR_NAKS, C_COMPLETIONS,
-       C_COUNT };
+       C_LATE, C_COUNT };
 extern uint64_t sv_counters[C_COUNT];
 
 static inline void count(int which)
@@ -211,6 +217,7 @@ struct sv_qp {
 	uint32_t next_psn;                 /* PSN of the next new WR */
 	uint64_t deadline;                 /* retransmission deadline, 0 when idle */
 	uint64_t rnr_until;                /* RNR wait before the next retransmission */
+	uint64_t late_since;               /* first uncharged timeout of this wait, 0: none */
 	int retry_left, rnr_left;
 	/* receive queue */
 	struct sv_rwqe *rq;
