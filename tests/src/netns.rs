@@ -143,7 +143,16 @@ impl Cluster {
         let (mut dropped, mut duplicated) = (0, 0);
         for ns in &self.nodes {
             let out = Command::new("ip")
-                .args(["netns", "exec", ns, "nft", "list", "table", "ip", "gsas_loss"])
+                .args([
+                    "netns",
+                    "exec",
+                    ns,
+                    "nft",
+                    "list",
+                    "table",
+                    "ip",
+                    "gsas_loss",
+                ])
                 .output()
                 .map_err(|e| format!("nft list: {e}"))?;
             for line in String::from_utf8_lossy(&out.stdout).lines() {

@@ -509,6 +509,28 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// As [`Run::put_to`], non-blocking: `src` may be reused on return, the data is
+    /// delivered by [`Run::quiet`] (many small puts share frames).
+    ///
+    /// # Safety
+    ///
+    /// As [`Run::copy_to`].
+    pub unsafe fn put_nbi_to(&self, m: u32, dest: Buf, off: usize, src: *const u8, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let at = dest.at(off).sym;
+        // SAFETY: the caller guarantees `src` is readable for `len` bytes.
+        let data = unsafe { std::slice::from_raw_parts(src, len) };
+        if let Err(e) =
+            self.st
+                .node
+                .put_nbi(NodeCtx::DEFAULT, self.g.world(m), at.seg, at.off, data)
+        {
+            fatal(self.call, e);
+        }
+    }
+
     /// Reads `len` bytes at `src + off` of member `m` into local `dst`.
     ///
     /// # Safety

@@ -1,8 +1,9 @@
 //! The randomized collective checker (`shmem/examples/coll_check.rs`) as jobs of the
 //! loaded stage: `oshrun --config` over loopback daemons (three nodes of 3 + 2 + 2 PEs,
 //! four of 4 + 3 + 3 + 3 and of 2 + 1 + 1 + 1, placed in blocks by `oshrun`), with 1472-byte
-//! datagrams so that the boundaries are many and cheap, `SHMEM_COLL_DIRECT_MAX` low in one
-//! job so that its boundary is crossed too, one job of large sizes at the default MTU, and,
+//! datagrams so that the boundaries are many and cheap, `SHMEM_COLL_DIRECT_MAX` low in two
+//! jobs so that its boundary is crossed too, one job with every signal through the services
+//! (`SHMEM_COLL_DIRECT_MAX=0`, `GSAS_DIRECT=0`), one of large sizes at the default MTU, and,
 //! as root, three network namespaces whose nftables drop 10% and duplicate 5% of the UDP
 //! datagrams between nodes. Each job runs 10,000 collectives (fewer where the network
 //! loses or the sizes are large) from a seed that is printed (`GSAS_COLL_CHECK_SEED` sets
@@ -93,7 +94,12 @@ fn loopback(test: &str, nodes: usize, npes: u32, mtu: u32, env: &[(&str, &str)],
     let mut cmd = launch().command(program("oshrun"));
     cmd.arg("--config")
         .arg(&file)
-        .args(["-n", &npes.to_string(), "--timeout", &LIMIT.as_secs().to_string()])
+        .args([
+            "-n",
+            &npes.to_string(),
+            "--timeout",
+            &LIMIT.as_secs().to_string(),
+        ])
         .arg("--")
         .arg(checker())
         .args(a)
@@ -141,6 +147,21 @@ fn four_nodes_of_two_one_one_and_one_pe() {
         1472,
         &[("SHMEM_COLL_DIRECT_MAX", "2k")],
         &args(10_000, s, 12_000),
+    );
+}
+
+/// Every signal and every byte through the services (`SHMEM_COLL_DIRECT_MAX=0`), and with
+/// `GSAS_DIRECT=0` every PE a cell of its own (same-node PEs through the service too).
+#[test]
+fn three_nodes_through_the_services() {
+    let s = seed();
+    loopback(
+        "three_nodes_through_the_services",
+        3,
+        6,
+        1472,
+        &[("SHMEM_COLL_DIRECT_MAX", "0"), ("GSAS_DIRECT", "0")],
+        &args(2_000, s, 6_000),
     );
 }
 
