@@ -119,18 +119,29 @@ impl Cluster {
     /// of the UDP datagrams it sends to the other nodes (the services' and the PEs'
     /// traffic; PMI and output streams are TCP and stay whole).
     pub fn lossy(&self, drop_pct: u32, dup_pct: u32) -> Result<(), String> {
-        for (i, ns) in self.nodes.iter().enumerate() {
+        self.lossy_matching(&["meta l4proto udp"], drop_pct, dup_pct)
+    }
+
+    /// In every node namespace, nftables drops `drop_pct` and duplicates `dup_pct` percent
+    /// of the datagrams it sends to the other nodes that match one of `matches` (nftables
+    /// match expressions, e.g. `udp dport 7470`); counted, see [`Cluster::loss_counts`].
+    pub fn lossy_matching(
+        &self,
+        matches: &[&str],
+        drop_pct: u32,
+        dup_pct: u32,
+    ) -> Result<(), String> {
+        for (ns, dev) in self.nodes.iter().zip(&self.devices) {
             let nft = |rule: &str| run("ip", &["netns", "exec", ns, "nft", rule]);
             nft("add table ip gsas_loss")?;
             nft("add chain ip gsas_loss out { type filter hook output priority 0; }")?;
-            let dev = &self.devices[i];
-            nft(&format!(
-                "add rule ip gsas_loss out oifname \"{dev}\" meta l4proto udp numgen random mod 100 < {drop_pct} counter drop"
-            ))?;
-            for j in (0..self.nodes.len()).filter(|&j| j != i) {
-                let peer = address(j);
+            for m in matches {
+                let m = format!("oifname \"{dev}\" ip daddr 10.201.0.0/24 {m}");
                 nft(&format!(
-                    "add rule ip gsas_loss out oifname \"{dev}\" ip daddr {peer} meta l4proto udp numgen random mod 100 < {dup_pct} counter dup to {peer} device \"{dev}\""
+                    "add rule ip gsas_loss out {m} numgen random mod 100 < {drop_pct} counter drop"
+                ))?;
+                nft(&format!(
+                    "add rule ip gsas_loss out {m} numgen random mod 100 < {dup_pct} counter dup to ip daddr device \"{dev}\""
                 ))?;
             }
         }

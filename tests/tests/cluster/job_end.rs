@@ -17,13 +17,13 @@
 //! no error). Needs root, `ip netns` and `nft`; otherwise each test prints
 //! `SKIPPED: <test>: <reason>` and returns (`GSAS_REQUIRE_NETNS=1` makes that a failure).
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use gsas_tests::launch::{launch, run_with_timeout, self_test_argv};
 use gsas_tests::multinode::{Daemon, SECRET, secret_file, show};
 
-use super::netns::{cluster_file, netns_or_skip, node_device};
+use gsas_tests::netns::{Cluster, cluster_file};
 
 /// The services' UDP port in the namespaces' cluster file.
 const SERVICE_PORT: u16 = 7470;
@@ -32,46 +32,6 @@ const DROP: u32 = 10;
 const DUP: u32 = 5;
 const NODES: usize = 3;
 const PES: u32 = 6;
-
-fn nft(ns: &str, rule: &str) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", rule])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("nft {rule}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "nft {rule}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// In namespace `ns` (whose link is `dev`): drop [`DROP`]% and duplicate [`DUP`]% of the
-/// UDP datagrams sent to or from the services' port.
-fn lossy(ns: &str, dev: &str) -> Result<(), String> {
-    nft(ns, "add table ip lossy")?;
-    nft(
-        ns,
-        "add chain ip lossy out { type filter hook output priority 0; }",
-    )?;
-    for m in ["dport", "sport"] {
-        let m = format!("ip daddr 10.201.0.0/24 udp {m} {SERVICE_PORT}");
-        nft(
-            ns,
-            &format!("add rule ip lossy out {m} numgen random mod 100 < {DROP} drop"),
-        )?;
-        nft(
-            ns,
-            &format!(
-                "add rule ip lossy out {m} numgen random mod 100 < {DUP} dup to ip daddr device {dev}"
-            ),
-        )?;
-    }
-    Ok(())
-}
 
 /// Whether a job of [`PES`] PEs running `scenario` succeeded, with every PE's line.
 fn succeeded(out: &Output, scenario: &str) -> bool {
@@ -99,19 +59,22 @@ fn gist(out: &Output) -> String {
 
 /// Runs `runs` jobs of `scenario` one after the other on [`NODES`] lossy namespaces.
 fn repeated_jobs(test: &str, tag: &str, scenario: &str, runs: u32) {
-    let Some(ns) = netns_or_skip(test, tag, NODES) else {
+    let Some(ns) = Cluster::or_skip(test, tag, NODES) else {
         return;
     };
     let dir = gsas_tests::node::scratch_dir(&format!("job-end-{tag}"));
     let secret = secret_file(&dir, "secret", SECRET, 0o600);
     let file = cluster_file(&dir, NODES, 61440, &secret);
-    for (i, name) in ns.nodes.iter().enumerate() {
-        lossy(name, &node_device(tag, i)).unwrap();
-    }
+    // The services' datagrams, both ways: requests, replies, acknowledgements.
+    let (to, from) = (
+        format!("udp dport {SERVICE_PORT}"),
+        format!("udp sport {SERVICE_PORT}"),
+    );
+    ns.lossy_matching(&[&to, &from], DROP, DUP).unwrap();
     let daemons: Vec<Daemon> = (0..NODES)
         .map(|i| {
             Daemon::start_with(
-                &["ip", "netns", "exec", &ns.nodes[i]],
+                &ns.exec(i),
                 &file,
                 i as u16,
                 &dir.join(format!("node{i}.sock")),

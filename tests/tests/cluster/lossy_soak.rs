@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -37,6 +37,7 @@ use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
 use gsas_tests::attack::Rng;
+use gsas_tests::netns::run;
 
 const T: Duration = Duration::from_secs(10);
 /// Operations in flight.
@@ -491,23 +492,6 @@ fn a_lossy_relay_on_loopback() {
 // Network namespaces
 
 const PREFIX: &str = "gsas-s";
-
-fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{cmd} {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// Two namespaces joined by a veth pair (`10.203.0.1` client, `10.203.0.2` service);
 /// deleted when dropped.

@@ -11,136 +11,23 @@
 //! deleted by a guard even when a test fails, and namespaces left by earlier test
 //! processes that died are removed first.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use gsas_tests::launch::{launch, run_with_timeout, self_test_argv};
-use gsas_tests::multinode::{Daemon, RELAXED_DEADLINE_MS, SECRET, secret_file, show};
-
-const PREFIX: &str = "gsas-t";
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Namespaces of one test; deleted when dropped.
-pub(super) struct Netns {
-    pub(super) nodes: Vec<String>,
-    bridge: String,
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for ns in self.nodes.iter().chain(std::iter::once(&self.bridge)) {
-            if let Err(e) = ip(&["netns", "del", ns]) {
-                eprintln!("cleanup: {e}");
-            }
-        }
-    }
-}
-
-/// The name of node `i`'s veth inside its namespace (test `tag`).
-pub(super) fn node_device(tag: &str, i: usize) -> String {
-    format!("gv{}{tag}{i}", std::process::id())
-}
-
-/// Node namespaces `0..n`, each with `10.201.0.(i+1)/24` on a veth whose peer is in the
-/// bridge namespace.
-fn setup(tag: &str, n: usize) -> Result<Netns, String> {
-    gsas_tests::launch::remove_stale_namespaces(PREFIX);
-    let pid = std::process::id();
-    let mut ns = Netns {
-        nodes: Vec::new(),
-        bridge: format!("{PREFIX}{pid}-{tag}-br"),
-    };
-    ip(&["netns", "add", &ns.bridge])?;
-    ip(&["-n", &ns.bridge, "link", "add", "br0", "type", "bridge"])?;
-    ip(&["-n", &ns.bridge, "link", "set", "br0", "up"])?;
-    for i in 0..n {
-        let name = format!("{PREFIX}{pid}-{tag}-{i}");
-        ip(&["netns", "add", &name])?;
-        ns.nodes.push(name.clone());
-        // Interface names are created in the root namespace first: keep them unique.
-        let (inner, outer) = (node_device(tag, i), format!("gp{pid}{tag}{i}"));
-        ip(&[
-            "link", "add", &inner, "netns", &name, "type", "veth", "peer", "name", &outer, "netns",
-            &ns.bridge,
-        ])?;
-        ip(&["-n", &name, "link", "set", "lo", "up"])?;
-        ip(&[
-            "-n",
-            &name,
-            "addr",
-            "add",
-            &format!("10.201.0.{}/24", i + 1),
-            "dev",
-            &inner,
-        ])?;
-        ip(&["-n", &name, "link", "set", &inner, "up"])?;
-        ip(&["-n", &ns.bridge, "link", "set", &outer, "master", "br0"])?;
-        ip(&["-n", &ns.bridge, "link", "set", &outer, "up"])?;
-    }
-    Ok(ns)
-}
-
-/// The namespaces, or `None` after printing why the test is skipped.
-pub(super) fn netns_or_skip(test: &str, tag: &str, n: usize) -> Option<Netns> {
-    let reason = if !gsas_tests::skip::is_root() {
-        "not running as root (network namespaces need CAP_SYS_ADMIN)".to_owned()
-    } else {
-        match setup(tag, n) {
-            Ok(ns) => return Some(ns),
-            Err(e) => format!("cannot create network namespaces: {e}"),
-        }
-    };
-    gsas_tests::skip::skip(test, gsas_tests::skip::REQUIRE_NETNS, &reason);
-    None
-}
-
-pub(super) fn cluster_file(dir: &Path, n: usize, mtu: u32, secret: &Path) -> PathBuf {
-    let mut text = format!(
-        "[cluster]\nname = \"netns\"\n\n[defaults]\nsymmetric_size = \"32m\"\n\
-         service_timeout_ms = {RELAXED_DEADLINE_MS}\nudp_mtu = {mtu}\nfork_allowed = true\n\
-         fork_secret_file = \"{}\"\n",
-        secret.display()
-    );
-    for i in 0..n {
-        text.push_str(&format!(
-            "\n[[nodes]]\nid = {i}\nname = \"ns{i}\"\nhost = \"10.201.0.{}\"\nudp_port = 7470\n\
-             control_socket = \"{}\"\n",
-            i + 1,
-            dir.join(format!("node{i}.sock")).display()
-        ));
-    }
-    let file = dir.join("cluster.toml");
-    std::fs::write(&file, text).unwrap();
-    file
-}
+use gsas_tests::multinode::{Daemon, SECRET, secret_file, show};
+use gsas_tests::netns::{Cluster, cluster_file};
 
 /// Runs the full scenario on `n` namespaces with `pes` PEs; returns the launcher's output.
 fn run_cluster(test: &str, tag: &str, n: usize, pes: u32, mtu: u32) -> Option<Output> {
-    let ns = netns_or_skip(test, tag, n)?;
+    let ns = Cluster::or_skip(test, tag, n)?;
     let dir = gsas_tests::node::scratch_dir(&format!("netns-{tag}"));
     let secret = secret_file(&dir, "secret", SECRET, 0o600);
     let file = cluster_file(&dir, n, mtu, &secret);
     let daemons: Vec<Daemon> = (0..n)
         .map(|i| {
             Daemon::start_with(
-                &["ip", "netns", "exec", &ns.nodes[i]],
+                &ns.exec(i),
                 &file,
                 i as u16,
                 &dir.join(format!("node{i}.sock")),
@@ -205,18 +92,13 @@ fn four_namespaces_with_ethernet_sized_datagrams() {
 #[test]
 fn an_unreachable_node_is_named_within_the_deadline() {
     let test = "an_unreachable_node_is_named_within_the_deadline";
-    let Some(ns) = netns_or_skip(test, "c", 2) else {
+    let Some(ns) = Cluster::or_skip(test, "c", 2) else {
         return;
     };
     let dir = gsas_tests::node::scratch_dir("netns-c");
     let secret = secret_file(&dir, "secret", SECRET, 0o600);
     let file = cluster_file(&dir, 2, 61440, &secret);
-    let _d0 = Daemon::start_with(
-        &["ip", "netns", "exec", &ns.nodes[0]],
-        &file,
-        0,
-        &dir.join("node0.sock"),
-    );
+    let _d0 = Daemon::start_with(&ns.exec(0), &file, 0, &dir.join("node0.sock"));
     // No daemon in node 1's namespace: the FORK goes unanswered.
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.nodes[0]])

@@ -202,7 +202,7 @@ fn three_namespaces_dropping_and_duplicating_datagrams() {
         })
         .collect();
     ns.lossy(10, 5).unwrap();
-    let count = 2_000;
+    let count = 4_000;
     let a = args(count, seed(), 8_000);
     let mut cmd = std::process::Command::new("ip");
     cmd.args(["netns", "exec", &ns.nodes[0]])
