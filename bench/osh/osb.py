@@ -37,6 +37,7 @@ P2P_SIZED = [
     ("put_nbi_rate", "msgrate"), ("put_signal", "signal"),
 ]
 P2P_AMO = ["fetch_add", "add", "compare_swap", "fetch"]
+P2P_FLAG = ["flag_quiet", "flag_p_wait", "flag_p_test"]
 COLL_SIZED = ["broadcast", "collect", "fcollect", "alltoall", "reduce_sum"]
 # The team forms (OpenSHMEM 1.5; a 1.4 implementation reports them skipped).
 COLL_TEAM_SIZED = ["team_" + b for b in COLL_SIZED]
@@ -84,7 +85,7 @@ def expected_rows(plan, skipped=(), kind="gsas"):
     if "p2p" in progs:
         for size in plan["sizes"]:
             rows.update((b, size, 2) for b, _ in P2P_SIZED)
-        rows.update((b, 8, 2) for b in P2P_AMO)
+        rows.update((b, 8, 2) for b in P2P_AMO + P2P_FLAG)
     table = (512 << 10) if "--quick" in plan["args"] else (4 << 20)
     for n in plan["pes"]:
         if "coll" in progs:

@@ -22,6 +22,7 @@ FAMILIES = {
     "signal": ("Put with signal (ping-pong, half round trip)", "size", False),
     "msgrate": ("Message rate (window of 32 put_nbi, then quiet)", "size", True),
     "amo": ("64-bit atomics, PE 0 -> PE 1", "bench", False),
+    "flag": ("Flag ping-pong (shmem_long_p, then the partner's wait; round trip)", "bench", False),
     "coll": ("Collectives against the number of PEs", "pes", False),
     "app": ("GUPS: random XOR updates of a distributed table", "pes", True),
 }

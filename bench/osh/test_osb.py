@@ -31,7 +31,8 @@ def fake_run(out, targets, plan, skip=None):
         for rnd in range(plan["rounds"]):
             for b, s, n in sorted(osb.expected_rows(plan, (skip or {}).get(t, {}))):
                 fam = next((f for x, f in osb.P2P_SIZED if x == b), None)
-                fam = fam or ("amo" if b in osb.P2P_AMO else "app" if b == "gups" else "coll")
+                fam = fam or ("amo" if b in osb.P2P_AMO else "flag" if b in osb.P2P_FLAG
+                              else "app" if b == "gups" else "coll")
                 v = (1 + ti) * (1 + s / 1000) * n * (1 + rnd / 10)
                 raw.append({"round": rnd, "target": t, "benchmark": b, "family": fam,
                             "size_bytes": s, "pes": n, "unit": "us", "median": v,
@@ -72,6 +73,7 @@ class Pure(unittest.TestCase):
         rows = osb.expected_rows(plan)
         n_sizes, n_pes, n_coll = len(plan["sizes"]), len(plan["pes"]), len(plan["coll_sizes"])
         self.assertEqual(len(rows), len(osb.P2P_SIZED) * n_sizes + len(osb.P2P_AMO)
+                         + len(osb.P2P_FLAG)
                          + n_pes * (3 + 2 * len(osb.COLL_SIZED) * n_coll + 1))
         less = osb.expected_rows(plan, {"put_signal": "x"})
         self.assertEqual(len(rows) - len(less), n_sizes)
