@@ -22,7 +22,9 @@ pub const TEST_LOOP: &str = "shmem-test-loop";
 pub const BARRIER: &str = "shmem-barrier";
 /// PE 0 waits in `shmem_long_wait_until`; the others in `shmem_long_sum_reduce`.
 pub const COLLECTIVE: &str = "shmem-collective";
-/// PE 0 holds a lock and waits in `shmem_long_wait_until`; the others in `shmem_set_lock`.
+/// PE 0 (the lock's home) takes a lock and then computes (sleeps in its own code); the
+/// others wait in `shmem_set_lock`: PE 1 by atomics on PE 0's memory (same node), 2 and 3
+/// by atomics through node 0's service.
 pub const LOCK: &str = "shmem-lock";
 /// After a barrier, PE `GSAS_TEST_VICTIM` exits with status 0 (`exit`, or `_exit` when
 /// `GSAS_TEST_EXIT=_exit`) without `shmem_finalize`; the others call `shmem_barrier_all`.
@@ -157,7 +159,6 @@ fn collective() {
 }
 
 fn lock() {
-    let flag = symmetric_long();
     let lock = symmetric_long();
     if me() == 0 {
         // SAFETY: `lock` is a symmetric long used only as a lock.
@@ -167,7 +168,9 @@ fn lock() {
     unsafe { shmem_barrier_all() };
     ready();
     if me() == 0 {
-        wait_forever(flag);
+        // Holds the lock, outside the library, until the job is ended.
+        std::thread::sleep(Duration::from_secs(300));
+        panic!("PE 0 was not ended");
     }
     // SAFETY: as above.
     unsafe { shmem_set_lock(lock) };
