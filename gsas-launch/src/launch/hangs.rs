@@ -8,10 +8,16 @@
 //!
 //! * [`Hangs::orphaned`]: has a PE left the job without `shmem_finalize` (it exited with
 //!   status 0 after talking PMI, or its program called `exit(0)` and its implicit finalize
-//!   now waits) while every other PE that still runs is blocked in a call? Then nobody can
-//!   move again: the launcher ends the job with e.g. `PE 2 (pid 1234) exited with status
-//!   0 without calling shmem_finalize; PEs 0, 1, 3 are in shmem_barrier_all` instead of
-//!   waiting for `--timeout`.
+//!   now waits) while another PE has been blocked for a second in a call that completes
+//!   only when every PE makes it ([`needs_everyone`]: `shmem_barrier_all`,
+//!   `shmem_sync_all`, and `shmem_finalize` once the PE that left is gone)? That PE can
+//!   never move again, so the launcher ends the job with e.g. `PE 2 (pid 1234) exited with
+//!   status 0 without calling shmem_finalize; PEs 0, 1, 3 are in shmem_barrier_all`
+//!   instead of waiting for `--timeout`. It waits until every other running PE is blocked
+//!   too (at most [`SETTLE`] more), so that the message says where each one is. A PE
+//!   blocked in a point-to-point wait or a team's collective is not enough: another thread
+//!   of a PE still running, or the team's other members, may yet release it; there
+//!   `--timeout` and SIGQUIT say where everyone is.
 //! * [`Hangs::asking`]: after the launcher sent SIGQUIT to the PEs (a SIGQUIT to the
 //!   launcher, or `--timeout`), has every PE asked printed its line (or has the time for
 //!   it passed)? Each gsas PE prints one line itself (`PE 3: in shmem_long_wait_until:
@@ -27,6 +33,10 @@ use std::time::{Duration, Instant};
 
 /// How long the launcher waits for the PEs' report lines after a SIGQUIT.
 pub const REPORT_WAIT: Duration = Duration::from_secs(3);
+
+/// How long, after a PE was seen blocked for good, the launcher waits for the other
+/// running PEs to be blocked too before it names them all.
+pub const SETTLE: Duration = Duration::from_secs(2);
 
 /// Why the PEs were asked where they wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,8 +57,9 @@ struct Asking {
 /// What the launcher knows about the PEs' waits; see the [module docs](self).
 #[derive(Debug, Default)]
 pub struct Hangs {
-    /// The call each rank has been blocked in for a second or more.
-    waiting: BTreeMap<u32, String>,
+    /// The call each rank has been blocked in for a second or more, and since when the
+    /// launcher knows.
+    waiting: BTreeMap<u32, (String, Instant)>,
     /// Ranks whose program exited with status 0 without `shmem_finalize`.
     exited: BTreeSet<u32>,
     /// Ranks that finalized PMI.
@@ -59,13 +70,33 @@ pub struct Hangs {
 }
 
 /// A PE left the job without `shmem_finalize` while the others wait: the ranks that
-/// left, and what every other running rank is blocked in.
+/// left, and what the other running ranks are blocked in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Orphaned {
     /// The ranks that left.
     pub left: Vec<u32>,
-    /// `(rank, call)` of every other running rank.
+    /// `(rank, call)` of the other running ranks that have been blocked for a second.
     pub waiting: Vec<(u32, String)>,
+    /// The other running ranks that are not blocked in the library.
+    pub free: Vec<u32>,
+}
+
+/// Whether `call` (an OpenSHMEM routine's name as a PE noted it: `shmem_barrier_all`, or
+/// `shmem::Shmem::barrier_all` of the Rust API) completes only when every PE of the job
+/// makes the same call: a PE that left without finalize never will. `left_gone`: the PEs
+/// that left have ended (a PE whose program called `exit(0)` still finalizes at exit, and
+/// its final barrier matches the others' `shmem_finalize`).
+pub fn needs_everyone(call: &str, left_gone: bool) -> bool {
+    let routine = call.rsplit("::").next().unwrap_or(call);
+    let routine = routine
+        .strip_prefix("pshmem_")
+        .or_else(|| routine.strip_prefix("shmem_"))
+        .unwrap_or(routine);
+    match routine {
+        "barrier_all" | "sync_all" => true,
+        "finalize" => left_gone,
+        _ => false,
+    }
 }
 
 impl Hangs {
@@ -76,7 +107,8 @@ impl Hangs {
                 self.waiting.remove(&rank);
             }
             "wait" => {
-                self.waiting.insert(rank, value.to_owned());
+                self.waiting
+                    .insert(rank, (value.to_owned(), Instant::now()));
             }
             "exit" => {
                 if !self.finalized.contains(&rank) {
@@ -106,25 +138,36 @@ impl Hangs {
         }
     }
 
-    /// Whether a PE left without `shmem_finalize` while every other rank that still runs
-    /// (`running(rank)`, of `0..size`) has been blocked in a call for a second or more.
+    /// Whether a PE left without `shmem_finalize` while another rank that still runs
+    /// (`running(rank)`, of `0..size`) has been blocked for a second in a call that
+    /// [`needs_everyone`], and every other running rank is blocked too or [`SETTLE`] has
+    /// passed since.
     pub fn orphaned(&self, size: u32, running: impl Fn(u32) -> bool) -> Option<Orphaned> {
         if self.exited.is_empty() {
             return None;
         }
+        let left_gone = self.exited.iter().all(|r| !running(*r));
         let others: Vec<u32> = (0..size)
             .filter(|r| !self.exited.contains(r) && !self.finalized.contains(r) && running(*r))
             .collect();
-        if others.is_empty() {
+        let stuck_since = others
+            .iter()
+            .filter_map(|r| self.waiting.get(r))
+            .filter(|(call, _)| needs_everyone(call, left_gone))
+            .map(|(_, since)| *since)
+            .min()?;
+        let (waiting, free): (Vec<u32>, Vec<u32>) =
+            others.iter().partition(|r| self.waiting.contains_key(r));
+        if !free.is_empty() && stuck_since.elapsed() < SETTLE {
             return None;
         }
-        let waiting = others
-            .iter()
-            .map(|r| self.waiting.get(r).map(|c| (*r, c.clone())))
-            .collect::<Option<Vec<_>>>()?;
         Some(Orphaned {
             left: self.exited.iter().copied().collect(),
-            waiting,
+            waiting: waiting
+                .into_iter()
+                .map(|r| (r, self.waiting[&r].0.clone()))
+                .collect(),
+            free,
         })
     }
 
@@ -232,18 +275,50 @@ mod tests {
         h.ended(2, exit(0), true);
         assert_eq!(h.orphaned(4, running), None, "nobody waits yet");
         h.note(0, "wait", "shmem_barrier_all");
-        h.note(1, "wait", "shmem_barrier_all");
+        h.note(1, "wait", "shmem::Shmem::barrier_all");
         assert_eq!(h.orphaned(4, running), None, "PE 3 still computes");
         h.note(3, "wait", "shmem_long_wait_until");
         let o = h.orphaned(4, running).unwrap();
         assert_eq!(o.left, vec![2]);
+        assert!(o.free.is_empty());
         assert_eq!(
             describe_waiting(&o.waiting),
-            "PEs 0, 1 are in shmem_barrier_all; PE 3 is in shmem_long_wait_until"
+            "PE 0 is in shmem_barrier_all; PE 1 is in shmem::Shmem::barrier_all; \
+             PE 3 is in shmem_long_wait_until"
         );
-        // A wait that ended is no wait.
+        // A wait that ended is no wait: PE 3 computes, for less than SETTLE.
         h.note(3, "wait", "-");
         assert_eq!(h.orphaned(4, running), None);
+    }
+
+    #[test]
+    fn point_to_point_waits_and_team_collectives_are_not_enough() {
+        // Another thread of a PE still running, or the team's other members, may yet
+        // release them.
+        let mut h = Hangs::default();
+        h.ended(2, exit(0), true);
+        h.note(0, "wait", "shmem_long_wait_until");
+        h.note(1, "wait", "shmem_team_sync");
+        h.note(3, "wait", "shmem_long_sum_reduce");
+        assert_eq!(h.orphaned(4, |r| r != 2), None);
+        // shmem_finalize completes with the final barrier of a PE that exits with exit(0)
+        // (its implicit finalize), not once it is gone.
+        let mut h = Hangs::default();
+        h.note(2, "exit", "0");
+        h.note(0, "wait", "shmem_finalize");
+        assert_eq!(h.orphaned(3, |_| true), None);
+        // Gone, it never will: PE 0 is stuck; PE 1 may still arrive for SETTLE.
+        assert_eq!(h.orphaned(3, |r| r != 2), None);
+        if let Some((_, since)) = h.waiting.get_mut(&0) {
+            *since -= SETTLE;
+        }
+        let o = h.orphaned(3, |r| r != 2).unwrap();
+        assert_eq!((o.left, o.free), (vec![2], vec![1]));
+        assert!(needs_everyone("shmem_finalize", true));
+        assert!(!needs_everyone("shmem_finalize", false));
+        assert!(needs_everyone("pshmem_sync_all", false));
+        assert!(needs_everyone("shmem::Shmem::sync_all", false));
+        assert!(!needs_everyone("shmem_barrier", true));
     }
 
     #[test]
@@ -271,6 +346,21 @@ mod tests {
         h.note(0, "wait", "shmem_barrier_all");
         let o = h.orphaned(2, |_| true).unwrap();
         assert_eq!(o.left, vec![1]);
+        assert_eq!(o.waiting, vec![(0, "shmem_barrier_all".to_owned())]);
+    }
+
+    #[test]
+    fn pes_that_do_not_wait_are_named_after_the_settling_time() {
+        let mut h = Hangs::default();
+        h.ended(1, exit(0), true);
+        h.note(0, "wait", "shmem_barrier_all");
+        assert_eq!(h.orphaned(3, |r| r != 1), None, "PE 2 may still arrive");
+        // As if the note came SETTLE ago.
+        if let Some((_, since)) = h.waiting.get_mut(&0) {
+            *since -= SETTLE;
+        }
+        let o = h.orphaned(3, |r| r != 1).unwrap();
+        assert_eq!(o.free, vec![2]);
         assert_eq!(o.waiting, vec![(0, "shmem_barrier_all".to_owned())]);
     }
 

@@ -168,8 +168,10 @@ pub enum Failure {
     Orphaned {
         /// `(rank, pid, node)` of the PEs that left (node: when on another machine).
         left: Vec<(u32, u32, Option<String>)>,
-        /// `(rank, call)` of every other PE still running.
+        /// `(rank, call)` of the other running PEs blocked in a call.
         waiting: Vec<(u32, String)>,
+        /// The other running PEs not blocked in the library.
+        free: Vec<u32>,
     },
 }
 
@@ -232,7 +234,11 @@ impl Failure {
             Failure::TimedOut { limit } => {
                 format!("the job ran longer than {:.1} s", limit.as_secs_f64())
             }
-            Failure::Orphaned { left, waiting } => {
+            Failure::Orphaned {
+                left,
+                waiting,
+                free,
+            } => {
                 let who = match &left[..] {
                     [(rank, pid, node)] => format!(
                         "{} exited with status 0 without calling shmem_finalize",
@@ -243,7 +249,16 @@ impl Failure {
                         rank_list(left.iter().map(|l| l.0).collect())
                     ),
                 };
-                format!("{who}; {}", hangs::describe_waiting(waiting))
+                let mut text = format!("{who}; {}", hangs::describe_waiting(waiting));
+                match free.len() {
+                    0 => {}
+                    1 => text.push_str(&format!("; PE {} is not blocked in the library", free[0])),
+                    _ => text.push_str(&format!(
+                        "; PEs {} are not blocked in the library",
+                        rank_list(free.clone())
+                    )),
+                }
+                text
             }
         }
     }
@@ -681,6 +696,7 @@ fn supervise(
                 failure = Some(Failure::Orphaned {
                     left,
                     waiting: o.waiting,
+                    free: o.free,
                 });
             }
         }

@@ -16,8 +16,8 @@
 //!    `PMI_SIZE`) each, and `PR_SET_PDEATHSIG(SIGKILL)`;
 //! 5. the launcher serves PMI, forwards output and waits; the first PE that fails ends the
 //!    job (see [`job`]); SIGINT, SIGTERM or SIGHUP to the launcher end it too; a PE that
-//!    exits without `shmem_finalize` while every other PE waits ends it, named with what
-//!    the others wait in ([`hangs`]); SIGQUIT (and `--timeout`, before it ends the job)
+//!    exits without `shmem_finalize` while the others wait for it in a barrier of all PEs
+//!    ends it, named with what the others wait in ([`hangs`]); SIGQUIT (and `--timeout`, before it ends the job)
 //!    makes every PE print the call it is in and what it waits for;
 //! 6. the service is stopped (its socket removed; the memory of the job is gone with the
 //!    last PE) and the launcher exits with the job's status.
