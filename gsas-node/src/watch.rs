@@ -296,6 +296,9 @@ impl<'a> Watch<'a> {
         let since = monotonic_ns().saturating_sub(self.start.elapsed().as_nanos() as u64);
         match self.call {
             Some(call) => WAIT.write(id, since, call),
+            // A node-client wait inside an OpenSHMEM wait (a lock's remote polls) leaves
+            // the outer wait's name in place.
+            None if WAIT.read().is_some() => {}
             None => WAIT.write(id, since, &node_call()),
         }
         self.id = id;
@@ -310,7 +313,8 @@ impl<'a> Watch<'a> {
         if a & REPORT != 0 && claim_report() {
             let call = match self.call {
                 Some(c) => c.to_owned(),
-                None => node_call(),
+                // Inside an OpenSHMEM wait, that wait's call.
+                None => WAIT.read().map_or_else(node_call, |e| e.name),
             };
             print_line(&format!(
                 "in {call}: waiting for {what}, for {:.1} s",
