@@ -28,6 +28,12 @@
 //!   20 us to 1 ms); the descriptor completes when it is accepted. `NOTIFY_LOCAL` into a
 //!   full own mailbox likewise holds the completion.
 //! * A channel keeps at most [`CHANNEL_WINDOW`] packets in flight.
+//! * RDMA moves data as a DMA engine does, in packets of `frame::MAX_PAYLOAD` (256) bytes
+//!   at offsets `k * 256` from the descriptor's start (a multiple of
+//!   `gsas_core::wire::GRANULE`), each read and written in address order with one access
+//!   per aligned 1/2/4/8-byte element (`gsas_transport::watched`): a PE watching an aligned
+//!   word in registered memory while a WRITE or a READ response lands sees it old or new,
+//!   never torn or written twice.
 //!
 //! What it is not: a timing model (latency is added by the emulator's frame queue), or
 //! thread-safe: one thread drives one device (the emulator's fabric thread drives all).
@@ -37,6 +43,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
+use gsas_transport::watched::{load_once, store_once};
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::fault::FaultPlan;
@@ -724,8 +731,8 @@ impl NiDevice {
                         break;
                     };
                     // SAFETY: `translate` proved `chunk` bytes at `src` lie inside a region
-                    // mapped by this device.
-                    unsafe { std::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), chunk) };
+                    // mapped by this device; `data` is a private buffer of at least `chunk`.
+                    unsafe { load_once(src, data.as_mut_ptr(), chunk) };
                     (ptype::WRITE, write_sub::RDMA, chunk)
                 } else {
                     data[..8].copy_from_slice(&(op.local + offset).to_le_bytes());
@@ -898,10 +905,9 @@ impl NiDevice {
                     |code| code,
                     |dst| {
                         // SAFETY: `remote_access` translated exactly `payload.len()` bytes
-                        // at `dst` inside a region mapped by this device.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(f.payload.as_ptr(), dst, f.payload.len())
-                        };
+                        // at `dst` inside a region mapped by this device; the payload is a
+                        // private buffer.
+                        unsafe { store_once(f.payload.as_ptr(), dst, f.payload.len()) };
                         resp::OK
                     },
                 );
@@ -924,8 +930,9 @@ impl NiDevice {
                     self.remote_access(&f, len).map_or_else(
                         |code| code,
                         |src| {
-                            // SAFETY: `remote_access` translated `len` bytes at `src`.
-                            unsafe { std::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), len) };
+                            // SAFETY: `remote_access` translated `len` bytes at `src`; `data`
+                            // is a private buffer of at least `len`.
+                            unsafe { load_once(src, data.as_mut_ptr(), len) };
                             resp::OK
                         },
                     )
@@ -1133,9 +1140,7 @@ impl NiDevice {
                 (true, Some(dst)) => {
                     // SAFETY: `translate` proved `chunk` bytes at `dst` inside a region of
                     // this endpoint; the payload has exactly `chunk` bytes.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(f.payload.as_ptr(), dst, chunk as usize)
-                    };
+                    unsafe { store_once(f.payload.as_ptr(), dst, chunk as usize) };
                 }
                 _ => {
                     if let Some(op) = e.ch[c]

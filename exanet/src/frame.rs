@@ -38,8 +38,11 @@
 pub const HEADER_LEN: usize = 16;
 /// Footer length.
 pub const FOOTER_LEN: usize = 16;
-/// Largest payload.
+/// Largest payload. The RDMA engine cuts a transfer into packets of this size at offsets
+/// `k * MAX_PAYLOAD` from the descriptor's start, so that with an aligned start no packet
+/// boundary splits an aligned element ([`gsas_core::wire::GRANULE`] divides it).
 pub const MAX_PAYLOAD: usize = 256;
+const _: () = assert!(MAX_PAYLOAD % gsas_core::wire::GRANULE == 0);
 /// Largest frame.
 pub const MAX_FRAME: usize = HEADER_LEN + MAX_PAYLOAD + FOOTER_LEN;
 

@@ -58,7 +58,9 @@
 //! | frame | 40 + packets | magic, version, flags, epochs, sequence number, base, cumulative + selective ack; then `[u16 length][packet]` repeated | [`reliable`] on an unreliable transport ([`reliable::frame`]) |
 //!
 //! Inline requests and replies fit one 64-byte Exanet mailbox slot; larger transfers are cut
-//! into bulk fragments of `mtu - 32` bytes, each self-describing, so fragments may arrive
+//! into bulk fragments of up to `mtu - 32` bytes rounded down to a multiple of
+//! [`wire::GRANULE`] (64), cut at target addresses that are multiples of it (so no aligned
+//! element is split between two packets), each self-describing, so fragments may arrive
 //! in any order. Parsing never panics on any input.
 //!
 //! # How the pieces fit

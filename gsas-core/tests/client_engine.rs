@@ -289,26 +289,28 @@ fn inline_and_bulk_round_trips() {
     assert_eq!(c.stats().completed, 4);
 }
 
-/// A transport whose inline size exceeds its MTU (a tiny MTU with 64-byte slots): a write or
-/// read that would fit the slot but not the MTU goes bulk instead of failing with `TooLarge`
-/// (found by `random_traffic_matches_reference` with mtu = 33 and a 2-byte write).
+/// A transport whose inline size exceeds its MTU (a small MTU with 128-byte slots): a write
+/// or read that would fit the slot but not the MTU goes bulk instead of failing with
+/// `TooLarge` (found by `random_traffic_matches_reference` with mtu = 33 and a 2-byte
+/// write, when fragments could be 1 byte long).
 #[test]
 fn inline_choice_is_bounded_by_the_mtu() {
     let w = words();
     let mut svc = service(&w);
-    let mut net = Net::new(64, 33);
+    let mut net = Net::new(128, 100);
     let mut c = client();
-    let issued = c.write(&mut net, PEER, 0, 1, at(0), &[7, 9]).unwrap();
+    let data = pattern(80, 9);
+    let issued = c.write(&mut net, PEER, 0, 1, at(0), &data).unwrap();
     assert!(issued.all_sent, "{issued:?}");
     assert!(
         net.sent
             .iter()
-            .all(|p| p[0] == u8::from(PacketType::BulkWrite) && p.len() <= 33)
+            .all(|p| p[0] == u8::from(PacketType::BulkWrite) && p.len() <= 100)
     );
-    c.read(&mut net, PEER, 0, 2, at(0), 2).unwrap();
+    c.read(&mut net, PEER, 0, 2, at(0), 80).unwrap();
     let ev = settle(&mut c, &mut net, &mut svc);
     assert_eq!(done(&ev, 1), [Ok(None)]);
-    assert_eq!(assemble(&ev, 2, 2), [7, 9]);
+    assert_eq!(assemble(&ev, 2, 80), data);
     assert_eq!(c.in_flight(), 0);
 }
 
@@ -551,9 +553,10 @@ fn would_block_on_first_packet_leaves_nothing() {
 fn partial_bulk_write_resumes_without_resending() {
     let w = words();
     let mut svc = service(&w);
-    let mut net = Net::new(64, 32 + 100);
+    // 128-byte fragments: 1280 bytes are 10 fragments.
+    let mut net = Net::new(64, 32 + 128);
     let mut c = client();
-    let data = pattern(1000, 3);
+    let data = pattern(1280, 3);
     net.budget = Some(3);
     let issued = c.write(&mut net, PEER, 0, 1, at(0), &data).unwrap();
     assert_eq!((issued.all_sent, issued.packets), (false, 3));
@@ -565,7 +568,7 @@ fn partial_bulk_write_resumes_without_resending() {
         "not complete before every fragment is answered"
     );
     assert_eq!(
-        c.resume(&mut net, issued.handle, &data[..999]),
+        c.resume(&mut net, issued.handle, &data[..1279]),
         Err(ClientError::PayloadMismatch)
     );
     net.budget = Some(0);
@@ -589,24 +592,25 @@ fn partial_bulk_write_resumes_without_resending() {
         10,
         "each fragment sent once"
     );
-    assert_eq!(svc.stats().bytes_written(), 1000);
+    assert_eq!(svc.stats().bytes_written(), 1280);
     assert_eq!(
         c.resume(&mut net, issued.handle, &data),
         Err(ClientError::StaleHandle)
     );
-    c.read(&mut net, PEER, 0, 2, at(0), 1000).unwrap();
+    c.read(&mut net, PEER, 0, 2, at(0), 1280).unwrap();
     let ev = settle(&mut c, &mut net, &mut svc);
-    assert_eq!(assemble(&ev, 2, 1000), data);
+    assert_eq!(assemble(&ev, 2, 1280), data);
 }
 
 #[test]
 fn window_limits_fragments_in_flight() {
     let w = words();
     let mut svc = service(&w);
-    // One-byte fragments: a 100-byte write needs 100 packets, at most WINDOW unanswered.
-    let mut net = Net::new(32, 33);
+    // 64-byte fragments (one granule): a 6400-byte write needs 100 packets, at most WINDOW
+    // unanswered.
+    let mut net = Net::new(32, 96);
     let mut c = client();
-    let data = pattern(100, 5);
+    let data = pattern(6400, 5);
     let issued = c.write(&mut net, PEER, 0, 1, at(0), &data).unwrap();
     assert_eq!((issued.all_sent, issued.packets), (false, WINDOW));
     assert_eq!(
@@ -628,12 +632,12 @@ fn window_limits_fragments_in_flight() {
     let ev = settle(&mut c, &mut net, &mut svc);
     assert_eq!(done(&ev, 1), [Ok(None)]);
 
-    // A read of 100 one-byte fragments continues through `pump`.
-    c.read(&mut net, PEER, 0, 2, at(0), 100).unwrap();
+    // A read of 100 fragments continues through `pump`.
+    c.read(&mut net, PEER, 0, 2, at(0), 6400).unwrap();
     assert_eq!(net.sent.len(), WINDOW as usize);
     assert_eq!(c.pump(&mut net).unwrap(), 0);
     let ev = settle(&mut c, &mut net, &mut svc);
-    assert_eq!(assemble(&ev, 2, 100), data);
+    assert_eq!(assemble(&ev, 2, 6400), data);
     assert_eq!(c.pump(&mut net).unwrap(), 0);
 }
 
@@ -668,12 +672,12 @@ fn per_context_counters() {
 fn remote_errors_complete_the_operation() {
     let w = words();
     let mut svc = service(&w);
-    let mut net = Net::new(32, 33);
+    let mut net = Net::new(32, 96);
     let mut c = client();
     // Unknown PE: every fragment is refused; the read stops sending after the error and
     // completes once the fragments already sent are answered.
     let bad = GlobalAddr::new(PEER, 5, 0).unwrap();
-    c.read(&mut net, PEER, 0, 1, bad, 100).unwrap();
+    c.read(&mut net, PEER, 0, 1, bad, 6400).unwrap();
     assert_eq!(net.sent.len(), WINDOW as usize);
     let replies = serve(&mut net, &mut svc);
     let (ev, _) = deliver(&mut c, &replies);
@@ -795,7 +799,7 @@ fn abort_and_fail_peer() {
 fn host_requests_are_matched_like_everything_else() {
     let w = words();
     let mut svc = service(&w);
-    let mut net = Net::new(64, 32 + 10);
+    let mut net = Net::new(64, 32 + 64);
     let mut c = client();
     c.host_request(
         &mut net,
@@ -820,7 +824,7 @@ fn host_requests_are_matched_like_everything_else() {
         },
     )
     .unwrap();
-    let spec = pattern(25, 4);
+    let spec = pattern(150, 4);
     let fork = c
         .host_request(
             &mut net,
@@ -835,7 +839,7 @@ fn host_requests_are_matched_like_everything_else() {
         .unwrap();
     assert_eq!(fork.packets, 3, "FORK fragmented to the MTU");
     let mut replies = Vec::new();
-    let mut fork_spec = vec![0u8; 25];
+    let mut fork_spec = vec![0u8; 150];
     while let Some(packet) = net.sent.pop_front() {
         let mut out = [0u8; 64];
         match svc.handle(KEY, &packet, &mut out).unwrap() {
@@ -887,11 +891,12 @@ fn host_requests_are_matched_like_everything_else() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Random writes and reads of random sizes over a random MTU, replies delivered in a
-    /// random order with random duplicates: memory and read data match a reference.
+    /// Random writes and reads of random sizes over a random MTU (from the smallest that
+    /// carries one granule per fragment), replies delivered in a random order with random
+    /// duplicates: memory and read data match a reference.
     #[test]
     fn random_traffic_matches_reference(
-        mtu in 33usize..600,
+        mtu in 96usize..600,
         ops in prop::collection::vec((any::<bool>(), 0usize..4000, 1usize..3000, any::<u8>()), 1..12),
         order in any::<u64>(),
     ) {

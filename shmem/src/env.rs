@@ -36,7 +36,7 @@
 //! | `SHMEM_COLL_RING_MIN` | - | size (number, decimals allowed, with optional k/m/g/t) | 256k | gsas extension: collect and fcollect exchange the nodes' blocks between three or more nodes over a ring once the largest node block has this many bytes; below, by recursive doubling. |
 //! | `SHMEM_COLL_SPIN_US` | - | integer (>= 0) | 20 | gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning while a spin would keep another thread off a CPU: the node runs more PEs than the process may use CPUs, or the machine has more runnable threads than CPUs (sampled every 10 ms). |
 //! | `SHMEM_COLL_DIRECT_MAX` | - | size (number, decimals allowed, with optional k/m/g/t) | 256k | gsas extension: across nodes over UDP, collectives send their signals straight to the waiting PE's own socket, and data of up to this many bytes per step with them, in datagrams of `SHMEM_COLL_DIRECT_CHUNK` bytes (larger data goes through the services; a `collect` between nodes whose PEs all have the endpoint sends its blocks directly whatever their size); 0 sends everything through the services. Must be the same on every PE. |
-//! | `SHMEM_COLL_DIRECT_CHUNK` | - | size (number, decimals allowed, with optional k/m/g/t) | the job's UDP MTU (`GSAS_UDP_MTU`, `defaults.udp_mtu`) less the 64-byte header | gsas extension: data bytes per datagram of the collectives' direct path (at least 1; at most 60k, larger values are taken as 60k): larger data is cut into datagrams of this size, with at most a share of the receive buffer unacknowledged per peer. Must be the same on every PE. |
+//! | `SHMEM_COLL_DIRECT_CHUNK` | - | size (number, decimals allowed, with optional k/m/g/t) | what a datagram of the job's UDP MTU (`GSAS_UDP_MTU`, `defaults.udp_mtu`) holds after its headers, rounded down to 64 bytes (61312 for 61440) | gsas extension: most data bytes per packet of the collectives' direct path (larger values are taken as what a datagram holds; rounded down to a multiple of 64, at least 64): larger data is cut into packets at multiples of 64 bytes of its destination address. Must be the same on every PE. |
 //! <!-- END GENERATED -->
 
 use std::fmt;
@@ -170,8 +170,8 @@ pub const COLL_DIRECT_CHUNK: EnvVar = EnvVar {
     name: "SHMEM_COLL_DIRECT_CHUNK",
     alias: None,
     kind: Kind::Size,
-    default: "the job's UDP MTU (`GSAS_UDP_MTU`, `defaults.udp_mtu`) less the 64-byte header",
-    doc: "gsas extension: data bytes per datagram of the collectives' direct path (at least 1; at most 60k, larger values are taken as 60k): larger data is cut into datagrams of this size, with at most a share of the receive buffer unacknowledged per peer. Must be the same on every PE.",
+    default: "what a datagram of the job's UDP MTU (`GSAS_UDP_MTU`, `defaults.udp_mtu`) holds after its headers, rounded down to 64 bytes (61312 for 61440)",
+    doc: "gsas extension: most data bytes per packet of the collectives' direct path (larger values are taken as what a datagram holds; rounded down to a multiple of 64, at least 64): larger data is cut into packets at multiples of 64 bytes of its destination address. Must be the same on every PE.",
 };
 
 /// Every variable, in the order of the documentation.

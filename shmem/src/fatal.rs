@@ -57,6 +57,20 @@ fn exit_process(code: i32) -> ! {
     std::process::exit(code)
 }
 
+/// Before a collective that a `Drop` runs (`shmem_free` of a `SymVec`, a team's destroy, the
+/// implicit finalize of `Shmem`): when the calling thread is unwinding from a panic, the
+/// other PEs are not in that collective and waiting for them would hang the job, so the job
+/// ends here instead, naming `call` (the panic's own message was printed already).
+pub(crate) fn not_while_panicking(call: &str) {
+    if std::thread::panicking() {
+        fatal(
+            call,
+            "the PE panicked; its unwinding would wait for the other PEs in a collective, so \
+             the job ends",
+        );
+    }
+}
+
 /// Flushes C stdio and Rust's standard streams.
 pub(crate) fn flush_stdio() {
     let _ = std::io::stdout().flush();

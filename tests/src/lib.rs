@@ -9,8 +9,11 @@
 //!   (`oshrun`, `gsas-atomicd`, `exanet-emu`: [`launch::program`]), Hydra, bounded waits;
 //! * [`node`]: the PE scenarios a child runs (`GSAS_TEST_SCENARIO`), scratch directories;
 //! * [`multinode`]: cluster files, `gsas-atomicd` daemons and `oshrun` commands;
+//! * [`netns`]: nodes in network namespaces on a bridge, their cluster file, loss and
+//!   duplication with nftables;
 //! * [`emu`]: a running `exanet-emu` with a root of its own;
 //! * [`install`]: the OpenSHMEM C library installed for the C programs of the tests;
+//! * [`load`]: CPU-bound processes beside a job (a loaded machine);
 //! * [`pmi`]: the PMI ranks' roles and the parent-side job runner;
 //! * [`attack`]: floods, a wire fuzzer and replayed frames against a service;
 //! * [`conformance`]: the transport conformance suite every transport runs;
@@ -39,7 +42,9 @@ pub mod conformance;
 pub mod emu;
 pub mod install;
 pub mod launch;
+pub mod load;
 pub mod multinode;
+pub mod netns;
 pub mod node;
 pub mod pmi;
 pub mod skip;

@@ -76,6 +76,9 @@ pub fn run(scenario: &str) {
             panic!("PE {} was not ended after the abort", node.rank());
         }
         "remote-failure" => remote_failure(&node),
+        // Nothing but the barriers of init and finalize: the end of a job alone.
+        "end" => node.barrier_all().unwrap(),
+        "end-after-work" => end_after_work(&node),
         other => panic!("unknown scenario {other}"),
     }
     if !node.direct() {
@@ -362,6 +365,66 @@ fn barriers(node: &Node) {
         node.barrier_all().unwrap();
     }
     node.free(slot).unwrap();
+}
+
+/// A little real work right before `finalize`: every PE puts a word to every PE, adds
+/// into a counter on every PE (blocking, non-blocking and fetching), checks what it got
+/// after a barrier, and reads a word back from every PE; the job then ends at once.
+fn end_after_work(node: &Node) {
+    let (me, n) = (node.rank(), node.size());
+    let words = node.calloc(u64::from(n) + 1, 8).unwrap().expect("words");
+    let counter = words + u64::from(n) * 8;
+    node.barrier_all().unwrap();
+    let mut fetched = Vec::new();
+    for t in 0..n {
+        let word = u64::from(me + 1) << 32 | u64::from(t);
+        node.put(CTX, t, HEAP, words + u64::from(me) * 8, &word.to_le_bytes())
+            .unwrap_or_else(|e| panic!("PE {me}: put to PE {t}: {e}"));
+        node.atomic_nbi(CTX, t, HEAP, counter, AtomicOp::Add, AtomicType::U64, 1, 0)
+            .unwrap_or_else(|e| panic!("PE {me}: add on PE {t}: {e}"));
+        let old = node
+            .atomic(
+                CTX,
+                t,
+                HEAP,
+                counter,
+                AtomicOp::FetchAdd,
+                AtomicType::U64,
+                1 << 32,
+                0,
+            )
+            .unwrap_or_else(|e| panic!("PE {me}: fetch-add on PE {t}: {e}"));
+        fetched.push(old >> 32);
+    }
+    node.quiet(CTX).unwrap();
+    node.barrier_all().unwrap();
+    for from in 0..n {
+        let mut b = [0u8; 8];
+        node.get(CTX, me, HEAP, words + u64::from(from) * 8, &mut b)
+            .unwrap();
+        let want = u64::from(from + 1) << 32 | u64::from(me);
+        assert_eq!(u64::from_le_bytes(b), want, "PE {me}: word from PE {from}");
+    }
+    let mut c = [0u8; 8];
+    node.get(CTX, me, HEAP, counter, &mut c).unwrap();
+    let want = u64::from(n) << 32 | u64::from(n);
+    assert_eq!(u64::from_le_bytes(c), want, "PE {me}: counter");
+    assert!(
+        fetched.iter().all(|&f| f < u64::from(n)),
+        "PE {me}: fetched {fetched:?}"
+    );
+    // A last round of reads from every PE: replies in flight until just before the end.
+    for t in 0..n {
+        let mut b = [0u8; 8];
+        node.get(CTX, t, HEAP, words + u64::from(me) * 8, &mut b)
+            .unwrap_or_else(|e| panic!("PE {me}: get from PE {t}: {e}"));
+        let want = u64::from(me + 1) << 32 | u64::from(t);
+        assert_eq!(
+            u64::from_le_bytes(b),
+            want,
+            "PE {me}: word read back from PE {t}"
+        );
+    }
 }
 
 /// Two contexts with non-blocking puts, gets and fetching atomics, completed by quiet.

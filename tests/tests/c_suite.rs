@@ -484,6 +484,12 @@ fn start_emulator(root: &Path, eps: u32) -> Child {
 /// Starts the daemons of `transport` (two UDP nodes on loopback, or four emulated Exanet
 /// nodes with their emulator) from a generated cluster file and waits until all answer.
 fn start_daemons(tag: &str, transport: Transport) -> Daemons {
+    start_daemons_mtu(tag, transport, None)
+}
+
+/// [`start_daemons`] with `defaults.udp_mtu` set in the cluster file (the services' and,
+/// through `oshrun --config`, the PEs' `GSAS_UDP_MTU`) when `udp_mtu` is given.
+fn start_daemons_mtu(tag: &str, transport: Transport, udp_mtu: Option<u32>) -> Daemons {
     let s = suite();
     // Unix socket paths are limited to 107 bytes: a short directory under the system's
     // temporary directory, not the (deep) target directory.
@@ -506,6 +512,9 @@ fn start_daemons(tag: &str, transport: Transport) -> Daemons {
             "UDP"
         }
     );
+    if let Some(mtu) = udp_mtu {
+        writeln!(toml, "udp_mtu = {mtu}").unwrap();
+    }
     for (i, sock) in sockets.iter().enumerate() {
         write!(
             toml,
@@ -1054,7 +1063,7 @@ fn verbs_programs() {
 /// `OBSERVER_ROUNDS=1000000` in the environment makes every case the soak.
 #[test]
 fn observer() {
-    let bin = compile("observer", "observer.c", Lang::C, &[]);
+    let bin = compile("observer", "observer.c", Lang::C, &["-pthread"]);
     let emulated = matches!(launch(), Launch::Emulated { .. });
     let rounds = |path: usize| OBSERVER_ROUNDS[path] / if emulated { 20 } else { 1 };
     let check =
@@ -1095,6 +1104,84 @@ fn observer() {
 /// Rounds per flavour of [`observer`] on each path: same node direct, same node through the
 /// service, two UDP nodes, four emulated Exanet nodes, two emulated verbs nodes.
 const OBSERVER_ROUNDS: [u32; 5] = [10_000, 2_000, 2_000, 500, 1_000];
+
+/// The concurrent observer on bulk transfers (issue 25 item 4; `observer.c`'s `put_bulk` and
+/// `get_bulk`): arrays of `uint64_t` words of 40 KiB to 256 KiB (128 KiB every other round)
+/// put to a PE that scans them with one 8-byte load per word while they arrive, and got
+/// into a buffer that a thread of the getting PE scans while the reply packets land in it;
+/// a word must be entirely old (0) or entirely new, never half of each. On every path, at
+/// 2 PEs: same node direct; same node through the service's ring with an odd
+/// `GSAS_UDP_MTU` (4099); two UDP nodes with the default `udp_mtu` (61440: fragments split
+/// word 7668 before the fix), 1472 and the odd 4099; four emulated Exanet nodes; two
+/// emulated verbs nodes (RDMA READs and WRITEs in the software device's 32 KiB packets).
+///
+/// [`OBSERVER_BULK_ROUNDS`] rounds per mode and case (a twentieth under qemu, at least 2);
+/// `OBSERVER_ROUNDS` in the environment overrides them. Every case runs even when one
+/// fails, and the test fails listing every failed case with its output.
+#[test]
+fn observer_bulk() {
+    let bin = compile("observer_bulk", "observer.c", Lang::C, &["-pthread"]);
+    let emulated = matches!(launch(), Launch::Emulated { .. });
+    let rounds = (OBSERVER_BULK_ROUNDS / if emulated { 20 } else { 1 })
+        .max(2)
+        .to_string();
+    let mut failed = Vec::new();
+    let mut check = |label: &str, case: Case, env: &[(&str, &str)], d: Option<&Daemons>| {
+        // One job per mode, so that a failed put does not hide the get.
+        for mode in ["put_bulk", "get_bulk"] {
+            let run = run_case(&bin, &[&rounds, mode], env, case, d);
+            let ok = run.status == Some(0)
+                && (0..case.pes).all(|pe| {
+                    let line = format!("observer: PE {pe} of {}: ok", case.pes);
+                    run.output.contains(&line)
+                });
+            let verdict = if ok { "ok" } else { "FAILED" };
+            let secs = run.elapsed.as_secs_f64();
+            report(&format!(
+                "{label} {mode} {case} ... {verdict} ({secs:.1} s)"
+            ));
+            if !ok {
+                failed.push(format!(
+                    "{label} {mode} ({case}): exit status {:?}\n{}",
+                    run.status, run.output
+                ));
+            }
+        }
+    };
+    check("observer_bulk", Case::new(2, Transport::Shm), &[], None);
+    check(
+        "observer_bulk GSAS_DIRECT=0 GSAS_UDP_MTU=4099",
+        Case::new(2, Transport::Shm),
+        &[("GSAS_DIRECT", "0"), ("GSAS_UDP_MTU", "4099")],
+        None,
+    );
+    for mtu in [None, Some(1472), Some(4099)] {
+        let daemons = start_daemons_mtu("observer_bulk", Transport::Udp, mtu);
+        let label = match mtu {
+            Some(m) => format!("observer_bulk udp_mtu={m}"),
+            None => "observer_bulk".to_string(),
+        };
+        check(&label, Case::new(2, Transport::Udp), &[], Some(&daemons));
+    }
+    for transport in [Transport::Exanet, Transport::Verbs] {
+        let daemons = start_daemons("observer_bulk", transport);
+        check(
+            "observer_bulk",
+            Case::new(2, transport),
+            &[],
+            Some(&daemons),
+        );
+    }
+    assert!(
+        failed.is_empty(),
+        "observer_bulk: {} case(s) failed:\n{}",
+        failed.len(),
+        failed.join("\n---\n")
+    );
+}
+
+/// Rounds per mode and case of [`observer_bulk`].
+const OBSERVER_BULK_ROUNDS: u32 = 200;
 
 #[test]
 fn cxx_program() {

@@ -18,8 +18,10 @@
  * PSNs; the responder executes them in order, acknowledges them, answers duplicates without
  * executing twice (atomics from a result cache), NAKs sequence gaps, missing receives (RNR)
  * and protection errors.  The requester retransmits go-back-N after the QP's timeout and
- * fails with retry-exceeded after retry_cnt retransmissions.  Errors move the QP to the
- * error state and flush its outstanding work.
+ * fails with retry-exceeded after retry_cnt retransmissions; a timeout while the responder
+ * has not yet read what was sent (its process alive but not running) is not counted (rc.c,
+ * "the retry clock").  Errors move the QP to the error state and flush its outstanding
+ * work.
  *
  * Configuration (environment, read once):
  *   SOFTVERBS_DEVICES  how many devices the process lists (default 1, at most 16): device i
@@ -34,6 +36,8 @@
  *   SOFTVERBS_DIR      the rendezvous directory of the sockets (default /tmp/softverbs-<uid>)
  *   SOFTVERBS_ATOMIC   none|hca|glob: the atomic capability reported (default glob)
  *   SOFTVERBS_MIN_TIMEOUT_MS  lower bound of the retransmission timeout (default 50)
+ *   SOFTVERBS_LATE_LIMIT_MS   how long a responder that has not read what was sent is
+ *                      waited for before its timeouts count again (default 60000)
  *   SOFTVERBS_FAULTS   comma-separated faults of this process's devices:
  *                      drop=N        the next N packets it sends vanish
  *                      drop-every=K  every K-th packet it sends vanishes
@@ -195,6 +199,14 @@ static void load_config(void)
 			goto bad;
 		}
 		cfg.min_timeout_ns = (uint64_t)v * 1000000ull;
+	}
+	cfg.late_limit_ns = 60000 * 1000000ull;
+	if ((s = getenv("SOFTVERBS_LATE_LIMIT_MS")) && *s) {
+		if (parse_long(s, &v)) {
+			sv_warn("SOFTVERBS_LATE_LIMIT_MS='%s': expected milliseconds", s);
+			goto bad;
+		}
+		cfg.late_limit_ns = (uint64_t)v * 1000000ull;
 	}
 	if ((s = getenv("SOFTVERBS_FAULTS")) && *s && parse_faults("SOFTVERBS_FAULTS", s))
 		goto bad;

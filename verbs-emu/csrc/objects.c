@@ -256,7 +256,7 @@ static void qp_reset(struct sv_qp *qp)
 {
 	qp->sq_head = qp->sq_next = qp->sq_tail = 0;
 	qp->rq_head = qp->rq_tail = 0;
-	qp->deadline = qp->rnr_until = 0;
+	qp->deadline = qp->rnr_until = qp->late_since = 0;
 	qp->rx_off = 0;
 	qp->nak_psn = 0;
 	memset(qp->acache, 0, sizeof(qp->acache));

@@ -172,7 +172,7 @@ static int sge_copy(struct sv_ctx *ctx, struct ibv_pd *pd, const struct ibv_sge 
 		if (to_sge)
 			sv_store_once(p, buf, k);
 		else
-			memcpy(buf, p, k);
+			sv_load_once(buf, p, k);
 		buf += k;
 		n -= k;
 		off = 0;
@@ -420,6 +420,7 @@ static void sq_complete_head(struct sv_qp *qp)
 	qp->sq_head++;
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->rnr_left = qp->attr.rnr_retry;
+	qp->late_since = 0;
 	if (qp->sq_head == qp->sq_next)
 		qp->deadline = 0;
 	else
@@ -530,6 +531,36 @@ static void on_response(struct sv_qp *qp, struct sv_pkt *h, unsigned char *data)
 	sv_sq_pump(qp);
 }
 
+/* The retry clock.  On an HCA the responder is hardware that answers whatever its host is
+ * doing; here it is the device thread of another process, which an overloaded machine may
+ * leave unscheduled for seconds (or a SIGSTOP for longer).  Such a responder is late, not
+ * gone, so a timeout counts against retry_cnt only when the responder has taken everything
+ * this queue pair sent and still did not answer.  It has not while
+ *  - our datagrams wait unread in its socket: SIOCOUTQ on a unix datagram socket is the
+ *    bytes it sent that the receiver has not read yet (they stay charged to the sender until
+ *    read), and only a socket that is still open holds them: a process that exits or
+ *    destroys the queue pair closes it, which discards them;
+ *  - our packets wait in this queue pair's transmit queue because its socket had no room
+ *    (the same state one step earlier);
+ *  - or its answers wait unread in our own socket (our device thread is the late one).
+ * Then the attempt is not charged and nothing is resent (the packets are there already):
+ * the timer starts again.  A peer that is gone (its process died, its queue pair was
+ * destroyed or is in error), a wrong address and an unreachable link (fault injection) all
+ * leave nothing unread, so they still end in retry-exceeded after 1 + retry_cnt timeouts.
+ * A responder that stays behind for longer than SOFTVERBS_LATE_LIMIT_MS (a process stopped
+ * for good) is charged again, so that every request still ends within that limit plus the
+ * queue pair's own retry budget. */
+static int responder_behind(struct sv_qp *qp)
+{
+	int n = 0;
+	if (qp->tx_head)
+		return 1;
+	if (ioctl(qp->fd, SIOCOUTQ, &n) == 0 && n > 0)
+		return 1;
+	n = 0;
+	return ioctl(qp->fd, SIOCINQ, &n) == 0 && n > 0;
+}
+
 static void qp_timers(struct sv_qp *qp, uint64_t now)
 {
 	if (qp->qp.state != IBV_QPS_RTS || qp->sq_head == qp->sq_next)
@@ -543,6 +574,17 @@ static void qp_timers(struct sv_qp *qp, uint64_t now)
 	}
 	if (!qp->deadline || now < qp->deadline)
 		return;
+	if (responder_behind(qp)) {
+		if (!qp->late_since)
+			qp->late_since = now;
+		if (now - qp->late_since < qp->ctx->cfg->late_limit_ns) {
+			count(C_LATE);
+			arm_timer(qp);
+			return;
+		}
+	} else {
+		qp->late_since = 0;
+	}
 	if (qp->retry_left <= 0) {
 		sq_fail_head(qp, IBV_WC_RETRY_EXC_ERR);
 		return;
@@ -591,6 +633,9 @@ static unsigned char *remote_target(struct sv_qp *qp, struct sv_pkt *h, unsigned
 	return mr_translate(qp->ctx, qp->qp.pd, h->rkey, h->raddr, h->len, need);
 }
 
+/* Sends the response of READ `req` from `src`, staged through the context's txbuf (the
+ * device thread holds the context's lock) so that every aligned element of the watched
+ * source is read by one load. */
 static void send_read_response(struct sv_qp *qp, struct sv_pkt *req, unsigned char *src)
 {
 	struct sv_pkt h;
@@ -602,7 +647,8 @@ static void send_read_response(struct sv_qp *qp, struct sv_pkt *req, unsigned ch
 		uint32_t n = req->len - off > SV_FRAG ? SV_FRAG : req->len - off;
 		h.off = off;
 		h.flags = off + n == req->len ? F_LAST : 0;
-		tx(qp, &h, src + off, n);
+		sv_load_once(qp->ctx->txbuf, src + off, n);
+		tx(qp, &h, qp->ctx->txbuf, n);
 		off += n;
 	} while (off < req->len);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -25,10 +26,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/sockios.h>
+
 #define SV_EXPORT __attribute__((visibility("default")))
 
 #define SV_MAGIC 0x53565231u /* "SVR1" */
 #define SV_FRAG 32768u       /* payload bytes per datagram */
+/* A message's datagrams start at offsets k * SV_FRAG, a multiple of gsas's granule
+ * (gsas_core::wire::GRANULE, 64 bytes; a real HCA cuts at the path MTU, 256..4096): an
+ * aligned element is never split between two datagrams. */
+_Static_assert(SV_FRAG % 64 == 0, "SV_FRAG must be a multiple of the 64-byte granule");
 #define SV_MAX_SGE 16
 #define SV_MAX_INLINE 512
 #define SV_MAX_WR 4096
@@ -53,6 +60,7 @@ struct sv_config {
 	uint8_t port; /* the active port; ports 1..port-1 exist and are down */
 	enum ibv_atomic_cap atomic_cap;
 	uint64_t min_timeout_ns;
+	uint64_t late_limit_ns; /* how long a responder that does not read is forgiven */
 	/* faults: counters shared by every context of the device (atomic updates) */
 	long drop_next;
 	long drop_every;
@@ -62,9 +70,11 @@ struct sv_config {
 	unsigned long sent; /* packets offered to the link, for drop-every */
 };
 
-/* Process-wide counters (atomic updates), read by softverbs_counters(). */
+/* Process-wide counters (atomic updates), read by softverbs_counters(). C_LATE counts the
+ * retransmission timeouts that were not charged to retry_cnt because the responder had not
+ * yet read what this queue pair sent (see rc.c, "the retry clock"). */
 enum { C_SENT, C_DROPPED, C_RETRANSMITS, C_DUPLICATES, C_SEQ_NAKS, C_RNR_NAKS, C_COMPLETIONS,
-       C_COUNT };
+       C_LATE, C_COUNT };
 extern uint64_t sv_counters[C_COUNT];
 
 static inline void count(int which)
@@ -104,6 +114,32 @@ static inline void sv_store_once(unsigned char *d, const unsigned char *s, size_
 			d += 2, s += 2, n -= 2;
 		} else {
 			__atomic_store_n(d, *s, __ATOMIC_RELAXED);
+			d += 1, s += 1, n -= 1;
+		}
+	}
+}
+
+/* Copies n bytes out of memory another thread may be writing (a READ's source, a WRITE's
+ * source, as an HCA's DMA reads it) into the private d: every naturally aligned
+ * 1/2/4/8-byte element of s is read by one load, never torn. */
+static inline void sv_load_once(unsigned char *d, const unsigned char *s, size_t n)
+{
+	while (n) {
+		uintptr_t a = (uintptr_t)s;
+		if (n >= 8 && !(a & 7)) {
+			uint64_t v = __atomic_load_n((const uint64_t *)s, __ATOMIC_RELAXED);
+			memcpy(d, &v, 8);
+			d += 8, s += 8, n -= 8;
+		} else if (n >= 4 && !(a & 3)) {
+			uint32_t v = __atomic_load_n((const uint32_t *)s, __ATOMIC_RELAXED);
+			memcpy(d, &v, 4);
+			d += 4, s += 4, n -= 4;
+		} else if (n >= 2 && !(a & 1)) {
+			uint16_t v = __atomic_load_n((const uint16_t *)s, __ATOMIC_RELAXED);
+			memcpy(d, &v, 2);
+			d += 2, s += 2, n -= 2;
+		} else {
+			*d = __atomic_load_n(s, __ATOMIC_RELAXED);
 			d += 1, s += 1, n -= 1;
 		}
 	}
@@ -181,6 +217,7 @@ struct sv_qp {
 	uint32_t next_psn;                 /* PSN of the next new WR */
 	uint64_t deadline;                 /* retransmission deadline, 0 when idle */
 	uint64_t rnr_until;                /* RNR wait before the next retransmission */
+	uint64_t late_since;               /* first uncharged timeout of this wait, 0: none */
 	int retry_left, rnr_left;
 	/* receive queue */
 	struct sv_rwqe *rq;

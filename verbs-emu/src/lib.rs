@@ -98,6 +98,10 @@ pub mod var {
     pub const ATOMIC: &str = "SOFTVERBS_ATOMIC";
     /// Lower bound of the retransmission timeout in milliseconds (default 50).
     pub const MIN_TIMEOUT_MS: &str = "SOFTVERBS_MIN_TIMEOUT_MS";
+    /// How long, in milliseconds, a responder that has not read what a queue pair sent
+    /// (its process alive but not running) is waited for before the queue pair's timeouts
+    /// count against its retry count again (default 60000).
+    pub const LATE_LIMIT_MS: &str = "SOFTVERBS_LATE_LIMIT_MS";
     /// Fault injection: `drop=N`, `drop-every=K`, `rkey=N`, `unreachable`, `delay-us=U`.
     pub const FAULTS: &str = "SOFTVERBS_FAULTS";
 

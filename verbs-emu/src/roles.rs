@@ -208,9 +208,10 @@ pub fn process_gone(pid: u32) -> bool {
 
 /// The software device's counters in this process (a role's): packets sent, dropped by fault
 /// injection, retransmissions, duplicates answered, sequence NAKs, RNR NAKs, completions
-/// delivered to completion queues.
-pub fn counters() -> [u64; 7] {
-    let mut out = [0u64; 7];
+/// delivered to completion queues, and late timeouts (retransmission timeouts not counted
+/// against the retry count because the responder had not yet read what was sent).
+pub fn counters() -> [u64; 8] {
+    let mut out = [0u64; 8];
     // SAFETY: the binding loaded libibverbs.so.1 (the software device in a role); the symbol
     // has this signature in csrc/device.c.
     unsafe {

@@ -521,6 +521,122 @@ fn death_initiator() {
     println!("retry exceeded after {took:?} (at least {min:?})");
 }
 
+/// A responder whose process is alive but does not run (SIGSTOP, the deterministic form of
+/// a process an overloaded machine does not schedule) is late, not gone: requests to it
+/// stay outstanding for four times the queue pair's retry budget, none completes or fails,
+/// and once it runs again all of them complete with the right data, each executed once. A
+/// responder stopped for good is charged again after `SOFTVERBS_LATE_LIMIT_MS` and ends in
+/// retry-exceeded.
+#[test]
+fn a_stopped_responder_is_late_not_gone() {
+    match role().as_deref() {
+        None => run_roles(
+            "a_stopped_responder_is_late_not_gone",
+            vec![
+                Role::new("target", 1),
+                Role::new("initiator", 2).with(var::LATE_LIMIT_MS, &LATE_LIMIT_MS.to_string()),
+            ],
+            RUN,
+        ),
+        Some("target") => {
+            let buf = Buf::new(4096);
+            let ctx = open_device(None);
+            let pd = ctx.alloc_pd().unwrap();
+            let mr = register(&pd, &buf, all_access());
+            let mut ep = new_ep(&ctx, &pd);
+            publish(
+                "target.ep",
+                &info(&ctx, &ep, Some(&mr), Some(&buf)).encode(),
+            );
+            connect(&mut ep, &Info::decode(&fetch("initiator.ep")), DEFAULT);
+            publish("target.pid", &std::process::id().to_string());
+            barrier("target", &["initiator"], "done");
+            assert_eq!(&buf.bytes()[..8], &pattern(6, 8)[..], "the WRITE landed");
+            assert_eq!(buf.atomic(64).load(Ordering::SeqCst), 1, "one fetch-add");
+        }
+        Some("initiator") => stopped_initiator(),
+        Some(r) => unexpected(r),
+    }
+}
+
+/// The initiator's limit on a responder that does not read.
+const LATE_LIMIT_MS: u64 = 3000;
+/// The initiator's queue pair: 67 ms per attempt, 1 + 3 attempts (268 ms).
+const STOP_TIMEOUT: u8 = 14;
+const STOP_RETRIES: u8 = 3;
+
+/// Sends `sig` to `pid` and waits until the process is stopped (`T` in `/proc/<pid>/stat`)
+/// or, with `stopped` false, no longer is.
+fn signal_and_wait(pid: u32, sig: i32, stopped: bool) {
+    // SAFETY: kill has no memory effects; `pid` is the target role's process.
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0, "kill {pid}");
+    let t0 = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let state = stat.rsplit_once(')').unwrap().1.trim_start().chars().next();
+        if (state == Some('T')) == stopped {
+            return;
+        }
+        assert!(t0.elapsed() < WAIT, "process {pid} in state {state:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn stopped_initiator() {
+    let mut buf = Buf::new(4096);
+    let ctx = open_device(None);
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = register(&pd, &buf, AccessFlags::LocalWrite);
+    let mut ep = new_ep(&ctx, &pd);
+    publish("initiator.ep", &info(&ctx, &ep, None, None).encode());
+    let peer = Info::decode(&fetch("target.ep"));
+    let mut p = DEFAULT;
+    p.timeout = STOP_TIMEOUT;
+    p.retry_cnt = STOP_RETRIES;
+    connect(&mut ep, &peer, p);
+    let pid: u32 = fetch("target.pid").parse().unwrap();
+    let a = buf.addr();
+    buf.bytes_mut()[..8].copy_from_slice(&pattern(6, 8));
+    // Stopped for four retry budgets: a WRITE, a READ of it and a fetch-add wait.
+    let budget = Duration::from_micros(4 << STOP_TIMEOUT) * (1 + u32::from(STOP_RETRIES));
+    signal_and_wait(pid, libc::SIGSTOP, true);
+    write(&mut ep, 1, &mr, a, 8, &peer, 0);
+    read(&mut ep, 2, &mr, a + 512, 8, &peer, 0);
+    fetch_add(&mut ep, 3, &mr, a + 1024, &peer, 64, 1);
+    std::thread::sleep(budget * 4);
+    let early = poll_cq(&ep.cq);
+    assert!(
+        early.is_empty(),
+        "requests to a stopped responder ended (status 12: retry exceeded): {early:?}"
+    );
+    let late = counters()[7];
+    assert!(late > 0, "no timeout while the responder was stopped");
+    signal_and_wait(pid, libc::SIGCONT, false);
+    let wcs = wait_cq(&ep.cq, 3);
+    for (w, id) in wcs.iter().zip(1..) {
+        assert_eq!((w.wr_id, w.status), (id, St::Success as u32), "{wcs:?}");
+    }
+    assert_eq!(&buf.bytes()[512..520], &pattern(6, 8)[..], "the READ");
+    assert_eq!(
+        buf.atomic(1024).load(Ordering::SeqCst),
+        0,
+        "fetched before the add"
+    );
+    // Stopped for good: after the late limit its timeouts count again.
+    signal_and_wait(pid, libc::SIGSTOP, true);
+    let before = counters()[7];
+    write(&mut ep, 4, &mr, a, 8, &peer, 0);
+    let w = wait_cq(&ep.cq, 1)[0];
+    assert_eq!(
+        (w.wr_id, w.status),
+        (4, St::RetryCounterExceededError as u32)
+    );
+    assert!(counters()[7] > before, "the late limit was not reached");
+    signal_and_wait(pid, libc::SIGCONT, false);
+    barrier("initiator", &["target"], "done");
+    println!("{late} timeouts not charged while the responder was stopped");
+}
+
 /// A dead link (the target's device sends nothing, fault `unreachable`): the initiator's
 /// WRITE reaches the target and lands, but no acknowledgement comes back, so it ends in
 /// retry-exceeded; a delayed link (`delay-us`) only slows things down.

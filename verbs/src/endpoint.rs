@@ -5,6 +5,14 @@
 //! completion of request n means every request before n is complete too, since an RC queue
 //! pair completes in order. So `done` (all requests below it are complete) advances with
 //! each signalled completion, and the send queue is full when `posted - done == depth`.
+//!
+//! Waits end with the device's verdict, never with a clock of the driver's own: a reliable
+//! connection completes every request, successfully or with an error such as retry-exceeded
+//! once the peer stops answering for `(1 + retry_cnt)` timeouts ([`Timing`]), so the queue
+//! pair's retransmission timer is the one place that decides that a peer is gone (one
+//! reliability layer, not two). A wait polls in a tight loop for [`SPIN`], then sleeps
+//! between polls, so that a long wait leaves the CPU to what it waits for (on the software
+//! device, the peer's emulated NIC is a thread of another process on the same machine).
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -24,6 +32,16 @@ use crate::{Error, Nic, Region, RemoteKey};
 
 /// The inline size asked for at queue pair creation (the device may grant more).
 const WANT_INLINE: u32 = 256;
+/// How long a wait polls the completion queue in a tight loop (yielding between polls)
+/// before it starts to sleep between polls: an HCA completes a request in microseconds, so
+/// only waits for a slow or busy peer get that far.
+const SPIN: Duration = Duration::from_micros(100);
+/// The first sleep between polls after [`SPIN`]; each next one is twice as long, up to
+/// [`MAX_NAP`].
+const FIRST_NAP: Duration = Duration::from_micros(20);
+/// The longest sleep between two polls of a wait: a completion waits at most this long to
+/// be noticed.
+const MAX_NAP: Duration = Duration::from_millis(1);
 
 /// The kind of a request, for error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +70,9 @@ impl fmt::Display for Op {
     }
 }
 
-/// Retransmission parameters of a connection: the time to an error when the peer is gone
-/// is about `4.096 us * 2^timeout * (1 + retry_cnt)`.
+/// Retransmission parameters of a connection (`ibv_modify_qp` to RTS): the time to an
+/// error when the peer is gone is about `4.096 us * 2^timeout * (1 + retry_cnt)`, and it
+/// bounds every wait of the driver.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
     /// The local ACK timeout exponent (`4.096 us * 2^timeout` per attempt).
@@ -307,9 +326,9 @@ impl Endpoint {
             .map(drop)
     }
 
-    /// [`Endpoint::get`] that waits, at most `deadline`, until the data is there: the READ
-    /// is signalled and its own completion ends the wait (no 0-byte WRITE after it, as
-    /// [`Endpoint::quiet`] may need).
+    /// [`Endpoint::get`] that waits until the data is there: the READ is signalled and its
+    /// own completion ends the wait (no 0-byte WRITE after it, as [`Endpoint::quiet`] may
+    /// need).
     pub fn get_wait(
         &mut self,
         dst: &Region,
@@ -317,10 +336,9 @@ impl Endpoint {
         len: u32,
         src: RemoteKey,
         offset: u64,
-        deadline: Duration,
     ) -> Result<(), Error> {
         let n = self.read(dst, dst_offset, len, src, offset, true)?;
-        self.wait_done(n + 1, deadline)
+        self.wait_done(n + 1)
     }
 
     /// Posts the READ of [`Endpoint::get`]; returns its number.
@@ -386,18 +404,8 @@ impl Endpoint {
         dst: RemoteKey,
         offset: u64,
         add: u64,
-        deadline: Duration,
     ) -> Result<u64, Error> {
-        self.atomic(
-            Op::FetchAdd,
-            scratch,
-            scratch_offset,
-            dst,
-            offset,
-            add,
-            0,
-            deadline,
-        )
+        self.atomic(Op::FetchAdd, scratch, scratch_offset, dst, offset, add, 0)
     }
 
     /// NIC compare-swap on the 8-byte word at `dst.addr + offset`; waits for the old value.
@@ -410,7 +418,6 @@ impl Endpoint {
         offset: u64,
         compare: u64,
         swap: u64,
-        deadline: Duration,
     ) -> Result<u64, Error> {
         self.atomic(
             Op::CompareSwap,
@@ -420,7 +427,6 @@ impl Endpoint {
             offset,
             compare,
             swap,
-            deadline,
         )
     }
 
@@ -434,7 +440,6 @@ impl Endpoint {
         offset: u64,
         operand: u64,
         swap: u64,
-        deadline: Duration,
     ) -> Result<u64, Error> {
         let s = scratch.remote_key();
         assert!(
@@ -466,7 +471,7 @@ impl Endpoint {
             },
             dst,
         )?;
-        self.wait_done(n + 1, deadline)?;
+        self.wait_done(n + 1)?;
         // SAFETY: the slot is inside registered memory that the caller keeps valid
         // (Nic::register's contract) and 8-byte aligned; the NIC finished writing it.
         Ok(unsafe { std::ptr::read_volatile((s.addr + scratch_offset) as *const u64) })
@@ -587,26 +592,43 @@ impl Endpoint {
         Ok(self.done - before)
     }
 
-    fn wait_done(&mut self, target: u64, deadline: Duration) -> Result<(), Error> {
-        let t0 = Instant::now();
+    /// Waits until every request below `target` is complete, or one failed. `target` must
+    /// be a signalled request's number plus one (or below `done`): only signalled requests
+    /// complete visibly.
+    fn wait_done(&mut self, target: u64) -> Result<(), Error> {
+        debug_assert!(
+            target <= self.signalled.max(self.done),
+            "a wait nothing ends"
+        );
+        let mut pause = Pause::new();
         while self.done < target {
             if self.progress()? == 0 {
-                if t0.elapsed() > deadline {
-                    return Err(Error::Timeout {
-                        peer: self.peer.clone(),
-                        outstanding: self.posted - self.done,
-                    });
-                }
-                std::thread::yield_now();
+                pause.wait();
+            } else {
+                pause = Pause::new();
             }
         }
         Ok(())
     }
 
-    /// Waits until every request posted so far is complete (puts delivered, gets landed),
-    /// at most `deadline`. When the last request was not signalled, a signalled 0-byte
-    /// RDMA WRITE follows it (completions come in order).
-    pub fn quiet(&mut self, deadline: Duration) -> Result<(), Error> {
+    /// Waits until the full send queue has room (its oldest signalled request completed;
+    /// one in every `depth / 2` is signalled, so a full queue holds one), after
+    /// [`Error::WouldBlock`]. When the queue is not full by this endpoint's count (the
+    /// provider refused a post with `ENOMEM`), polls once so that completions free the
+    /// provider's slots, and returns.
+    pub fn wait_room(&mut self) -> Result<(), Error> {
+        self.check_failed()?;
+        if self.posted - self.done >= u64::from(self.depth) {
+            self.wait_done(self.done + 1)
+        } else {
+            self.progress().map(drop)
+        }
+    }
+
+    /// Waits until every request posted so far is complete (puts delivered, gets landed).
+    /// When the last request was not signalled, a signalled 0-byte RDMA WRITE follows it
+    /// (completions come in order).
+    pub fn quiet(&mut self) -> Result<(), Error> {
         self.check_failed()?;
         if self.done == self.posted {
             return Ok(());
@@ -619,10 +641,9 @@ impl Endpoint {
                 lkey: 0,
             };
             let write = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-            let t0 = Instant::now();
             loop {
                 match self.post_rdma(Op::Quiet, write, 0, sge, target, 0, true) {
-                    Err(Error::WouldBlock) if t0.elapsed() < deadline => std::thread::yield_now(),
+                    Err(Error::WouldBlock) => self.wait_room()?,
                     r => {
                         r?;
                         break;
@@ -630,12 +651,37 @@ impl Endpoint {
                 }
             }
         }
-        self.wait_done(self.posted, deadline)
+        self.wait_done(self.posted)
     }
 
     /// Requests posted and not yet known complete.
     pub fn outstanding(&self) -> u64 {
         self.posted - self.done
+    }
+}
+
+/// The pace of a wait: polls back to back (yielding the CPU in between) for [`SPIN`], then
+/// sleeps between polls, [`FIRST_NAP`] doubling up to [`MAX_NAP`].
+struct Pause {
+    since: Instant,
+    nap: Duration,
+}
+
+impl Pause {
+    fn new() -> Pause {
+        Pause {
+            since: Instant::now(),
+            nap: FIRST_NAP,
+        }
+    }
+
+    fn wait(&mut self) {
+        if self.since.elapsed() < SPIN {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(self.nap);
+            self.nap = (self.nap * 2).min(MAX_NAP);
+        }
     }
 }
 

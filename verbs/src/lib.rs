@@ -30,7 +30,7 @@
 //! # let (peer, target) = (me, region.remote_key());
 //! ep.connect(&peer, Timing::default())?;
 //! ep.put(b"hello", None, target, 0)?; // inline: no registration needed
-//! ep.quiet(std::time::Duration::from_secs(5))?;
+//! ep.quiet()?; // the device's verdict: done, or an error once the peer stops answering
 //! # Ok::<(), verbs::Error>(())
 //! ```
 
@@ -54,7 +54,8 @@ pub enum Error {
     BadGid(String),
     /// A verb failed (the call and its error).
     Verbs(&'static str, std::io::Error),
-    /// The send queue is full: poll ([`Endpoint::progress`]) and retry.
+    /// The send queue is full: wait for room ([`Endpoint::wait_room`]) or poll
+    /// ([`Endpoint::progress`]), and retry.
     WouldBlock,
     /// Data above the inline limit without a registered source.
     NotRegistered {
@@ -74,13 +75,6 @@ pub enum Error {
         /// The completion status the device reported.
         status: String,
     },
-    /// Outstanding requests did not complete in time.
-    Timeout {
-        /// The peer whose requests are outstanding.
-        peer: String,
-        /// How many requests had not completed.
-        outstanding: u64,
-    },
 }
 
 impl fmt::Display for Error {
@@ -99,10 +93,6 @@ impl fmt::Display for Error {
             Error::Completion { peer, op, status } => {
                 write!(f, "verbs: {op} to {peer} failed: {status}")
             }
-            Error::Timeout { peer, outstanding } => write!(
-                f,
-                "verbs: {outstanding} requests to {peer} did not complete in time"
-            ),
         }
     }
 }

@@ -15,6 +15,7 @@ const TIMING: Timing = Timing {
     retry_cnt: 7,
     rnr_retry: 7,
 };
+/// How long a test waits for a peer process to exit.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn run(test: &str, roles: Vec<Role>) {
@@ -103,7 +104,7 @@ fn rma_side(me: &str) {
                     Ok(()) => break,
                     Err(Error::WouldBlock) => {
                         blocked += 1;
-                        s.ep.progress().expect("progress");
+                        s.ep.wait_room().expect("room in the send queue");
                     }
                     Err(e) => panic!("put {i}: {e}"),
                 }
@@ -121,7 +122,7 @@ fn rma_side(me: &str) {
         }
         s.ep.put(src, Some(&s.region), s.peer_key, off as u64)
             .expect("large put");
-        s.ep.quiet(DEADLINE).expect("quiet");
+        s.ep.quiet().expect("quiet");
         assert_eq!(s.ep.outstanding(), 0);
         println!("{SMALL_PUTS} small puts, back-pressure {blocked} times");
     }
@@ -137,7 +138,7 @@ fn rma_side(me: &str) {
         // b reads the large put's source back from a.
         s.ep.get(&s.region, 900_000, 4096, s.peer_key, 512 * 1024)
             .expect("get");
-        s.ep.quiet(DEADLINE).expect("quiet");
+        s.ep.quiet().expect("quiet");
         for i in 0..512 {
             assert_eq!(s.buf[900_000 / 8 + i], i as u64 ^ 0x5a5a, "get word {i}");
         }
@@ -149,17 +150,17 @@ fn rma_side(me: &str) {
         let mut seen = Vec::new();
         for _ in 0..ADDS {
             let old =
-                s.ep.fetch_add(&s.region, 8, s.peer_key, counter, 1, DEADLINE)
+                s.ep.fetch_add(&s.region, 8, s.peer_key, counter, 1)
                     .expect("fetch-add");
             seen.push(old);
         }
         assert_eq!(seen, (0..ADDS).collect::<Vec<_>>(), "fetch-add old values");
         let old =
-            s.ep.compare_swap(&s.region, 8, s.peer_key, counter, ADDS, 7777, DEADLINE)
+            s.ep.compare_swap(&s.region, 8, s.peer_key, counter, ADDS, 7777)
                 .expect("compare-swap");
         assert_eq!(old, ADDS);
         let old =
-            s.ep.compare_swap(&s.region, 8, s.peer_key, counter, 1, 9999, DEADLINE)
+            s.ep.compare_swap(&s.region, 8, s.peer_key, counter, 1, 9999)
                 .expect("compare-swap");
         assert_eq!(old, 7777, "a failed compare-swap returns the current value");
     }
@@ -209,7 +210,7 @@ fn death_survivor() {
         s.ep.put(&i.to_le_bytes(), None, s.peer_key, i * 8)
             .expect("posting works");
     }
-    let e = s.ep.quiet(DEADLINE).expect_err("quiet must fail");
+    let e = s.ep.quiet().expect_err("quiet must fail");
     let took = t0.elapsed();
     match &e {
         Error::Completion { peer, op, status } => {
@@ -347,12 +348,12 @@ fn mesh_rank(me: u32) {
             8 * u64::from(me),
         )
         .expect("put");
-        ep.quiet(DEADLINE).expect("quiet");
+        ep.quiet().expect("quiet");
     }
     if me >= 2 {
         let key = mesh.keys[0][0];
         let ep = mesh.endpoints[0].as_mut().unwrap();
-        ep.fetch_add(&region, 8 * 40, key, 8 * 32, 1 << me, DEADLINE)
+        ep.fetch_add(&region, 8 * 40, key, 8 * 32, 1 << me)
             .expect("fetch-add");
     }
     ex.fence().unwrap();
@@ -393,19 +394,19 @@ fn hardware_loopback() {
             a.progress().unwrap();
         }
     }
-    a.quiet(DEADLINE).unwrap();
+    a.quiet().unwrap();
     b.get(&region, 500_000, 8000, key, 0).unwrap();
-    b.quiet(DEADLINE).unwrap();
+    b.quiet().unwrap();
     for i in 0..1000 {
         assert_eq!((buf[i], buf[62_500 + i]), (i as u64, i as u64), "word {i}");
     }
     assert_eq!(
-        a.fetch_add(&region, 8 * 100_000, key, 8 * 100_001, 5, DEADLINE)
+        a.fetch_add(&region, 8 * 100_000, key, 8 * 100_001, 5)
             .unwrap(),
         0
     );
     assert_eq!(
-        a.compare_swap(&region, 8 * 100_000, key, 8 * 100_001, 5, 9, DEADLINE)
+        a.compare_swap(&region, 8 * 100_000, key, 8 * 100_001, 5, 9)
             .unwrap(),
         5
     );

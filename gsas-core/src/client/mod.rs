@@ -24,14 +24,26 @@
 //! | operation | when | packets |
 //! |---|---|---|
 //! | read | `len <= 56` and `8 + len <= max_inline` | one READ, answered by DATA |
-//! | read | otherwise | BULK_READ per fragment of `mtu - 32` bytes, each answered by one BULK_DATA (`32 + fragment <= mtu`) |
+//! | read | otherwise | BULK_READ per fragment of up to `F(mtu - 32)` bytes, each answered by one BULK_DATA (`32 + fragment <= mtu`) |
 //! | write | `32 + len <= max_inline` | one WRITE, answered by ACK |
-//! | write | otherwise | BULK_WRITE per fragment of `mtu - 32` bytes, each answered by ACK |
+//! | write | otherwise | BULK_WRITE per fragment of up to `F(mtu - 32)` bytes, each answered by ACK |
 //! | write with signal | `48 + len <= max_inline` | one WRITE carrying the signal, answered by ACK |
-//! | write with signal | otherwise | BULK_WRITE per fragment of `mtu - 48` bytes; the final one carries the signal and is sent only once every other fragment is acknowledged |
+//! | write with signal | otherwise | BULK_WRITE per fragment of up to `F(mtu - 48)` bytes; the final one carries the signal and is sent only once every other fragment is acknowledged |
 //! | atomic | always | one ATOMIC (40 bytes for compare-swap), answered by DATA (fetching) or ACK |
 //! | host request | ALLOC, FREE, CONTROL | one request, answered by ACK, DATA or ERROR |
-//! | host request | FORK | fragments of `mtu - 32` bytes, each answered by one reply |
+//! | host request | FORK | fragments of `F(mtu - 32)` bytes, each answered by one reply |
+//!
+//! `F(n)` is `n` rounded down to a multiple of [`GRANULE`] (64 bytes): a transport whose
+//! MTU leaves less than one granule after the header cannot carry bulk transfers
+//! ([`ClientError::TransportTooSmall`]). The fragments of a read or write are cut at target
+//! addresses that are multiples of the granule: the first fragment is shorter by the
+//! target offset's remainder modulo 64 (`offset % 64`), every later one is `F` bytes long
+//! (the last one what is left), so that a naturally aligned element is never split between
+//! two packets (wire docs, "Fragment boundaries"). For example over UDP with the default
+//! `udp_mtu` of 61440 (a transport MTU of 61382 after the UDP and frame headers), `F` is
+//! 61312 bytes with or without a signal, and a 128 KiB write to offset 0 goes out as
+//! fragments of 61312, 61312 and 8448 bytes; with `udp_mtu = 1472`, `F` is 1344 bytes.
+//! FORK fragments carry no memory and start at offset 0 (`F` bytes each).
 //!
 //! # Tokens and generations
 //!
@@ -104,8 +116,8 @@
 
 use crate::transport::{Capabilities, Transport, TransportError};
 use crate::wire::{
-    AtomicDesc, ControlCode, ErrorCode, Fragment, GlobalAddr, HEADER_LEN, MAX_INLINE_DATA, Packet,
-    REPLY_HEADER_LEN, Reply, ReplyRepr, Request, RequestRepr, SIGNAL_LEN, SenderId, Signal,
+    AtomicDesc, ControlCode, ErrorCode, Fragment, GRANULE, GlobalAddr, HEADER_LEN, MAX_INLINE_DATA,
+    Packet, REPLY_HEADER_LEN, Reply, ReplyRepr, Request, RequestRepr, SIGNAL_LEN, SenderId, Signal,
 };
 
 /// Most fragments of one operation that may be sent and unanswered at once.
@@ -165,7 +177,8 @@ pub enum ClientError {
     TooLarge,
     /// An atomic operand or comparand does not fit the datatype's width.
     BadOperand,
-    /// The transport's MTU cannot carry a bulk header and one byte.
+    /// The transport's MTU cannot carry a bulk header (and a signal block, for a write
+    /// with a signal) and one [`GRANULE`] of data.
     TransportTooSmall,
     /// The handle names no pending operation (it completed or was aborted).
     StaleHandle,
@@ -372,8 +385,12 @@ struct Op<P> {
     addr: GlobalAddr,
     /// Bytes of the transfer (0 for atomics and fixed host requests).
     len: u32,
-    /// Fragment size; 0 for single-packet operations.
+    /// Fragment size (a multiple of [`GRANULE`]); 0 for single-packet operations.
     frag: u32,
+    /// Bytes the first fragment is short of `frag`: the target offset modulo [`GRANULE`]
+    /// for reads and writes (so every later boundary lies on a multiple of the granule),
+    /// 0 for FORK and single-packet operations. Always below `frag`.
+    head: u32,
     nfrags: u32,
     gen_base: u32,
     /// Fragments sent.
@@ -391,15 +408,20 @@ struct Op<P> {
 }
 
 impl<P> Op<P> {
-    /// Offset and length of fragment `k`.
+    /// Offset and length of fragment `k` (`k < nfrags`): fragment 0 is `frag - head` bytes,
+    /// every later one starts at `k * frag - head`, so each boundary is a multiple of
+    /// `frag` (and of [`GRANULE`]) in the target's address space.
     #[inline]
     fn fragment(&self, k: u32) -> (u32, u32) {
         if self.frag == 0 {
-            (0, self.len)
-        } else {
-            let off = k * self.frag;
-            (off, self.frag.min(self.len - off))
+            return (0, self.len);
         }
+        let (frag, head) = (u64::from(self.frag), u64::from(self.head));
+        // `head < frag`, so fragment 0 starts at 0 and every later one after it; the sums
+        // stay below `len + frag < 2^33` (u64).
+        let start = (u64::from(k) * frag).saturating_sub(head);
+        let end = ((u64::from(k) + 1) * frag - head).min(u64::from(self.len));
+        (start as u32, (end - start) as u32)
     }
 
     /// Whether the next fragment may go out: no error, window open, and for a write with a
@@ -516,7 +538,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
             if len <= MAX_INLINE_DATA && REPLY_HEADER_LEN + len <= inline_limit(&caps) {
                 (Shape::ReadInline, 0)
             } else {
-                (Shape::BulkRead, fragment_size(caps.mtu)?)
+                (Shape::BulkRead, fragment_size(caps.mtu, 0)?)
             };
         self.start(
             transport,
@@ -566,7 +588,8 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
         self.write_with(transport, peer, ctx, tag, addr, data, Some(signal))
     }
 
-    /// A write, inline or bulk; a signal takes [`SIGNAL_LEN`] bytes of every packet.
+    /// A write, inline or bulk; a signal takes [`SIGNAL_LEN`] bytes of every packet (and so
+    /// of every fragment's room, which keeps all fragments one size).
     #[allow(clippy::too_many_arguments)]
     fn write_with<T: Transport<Peer = P>>(
         &mut self,
@@ -584,10 +607,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
         let (shape, frag) = if HEADER_LEN + extra + data.len() <= inline_limit(&caps) {
             (Shape::WriteInline, 0)
         } else {
-            match fragment_size(caps.mtu)?.checked_sub(extra as u32) {
-                Some(0) | None => return Err(ClientError::TransportTooSmall),
-                Some(n) => (Shape::BulkWrite, n),
-            }
+            (Shape::BulkWrite, fragment_size(caps.mtu, extra)?)
         };
         self.start(
             transport, peer, ctx, tag, addr, len32, frag, shape, data, signal,
@@ -674,7 +694,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
             }
             HostRequest::Fork { addr, spec } => {
                 let len32 = transfer_len(spec.len())?;
-                let frag = fragment_size(transport.capabilities().mtu)?;
+                let frag = fragment_size(transport.capabilities().mtu, 0)?;
                 self.start(
                     transport,
                     peer,
@@ -710,7 +730,18 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
         }
         let index = *self.free.last().ok_or(ClientError::Busy)?;
         let slot = &mut self.slots[usize::from(index)];
-        let nfrags = if frag == 0 { 1 } else { len.div_ceil(frag) };
+        // Reads and writes cut at multiples of the granule of the target's addresses; FORK
+        // carries no memory.
+        let head = match shape {
+            Shape::BulkRead | Shape::BulkWrite => (addr.offset() % GRANULE as u64) as u32,
+            _ => 0,
+        };
+        let nfrags = if frag == 0 {
+            1
+        } else {
+            // At most `(2^32 - 1 + 63) / 64` fragments: fits a u32.
+            (u64::from(len) + u64::from(head)).div_ceil(u64::from(frag)) as u32
+        };
         let gen_base = slot.next_gen;
         slot.op = Some(Op {
             shape,
@@ -720,6 +751,7 @@ impl<P: Copy + PartialEq, const N: usize, const C: usize> Client<P, N, C> {
             addr,
             len,
             frag,
+            head,
             nfrags,
             gen_base,
             sent: 0,
@@ -1117,17 +1149,22 @@ fn transfer_len(len: usize) -> Result<u32, ClientError> {
     u32::try_from(len).map_err(|_| ClientError::TooLarge)
 }
 
-/// Bulk fragment size for an MTU: `mtu - 32`, at least 1.
 /// The largest packet that may travel inline: a transport reporting `max_inline` above its
 /// MTU would refuse such a packet with `TooLarge`, so the smaller of the two bounds it.
 fn inline_limit(caps: &Capabilities) -> usize {
     caps.max_inline.min(caps.mtu)
 }
 
-fn fragment_size(mtu: usize) -> Result<u32, ClientError> {
-    match mtu.checked_sub(HEADER_LEN) {
-        Some(0) | None => Err(ClientError::TransportTooSmall),
-        Some(n) => Ok(u32::try_from(n).unwrap_or(u32::MAX)),
+/// Bulk fragment size for an MTU when each packet also carries `extra` bytes beside the
+/// bulk header (a signal block): what is left, rounded down to a multiple of [`GRANULE`]
+/// (and below 4 GiB); [`ClientError::TransportTooSmall`] when not one granule is left.
+fn fragment_size(mtu: usize, extra: usize) -> Result<u32, ClientError> {
+    let room = mtu
+        .saturating_sub(HEADER_LEN + extra)
+        .min(u32::MAX as usize);
+    match room - room % GRANULE {
+        0 => Err(ClientError::TransportTooSmall),
+        n => Ok(n as u32),
     }
 }
 

@@ -81,11 +81,11 @@ fn token_layout() {
 
 #[test]
 fn generations_advance_per_packet_and_across_reuse() {
-    let mut net = Sink::new(64, 32 + 16);
+    let mut net = Sink::new(64, 32 + 64);
     let mut c: Client<u8, 1, 1> = Client::new(SenderId::new(1).unwrap());
     let addr = GlobalAddr::new(0, 0, 0).unwrap();
-    // 60 bytes over 16-byte fragments: 4 BULK_READs with generations 0, 1, 2, 3.
-    let issued = c.read(&mut net, 0, 0, 0, addr, 60).unwrap();
+    // 240 bytes over 64-byte fragments: 4 BULK_READs with generations 0, 1, 2, 3.
+    let issued = c.read(&mut net, 0, 0, 0, addr, 240).unwrap();
     assert!(issued.all_sent);
     assert_eq!(issued.packets, 4);
     let tokens: std::vec::Vec<u32> = net.packets.iter().map(|p| token_of(p)).collect();
@@ -129,4 +129,212 @@ fn argument_errors() {
     );
     assert_eq!(c.in_flight(), 0);
     assert!(net.packets.is_empty());
+}
+
+/// A bulk operation's fragments as sent: (offset, length, carries the signal).
+type Pieces = std::vec::Vec<(u32, u32, bool)>;
+
+/// What [`drive`] starts.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Read,
+    Write,
+    WriteSignal,
+}
+
+/// Starts `kind` of `len` bytes at `offset` over a transport of MTU `mtu` and answers every
+/// packet (ACK, or BULK_DATA with the bytes asked for) until the operation completes;
+/// returns its fragments in the order sent. Panics if a packet exceeds the MTU (the sink
+/// refuses it) or a reply does not match.
+fn drive(kind: Kind, mtu: usize, offset: u64, len: usize) -> Result<Pieces, ClientError> {
+    let mut net = Sink::new(64, mtu);
+    let mut c: Client<u8, 4, 1> = Client::new(SenderId::new(1).unwrap());
+    let addr = GlobalAddr::new(0, 0, offset).unwrap();
+    let payload = std::vec![0x5Au8; len];
+    let signal = Signal {
+        addr: GlobalAddr::new(0, 1, 0).unwrap(),
+        op: crate::wire::SignalOp::Set,
+        value: 1,
+    };
+    let issued = match kind {
+        Kind::Read => c.read(&mut net, 0, 0, 7, addr, len)?,
+        Kind::Write => c.write(&mut net, 0, 0, 7, addr, &payload)?,
+        Kind::WriteSignal => c.write_signal(&mut net, 0, 0, 7, addr, &payload, signal)?,
+    };
+    let mut pieces = Pieces::new();
+    let mut done = false;
+    let mut reply = std::vec![0u8; mtu];
+    while !done {
+        let sent = core::mem::take(&mut net.packets);
+        assert!(!sent.is_empty(), "{kind:?} stalled after {pieces:?}");
+        for p in &sent {
+            let repr = RequestRepr::parse(&Packet::new_checked(&p[..]).unwrap()).unwrap();
+            let body = match repr.body {
+                Request::BulkRead { frag, len } => {
+                    pieces.push((frag.offset, len, false));
+                    Reply::BulkData {
+                        sender: SenderId::new(2).unwrap(),
+                        frag,
+                        data: &payload[..len as usize],
+                    }
+                }
+                Request::BulkWrite { frag, data } => {
+                    pieces.push((frag.offset, data.len() as u32, false));
+                    Reply::Ack
+                }
+                Request::BulkWriteSignal { frag, data, .. } => {
+                    pieces.push((frag.offset, data.len() as u32, true));
+                    Reply::Ack
+                }
+                other => panic!("{kind:?}: not a bulk request: {other:?}"),
+            };
+            let r = ReplyRepr {
+                token: repr.token,
+                body,
+            };
+            let n = r.buffer_len();
+            r.emit(&mut reply[..n]);
+            c.handle_reply(&reply[..n], |e| {
+                if let Completion::Done { result, .. } = e {
+                    assert_eq!(result, Ok(None), "{kind:?}");
+                    done = true;
+                }
+            });
+        }
+        if !done {
+            match kind {
+                Kind::Read => {
+                    c.pump(&mut net).unwrap();
+                }
+                Kind::Write | Kind::WriteSignal => {
+                    c.resume(&mut net, issued.handle, &payload).unwrap();
+                }
+            }
+        }
+    }
+    Ok(pieces)
+}
+
+/// Transport MTUs for the boundary tests: odd and even, small and the runtime's (61382 is
+/// UDP's default 61440 less the 16-byte UDP and the 42-byte frame headers, 1414 the same of
+/// 1472, 8176 the Exanet transport's default).
+const MTUS: [usize; 16] = [
+    96, 97, 111, 112, 127, 129, 200, 255, 1000, 1023, 1111, 1414, 4099, 8176, 9001, 61382,
+];
+
+/// Issue 25 item 4: every boundary between two fragments of a bulk read, write and write
+/// with a signal lies at a target offset that is a multiple of the granule, for every MTU
+/// and start offset; the fragments tile the transfer, each fits the MTU, all but the first
+/// and the last have the full fragment size (a multiple of the granule) and no more
+/// fragments are sent than that needs.
+#[test]
+fn bulk_fragment_boundaries_fall_on_the_granule() {
+    let g = GRANULE as u64;
+    for mtu in MTUS {
+        for kind in [Kind::Read, Kind::Write, Kind::WriteSignal] {
+            let extra = if matches!(kind, Kind::WriteSignal) {
+                SIGNAL_LEN
+            } else {
+                0
+            };
+            let full = ((mtu - HEADER_LEN - extra) / GRANULE * GRANULE) as u64;
+            if full == 0 {
+                assert_eq!(
+                    drive(kind, mtu, 0, 1000),
+                    Err(ClientError::TransportTooSmall)
+                );
+                continue;
+            }
+            for offset in [0u64, 1, 7, 8, 24, 56, 63, 64, 4096 + 40] {
+                // Several fragments but at most the window's worth for small MTUs; 128 KiB
+                // (the issue's case) where that is few fragments.
+                let lens = [
+                    (full * 3 + 17).min(128 << 10) as usize,
+                    (full * 5 - 8) as usize,
+                    (128usize << 10).min(full as usize * 40),
+                ];
+                for len in lens {
+                    let pieces = drive(kind, mtu, offset, len).unwrap();
+                    let what = format!("{kind:?} mtu {mtu} offset {offset} len {len}");
+                    let mut at = 0u64;
+                    for (i, &(o, n, signal)) in pieces.iter().enumerate() {
+                        let last = i + 1 == pieces.len();
+                        assert_eq!(u64::from(o), at, "{what}: fragment {i} {pieces:?}");
+                        if i > 0 {
+                            assert_eq!((offset + at) % g, 0, "{what}: boundary at {at}");
+                        }
+                        assert!(u64::from(n) <= full, "{what}: fragment {i} of {n}");
+                        if i > 0 && !last {
+                            assert_eq!(u64::from(n), full, "{what}: fragment {i}");
+                        }
+                        assert_eq!(signal, last && extra > 0, "{what}: fragment {i}");
+                        at += u64::from(n);
+                    }
+                    assert_eq!(at, len as u64, "{what}: {pieces:?}");
+                    let head = offset % g;
+                    assert_eq!(
+                        pieces.len() as u64,
+                        (len as u64 + head).div_ceil(full),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The fragment sizes of the runtime's transports (the table in the module docs).
+#[test]
+fn fragment_sizes_are_multiples_of_the_granule() {
+    assert_eq!(fragment_size(61382, 0), Ok(61312));
+    assert_eq!(fragment_size(61382, SIGNAL_LEN), Ok(61312));
+    assert_eq!(fragment_size(1414, 0), Ok(1344));
+    assert_eq!(fragment_size(1414, SIGNAL_LEN), Ok(1344));
+    for mtu in 0..5000 {
+        for extra in [0, SIGNAL_LEN] {
+            match fragment_size(mtu, extra) {
+                Ok(n) => {
+                    assert_eq!(n as usize % GRANULE, 0, "mtu {mtu}");
+                    assert!(HEADER_LEN + extra + n as usize <= mtu, "mtu {mtu}");
+                    assert!(HEADER_LEN + extra + n as usize + GRANULE > mtu, "mtu {mtu}");
+                }
+                Err(e) => {
+                    assert_eq!(e, ClientError::TransportTooSmall);
+                    assert!(mtu < HEADER_LEN + extra + GRANULE, "mtu {mtu}");
+                }
+            }
+        }
+    }
+    // 128 KiB to offset 0 over UDP's default MTU: 61312 + 61312 + 8448.
+    assert_eq!(
+        drive(Kind::Write, 61382, 0, 128 << 10).unwrap(),
+        [
+            (0, 61312, false),
+            (61312, 61312, false),
+            (122624, 8448, false)
+        ]
+    );
+    // Too small for one granule: refused, nothing sent.
+    assert_eq!(
+        drive(Kind::Write, HEADER_LEN + GRANULE - 1, 0, 1000),
+        Err(ClientError::TransportTooSmall)
+    );
+    assert_eq!(
+        drive(
+            Kind::WriteSignal,
+            HEADER_LEN + SIGNAL_LEN + GRANULE - 1,
+            0,
+            1000
+        ),
+        Err(ClientError::TransportTooSmall)
+    );
+    assert!(
+        drive(
+            Kind::WriteSignal,
+            HEADER_LEN + SIGNAL_LEN + GRANULE,
+            0,
+            1000
+        )
+        .is_ok()
+    );
 }

@@ -19,7 +19,8 @@
 //! A *refusal* ([`RefusalRepr`]) has only the `REFUSED` flag and no payload: the sender
 //! (a service) will not keep state for the receiver, so it will not take its frames.
 //! `dest_epoch` echoes the epoch of the refused frame (proof that the refuser saw it), `seq`
-//! holds the reason code ([`RefusalReason`]), `ack` the number of peers in use and `sack`
+//! holds the reason code ([`RefusalReason`]: 1 unknown job, 2 job full, 3 table full, 4 host
+//! share full, 5 job ended), `ack` the number of peers in use and `sack`
 //! the limit that was reached; `base` is 0. Receivers that predate refusals drop the frame
 //! as malformed (unknown flag).
 //!
@@ -440,6 +441,11 @@ pub enum RefusalReason {
     /// Peers without a job (host actions such as remote FORK) fill their share of the
     /// table.
     HostFull,
+    /// The frame's job ended on the receiver's node (every PE of it there left cleanly):
+    /// its data frame is new to the receiver, so what it carries was never executed. An
+    /// answer of a receiver that keeps an ended job's peers closed (see "Closing a peer"
+    /// in the [layer docs](super)) or remembers the ended job's key.
+    JobEnded,
     /// A code this version does not know.
     Unknown(u8),
 }
@@ -452,6 +458,7 @@ impl RefusalReason {
             RefusalReason::JobFull => 2,
             RefusalReason::TableFull => 3,
             RefusalReason::HostFull => 4,
+            RefusalReason::JobEnded => 5,
             RefusalReason::Unknown(c) => c,
         }
     }
@@ -464,6 +471,7 @@ impl From<u8> for RefusalReason {
             2 => RefusalReason::JobFull,
             3 => RefusalReason::TableFull,
             4 => RefusalReason::HostFull,
+            5 => RefusalReason::JobEnded,
             c => RefusalReason::Unknown(c),
         }
     }
@@ -477,6 +485,9 @@ impl core::fmt::Display for RefusalReason {
             RefusalReason::TableFull => f.write_str("its peer table is full"),
             RefusalReason::HostFull => {
                 f.write_str("its share of the peer table for host actions is full")
+            }
+            RefusalReason::JobEnded => {
+                f.write_str("the job has ended there (every PE of it on that node finalized)")
             }
             RefusalReason::Unknown(c) => write!(f, "refusal code {c}"),
         }
@@ -570,8 +581,9 @@ mod tests {
             Err(FrameError::BadFlags(FLAG_ACK))
         );
         assert_eq!(RefusalReason::from(200), RefusalReason::Unknown(200));
-        for c in 1..=4 {
+        for c in 1..=5 {
             assert_eq!(RefusalReason::from(c).code(), c);
+            assert!(!matches!(RefusalReason::from(c), RefusalReason::Unknown(_)));
         }
     }
 

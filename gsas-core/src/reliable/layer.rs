@@ -254,6 +254,16 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         self.core.now = self.core.now.max(now_ns);
     }
 
+    /// The earliest time (on the clock given to `poll`) at which `poll` may have timer
+    /// work: a retransmission, a deadline, a delayed ack, a held lazy frame, or a send the
+    /// inner transport pushed back; `None` when no timer is pending. It may be earlier
+    /// than needed (freeing frames does not push it back), never later: an owner that
+    /// sleeps until then (or until a frame arrives) misses nothing, and one whose only
+    /// work is a closed peer's backed-off retransmissions sleeps between them.
+    pub fn next_timer(&self) -> Option<u64> {
+        (self.core.next_wake != NEVER).then_some(self.core.next_wake)
+    }
+
     /// Frame buffers in the pool, and how many are free.
     pub fn pool_usage(&self) -> (u32, u32) {
         (self.core.pool.capacity(), self.core.pool.available())
@@ -343,6 +353,37 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
             }
             None => false,
         }
+    }
+
+    /// Closes `peer` for new data, keeping its slot: TCP's TIME_WAIT for a peer whose
+    /// session the owner ended (a service's job ended on its node). Until the slot is
+    /// freed ([`release_peer`](Self::release_peer), [`release_silent`](Self::release_silent),
+    /// or evicted for a newcomer), frames from the peer are taken as before except that a
+    /// *new* data frame (one never delivered) is neither delivered nor acknowledged but
+    /// answered with a refusal naming `refusal` (its sender learns that what it carries
+    /// was never delivered). Duplicates of frames delivered before are still acknowledged
+    /// and answered from the reply cache, acknowledgements still free our frames, and our
+    /// frames to the peer are still sent and retransmitted; one still unacknowledged at
+    /// the deadline is dropped without an event (the peer most likely left and its last
+    /// acknowledgement was lost; [`Stats::closed_expired`](super::Stats)). Returns whether
+    /// the peer has a slot. See "Closing a peer" in the [module docs](super).
+    pub fn close_peer(&mut self, peer: T::Peer, refusal: Refusal) -> bool {
+        let c = &mut self.core;
+        match c.index.find(peer, c.peers.len()) {
+            Some(slot) => {
+                c.peers[slot].closed = Some(refusal);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `peer` has a slot closed by [`close_peer`](Self::close_peer).
+    pub fn is_closed(&self, peer: T::Peer) -> bool {
+        let c = &self.core;
+        c.index
+            .find(peer, c.peers.len())
+            .is_some_and(|s| c.peers[s].closed.is_some())
     }
 
     /// Frees the slots of idle peers (nothing in flight or owed, no unreported event) not
@@ -776,9 +817,18 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         self.fail_peer_with(slot, EVENT_UNREACHABLE);
     }
 
-    /// Fails the peer in `slot` and raises `event` for it.
+    /// Fails the peer in `slot` and raises `event` for it. A closed peer that would be
+    /// declared unreachable only loses its frames, without an event (see
+    /// [`Reliable::close_peer`]).
     fn fail_peer_with(&mut self, slot: usize, event: u8) {
         if self.peers[slot].failed {
+            return;
+        }
+        if self.peers[slot].closed.is_some() && event == EVENT_UNREACHABLE {
+            self.abandon_frames(slot);
+            self.stats.closed_expired += 1;
+            // `walk` may have skipped this slot's delayed ack when the deadline struck.
+            self.next_wake = self.next_wake.min(self.peers[slot].ack_due);
             return;
         }
         self.abandon_frames(slot);
@@ -853,8 +903,21 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             RefusalReason::UnknownJob => s.refused_unknown_job += 1,
             RefusalReason::JobFull => s.refused_job_full += 1,
             RefusalReason::HostFull => s.refused_host_full += 1,
+            RefusalReason::JobEnded => s.refused_job_ended += 1,
             RefusalReason::TableFull | RefusalReason::Unknown(_) => s.refused_table_full += 1,
         }
+        self.answer_refusal(peer, repr, refusal, action);
+    }
+
+    /// Answers the data frame `repr` of `peer` with `refusal` (at most
+    /// [`REFUSALS_PER_WINDOW`] per [`REFUSAL_WINDOW_NS`]); other frames get no answer.
+    fn answer_refusal(
+        &mut self,
+        peer: P,
+        repr: &FrameRepr,
+        refusal: Refusal,
+        action: &mut Action<P>,
+    ) {
         if repr.seq.is_none() {
             return;
         }
@@ -1054,6 +1117,13 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         if f.is_none() {
             // Cannot deliver (never happens: recv returns after a delivery); let the sender
             // retransmit rather than record a frame nobody saw.
+            return None;
+        }
+        if let (Some(refusal), RxVerdict::New { .. }) = (p.closed, p.rx.peek(seq)) {
+            // Closed: a frame never delivered stays undelivered and unacknowledged, and
+            // its sender learns why (duplicates of delivered ones go on below).
+            self.stats.closed_refused += 1;
+            self.answer_refusal(peer, &repr, refusal, action);
             return None;
         }
         match p.rx.accept(seq) {

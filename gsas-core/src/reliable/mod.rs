@@ -125,8 +125,9 @@
 //! epoch; the peer then fails as by a deadline, but at once and with the reason
 //! ([`PeerEvent::Refused`]).
 //!
-//! Slots are freed by [`Reliable::release_peer`] (the owner's decision, e.g. the job
-//! ended: its frames are abandoned), by [`Reliable::release_silent`] (idle peers not heard
+//! Slots are freed by [`Reliable::release_peer`] (the owner's decision, e.g. a job
+//! reclaimed, or one that ended cleanly once its peers were closed for long enough; see
+//! "Closing a peer"), by [`Reliable::release_silent`] (idle peers not heard
 //! from for a given time), or by eviction of a peer the index names that is idle or has
 //! been silent for long enough ([`Admission::Replace`]). A freed peer that shows up again gets a fresh slot: its frames
 //! carry its cumulative ack of ours, and the new slot continues our numbering just above
@@ -135,6 +136,31 @@
 //! and one whose ack was lost is retransmitted within the deadline, so callers free only
 //! peers silent for longer than `deadline_ns` (and assume, like TCP, that the network does
 //! not hold a datagram that long).
+//!
+//! # Closing a peer (TIME_WAIT)
+//!
+//! The end of a session is a distributed protocol: when the owner ends its session with a
+//! peer (a service whose job ended on its node), the peer's last frames may still be on
+//! their way: a retransmitted request whose reply was lost, a duplicate, the ack of our
+//! last reply. Freeing the slot at once would turn them into frames of a stranger (a
+//! refusal, or worse, a request taken as new). [`Reliable::close_peer`] keeps the slot
+//! instead, closed for new data, until the owner frees it (after at least `deadline_ns`,
+//! the longest a peer retransmits):
+//!
+//! * duplicates of frames delivered before are acknowledged again and answered from the
+//!   reply cache, as for an open peer: the peer gets the reply it missed;
+//! * acknowledgements free our frames; our frames (replies already made) are still sent
+//!   and retransmitted, but one unacknowledged at the deadline is dropped without
+//!   [`PeerEvent::Unreachable`] (the peer most likely left and its last ack was lost;
+//!   counted in [`Stats::closed_expired`]);
+//! * a new data frame (never delivered) is neither delivered nor acknowledged: it is
+//!   answered with the refusal given to `close_peer` (rate-limited like every refusal), so
+//!   its sender learns at once that what it carries was never delivered
+//!   ([`RefusalReason::JobEnded`] for an ended job), instead of retransmitting until its
+//!   deadline.
+//!
+//! Exactly once still holds: a closed slot delivers nothing, and it keeps the receive
+//! window that tells duplicates from new frames for as long as the peer may retransmit.
 //!
 //! # Thread-safety
 //!
@@ -315,7 +341,7 @@ pub struct Stats {
     /// Frames dropped for an old sender epoch or a wrong receiver epoch.
     pub stale_frames: u64,
     /// Frames dropped because their sender has no slot and was refused one (the sum of
-    /// the four `refused_*` counters).
+    /// the five `refused_*` counters).
     pub unknown_peers: u64,
     /// Frames refused a slot: the index knows no job for the sender.
     pub refused_unknown_job: u64,
@@ -325,6 +351,14 @@ pub struct Stats {
     pub refused_table_full: u64,
     /// Frames refused a slot: the share of peers without a job is full.
     pub refused_host_full: u64,
+    /// Frames refused a slot: the sender's job ended here.
+    pub refused_job_ended: u64,
+    /// New data frames from a closed peer ([`Reliable::close_peer`]), refused and not
+    /// delivered.
+    pub closed_refused: u64,
+    /// Closed peers whose frames were still unacknowledged at the deadline: the frames
+    /// were dropped, without an event.
+    pub closed_expired: u64,
     /// Refusals sent (at most 64 per 100 ms; only data frames are answered).
     pub refusals_sent: u64,
     /// Refusals received that failed a peer ([`PeerEvent::Refused`]).
@@ -380,7 +414,7 @@ pub struct Refusal {
 impl core::fmt::Display for Refusal {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.reason {
-            RefusalReason::UnknownJob => write!(f, "{}", self.reason),
+            RefusalReason::UnknownJob | RefusalReason::JobEnded => write!(f, "{}", self.reason),
             _ => write!(
                 f,
                 "{} ({} of {} in use)",

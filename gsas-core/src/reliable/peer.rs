@@ -60,6 +60,9 @@ pub struct PeerSlot<P, const W: usize> {
     pub(crate) refusal: Option<super::Refusal>,
     /// When the last frame from the peer arrived (or the slot was assigned).
     pub(crate) last_heard: u64,
+    /// Closed for new data ([`Reliable::close_peer`](super::Reliable::close_peer)): new
+    /// data frames are answered with this refusal.
+    pub(crate) closed: Option<super::Refusal>,
 
     pub(crate) tx: TxWindow<W>,
     /// Whether the newest window entry is an open frame.
@@ -97,6 +100,7 @@ impl<P: Copy, const W: usize> PeerSlot<P, W> {
             events: 0,
             refusal: None,
             last_heard: 0,
+            closed: None,
             tx: TxWindow::new(Seq(0)),
             open: false,
             open_len: 0,

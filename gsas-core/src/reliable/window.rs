@@ -64,6 +64,17 @@ impl RxWindow {
 
     /// Records the arrival of `seq` and says whether it is new.
     pub(crate) fn accept(&mut self, seq: Seq) -> RxVerdict {
+        let verdict = self.peek(seq);
+        if let RxVerdict::New { .. } = verdict {
+            // `peek` said `seq` lies 1..=64 above the cumulative ack.
+            self.rcvd |= 1u64 << (seq.distance(self.cum) - 1);
+            self.normalize();
+        }
+        verdict
+    }
+
+    /// What [`accept`](Self::accept) would say about `seq`, without recording it.
+    pub(crate) fn peek(&self, seq: Seq) -> RxVerdict {
         let d = seq.distance(self.cum);
         if d <= 0 {
             return RxVerdict::Duplicate;
@@ -75,11 +86,8 @@ impl RxWindow {
         if self.rcvd & bit != 0 {
             return RxVerdict::Duplicate;
         }
-        let had_gap = self.rcvd != 0;
-        self.rcvd |= bit;
-        self.normalize();
         RxVerdict::New {
-            ack_now: had_gap == (d == 1),
+            ack_now: (self.rcvd != 0) == (d == 1),
         }
     }
 

@@ -113,6 +113,18 @@
 //! A reply is `8 + payload length` bytes; bytes after it are padding (transports with fixed
 //! 64-byte slots pad) and are ignored. Fixed-size requests may be padded likewise.
 //!
+//! ## Fragment boundaries ([`GRANULE`])
+//!
+//! Every boundary between two fragments of a bulk transfer (BULK_WRITE, BULK_READ and its
+//! BULK_DATA replies, with or without a signal) lies at a target address that is a
+//! multiple of [`GRANULE`] (64) bytes, so that no naturally aligned element of any
+//! OpenSHMEM type (at most 16 bytes) is split between two packets: a target that watches an
+//! aligned `u64` while a transfer lands sees it entirely old or entirely new, never half of
+//! each. The client engine chooses fragments that way ([`crate::client`], "Packets
+//! chosen"); a receiver accepts any fragmentation (the rule is the sender's), and the
+//! other paths that cut data into pieces (the Exanet NI's RDMA frames, the verbs path's
+//! requests, the collectives' chunks) use multiples of the same constant.
+//!
 //! ## Global address (u64)
 //!
 //! Bits 48..64 = target PE (u16), bits 40..48 = segment id (u8; the runtime uses 0 =
@@ -171,6 +183,18 @@ pub use packet::{CSWAP_LEN, HEADER_LEN, Packet};
 pub use reply::{MAX_INLINE_DATA, REPLY_HEADER_LEN, ReplyPacket};
 pub use repr::{Fragment, Reply, ReplyRepr, Repr, Request, RequestRepr, emit_reply_header};
 pub use signal::{SIGNAL_LEN, Signal, SignalOp};
+
+/// The granule of every fragment and chunk boundary, in bytes: pieces of a transfer start
+/// at target addresses that are multiples of it (see "Fragment boundaries" above).
+///
+/// 64 because it is a multiple of the largest element of every OpenSHMEM type (16 bytes:
+/// `long double`, the complex types; the ones written by one store are 1, 2, 4 and 8
+/// bytes), is one cache line on x86_64 and on the aarch64 cores gsas targets (so the two
+/// receivers of adjacent fragments never write one line), and is a multiple of the
+/// 16-byte vector step of the watched copy. It costs at most 63 bytes of each fragment (a
+/// 61,382-byte UDP payload carries 61,312 bytes of data instead of 61,350; 1,472 bytes
+/// carry 1,344 instead of 1,382).
+pub const GRANULE: usize = 64;
 
 /// Why bytes did not parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -958,6 +958,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         size,
         node,
         job_id: table.job_id,
+        job_key: table.job_key,
         udp_mtu,
         node_of: table.node_of,
         local_pes,

@@ -106,6 +106,14 @@ impl fmt::Display for NodeError {
                 node,
                 addr,
                 refusal,
+            } if refusal.reason == gsas_core::reliable::RefusalReason::JobEnded => write!(
+                f,
+                "node {node} ({addr}): the atomic service there refused this PE: {refusal}; this operation came after that"
+            ),
+            NodeError::PeerRefused {
+                node,
+                addr,
+                refusal,
             } => write!(
                 f,
                 "node {node} ({addr}): the atomic service there refused this PE: {refusal} (its log has the figures)"

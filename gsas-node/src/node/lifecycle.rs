@@ -88,6 +88,10 @@ impl Node {
         for i in (0..MAX_CONTEXTS).filter(|i| used & (1 << i) != 0) {
             self.quiet(Ctx(i as u16))?;
         }
+        // From here on the only operations are the final barrier's increments: one that a
+        // node refuses because every PE of the job there finalized counts as complete
+        // (`Book::finished_by_job_end`).
+        self.pulse.lock().book.ending = true;
         self.barrier_all()?;
         // The barrier's last increments are non-blocking: complete them before leaving,
         // or the PEs they went to could wait for them in vain.

@@ -235,6 +235,9 @@ pub struct Node {
     size: u32,
     node: u16,
     job_id: u64,
+    /// The job key: the capability every packet of the job carries (services admit only
+    /// keys they know; the collectives' direct endpoints only their job's).
+    job_key: u64,
     /// UDP payload bytes per datagram of the job (its services' `udp_mtu`).
     udp_mtu: usize,
     node_of: Vec<u16>,
@@ -327,6 +330,17 @@ impl Node {
     /// The job id.
     pub fn job_id(&self) -> u64 {
         self.job_id
+    }
+
+    /// The job key (see the field).
+    pub fn job_key(&self) -> u64 {
+        self.job_key
+    }
+
+    /// How long a peer may leave a packet unacknowledged before it is declared
+    /// unreachable (`GSAS_DEADLINE_MS`).
+    pub fn deadline(&self) -> Duration {
+        self.deadline
     }
 
     /// UDP payload bytes per datagram of the job (`GSAS_UDP_MTU`, the services' `udp_mtu`).

@@ -16,7 +16,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use gsas_core::client::{Client, ClientError, Completion, OpError, OpHandle};
-use gsas_core::reliable::{PeerEvent, Refusal};
+use gsas_core::reliable::{PeerEvent, Refusal, RefusalReason};
 use gsas_core::transport::{Transport, TransportError};
 
 use crate::poll::monotonic_ns;
@@ -157,6 +157,9 @@ pub(crate) struct Book {
     pub(crate) deadline: Duration,
     /// Records of writes with fragments left to send.
     pub(crate) unsent: Vec<usize>,
+    /// The PE is ending: `finalize` completed every context and runs its last barrier (see
+    /// [`Book::finished_by_job_end`]).
+    pub(crate) ending: bool,
 }
 
 impl Book {
@@ -211,6 +214,32 @@ impl Book {
                 waited: self.deadline,
             },
         }
+    }
+
+    /// Whether `record`, which failed with `e`, counts as complete because the job ended
+    /// on its target's node: while this PE is ending, a non-blocking operation whose result
+    /// nobody reads (a put, a non-fetching atomic such as the final barrier's increments)
+    /// to a service that refused this PE with [`RefusalReason::JobEnded`]. That refusal
+    /// says every PE of the job on that node finalized, so each passed the final barrier,
+    /// for which this PE's increments to it had to be executed; whatever the operation
+    /// would still write there, nobody can read any more. A fetching operation, a
+    /// blocking one, or any operation before `finalize` stays an error.
+    pub(crate) fn finished_by_job_end(&self, record: &Record, e: OpError) -> bool {
+        let Route::Net(p) = record.route else {
+            return false;
+        };
+        let unread = match record.target {
+            Target::Write { .. } | Target::Atomic { dest: None, .. } => true,
+            Target::Atomic { dest: Some(_), .. } | Target::Read { .. } => false,
+        };
+        self.ending
+            && e == OpError::Aborted
+            && !record.blocking
+            && unread
+            && self
+                .refused
+                .get(&p.addr)
+                .is_some_and(|r| r.reason == RefusalReason::JobEnded)
     }
 
     /// The error an operation of `record` ended with.
@@ -286,6 +315,14 @@ pub(crate) fn on_completion(book: &mut Book, c: Completion<'_>) {
                     return;
                 }
                 if let Some(Err(e)) = r.result {
+                    if book.finished_by_job_end(&r, e) {
+                        log::debug!(
+                            "{} counts as complete: the job ended on node {} (every PE of it there finalized)",
+                            r.desc,
+                            r.node
+                        );
+                        return;
+                    }
                     let err = book.op_error(&r, e);
                     if let Some(slot) = book.ctx_error.get_mut(r.ctx) {
                         slot.get_or_insert(err);
@@ -577,7 +614,103 @@ pub(crate) const RING: RingPeer = RingPeer;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gsas_core::client::OpKind;
     use gsas_core::wire::ErrorCode;
+
+    /// A non-blocking operation of context 0 to the service at `peer`.
+    fn record(peer: NetPeer, target: Target) -> Record {
+        Record {
+            ctx: 0,
+            route: Route::Net(peer),
+            node: 1,
+            desc: OpDesc {
+                kind: "atomic",
+                pe: 3,
+                seg: 2,
+                offset: 0x40,
+                len: 8,
+                signal: None,
+            },
+            blocking: false,
+            abandoned: false,
+            target,
+            handle: None,
+            result: None,
+        }
+    }
+
+    /// The context's error after `target` was refused because the job ended at its node,
+    /// with the PE `ending` or not.
+    fn after_job_end(target: Target, ending: bool, reason: RefusalReason) -> Option<String> {
+        let peer = NetPeer {
+            addr: NetAddr::Udp("127.0.0.1:7471".parse().unwrap()),
+            key: 5,
+        };
+        let mut book = Book::new(Duration::from_secs(10));
+        book.ending = ending;
+        let tag = book.insert(record(peer, target)) as u64;
+        book.failed.insert(peer.addr);
+        let refusal = Refusal {
+            reason,
+            in_use: 0,
+            limit: 0,
+        };
+        book.refused.insert(peer.addr, refusal);
+        on_completion(
+            &mut book,
+            Completion::Done {
+                tag,
+                ctx: 0,
+                kind: OpKind::Atomic,
+                result: Err(OpError::Aborted),
+            },
+        );
+        assert!(
+            book.get(tag as usize).is_none(),
+            "a non-blocking record frees itself"
+        );
+        book.ctx_error[0].take().map(|e| e.to_string())
+    }
+
+    #[test]
+    fn only_unread_operations_at_finalize_complete_by_the_end_of_the_job() {
+        let add = || Target::Atomic {
+            dest: None,
+            width: 8,
+        };
+        let put = || Target::Write { payload: None };
+        // The final barrier's increments, and puts, while finalizing: complete.
+        assert_eq!(after_job_end(add(), true, RefusalReason::JobEnded), None);
+        assert_eq!(after_job_end(put(), true, RefusalReason::JobEnded), None);
+        // Before finalize, a fetching atomic, a get, or another refusal: errors.
+        let ended = "node 1 (127.0.0.1:7471): the atomic service there refused this PE: the \
+                     job has ended there (every PE of it on that node finalized); this \
+                     operation came after that";
+        assert_eq!(
+            after_job_end(add(), false, RefusalReason::JobEnded).as_deref(),
+            Some(ended)
+        );
+        let mut fetched = 0u64;
+        let fetch = Target::Atomic {
+            dest: Some(&mut fetched as *mut u64 as usize),
+            width: 8,
+        };
+        assert_eq!(
+            after_job_end(fetch, true, RefusalReason::JobEnded).as_deref(),
+            Some(ended)
+        );
+        assert_eq!(fetched, 0, "no value was written");
+        let get = Target::Read { dest: 0 };
+        assert_eq!(
+            after_job_end(get, true, RefusalReason::JobEnded).as_deref(),
+            Some(ended)
+        );
+        assert!(
+            after_job_end(add(), true, RefusalReason::UnknownJob)
+                .unwrap()
+                .contains("no job with this key is known there")
+        );
+    }
 
     /// What `quiet` reports when a service refuses a put-with-signal.
     #[test]

@@ -23,11 +23,14 @@
 //! * a put-with-signal's SET is an 8-byte inline WRITE on the same queue pair after the
 //!   data (in order on an RC queue pair), or a NIC atomic when `u64` is offloaded;
 //!
-//! A full send queue is back-pressure: poll and retry, bounded by the deadline. A request
-//! that completes with an error ends the operation (and so, in the OpenSHMEM layer, the
-//! job) with the driver's message naming the peer PE, its node and the operation, prefixed
-//! with this PE and node. The queue pairs' timeout and retry count are derived from the
-//! deadline so that a dead peer is reported within it ([`timing`]).
+//! A full send queue is back-pressure: wait for room (the driver's `wait_room`) and retry.
+//! Every wait ends with the device's verdict: a request completes, or fails once its peer
+//! stopped answering for the queue pair's retry budget, and a request that completes with
+//! an error ends the operation (and so, in the OpenSHMEM layer, the job) with the driver's
+//! message naming the peer PE, its node and the operation, prefixed with this PE and node.
+//! The queue pairs' timeout and retry count are derived from the deadline so that a dead
+//! peer is reported within it ([`timing`]); the path keeps no clock of its own on top
+//! (one reliability layer: the queue pair's).
 //!
 //! * **atomics** on the 64-bit integer types are NIC atomics (fetch-add, compare-swap, and
 //!   compare-swap loops for the rest) when every PE's device reports `IBV_ATOMIC_GLOB`
@@ -61,7 +64,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) gid_index: u8,
     /// This PE's heap, data and sync mappings by segment id (base, length); None: absent.
     pub(crate) segments: [Option<(usize, u64)>; 3],
-    /// The reliability deadline: queue pair timing and the limit of every wait.
+    /// The reliability deadline: the queue pairs' timing ([`timing`]), and so how long a
+    /// request to a peer that stopped answering may take to fail.
     pub(crate) deadline: Duration,
 }
 
@@ -82,7 +86,7 @@ pub(crate) use stub::VerbsPath;
 
 #[cfg(feature = "verbs")]
 mod imp {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use gsas_core::wire::{AtomicOp, AtomicType};
     use verbs::mesh::{Exchange, Job};
@@ -96,6 +100,11 @@ mod imp {
     const BOUNCE: usize = 1 << 20;
     /// The largest request the path posts (a work request's length is 32 bits).
     const MAX_REQUEST: usize = 1 << 30;
+    // A transfer is cut into requests of MAX_REQUEST and bounce copies of BOUNCE bytes:
+    // multiples of the granule, so no aligned element is split between two (issue 25).
+    const _: () = assert!(
+        BOUNCE % gsas_core::wire::GRANULE == 0 && MAX_REQUEST % gsas_core::wire::GRANULE == 0
+    );
     /// The exchange key of a PE's device's atomic capability.
     const ATOMICS_KEY: &str = "verbs-atomics";
     /// Send queue depth per queue pair.
@@ -106,7 +115,10 @@ mod imp {
 
     /// The queue pairs' timing for a deadline: 8 attempts (retry count 7) of
     /// 4.096 us * 2^timeout each fit in it, so that a peer that is gone is reported (retry
-    /// exceeded) before the deadline.
+    /// exceeded) before the deadline. The default deadline (10 s) gives timeout 18 (1.07 s
+    /// per attempt, 8.6 s in all), the values InfiniBand middleware uses on real fabrics
+    /// (docs/verbs.md, "The transport"); RNR retry 7 (without limit) is moot, the path posts
+    /// no receives and sends nothing that needs one.
     pub(crate) fn timing(deadline: Duration) -> Timing {
         let per_attempt = deadline.as_nanos() / 8;
         let mut t = 1u8;
@@ -149,16 +161,9 @@ mod imp {
         }
     }
 
-    /// The error of a failed request of PE `me` to PE `pe` (a full send queue for the
-    /// whole time `waited` is a timeout).
-    fn fail(me: &str, pe: u32, waited: Duration, e: verbs::Error) -> NodeError {
-        match e {
-            verbs::Error::WouldBlock => NodeError::Timeout {
-                what: format!("{me}: room in the full send queue to PE {pe}"),
-                waited,
-            },
-            e => NodeError::Transport(format!("{me}: {e}")),
-        }
+    /// The error of a failed request of PE `me`.
+    fn fail(me: &str, e: verbs::Error) -> NodeError {
+        NodeError::Transport(format!("{me}: {e}"))
     }
 
     /// A copy out of the bounce pool that `quiet` makes (the destination of a `get_nbi`).
@@ -195,7 +200,6 @@ mod imp {
         fence_pending: bool,
         /// This PE, for messages.
         me: String,
-        deadline: Duration,
     }
 
     impl VerbsPath {
@@ -300,7 +304,6 @@ mod imp {
                 pending: Vec::new(),
                 fence_pending: false,
                 me,
-                deadline: s.deadline,
             })
         }
 
@@ -343,21 +346,15 @@ mod imp {
             })
         }
 
-        /// Posts with `post`, treating a full send queue as back-pressure: progress and
-        /// retry, within the deadline.
+        /// Posts with `post`, treating a full send queue as back-pressure: wait for room
+        /// and retry (until the device reports an error, if it does).
         fn retry<T>(
             ep: &mut Endpoint,
-            deadline: Duration,
             mut post: impl FnMut(&mut Endpoint) -> Result<T, verbs::Error>,
         ) -> Result<T, verbs::Error> {
-            let t0 = Instant::now();
             loop {
                 match post(ep) {
-                    Err(verbs::Error::WouldBlock) if t0.elapsed() < deadline => {
-                        if ep.progress()? == 0 {
-                            std::thread::yield_now();
-                        }
-                    }
+                    Err(verbs::Error::WouldBlock) => ep.wait_room()?,
                     r => return r,
                 }
             }
@@ -391,22 +388,20 @@ mod imp {
             nbi: bool,
         ) -> Result<(), NodeError> {
             let key = self.target(pe, seg, offset, data.len())?;
-            let deadline = self.deadline;
             let ep = Self::ep(&mut self.eps, pe)?;
             if data.len() <= ep.max_inline() as usize {
-                return Self::retry(ep, deadline, |ep| ep.put(data, None, key, offset))
-                    .map_err(|e| fail(&self.me, pe, deadline, e));
+                return Self::retry(ep, |ep| ep.put(data, None, key, offset))
+                    .map_err(|e| fail(&self.me, e));
             }
             if let Some(region) = Self::region_of(&self.own, data.as_ptr() as usize, data.len()) {
                 // At most 1 GiB per request (a work request's length is 32 bits).
                 for (i, chunk) in data.chunks(MAX_REQUEST).enumerate() {
                     let off = offset + (i * MAX_REQUEST) as u64;
-                    Self::retry(ep, deadline, |ep| ep.put(chunk, Some(region), key, off))
-                        .map_err(|e| fail(&self.me, pe, deadline, e))?;
+                    Self::retry(ep, |ep| ep.put(chunk, Some(region), key, off))
+                        .map_err(|e| fail(&self.me, e))?;
                 }
                 if !nbi {
-                    ep.quiet(deadline)
-                        .map_err(|e| fail(&self.me, pe, deadline, e))?;
+                    ep.quiet().map_err(|e| fail(&self.me, e))?;
                 }
                 return Ok(());
             }
@@ -420,8 +415,8 @@ mod imp {
                 let src = unsafe { std::slice::from_raw_parts(p.cast_const(), chunk.len()) };
                 let ep = Self::ep(&mut self.eps, pe)?;
                 let off = offset + (i * BOUNCE) as u64;
-                Self::retry(ep, deadline, |ep| ep.put(src, Some(&self.bounce), key, off))
-                    .map_err(|e| fail(&self.me, pe, deadline, e))?;
+                Self::retry(ep, |ep| ep.put(src, Some(&self.bounce), key, off))
+                    .map_err(|e| fail(&self.me, e))?;
             }
             Ok(())
         }
@@ -443,7 +438,6 @@ mod imp {
             blocking: bool,
         ) -> Result<(), NodeError> {
             let key = self.target(pe, seg, offset, len)?;
-            let deadline = self.deadline;
             if let Some(region) = Self::region_of(&self.own, dest as usize, len) {
                 let at = dest as u64 - region.remote_key().addr;
                 let ep = Self::ep(&mut self.eps, pe)?;
@@ -453,14 +447,14 @@ mod imp {
                     let (d, o) = (at + done as u64, offset + done as u64);
                     // A blocking get waits for its last READ (completions come in order).
                     let last = blocking && done + n == len;
-                    Self::retry(ep, deadline, |ep| {
+                    Self::retry(ep, |ep| {
                         if last {
-                            ep.get_wait(region, d, n as u32, key, o, deadline)
+                            ep.get_wait(region, d, n as u32, key, o)
                         } else {
                             ep.get(region, d, n as u32, key, o)
                         }
                     })
-                    .map_err(|e| fail(&self.me, pe, deadline, e))?;
+                    .map_err(|e| fail(&self.me, e))?;
                     done += n;
                 }
                 return Ok(());
@@ -471,14 +465,14 @@ mod imp {
                 let at = self.bounce_alloc(n)?;
                 let o = offset + done as u64;
                 let ep = Self::ep(&mut self.eps, pe)?;
-                Self::retry(ep, deadline, |ep| {
+                Self::retry(ep, |ep| {
                     if blocking {
-                        ep.get_wait(&self.bounce, at as u64, n as u32, key, o, deadline)
+                        ep.get_wait(&self.bounce, at as u64, n as u32, key, o)
                     } else {
                         ep.get(&self.bounce, at as u64, n as u32, key, o)
                     }
                 })
-                .map_err(|e| fail(&self.me, pe, deadline, e))?;
+                .map_err(|e| fail(&self.me, e))?;
                 // SAFETY: `dest + done .. + n` is inside the caller's buffer.
                 let to = unsafe { dest.add(done) };
                 if blocking {
@@ -532,20 +526,17 @@ mod imp {
             comparand: u64,
         ) -> Result<u64, NodeError> {
             let key = self.target(pe, seg, offset, 8)?;
-            let deadline = self.deadline;
             let ep = Self::ep(&mut self.eps, pe)?;
             let s = &self.scratch;
             let add = |ep: &mut Endpoint, v: u64| {
-                Self::retry(ep, deadline, |ep| {
-                    ep.fetch_add(s, 0, key, offset, v, deadline)
-                })
+                Self::retry(ep, |ep| ep.fetch_add(s, 0, key, offset, v))
             };
             let r = match op {
                 AtomicOp::Fetch => add(ep, 0),
                 AtomicOp::FetchAdd | AtomicOp::Add => add(ep, operand),
                 AtomicOp::FetchInc | AtomicOp::Inc => add(ep, 1),
-                AtomicOp::CompareSwap => Self::retry(ep, deadline, |ep| {
-                    ep.compare_swap(s, 0, key, offset, comparand, operand, deadline)
+                AtomicOp::CompareSwap => Self::retry(ep, |ep| {
+                    ep.compare_swap(s, 0, key, offset, comparand, operand)
                 }),
                 _ => {
                     let next = |old: u64| match op {
@@ -557,9 +548,8 @@ mod imp {
                     add(ep, 0).and_then(|mut old| {
                         loop {
                             let new = next(old);
-                            let got = Self::retry(ep, deadline, |ep| {
-                                ep.compare_swap(s, 0, key, offset, old, new, deadline)
-                            })?;
+                            let got =
+                                Self::retry(ep, |ep| ep.compare_swap(s, 0, key, offset, old, new))?;
                             if got == old {
                                 break Ok(old);
                             }
@@ -568,18 +558,14 @@ mod imp {
                     })
                 }
             };
-            r.map_err(|e| fail(&self.me, pe, deadline, e))
+            r.map_err(|e| fail(&self.me, e))
         }
 
         /// Completes every request (puts delivered, gets landed and copied out).
         pub(crate) fn quiet(&mut self) -> Result<(), NodeError> {
-            let deadline = self.deadline;
-            let limit = deadline + deadline / 2;
-            for (pe, ep) in self.eps.iter_mut().enumerate() {
-                let Some(ep) = ep else { continue };
+            for ep in self.eps.iter_mut().flatten() {
                 if ep.outstanding() > 0 {
-                    ep.quiet(limit)
-                        .map_err(|e| fail(&self.me, pe as u32, limit, e))?;
+                    ep.quiet().map_err(|e| fail(&self.me, e))?;
                 }
             }
             for c in std::mem::take(&mut self.pending) {

@@ -41,8 +41,9 @@
 //! service knows (a PE of the job joined here), each job up to its PE count + 4, and, when
 //! remote FORK is served, for up to 32 senders of unknown jobs (see `peers.rs`). Anyone
 //! else is refused and counted by reason, and a refused request is answered with a
-//! refusal, so the PE fails at once with the reason instead of a time-out. A job's peers
-//! are freed when it ends; idle peers silent for twice the deadline too. A peer whose
+//! refusal, so the PE fails at once with the reason instead of a time-out. A reclaimed
+//! job's peers are freed at once; those of a job that ended cleanly linger (see
+//! Reclamation); idle peers silent for twice the deadline are freed too. A peer whose
 //! window is full (it does not acknowledge) holds up no other peer's replies.
 //!
 //! **Memory.** Segments are booked at their full size (every page may be touched)
@@ -53,9 +54,18 @@
 //!
 //! **Reclamation.** A job ends when all its PEs that joined have left (Leave), or at once
 //! when one PE's control connection ends without Leave (the PE died): its segments are
-//! unregistered from the engine and unmapped here, its network peers are freed (later
-//! frames under its key are refused as an unknown job), and the memory is gone when the
-//! PEs' own mappings go.
+//! unregistered from the engine and unmapped here, and the memory is gone when the PEs'
+//! own mappings go. A reclaimed job's network peers are freed at once (later frames under
+//! its key are refused as an unknown job). A job that ended cleanly keeps its peers'
+//! reliability state for the deadline, closed for new requests (TCP's TIME_WAIT: the end
+//! of a job is a distributed protocol): a PE of another node that repeats a request whose
+//! reply was lost (the final barrier's increment) gets the reply from the reply cache, a
+//! lost reply is still retransmitted and the PEs' last acknowledgements are taken; a
+//! request never executed is refused with
+//! [`RefusalReason::JobEnded`](gsas_core::reliable::RefusalReason::JobEnded), and so is a
+//! frame of one of the last 1024 ended jobs from a peer without a slot. At most 64 ended
+//! jobs linger, and their peers give way first when the peer table is full
+//! (`core/segments.rs`, `peers.rs`; `docs/runtime.md`, "The end of a job").
 //!
 //! **Polling.** The loop busy-polls UDP and the rings for [`ServiceConfig::spin`] after the
 //! last activity (checking the control socket every millisecond; after the first

@@ -12,18 +12,26 @@
 //!   the launcher out for longer than it keeps sending).
 //!
 //! Anyone else is refused (counted by reason by the layer, and a data frame answered with
-//! a refusal naming the reason and the figures). A job's peers are freed when the job ends
-//! ([`JobIndex::forget_job`]); idle peers of any kind when they fall silent (the service
-//! calls [`Reliable::release_silent`](gsas_core::reliable::Reliable::release_silent)).
-//! Peers of a job that arrived as host peers (the launcher's FORK, before a PE joined)
-//! count towards the job once it starts.
+//! a refusal naming the reason and the figures). A job reclaimed (a PE died) has its peers
+//! freed at once ([`JobIndex::forget_job`]). A job that ended cleanly (every PE of this
+//! node left) keeps its peers' slots, closed in the layer, while its last frames may still
+//! arrive ([`JobIndex::end_job`]; the service frees them after the reliability deadline):
+//! they are *lingering* peers, which count towards no share and give way first when the
+//! table is full (a lingering peer is always evicted for a newcomer, so keeping them never
+//! refuses anyone). The keys of the last [`ENDED_KEYS`] jobs that ended cleanly are
+//! remembered: a peer of such a key without a slot is refused with
+//! [`RefusalReason::JobEnded`], not as a stranger. Idle peers of any kind are freed when
+//! they fall silent (the service calls
+//! [`Reliable::release_silent`](gsas_core::reliable::Reliable::release_silent)). Peers of
+//! a job that arrived as host peers (the launcher's FORK, before a PE joined) count
+//! towards the job once it starts.
 //!
 //! **What it is not.** An authenticator: the job key travels in clear text, so whoever
 //! sees a job's traffic can use its share; the share bounds what that costs other jobs.
 //!
 //! Thread-safety: a plain value owned by the service loop.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use gsas_core::reliable::{Admission, PeerIndex, Refusal, RefusalReason};
 
@@ -37,6 +45,10 @@ pub(crate) const HOST_SHARE: usize = 32;
 /// (a FORK sender acknowledges within a round trip; one that does not is most likely a
 /// sender of forged frames).
 pub(crate) const HOST_QUIET_NS: u64 = 1_000_000_000;
+
+/// Keys of jobs that ended cleanly that are remembered (8 bytes each, twice), so that
+/// their late frames are refused with [`RefusalReason::JobEnded`].
+pub(crate) const ENDED_KEYS: usize = 1024;
 
 /// The share of the peer table of a job of `npes` PEs in a table of `capacity` slots.
 pub(crate) fn job_share(npes: u32, capacity: usize) -> usize {
@@ -69,6 +81,12 @@ pub(crate) struct JobIndex {
     host_open: bool,
     /// Peers without a known job, oldest first.
     host: VecDeque<NetPeer>,
+    /// Keys of jobs that ended cleanly, oldest first (at most [`ENDED_KEYS`]), and the
+    /// same as a set.
+    ended: VecDeque<u64>,
+    ended_keys: HashSet<u64>,
+    /// Peers with a slot whose job ended cleanly (closed in the layer), oldest first.
+    lingering: VecDeque<NetPeer>,
     /// The last refusal decided here, for the service's log.
     last_refusal: Option<(NetPeer, Refusal)>,
 }
@@ -79,8 +97,12 @@ impl JobIndex {
         self.host_open = open;
     }
 
-    /// Admits the peers of job `key`, at most `limit` of them.
+    /// Admits the peers of job `key`, at most `limit` of them. (The caller frees the
+    /// peers of an ended job of the same key first.)
     pub(crate) fn admit_job(&mut self, key: u64, limit: usize) {
+        if self.ended_keys.remove(&key) {
+            self.ended.retain(|&k| k != key);
+        }
         let before = self.host.len();
         self.host.retain(|p| p.key != key);
         let moved = before - self.host.len();
@@ -93,6 +115,47 @@ impl JobIndex {
     pub(crate) fn forget_job(&mut self, key: u64) -> Vec<NetPeer> {
         self.jobs.remove(&key);
         self.map.keys().filter(|p| p.key == key).copied().collect()
+    }
+
+    /// Job `key` ended cleanly: stops admitting it, remembers its key, and returns its
+    /// peers that have a slot, which stay as lingering peers (the caller closes them in
+    /// the layer, and frees them with [`JobIndex::peers_of`] when they may go).
+    pub(crate) fn end_job(&mut self, key: u64) -> Vec<NetPeer> {
+        self.jobs.remove(&key);
+        if self.ended_keys.insert(key) {
+            self.ended.push_back(key);
+            if self.ended.len() > ENDED_KEYS {
+                if let Some(old) = self.ended.pop_front() {
+                    self.ended_keys.remove(&old);
+                }
+            }
+        }
+        let peers = self.peers_of(key);
+        self.lingering.extend(peers.iter().copied());
+        peers
+    }
+
+    /// The peers of key `key` that have a slot.
+    pub(crate) fn peers_of(&self, key: u64) -> Vec<NetPeer> {
+        self.map.keys().filter(|p| p.key == key).copied().collect()
+    }
+
+    /// Lingering peers (with a slot, their job ended).
+    pub(crate) fn lingering_peers(&self) -> usize {
+        self.lingering.len()
+    }
+
+    /// The oldest lingering peer offered for `peer`'s sake when the table is full (a
+    /// lingering peer is always evicted: `quiet_ns` 0), else a refusal `full`.
+    fn make_room(&mut self, peer: NetPeer, full: Refusal) -> Admission<NetPeer> {
+        match self.lingering.front() {
+            Some(&victim) => Admission::Replace {
+                victim,
+                quiet_ns: 0,
+                refusal: full,
+            },
+            None => self.refuse(peer, full),
+        }
     }
 
     /// Peers with a slot.
@@ -151,14 +214,20 @@ impl PeerIndex<NetPeer> for JobIndex {
                 );
             }
             if in_use >= capacity {
-                return self.refuse(peer, figures(RefusalReason::TableFull, in_use, capacity));
+                return self.make_room(peer, figures(RefusalReason::TableFull, in_use, capacity));
             }
             return Admission::Admit;
+        }
+        if self.ended_keys.contains(&peer.key) {
+            return self.refuse(peer, figures(RefusalReason::JobEnded, 0, 0));
         }
         if !self.host_open {
             return self.refuse(peer, figures(RefusalReason::UnknownJob, 0, 0));
         }
         let full = figures(RefusalReason::HostFull, self.host.len(), HOST_SHARE);
+        if self.host.len() < HOST_SHARE && in_use >= capacity && !self.lingering.is_empty() {
+            return self.make_room(peer, full);
+        }
         if self.host.len() >= HOST_SHARE || in_use >= capacity {
             // Offer the oldest host peer; if it is busy it goes to the back, so the next
             // newcomer is offered another.
@@ -183,7 +252,10 @@ impl PeerIndex<NetPeer> for JobIndex {
         self.free.push(slot);
         match self.jobs.get_mut(&peer.key) {
             Some(share) => share.used = share.used.saturating_sub(1),
-            None => self.host.retain(|p| *p != peer),
+            None => {
+                self.host.retain(|p| *p != peer);
+                self.lingering.retain(|p| *p != peer);
+            }
         }
     }
 }
@@ -229,6 +301,70 @@ mod tests {
         }
         assert_eq!(ix.len(), 0);
         assert!(!ix.jobs.contains_key(&7));
+    }
+
+    #[test]
+    fn an_ended_job_lingers_gives_way_first_and_is_refused_by_name() {
+        let mut ix = JobIndex::default();
+        ix.admit_job(7, 3);
+        for port in 1..=2 {
+            assert_eq!(ix.admit(peer(port, 7), 4), Admission::Admit);
+            ix.slot(peer(port, 7), 4).unwrap();
+        }
+        let mut lingering = ix.end_job(7);
+        lingering.sort_by_key(|p| format!("{:?}", p.addr));
+        assert_eq!(lingering, vec![peer(1, 7), peer(2, 7)]);
+        assert_eq!((ix.len(), ix.lingering_peers()), (2, 2));
+        // A peer of the ended job without a slot is refused by name, FORK served or not.
+        let ended = Admission::Refuse(figures(RefusalReason::JobEnded, 0, 0));
+        assert_eq!(ix.admit(peer(3, 7), 4), ended);
+        ix.serve_host_actions(true);
+        assert_eq!(ix.admit(peer(3, 7), 4), ended);
+        // A full table: a lingering peer gives way (always: quiet_ns 0), for a job's peer
+        // and for a host peer alike.
+        ix.admit_job(8, 10);
+        for port in 10..=11 {
+            assert_eq!(ix.admit(peer(port, 8), 4), Admission::Admit);
+            ix.slot(peer(port, 8), 4).unwrap();
+        }
+        let full = figures(RefusalReason::TableFull, 4, 4);
+        let Admission::Replace {
+            victim,
+            quiet_ns: 0,
+            refusal,
+        } = ix.admit(peer(12, 8), 4)
+        else {
+            panic!("a lingering peer is offered")
+        };
+        assert!(lingering.contains(&victim) && refusal == full);
+        ix.release(victim);
+        assert_eq!(ix.lingering_peers(), 1);
+        assert!(ix.slot(peer(12, 8), 4).is_some());
+        assert!(matches!(
+            ix.admit(peer(999, 55), 4),
+            Admission::Replace { quiet_ns: 0, victim, .. } if lingering.contains(&victim)
+        ));
+        // Once no peer lingers, a full table refuses the job's newcomers as before.
+        let last = ix.peers_of(7);
+        assert_eq!(last.len(), 1);
+        ix.release(last[0]);
+        ix.slot(peer(13, 8), 4).unwrap();
+        assert_eq!(
+            ix.admit(peer(14, 8), 4),
+            Admission::Refuse(figures(RefusalReason::TableFull, 4, 4))
+        );
+        // A new job of the same key is admitted again.
+        ix.admit_job(7, 3);
+        assert!(!ix.ended_keys.contains(&7) && !ix.ended.contains(&7));
+        assert_eq!(ix.admit(peer(3, 7), 8), Admission::Admit);
+        // The remembered keys are bounded.
+        for key in 1000..1000 + ENDED_KEYS as u64 + 5 {
+            ix.admit_job(key, 1);
+            ix.end_job(key);
+        }
+        assert_eq!(ix.ended.len(), ENDED_KEYS);
+        assert_eq!(ix.ended_keys.len(), ENDED_KEYS);
+        assert!(!ix.ended_keys.contains(&1000));
     }
 
     #[test]

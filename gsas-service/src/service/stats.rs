@@ -60,6 +60,10 @@ pub struct Gauges {
     pub peers: u64,
     /// Of those, peers of no known job (remote FORK senders).
     pub host_peers: u64,
+    /// Of those, peers of jobs that ended here, kept closed for the reliability deadline.
+    pub lingering_peers: u64,
+    /// Jobs that ended here whose peers are kept closed.
+    pub lingering_jobs: u64,
     /// Size of the peer table.
     pub peer_limit: u64,
     /// Total bytes of segments the service may book.
@@ -164,6 +168,21 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "frames refused a peer slot: the share of peers of no job (FORK senders, 32) is busy",
         ),
         (
+            "reliable.refused_job_ended",
+            C,
+            "frames refused a peer slot: their job ended here (a late frame of a job whose peers no longer linger)",
+        ),
+        (
+            "reliable.closed_refused",
+            C,
+            "new requests from a lingering peer (its job ended here) refused, never executed",
+        ),
+        (
+            "reliable.closed_expired",
+            C,
+            "lingering peers whose last replies stayed unacknowledged until the deadline (they left; dropped without a warning)",
+        ),
+        (
             "reliable.refusals_sent",
             C,
             "refusals sent to refused senders of data frames (at most 64 per 100 ms)",
@@ -199,6 +218,11 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "jobs reclaimed because a PE died (connection closed without Leave)",
         ),
         ("jobs.active", G, "jobs with PEs here"),
+        (
+            "jobs.lingering",
+            G,
+            "jobs that ended here whose network peers are kept for the reliability deadline",
+        ),
         ("pes.active", G, "PEs joined and not left"),
         ("segments.active", G, "segments alive"),
         ("memory.bytes", G, "bytes of segments booked"),
@@ -208,6 +232,11 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "peers.host",
             G,
             "of those, peers of no known job (FORK senders)",
+        ),
+        (
+            "peers.lingering",
+            G,
+            "of those, peers of jobs that ended here (closed; the first to give way)",
         ),
         ("peers.limit", G, "size of the peer table (max_peers)"),
         ("control.open", G, "open control connections"),
@@ -346,6 +375,9 @@ pub fn render(
     line("reliable.refused_job_full", reliable.refused_job_full);
     line("reliable.refused_table_full", reliable.refused_table_full);
     line("reliable.refused_host_full", reliable.refused_host_full);
+    line("reliable.refused_job_ended", reliable.refused_job_ended);
+    line("reliable.closed_refused", reliable.closed_refused);
+    line("reliable.closed_expired", reliable.closed_expired);
     line("reliable.refusals_sent", reliable.refusals_sent);
     line("reliable.peers_released", reliable.peers_released);
     line("reliable.peers_failed", reliable.peers_failed);
@@ -358,12 +390,14 @@ pub fn render(
     line("jobs.ended", counters.jobs_ended);
     line("jobs.reclaimed", counters.jobs_reclaimed);
     line("jobs.active", gauges.jobs);
+    line("jobs.lingering", gauges.lingering_jobs);
     line("pes.active", gauges.pes);
     line("segments.active", gauges.segments);
     line("memory.bytes", gauges.memory);
     line("memory.limit", gauges.memory_limit);
     line("peers.known", gauges.peers);
     line("peers.host", gauges.host_peers);
+    line("peers.lingering", gauges.lingering_peers);
     line("peers.limit", gauges.peer_limit);
     line("control.open", gauges.connections);
     line("ring.requests", counters.ring_requests);

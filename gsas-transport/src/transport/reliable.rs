@@ -25,7 +25,9 @@ use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::mem::ManuallyDrop;
 
-use gsas_core::reliable::{Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Reliable, Stats};
+use gsas_core::reliable::{
+    Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Refusal, Reliable, Stats,
+};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
 use crate::transport::pio::Pio;
@@ -154,6 +156,26 @@ where
         self.rel.inner()
     }
 
+    /// The inner transport, mutably.
+    pub fn inner_mut(&mut self) -> &mut T {
+        self.rel.inner_mut()
+    }
+
+    /// Frames in `peer`'s send window ([`Reliable::in_flight`]).
+    pub fn in_flight(&self, peer: T::Peer) -> usize {
+        self.rel.in_flight(peer)
+    }
+
+    /// Frame buffers of the pool: `(capacity, free)` ([`Reliable::pool_usage`]).
+    pub fn pool_usage(&self) -> (u32, u32) {
+        self.rel.pool_usage()
+    }
+
+    /// The peers declared unreachable ([`Reliable::failed_peers`]).
+    pub fn failed_peers(&self) -> impl Iterator<Item = T::Peer> + '_ {
+        self.rel.failed_peers()
+    }
+
     /// The layer's counters.
     pub fn stats(&self) -> Stats {
         self.rel.stats()
@@ -196,6 +218,12 @@ where
         self.rel.reset_peer(peer)
     }
 
+    /// Closes `peer`'s slot for new data, answering them with `refusal`, while its last
+    /// frames may still arrive ([`Reliable::close_peer`], TCP's TIME_WAIT).
+    pub fn close_peer(&mut self, peer: T::Peer, refusal: Refusal) -> bool {
+        self.rel.close_peer(peer, refusal)
+    }
+
     /// Frees `peer`'s slot ([`Reliable::release_peer`]).
     pub fn release_peer(&mut self, peer: T::Peer) -> bool {
         self.rel.release_peer(peer)
@@ -210,6 +238,20 @@ where
     /// Size of the peer table.
     pub fn peer_capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// The earliest time (on the clock given to `poll`) at which `poll` may have work
+    /// ([`Reliable::next_timer`]): `Some(0)` while a PIO message waits for its final
+    /// status or its resend (those are polled, not timed), `None` when nothing is
+    /// pending.
+    pub fn next_timer(&self) -> Option<u64>
+    where
+        T: Pio,
+    {
+        if self.rel.inner().pio_pending() {
+            return Some(0);
+        }
+        self.rel.next_timer()
     }
 
     /// Whether any frame is open or unacknowledged (timers are pending), or a PIO message

@@ -98,6 +98,7 @@ impl OwnedTeam<'_> {
 impl Drop for OwnedTeam<'_> {
     fn drop(&mut self) {
         if crate::state::is_running() {
+            crate::fatal::not_while_panicking("shmem::OwnedTeam::drop");
             // SAFETY: the handle came from a split and is not used after this.
             unsafe { split::destroy(self.team.as_raw(), "shmem::OwnedTeam::drop") };
         }

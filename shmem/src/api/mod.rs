@@ -12,7 +12,10 @@
 //! object is named by a [`SymSlice`] (from `&SymVec`, `&SymBox`, or `.slice(..)`/`.at(i)`);
 //! shape errors (a source longer than the destination, an index out of bounds) panic;
 //! misuse the C ABI also reports (a PE out of range) and communication failures end the
-//! job through the library's fatal-error path, as in C.
+//! job through the library's fatal-error path, as in C. A PE that panics while it holds a
+//! [`SymVec`], [`SymBox`], [`OwnedTeam`] or the [`Shmem`] handle ends the job when the
+//! unwinding reaches their drop: freeing them is a collective that the other PEs are not
+//! in, so waiting would hang the job until `SHMEM_WAIT_TIMEOUT`.
 //!
 //! **What it is not.** Not safe against other PEs: symmetric memory is written by remote
 //! PEs at any time, so local access goes through element-wise `Relaxed` atomic reads and
@@ -266,6 +269,7 @@ impl Shmem {
 
     fn finalize_once(&self) {
         if !self.finalized.swap(true, Ordering::AcqRel) {
+            crate::fatal::not_while_panicking("shmem::Shmem::finalize");
             state::finalize("shmem::Shmem::finalize");
         }
     }

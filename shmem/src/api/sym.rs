@@ -449,6 +449,7 @@ impl<T: Symmetric> Drop for SymVec<'_, T> {
     /// `shmem_free`: a collective (barrier on entry).
     fn drop(&mut self) {
         if self.len > 0 && crate::state::is_running() {
+            crate::fatal::not_while_panicking("shmem::SymVec::drop");
             memory::free(self.ptr.as_ptr().cast(), "shmem::SymVec::drop");
         }
     }

@@ -6,20 +6,24 @@
 //! `dst` in the destination, §9.9.8). The data is pairwise by nature, so every member
 //! writes its blocks straight into their destinations, visiting the members in ring order
 //! from its right neighbour (so that not everyone targets member 0 first): cell members by
-//! copies through the shared mappings, other cells with puts (a strided block whose
-//! destination is contiguous is packed into one put). Then it completes its puts (one
+//! copies through the shared mappings, other cells straight to the member over the direct
+//! path (a contiguous block with its signal in one datagram; a strided one packed as mail,
+//! which the receiver scatters into its `dest` after the signals), else with puts through
+//! the services (a strided block whose destination is contiguous packed into one put, a
+//! strided destination one non-blocking put per element). Then it completes its puts (one
 //! quiet), adds one to every other-cell member's counter of this call's parity, signals its
 //! cell (one store for a team), and waits for its cell and for the counter to reach the
-//! number of members outside its cell. A member cannot run two collectives ahead of another
-//! one (it needs everyone's blocks), so two counters, by parity of the team's sequence
-//! number, keep consecutive calls apart.
+//! number of members outside its cell. A member cannot run two alltoalls ahead of another
+//! one (it needs everyone's blocks), so two counters, by parity of the call's number among
+//! the team's alltoalls (not of its sequence number: see `layout`), keep consecutive calls
+//! apart.
 //!
 //! **What it is not.** No aggregation of small blocks per node: each pair of PEs on
 //! different nodes exchanges one message each way.
 //!
 //! **Thread-safety.** As [`Run`].
 
-use super::layout::Slot;
+use super::layout::{Exchange, Slot};
 use super::run::{Buf, Line, Run};
 
 /// The shape of the blocks: `nelems` elements of `elem` bytes, strides in elements.
@@ -65,9 +69,12 @@ pub unsafe fn alltoall(r: &mut Run, dest: Buf, src: *const u8, shape: Shape) {
     let g = r.g;
     let (n, me, my_cell) = (g.n(), g.me(), g.my_cell());
     let mut remote = 0u64;
-    let parity = (r.seq() & 1) as u32;
+    let parity = r.exchange_parity(Exchange::AllToAll);
     let block = shape.nelems * shape.elem;
     let mut slow = Vec::new();
+    // Members this PE mails a packed block for a strided destination: the same members mail
+    // this PE theirs (every member has the shape, and the choice is symmetric).
+    let mut mailed = Vec::new();
     for k in 0..n {
         let l = (me + 1 + k) % n;
         let from = src.wrapping_add(l as usize * shape.src_block());
@@ -76,11 +83,25 @@ pub unsafe fn alltoall(r: &mut Run, dest: Buf, src: *const u8, shape: Shape) {
             // SAFETY: block `l` of the source and block `me` of member `l`'s `dest` lie in
             // their extents (the caller's contract).
             unsafe { copy_block(r, l, dest, at, from, shape) };
-        } else if shape.sst == 1 && shape.dst == 1 && r.direct_data(l, block) {
-            // Data and signal in one datagram straight to `l`.
+        } else if r.direct_data(l, block) {
             let slot = Slot::AllToAll(parity);
-            // SAFETY: as above; the blocks are contiguous.
-            unsafe { r.send_to(l, dest, at, from, block, Some(slot)) };
+            if shape.sst == 1 && shape.dst == 1 {
+                // Data and signal in one datagram straight to `l`.
+                // SAFETY: as above; the blocks are contiguous.
+                unsafe { r.send_to(l, dest, at, from, block, Some(slot)) };
+            } else if shape.dst == 1 {
+                // A strided source, packed, into a contiguous destination.
+                // SAFETY: block `l` of the source lies in its extent.
+                let packed = unsafe { pack(from, shape) };
+                // SAFETY: `packed` holds the block; block `me` of `l`'s `dest` is contiguous.
+                unsafe { r.send_to(l, dest, at, packed.as_ptr(), block, Some(slot)) };
+            } else {
+                // Strided: the block packed as mail, which `l` scatters into its `dest`.
+                // SAFETY: block `l` of the source lies in its extent.
+                let packed = unsafe { pack(from, shape) };
+                r.mail_vec_to(l, &packed, slot);
+                mailed.push(l);
+            }
             remote += 1;
         } else {
             // SAFETY: as above.
@@ -99,6 +120,52 @@ pub unsafe fn alltoall(r: &mut Run, dest: Buf, src: *const u8, shape: Shape) {
     r.lwait(Line::Arrive, 1, g.local_others());
     let outside: Vec<u32> = (0..n).filter(|&l| g.cell_of(l) != my_cell).collect();
     r.rwait(Slot::AllToAll(parity), remote, &outside);
+    if !mailed.is_empty() {
+        let mut packed = vec![0u8; block];
+        for &k in &mailed {
+            if !r.take_mail(k, Slot::AllToAll(parity), &mut packed) {
+                crate::fatal::fatal(r.call, "internal error: an alltoalls block is missing");
+            }
+            let to = r.peer(me, dest, k as usize * shape.dest_block());
+            // SAFETY: block `k` of this PE's `dest` spans `dest_block` bytes (the caller's
+            // contract); the packed block holds `nelems` elements.
+            unsafe { scatter(packed.as_ptr(), to, shape) };
+        }
+    }
+}
+
+/// The `nelems` elements of a source block at `from` (stride `sst`), packed.
+///
+/// # Safety
+///
+/// `from` readable over the block's strided extent.
+unsafe fn pack(from: *const u8, s: Shape) -> Vec<u8> {
+    let mut packed = Vec::with_capacity(s.nelems * s.elem);
+    for i in 0..s.nelems {
+        // SAFETY: element `i` of the strided source block.
+        let e = unsafe { std::slice::from_raw_parts(from.add(i * s.sst * s.elem), s.elem) };
+        packed.extend_from_slice(e);
+    }
+    packed
+}
+
+/// Writes `nelems` packed elements into a destination block at `to` (stride `dst`), each
+/// element once (other PEs may watch `dest`).
+///
+/// # Safety
+///
+/// `packed` holds the block; `to` writable over its strided extent.
+unsafe fn scatter(packed: *const u8, to: *mut u8, s: Shape) {
+    for i in 0..s.nelems {
+        // SAFETY: element `i` of both.
+        unsafe {
+            gsas_transport::watched::store_once(
+                packed.add(i * s.elem),
+                to.add(i * s.dst * s.elem),
+                s.elem,
+            )
+        };
+    }
 }
 
 /// Copies one block to cell member `l`.
@@ -128,7 +195,7 @@ unsafe fn copy_block(r: &Run, l: u32, dest: Buf, at: usize, from: *const u8, s: 
     }
 }
 
-/// Puts one block to member `l` of another cell.
+/// Puts one block to member `l` of another cell (completed by the caller's quiet).
 ///
 /// # Safety
 ///
@@ -138,19 +205,16 @@ unsafe fn put_block(r: &Run, l: u32, dest: Buf, at: usize, from: *const u8, s: S
         // SAFETY: forwarded.
         unsafe { r.put_to(l, dest, at, from, s.nelems * s.elem) };
     } else if s.dst == 1 {
-        let mut packed = Vec::with_capacity(s.nelems * s.elem);
-        for i in 0..s.nelems {
-            // SAFETY: element `i` of the strided source block.
-            let e = unsafe { std::slice::from_raw_parts(from.add(i * s.sst * s.elem), s.elem) };
-            packed.extend_from_slice(e);
-        }
+        // SAFETY: forwarded.
+        let packed = unsafe { pack(from, s) };
         // SAFETY: `packed` holds the block; the destination is contiguous.
         unsafe { r.put_to(l, dest, at, packed.as_ptr(), packed.len()) };
     } else {
+        // One request per element, sharing frames, completed by the quiet.
         for i in 0..s.nelems {
             // SAFETY: element `i` in both strided extents.
             unsafe {
-                r.put_to(
+                r.put_nbi_to(
                     l,
                     dest,
                     at + i * s.dst * s.elem,

@@ -40,7 +40,7 @@
 //! **Thread-safety.** As [`Run`].
 
 use super::barrier;
-use super::layout::{self, Slot};
+use super::layout::{self, Exchange, Slot};
 use super::run::{Buf, Line, Run};
 use super::wait::wait;
 use crate::fatal::fatal;
@@ -457,17 +457,19 @@ unsafe fn collect_leaders(
         .filter(|&c| c != my_cell)
         .map(|c| g.leader(c))
         .collect();
+    // Every other leader signals this counter: kept apart by call parity (see `layout`).
+    let slot = Slot::CollectMail(r.exchange_parity(Exchange::CollectMail));
     for &l in &others {
-        r.mail_vec_to(l, &mail, Slot::Gather(0));
+        r.mail_vec_to(l, &mail, slot);
     }
-    r.rwait(Slot::Gather(0), others.len() as u64, &others);
+    r.rwait(slot, others.len() as u64, &others);
     // Every cell's mail and where its blocks start (after its sizes), in cell order.
     let mut cells: Vec<(Vec<u8>, usize)> = Vec::with_capacity(nc as usize);
     for c in 0..nc {
         let got = if c == my_cell {
             std::mem::take(&mut mail)
         } else {
-            r.take_mail_any(g.leader(c), Slot::Gather(0))
+            r.take_mail_any(g.leader(c), slot)
                 .unwrap_or_else(|| fatal(call, "internal error: a node's collect data is missing"))
         };
         let head = 8 * g.cell(c).len();

@@ -21,6 +21,36 @@
 //! same, so a tag is never reused and waiting for `tag >= t` cannot confuse consecutive
 //! collectives. Counters only grow; the owner remembers how many increments it consumed.
 //!
+//! **Every increment belongs to its collective.** A counter counts; it does not say whose
+//! increment it holds. Increments travel per sender in order (the direct path delivers in
+//! order; a put through a service is completed before its increment is sent), but not in
+//! order between senders, and a PE may run many collectives ahead of another (a broadcast's
+//! root returns at once). So an owner waiting for `k` increments of collective `q` must
+//! never be able to count one of a later collective instead. Two rules give that:
+//!
+//! * **One sender per counter.** [`Slot::Diss`], [`Slot::Bcast`], [`Slot::Gather`],
+//!   [`Slot::ReduceUp`] and [`Slot::ReduceDown`] of a PE receive, for the whole life of the
+//!   team, from one PE only, whatever the call's root or size: the leader of the cell `2^r`
+//!   (or `2^j`, `2^k`) positions before or after this PE's cell, the reduction tree's
+//!   fixed parent and children (rooted at cell 0). A broadcast from a root that does not
+//!   lead its cell hands the data to its leader first, which sends it on, so that the
+//!   sender of `Bcast(j)` never depends on the root. Increments of one sender arrive in the
+//!   order sent, and each of its calls sends the counter a fixed number of them, so the
+//!   `i`-th increment counted is the sender's `i`-th, of the call the owner waits in.
+//! * **Every other cell sends: counters by call parity.** [`Slot::AllToAll`] and
+//!   [`Slot::CollectMail`] take one increment from every other cell (leader) in every
+//!   call. Each team numbers its calls of that [`Exchange`] kind and uses the counter of
+//!   the call number's parity. A PE cannot be two such calls ahead of another one: to
+//!   finish call `a + 1` it needs the other's signal of call `a + 1`, sent only after the
+//!   other finished call `a`. So while an owner waits in call `a`, nobody sends call
+//!   `a + 2`, and increments of call `a + 1` go to the other counter. The team's sequence
+//!   number would not do: calls of other kinds in between (a broadcast, which needs no
+//!   signal back) let a PE run ahead by any number of sequence numbers.
+//!
+//! An active set's `pSync` may be reused only after the collective that used it completed
+//! on every PE (OpenSHMEM 1.5 §9.9), so its words need neither rule across calls; within a
+//! call the same counts hold.
+//!
 //! An active set has no block: its flags are counters in the caller's `pSync` words
 //! ([`Slot::word`], [`ARRIVE_WORD`], ...), each incremented by the PEs that signal the owner
 //! and decremented by the owner when it has seen them, so every word is back at
@@ -56,7 +86,7 @@ pub const PUBLISH_SRC: u64 = ARRIVE + 16;
 /// The remote counters.
 pub const COUNTERS: u64 = 1024;
 /// Number of remote counters.
-pub const NCOUNTERS: usize = 4 * LOG_MAX as usize + 3;
+pub const NCOUNTERS: usize = 4 * LOG_MAX as usize + 5;
 /// The block agreement's contribution (one word per block).
 pub const SPLIT_SRC: u64 = 2048;
 /// The block agreement's result.
@@ -101,8 +131,24 @@ pub enum Slot {
     ReduceUp(u32),
     /// Reduction result written by the parent.
     ReduceDown,
-    /// All-to-all data of the collective with this parity of its sequence number.
+    /// All-to-all data of the team's alltoall call with this parity of its number among
+    /// the team's alltoall calls ([`Exchange::AllToAll`]).
     AllToAll(u32),
+    /// The mail of a one-round `collect` between node leaders, of the call with this parity
+    /// of its number among the team's such calls ([`Exchange::CollectMail`]).
+    CollectMail(u32),
+}
+
+/// The collectives whose counter takes a signal from every other cell (or every other
+/// leader) in every call: their counters are kept apart by the parity of the call's number
+/// among the team's calls of that kind, which [`Slot`]s of one sender per counter do not
+/// need (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// `alltoall`, `alltoalls`.
+    AllToAll,
+    /// `collect` in one round between node leaders.
+    CollectMail,
 }
 
 impl Slot {
@@ -116,6 +162,7 @@ impl Slot {
             Slot::ReduceUp(j) => 3 * l + j as usize,
             Slot::ReduceDown => 4 * l,
             Slot::AllToAll(p) => 4 * l + 1 + (p & 1) as usize,
+            Slot::CollectMail(p) => 4 * l + 3 + (p & 1) as usize,
         }
     }
 
@@ -124,7 +171,7 @@ impl Slot {
     pub fn word(self) -> usize {
         match self {
             Slot::Diss(j) | Slot::Bcast(j) | Slot::Gather(j) | Slot::ReduceUp(j) => 2 + j as usize,
-            Slot::AllToAll(_) => 2,
+            Slot::AllToAll(_) | Slot::CollectMail(_) => 2,
             Slot::ReduceDown => 18,
         }
     }
@@ -206,7 +253,13 @@ mod tests {
                 assert!(s.index() < NCOUNTERS);
             }
         }
-        for s in [Slot::ReduceDown, Slot::AllToAll(0), Slot::AllToAll(1)] {
+        for s in [
+            Slot::ReduceDown,
+            Slot::AllToAll(0),
+            Slot::AllToAll(1),
+            Slot::CollectMail(0),
+            Slot::CollectMail(1),
+        ] {
             assert!(seen.insert(s.index()), "{s:?}");
             assert!(s.index() < NCOUNTERS);
         }
@@ -219,7 +272,11 @@ mod tests {
             "collect pSync: 18"
         );
         assert!(Slot::ReduceDown.word() < 35 && Slot::ReduceUp(15).word() != 18);
-        for w in [Slot::Bcast(0).word(), Slot::AllToAll(0).word()] {
+        for w in [
+            Slot::Bcast(0).word(),
+            Slot::AllToAll(0).word(),
+            Slot::CollectMail(0).word(),
+        ] {
             assert!(w != ARRIVE_WORD && w != RELEASE_WORD);
         }
         const { assert!(MAX_CELLS >= 1024 && MAX_BLOCKS == 63) };

@@ -100,7 +100,7 @@ impl TeamColl {
         TeamColl {
             group: Group::new(st, members.into(), me),
             block,
-            state: Mutex::new(CollState { seq, consumed }),
+            state: Mutex::new(CollState::new(seq, consumed)),
         }
     }
 

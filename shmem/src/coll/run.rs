@@ -35,7 +35,7 @@ use gsas_node::node::{Ctx as NodeCtx, SYNC};
 
 use super::direct;
 use super::group::Group;
-use super::layout::{self, Slot};
+use super::layout::{self, Exchange, Slot};
 use super::wait::{wait, wait_on};
 use crate::addr::SymAddr;
 use crate::fatal::fatal;
@@ -48,6 +48,20 @@ pub struct CollState {
     pub seq: u64,
     /// Per remote counter of this PE's block: the value consumed so far.
     pub consumed: [u64; layout::NCOUNTERS],
+    /// Per [`Exchange`] kind: the team's calls of that kind so far (see `layout`).
+    pub exchanges: [u64; 2],
+}
+
+impl CollState {
+    /// The state of a team whose collectives are numbered after `seq`, with the counters
+    /// of this PE's block at `consumed`.
+    pub fn new(seq: u64, consumed: [u64; layout::NCOUNTERS]) -> CollState {
+        CollState {
+            seq,
+            consumed,
+            exchanges: [0; 2],
+        }
+    }
 }
 
 /// A symmetric buffer: its symmetric address and this PE's local address.
@@ -131,14 +145,23 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The counter parity of this call of an [`Exchange`] kind: the parity of its number among
+    /// the team's calls of that kind (0 for an active set, whose `pSync` is not shared
+    /// between calls in flight). Every member calls it once per such call.
+    pub fn exchange_parity(&mut self, kind: Exchange) -> u32 {
+        match &mut self.flags {
+            Flags::Team { state, .. } => {
+                let n = &mut state.exchanges[kind as usize];
+                *n += 1;
+                (*n & 1) as u32
+            }
+            Flags::Set { .. } => 0,
+        }
+    }
+
     /// Whether the flags are a team's.
     pub fn is_team(&self) -> bool {
         matches!(self.flags, Flags::Team { .. })
-    }
-
-    /// The team's sequence number of this collective (0 for active sets).
-    pub fn seq(&self) -> u64 {
-        self.seq
     }
 
     /// The tag of `step` of this collective.
@@ -481,6 +504,28 @@ impl<'a> Run<'a> {
             .st
             .node
             .put(NodeCtx::DEFAULT, self.g.world(m), at.seg, at.off, data)
+        {
+            fatal(self.call, e);
+        }
+    }
+
+    /// As [`Run::put_to`], non-blocking: `src` may be reused on return, the data is
+    /// delivered by [`Run::quiet`] (many small puts share frames).
+    ///
+    /// # Safety
+    ///
+    /// As [`Run::copy_to`].
+    pub unsafe fn put_nbi_to(&self, m: u32, dest: Buf, off: usize, src: *const u8, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let at = dest.at(off).sym;
+        // SAFETY: the caller guarantees `src` is readable for `len` bytes.
+        let data = unsafe { std::slice::from_raw_parts(src, len) };
+        if let Err(e) =
+            self.st
+                .node
+                .put_nbi(NodeCtx::DEFAULT, self.g.world(m), at.seg, at.off, data)
         {
             fatal(self.call, e);
         }

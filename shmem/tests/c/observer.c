@@ -15,7 +15,8 @@
  * PE.
  *
  *   observer [ROUNDS [MODE...]]    ROUNDS default 10000 (OBSERVER_ROUNDS overrides);
- *                                  MODE default: all of them, in the order of MODES below.
+ *                                  MODE default: all but the bulk ones, in the order of
+ *                                  MODES below.
  *
  * Modes: p (shmem_long_p to the heap), p_static (to a static variable: the data segment),
  * p_ctx (through a created context), put1 (shmem_long_put of 1 element), putn (shmem_int_put
@@ -26,15 +27,29 @@
  * cleared it), bcast (shmem_long_broadcast of 4 elements, root rotating), collect
  * (shmem_long_fcollect and shmem_long_collect into a flag array).
  *
+ * The bulk modes (run only when named; issue 25 item 4) move arrays of uint64_t words of
+ * 40 KiB to 256 KiB (128 KiB every other round), several packets each between nodes, and
+ * check every word with one 8-byte load: a word is either entirely old (0, cleared) or
+ * entirely new, never a mix of the two (a word split between two packets, written half by
+ * each).  Every byte of a new word is non-zero, so a torn word always shows.
+ *   put_bulk: shmem_putmem of the words; the target watches them while they arrive.
+ *   get_bulk: shmem_getmem of the peer's words into a cleared symmetric buffer while a
+ *             thread of the getting PE watches that buffer (the reply packets land in it);
+ *             the source alternates between two arrays, so that a late copy of the
+ *             previous round's data shows too.  Needs -pthread.
+ *
  * Each wait has a deadline of 60 s; a failure names the mode, the round,
  * the byte and what it held.
  */
 #define CTEST_NAME "observer"
 #include "ctest.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 enum { MAXMSG = 4096, NELEM_BCAST = 4, NELEM_COLLECT = 2 };
+/* The largest bulk transfer, in bytes and in words. */
+enum { BULK_MAX = 256 * 1024, BULK_WORDS = BULK_MAX / 8 };
 
 static int me, npes, peer, lower;
 static long rounds;
@@ -49,6 +64,8 @@ static uint64_t *sig;              /* heap: the signal word */
 static long *bdest, *bsrc;         /* heap: broadcast */
 static long *cdest, *csrc;         /* heap: collect, flag array of npes * NELEM_COLLECT */
 static int *dummy;                 /* heap: polled by shmem_int_test for progress */
+static uint64_t *bulk;             /* heap: put_bulk's destination, get_bulk's two sources */
+static uint64_t *bget;             /* heap: get_bulk's destination */
 static shmem_ctx_t ctx;
 
 /* The word of round k: the round in both halves. */
@@ -238,6 +255,169 @@ static void await_put_nbi(long k) {
     }
 }
 
+/* --- bulk: words split between packets ---------------------------------------------- */
+/* Bytes of the bulk transfer of round k: 128 KiB every other round, else 40 KiB + 8,
+ * 96 KiB + 8 or 256 KiB - 8 (all whole words, several packets at every MTU). */
+static size_t bulk_len(long k) {
+    static const size_t sizes[] = {131072, 40968, 131072, 98312, 131072, 262136};
+    return sizes[(size_t)(k - 1) % (sizeof sizes / sizeof sizes[0])];
+}
+
+/* Word i of round k: every byte non-zero (a word that is partly 0 is torn), different
+ * from word i of the rounds around it. */
+static uint64_t bword(long k, size_t i) {
+    uint64_t z = ((uint64_t)k << 32) + (uint64_t)i + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (z ^ (z >> 31)) | 0x0101010101010101ull;
+}
+
+static void bwords(uint64_t *w, size_t n, long k) {
+    for (size_t i = 0; i < n; i++)
+        w[i] = bword(k, i);
+}
+
+/* Which bytes of v are those of `want` (N), 0 (o) or neither (?), lowest byte first. */
+static const char *bytes_of(uint64_t v, uint64_t want, char out[9]) {
+    for (int j = 0; j < 8; j++) {
+        unsigned b = (unsigned)(v >> (8 * j)) & 0xff, w = (unsigned)(want >> (8 * j)) & 0xff;
+        out[j] = b == w ? 'N' : b == 0 ? 'o' : '?';
+    }
+    out[8] = 0;
+    return out;
+}
+
+/* Checks one word seen at word i of a bulk destination: 0 or exactly `want`. */
+static inline void check_word(const char *what, long k, size_t n, size_t i, uint64_t v,
+                              uint64_t want, uint64_t previous) {
+    char b[9];
+    if (v != 0 && v != want)
+        CHECK(0, "%s round %ld (%zu bytes): word %zu (bytes %zu..%zu) is %#llx, expected 0 or %#llx: "
+                 "bytes (lowest first) %s (N new, o old, ? neither)%s",
+              what, k, n, i, 8 * i, 8 * i + 7, (unsigned long long)v, (unsigned long long)want,
+              bytes_of(v, want, b), v == previous ? " (the previous round's value came back)" : "");
+}
+
+static uint64_t bsrc_words[BULK_WORDS], bwant[BULK_WORDS], bprev[BULK_WORDS];
+
+static void send_put_bulk(long k) {
+    size_t n = bulk_len(k);
+    bwords(bsrc_words, n / 8, k);
+    shmem_putmem(bulk, bsrc_words, n, peer);
+}
+
+/* One pass of a watch over the nw words at w of round k while they land, every word read
+ * with one 8-byte load and checked by check_word: first the frontier (from word lo, the
+ * first not yet seen new, on while the words are new: where in-order packets land, so
+ * that the short time in which a word split between two packets is half written is
+ * seen), then the FRONT words past it, and with `full` every word from the frontier on
+ * (packets that arrive out of order).  Returns the new frontier (nw: all new). */
+enum { FRONT = 64, FULL_EVERY = 1024 };
+static size_t watch_pass(const char *what, long k, const uint64_t *w, size_t nw,
+                         const uint64_t *want, const uint64_t *prev, size_t lo, int full) {
+    for (; lo < nw; lo++) {
+        uint64_t v = __atomic_load_n(&w[lo], __ATOMIC_RELAXED);
+        if (v != want[lo]) {
+            check_word(what, k, nw * 8, lo, v, want[lo], prev[lo]);
+            break;
+        }
+    }
+    size_t end = full || nw - lo < FRONT ? nw : lo + FRONT;
+    for (size_t i = lo; i < end; i++)
+        check_word(what, k, nw * 8, i, __atomic_load_n(&w[i], __ATOMIC_RELAXED), want[i], prev[i]);
+    return lo;
+}
+
+/* Watches the words of round k while they arrive until all are there; then checks and
+ * clears them. */
+static void await_put_bulk(long k) {
+    size_t n = bulk_len(k), nw = n / 8, lo = 0;
+    bwords(bwant, nw, k);
+    bwords(bprev, nw, k - 1);
+    unsigned long spins = 0, pass = 0;
+    double t0 = 0;
+    while ((lo = watch_pass(mode, k, bulk, nw, bwant, bprev, lo, ++pass % FULL_EVERY == 0)) < nw)
+        if (pass % FULL_EVERY == 0)
+            poll_step(&spins, 1024, &t0, mode, k);
+    for (size_t i = 0; i < nw; i++) {
+        uint64_t v = __atomic_load_n(&bulk[i], __ATOMIC_RELAXED);
+        CHECK(v == bwant[i], "put_bulk round %ld (%zu bytes): word %zu is %#llx once all arrived, expected %#llx",
+              k, n, i, (unsigned long long)v, (unsigned long long)bwant[i]);
+        __atomic_store_n(&bulk[i], 0, __ATOMIC_RELAXED);
+    }
+}
+
+/* get_bulk's observer thread and the main thread: round `obs_round` starts when the main
+ * thread sets it (the buffer cleared, `obs_words`, `obs_want` and `obs_prev` set); the
+ * observer watches until it has seen `obs_stop` == the round (the get returned) before a
+ * pass, makes that pass a full one, then sets `obs_done`.  obs_round -1 ends the thread. */
+static long obs_round, obs_stop, obs_done;
+static size_t obs_words;
+static const uint64_t *obs_want, *obs_prev;
+
+static void *get_observer(void *arg) {
+    (void)arg;
+    const char *what = "get_bulk (observer thread)";
+    long seen = 0;
+    for (;;) {
+        long k = __atomic_load_n(&obs_round, __ATOMIC_ACQUIRE);
+        if (k < 0)
+            return NULL;
+        if (k == seen) {
+            sched_yield();
+            continue;
+        }
+        size_t nw = obs_words, lo = 0;
+        for (unsigned long pass = 1;; pass++) {
+            int stop = __atomic_load_n(&obs_stop, __ATOMIC_ACQUIRE) == k;
+            int full = stop || pass % FULL_EVERY == 0;
+            lo = watch_pass(what, k, bget, nw, obs_want, obs_prev, lo, full);
+            if (stop)
+                break;
+            if (full)
+                sched_yield();
+        }
+        seen = k;
+        __atomic_store_n(&obs_done, k, __ATOMIC_RELEASE);
+    }
+}
+
+static void run_get_bulk(void) {
+    /* Source r (0 or 1) of every PE is bulk + r * BULK_WORDS, holding the words of round
+     * 1000 + r; round k reads source k % 2. */
+    static uint64_t want[2][BULK_WORDS];
+    for (int r = 0; r < 2; r++) {
+        bwords(want[r], BULK_WORDS, 1000 + r);
+        for (size_t i = 0; i < BULK_WORDS; i++)
+            bulk[(size_t)r * BULK_WORDS + i] = want[r][i];
+    }
+    memset(bget, 0, BULK_MAX);
+    shmem_barrier_all();
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, get_observer, NULL) == 0, "get_bulk: pthread_create failed");
+    for (long k = 1; k <= rounds; k++) {
+        size_t n = bulk_len(k), nw = n / 8;
+        int r = (int)(k % 2);
+        obs_words = nw;
+        obs_want = want[r];
+        obs_prev = want[1 - r];
+        __atomic_store_n(&obs_round, k, __ATOMIC_RELEASE);
+        shmem_getmem(bget, bulk + (size_t)r * BULK_WORDS, n, peer);
+        __atomic_store_n(&obs_stop, k, __ATOMIC_RELEASE);
+        unsigned long spins = 0;
+        double t0 = 0;
+        while (__atomic_load_n(&obs_done, __ATOMIC_ACQUIRE) != k)
+            poll_step(&spins, 1024, &t0, "get_bulk (waiting for the observer)", k);
+        for (size_t i = 0; i < nw; i++) {
+            CHECK(bget[i] == want[r][i], "get_bulk round %ld (%zu bytes): word %zu is %#llx after the get, expected %#llx",
+                  k, n, i, (unsigned long long)bget[i], (unsigned long long)want[r][i]);
+            bget[i] = 0;
+        }
+    }
+    __atomic_store_n(&obs_round, -1, __ATOMIC_RELEASE);
+    CHECK(pthread_join(th, NULL) == 0, "get_bulk: pthread_join failed");
+}
+
 /* --- collectives: every PE ---------------------------------------------------------- */
 /* A collective's destination is checked at return and cleared; a barrier makes every
  * destination ready for the next round (the caller's duty, OpenSHMEM 1.5 §9.9.7), and at
@@ -300,25 +480,28 @@ struct mode {
     const char *name;
     send_fn send;
     await_fn await_msg;
-    void (*run)(void); /* collectives */
+    void (*run)(void); /* collectives, get_bulk */
+    int named_only;    /* not in the default list: the bulk modes */
 };
 
 static const struct mode MODES[] = {
-    {"p", send_p, await_heap_word, NULL},
-    {"p_static", send_p_static, await_static_word, NULL},
-    {"p_ctx", send_p_ctx, await_heap_word, NULL},
-    {"put1", send_put1, await_heap_word, NULL},
-    {"putn", send_putn, await_putn, NULL},
-    {"putmem", send_putmem, await_putmem, NULL},
-    {"putmem_static", send_putmem_static, await_putmem_static, NULL},
-    {"putmem_4k", send_putmem_4k, await_putmem_4k, NULL},
-    {"iput", send_iput, await_iput, NULL},
-    {"put_nbi", send_put_nbi, await_put_nbi, NULL},
-    {"put_signal", send_put_signal, await_put_signal, NULL},
-    {"amo_set", send_amo_set, await_heap_word, NULL},
-    {"amo_swap", send_amo_swap, await_heap_word, NULL},
-    {"bcast", NULL, NULL, run_bcast},
-    {"collect", NULL, NULL, run_collect},
+    {"p", send_p, await_heap_word, NULL, 0},
+    {"p_static", send_p_static, await_static_word, NULL, 0},
+    {"p_ctx", send_p_ctx, await_heap_word, NULL, 0},
+    {"put1", send_put1, await_heap_word, NULL, 0},
+    {"putn", send_putn, await_putn, NULL, 0},
+    {"putmem", send_putmem, await_putmem, NULL, 0},
+    {"putmem_static", send_putmem_static, await_putmem_static, NULL, 0},
+    {"putmem_4k", send_putmem_4k, await_putmem_4k, NULL, 0},
+    {"iput", send_iput, await_iput, NULL, 0},
+    {"put_nbi", send_put_nbi, await_put_nbi, NULL, 0},
+    {"put_signal", send_put_signal, await_put_signal, NULL, 0},
+    {"amo_set", send_amo_set, await_heap_word, NULL, 0},
+    {"amo_swap", send_amo_swap, await_heap_word, NULL, 0},
+    {"bcast", NULL, NULL, run_bcast, 0},
+    {"collect", NULL, NULL, run_collect, 0},
+    {"put_bulk", send_put_bulk, await_put_bulk, NULL, 1},
+    {"get_bulk", NULL, NULL, run_get_bulk, 1},
 };
 enum { NMODES = sizeof MODES / sizeof MODES[0] };
 
@@ -357,7 +540,10 @@ int main(int argc, char **argv) {
     cdest = shmem_calloc((size_t)npes * NELEM_COLLECT, sizeof(long));
     csrc = shmem_calloc(NELEM_COLLECT, sizeof(long));
     dummy = shmem_calloc(1, sizeof(int));
-    CHECK(word && msg && arr && sig && bdest && bsrc && cdest && csrc && dummy, "shmem_calloc failed");
+    bulk = shmem_calloc(2 * BULK_WORDS, sizeof(uint64_t));
+    bget = shmem_calloc(BULK_WORDS, sizeof(uint64_t));
+    CHECK(word && msg && arr && sig && bdest && bsrc && cdest && csrc && dummy && bulk && bget,
+          "shmem_calloc failed");
     CHECK(shmem_ctx_create(0, &ctx) == 0, "shmem_ctx_create failed");
     shmem_barrier_all();
 
@@ -369,7 +555,7 @@ int main(int argc, char **argv) {
     }
     int ran = 0;
     for (int i = 0; i < NMODES; i++) {
-        int wanted = argc <= 2;
+        int wanted = argc <= 2 && !MODES[i].named_only;
         for (int a = 2; a < argc; a++)
             wanted |= strcmp(argv[a], MODES[i].name) == 0;
         if (wanted) {

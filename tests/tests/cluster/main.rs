@@ -9,8 +9,9 @@
 //! * [`exanet`]: jobs over an emulated QFDB (four nodes), with link faults and a cut node;
 //! * [`demo`]: `scripts/demo --transport udp|exanet|verbs` as users run it, and its clean-up;
 //! * [`netns`]: nodes in network namespaces joined by veth links (root);
+//! * [`job_end`]: many short jobs in a row over lossy namespaces: every one ends cleanly;
 //! * [`verbs`]: jobs across two emulated verbs nodes (RDMA on the software verbs device),
-//!   the switch through the services, and a node cut off;
+//!   the switch through the services, a node cut off, and a PE stopped beside CPU hogs;
 //! * [`lossy_soak`]: a service and a client over a lossy link (namespaces and nftables as
 //!   root, a lossy relay on loopback otherwise);
 //! * [`put_signal`]: writes with an attached signal over the lossy relay, each signal
@@ -23,6 +24,7 @@ mod demo;
 mod exanet;
 mod failure;
 mod fork;
+mod job_end;
 mod loopback;
 mod lossy_soak;
 mod netns;
@@ -41,7 +43,7 @@ fn child_pe() {
     }
     match gsas_tests::node::scenario().as_deref() {
         Some(exanet::UNREACHABLE) => exanet::unreachable_child(),
-        Some(s @ (verbs::VERBS | verbs::VERBS_CUT)) => verbs::child(s),
+        Some(s @ (verbs::VERBS | verbs::VERBS_CUT | verbs::VERBS_STOPPED)) => verbs::child(s),
         Some(failure::ABORT_ON_UNREACHABLE) => {
             failure::abort_on_unreachable();
             std::process::exit(0);

@@ -38,8 +38,8 @@ fn ip(args: &[&str]) -> Result<(), String> {
 }
 
 /// Namespaces of one test; deleted when dropped.
-struct Netns {
-    nodes: Vec<String>,
+pub(super) struct Netns {
+    pub(super) nodes: Vec<String>,
     bridge: String,
 }
 
@@ -51,6 +51,11 @@ impl Drop for Netns {
             }
         }
     }
+}
+
+/// The name of node `i`'s veth inside its namespace (test `tag`).
+pub(super) fn node_device(tag: &str, i: usize) -> String {
+    format!("gv{}{tag}{i}", std::process::id())
 }
 
 /// Node namespaces `0..n`, each with `10.201.0.(i+1)/24` on a veth whose peer is in the
@@ -70,7 +75,7 @@ fn setup(tag: &str, n: usize) -> Result<Netns, String> {
         ip(&["netns", "add", &name])?;
         ns.nodes.push(name.clone());
         // Interface names are created in the root namespace first: keep them unique.
-        let (inner, outer) = (format!("gv{pid}{tag}{i}"), format!("gp{pid}{tag}{i}"));
+        let (inner, outer) = (node_device(tag, i), format!("gp{pid}{tag}{i}"));
         ip(&[
             "link", "add", &inner, "netns", &name, "type", "veth", "peer", "name", &outer, "netns",
             &ns.bridge,
@@ -93,7 +98,7 @@ fn setup(tag: &str, n: usize) -> Result<Netns, String> {
 }
 
 /// The namespaces, or `None` after printing why the test is skipped.
-fn netns_or_skip(test: &str, tag: &str, n: usize) -> Option<Netns> {
+pub(super) fn netns_or_skip(test: &str, tag: &str, n: usize) -> Option<Netns> {
     let reason = if !gsas_tests::skip::is_root() {
         "not running as root (network namespaces need CAP_SYS_ADMIN)".to_owned()
     } else {
@@ -106,7 +111,7 @@ fn netns_or_skip(test: &str, tag: &str, n: usize) -> Option<Netns> {
     None
 }
 
-fn cluster_file(dir: &Path, n: usize, mtu: u32, secret: &Path) -> PathBuf {
+pub(super) fn cluster_file(dir: &Path, n: usize, mtu: u32, secret: &Path) -> PathBuf {
     let mut text = format!(
         "[cluster]\nname = \"netns\"\n\n[defaults]\nsymmetric_size = \"32m\"\n\
          service_timeout_ms = {RELAXED_DEADLINE_MS}\nudp_mtu = {mtu}\nfork_allowed = true\n\

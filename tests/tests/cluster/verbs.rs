@@ -19,6 +19,11 @@
 //! * [`an_unreachable_node_ends_the_job_within_the_deadline`]: node 1's device sends
 //!   nothing (`SOFTVERBS_FAULTS_1=unreachable`): the job ends with the error naming the PE,
 //!   the peer PE and its node, and the operation, within the deadline.
+//! * [`a_stopped_pe_beside_busy_cores_does_not_fail_the_job`]: two CPU-bound processes
+//!   beside a job of 4 PEs, one of which is stopped (SIGSTOP) for longer than the queue
+//!   pairs' retry budget while the other node's PEs keep RDMA going to it: the job waits
+//!   for it and passes with exact results (the software device counts the timeouts as
+//!   late, not as lost).
 //!
 //! Under qemu the scenario's sizes shrink (the paths stay the same).
 
@@ -29,6 +34,7 @@ use std::time::{Duration, Instant};
 use gsas::node::{Ctx, HEAP, Node};
 use gsas_core::wire::{AtomicOp, AtomicType};
 use gsas_tests::launch::run_with_timeout;
+use gsas_tests::load::CpuHogs;
 use gsas_tests::multinode::{
     ClusterFile, Daemon, RELAXED_DEADLINE_MS, check_pes, daemons, scenario_job, shipped_config,
     show,
@@ -39,6 +45,8 @@ use gsas_tests::node::{pattern, scratch_dir};
 pub const VERBS: &str = "verbs";
 /// The scenario of the job whose node 1 is cut off.
 pub const VERBS_CUT: &str = "verbs-cut";
+/// The scenario of the job whose last PE is stopped for a while.
+pub const VERBS_STOPPED: &str = "verbs-stopped";
 
 const CTX: Ctx = Ctx::DEFAULT;
 /// Rounds of put-with-signal (under qemu, natively).
@@ -243,12 +251,53 @@ fn an_unreachable_node_ends_the_job_within_the_deadline() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// How long [`VERBS_STOPPED`]'s last PE stays stopped, in seconds: longer than any bound
+/// the verbs path had on a request before the device forgave late responders, at that
+/// test's 2 s deadline (queue pairs with timeout 15 and retry count 7: retry-exceeded after
+/// 1.07 s; the driver's own limit on a wait: 2 s, on quiet 3 s).
+const STOP_SECONDS: u32 = 4;
+/// Bytes each PE writes to the stopped PE and reads back per round.
+const STOP_SLOT: usize = 4096;
+
+/// The busy machine of issue 25: two CPU-bound processes beside a job of 4 PEs on two
+/// emulated verbs nodes (more runnable processes than this machine's two cores), and the
+/// last PE stopped with SIGSTOP for [`STOP_SECONDS`] (a process the machine does not run,
+/// deterministically) while the other node's PEs put, get and fetch-add on it in a loop.
+/// A PE that is late is not gone: the job must pass, every round's data and the atomic
+/// count exact, and the requests that met the stopped PE must have waited (the software
+/// device's count of late timeouts).
+#[test]
+fn a_stopped_pe_beside_busy_cores_does_not_fail_the_job() {
+    const DEADLINE_MS: u64 = 2000;
+    let (dir, cf, file) = cluster("verbs-stopped", &DEADLINE_MS.to_string());
+    let ds = daemons(&cf, &file);
+    let hogs = CpuHogs::start(2);
+    let t0 = Instant::now();
+    let out = run_job(&dir, &file, 4, VERBS_STOPPED, &[]);
+    drop(hogs);
+    check_pes(4, VERBS_STOPPED, &out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let late: u64 = stdout
+        .lines()
+        .filter_map(|l| l.split("late timeouts ").nth(1))
+        .map(|n| n.trim().parse::<u64>().expect("a count"))
+        .sum();
+    assert!(late > 0, "no request met the stopped PE: {}", show(&out));
+    eprintln!(
+        "verbs: PE 3 stopped for {STOP_SECONDS} s beside two CPU-bound processes: job passed in {:.1} s, {late} late timeouts",
+        t0.elapsed().as_secs_f64()
+    );
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The child side: runs `scenario` as one PE of the job and ends the process.
 pub fn child(scenario: &str) {
     let node = gsas_tests::node::init_pe(24 << 20);
     match scenario {
         VERBS => verbs(&node),
         VERBS_CUT => cut(&node),
+        VERBS_STOPPED => stopped(&node),
         other => panic!("unknown scenario {other}"),
     }
     node.finalize().unwrap_or_else(|e| panic!("finalize: {e}"));
@@ -516,4 +565,94 @@ fn cut(node: &Node) {
     );
     eprintln!("PE {me}: {e}");
     std::process::exit(3);
+}
+
+/// [`VERBS_STOPPED`]: the last PE has a shell stop it (SIGSTOP), sleep [`STOP_SECONDS`] and
+/// continue it (SIGCONT), then raises its flag; meanwhile every PE of the other node puts a
+/// block into its slot on the stopped PE, gets it back, fetch-adds on the stopped PE's
+/// counter and reads the flag, round after round, until the flag is up. Then each reports
+/// its rounds into the stopped PE's memory, which checks that the counter saw every round
+/// once, and prints its software device's late timeouts.
+fn stopped(node: &Node) {
+    let (me, n) = (node.rank(), node.size());
+    let victim = n - 1;
+    let words = node.calloc(2 + u64::from(n), 8).unwrap().expect("words");
+    let (flag, counter, counts) = (words, words + 8, words + 16);
+    let slots = node
+        .alloc((STOP_SLOT * n as usize) as u64)
+        .unwrap()
+        .expect("slots");
+    let base = node.local_base(me, HEAP).expect("own heap").as_ptr() as usize;
+    // SAFETY: 8-byte aligned words of this PE's heap, written remotely by RDMA; read and
+    // written here with atomics.
+    let word = |off: u64| unsafe {
+        std::sync::atomic::AtomicU64::from_ptr((base + off as usize) as *mut u64)
+    };
+    node.barrier_all().unwrap();
+    if me == victim {
+        let pid = std::process::id();
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "kill -STOP {pid}; sleep {STOP_SECONDS}; kill -CONT {pid}"
+            ))
+            .status()
+            .expect("the shell that stops this PE");
+        assert!(status.success(), "PE {me}: the stopping shell: {status}");
+        word(flag).store(1, std::sync::atomic::Ordering::Release);
+    } else if !node.is_local(victim) {
+        let slot = slots + (STOP_SLOT * me as usize) as u64;
+        let mut got = vec![0u8; STOP_SLOT];
+        let mut up = [0u8; 8];
+        let mut rounds = 0u64;
+        while u64::from_le_bytes(up) == 0 {
+            let data = pattern(me + rounds as u32, STOP_SLOT);
+            node.put(CTX, victim, HEAP, slot, &data)
+                .unwrap_or_else(|e| panic!("PE {me}: round {rounds}: put: {e}"));
+            node.get(CTX, victim, HEAP, slot, &mut got)
+                .unwrap_or_else(|e| panic!("PE {me}: round {rounds}: get: {e}"));
+            assert!(got == data, "PE {me}: round {rounds}: the block read back");
+            node.atomic(
+                CTX,
+                victim,
+                HEAP,
+                counter,
+                AtomicOp::FetchAdd,
+                AtomicType::U64,
+                1,
+                0,
+            )
+            .unwrap_or_else(|e| panic!("PE {me}: round {rounds}: fetch-add: {e}"));
+            rounds += 1;
+            node.get(CTX, victim, HEAP, flag, &mut up)
+                .unwrap_or_else(|e| panic!("PE {me}: round {rounds}: the flag: {e}"));
+        }
+        node.put(
+            CTX,
+            victim,
+            HEAP,
+            counts + 8 * u64::from(me),
+            &rounds.to_le_bytes(),
+        )
+        .unwrap();
+        node.quiet(CTX).unwrap();
+        println!(
+            "PE {me}: {rounds} rounds on PE {victim}, late timeouts {}",
+            verbs_emu::roles::counters()[7]
+        );
+    }
+    node.barrier_all().unwrap();
+    if me == victim {
+        let load = |off: u64| word(off).load(std::sync::atomic::Ordering::Acquire);
+        let rounds: u64 = (0..n).map(|p| load(counts + 8 * u64::from(p))).sum();
+        assert!(rounds > 0, "PE {me}: no rounds");
+        assert_eq!(
+            load(counter),
+            rounds,
+            "PE {me}: fetch-adds counted once each"
+        );
+    }
+    node.barrier_all().unwrap();
+    node.free(slots).unwrap();
+    node.free(words).unwrap();
 }

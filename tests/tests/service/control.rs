@@ -507,7 +507,7 @@ fn refused_peer(
 }
 
 #[test]
-fn peers_are_bounded_per_job_and_freed_when_the_job_ends() {
+fn peers_are_bounded_per_job_and_give_way_when_the_job_ends() {
     let path = dir().join(format!("svc-peers-{}.sock", std::process::id()));
     let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
     cfg.max_peers = 6;
@@ -538,15 +538,23 @@ fn peers_are_bounded_per_job_and_freed_when_the_job_ends() {
     refused_peer(read(310), RefusalReason::TableFull, 6, 6);
     let st = b.stats().unwrap();
     assert_eq!(st.get("peers.known"), Some(6), "{st}");
-    // Job A ends: its five peers are freed at once, and job B gets more.
+    // Job A ends: its five peers linger (closed, for their last frames), but give way
+    // one by one as job B needs slots.
     a.leave(0, 30).unwrap();
-    assert_eq!(read(310), (Ok(None), vec![]));
     let st = b.stats().unwrap();
-    assert_eq!(st.get("reliable.peers_released"), Some(5), "{st}");
+    assert_eq!(st.get("peers.lingering"), Some(5), "{st}");
+    assert_eq!(st.get("jobs.lingering"), Some(1), "{st}");
+    for released in 1..=2 {
+        assert_eq!(read(310), (Ok(None), vec![]));
+        let st = b.stats().unwrap();
+        assert_eq!(st.get("reliable.peers_released"), Some(released), "{st}");
+        assert_eq!(st.get("peers.lingering"), Some(5 - released), "{st}");
+        assert_eq!(st.get("peers.known"), Some(6), "{st}");
+    }
+    let st = b.stats().unwrap();
     assert_eq!(st.get("reliable.refused_job_full"), Some(1), "{st}");
     assert_eq!(st.get("reliable.refused_table_full"), Some(1), "{st}");
     assert_eq!(st.get("reliable.unknown_peers"), Some(2), "{st}");
-    assert_eq!(st.get("peers.known"), Some(2), "{st}");
     assert_eq!(st.get("peers.limit"), Some(6), "{st}");
     b.leave(0, 31).unwrap();
     s.stop().unwrap();
@@ -749,10 +757,17 @@ fn a_flood_of_frames_with_random_keys_locks_no_one_out() {
                 "{name}: {st2}"
             );
         }
-        // Only the host peers of the flood are left, until they fall silent.
-        assert_eq!(st2.get("peers.known"), st2.get("peers.host"), "{st2}");
+        // Only the host peers of the flood are left, until they fall silent, and the
+        // ended jobs' peers, lingering for their last frames.
+        let (known, host, lingering) = (
+            st2.get("peers.known").unwrap(),
+            st2.get("peers.host").unwrap(),
+            st2.get("peers.lingering").unwrap(),
+        );
+        assert_eq!(known, host + lingering, "{st2}");
+        assert!(lingering <= 3, "{st2}");
         if !host_share {
-            assert_eq!(st2.get("peers.known"), Some(0), "{st2}");
+            assert_eq!(host, 0, "{st2}");
         }
         s.stop().unwrap();
     }
@@ -826,11 +841,16 @@ fn two_thousand_short_jobs_beside_a_long_one() {
     // (A refused unknown job is possible: a late duplicate of a request whose job ended.)
     assert_eq!(st.get("reliable.refused_table_full"), Some(0), "{st}");
     assert_eq!(st.get("reliable.refused_job_full"), Some(0), "{st}");
-    // Every short job's peers were freed when it ended (and the long job's PE perhaps
-    // after its silence).
+    // Every short job's peers lingered when it ended and were freed as newcomers needed
+    // their slots (or their time was up); those of the last jobs may still linger (and
+    // the long job's PE was perhaps freed after its silence).
     let released = st.get("reliable.peers_released").unwrap();
-    assert!(released == peers || released == peers + 1, "{peers}: {st}");
-    assert_eq!(st.get("peers.known"), Some(1), "{st}");
+    let lingering = st.get("peers.lingering").unwrap();
+    assert!(
+        released + lingering == peers || released + lingering == peers + 1,
+        "{peers}: {st}"
+    );
+    assert_eq!(st.get("peers.known"), Some(1 + lingering), "{st}");
     long.leave(0, 1).unwrap();
     s.stop().unwrap();
 }
@@ -955,6 +975,7 @@ fn fuzzing_the_wire_leaves_the_service_up_and_every_job_exact() {
         "reliable.refused_job_full",
         "reliable.refused_table_full",
         "reliable.refused_host_full",
+        "reliable.refused_job_ended",
     ]
     .iter()
     .map(|n| st.get(n).unwrap())

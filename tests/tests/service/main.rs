@@ -4,6 +4,7 @@
 //!
 //! * [`control`]: joins, segments, leaves, limits, floods and a wire fuzzer;
 //! * [`daemon`]: `gsas-atomicd` as a process (options, signals, stale sockets);
+//! * [`job_end`]: the end of a job while its last datagrams are lost (TIME_WAIT);
 //! * [`shm`]: segments passed over a socket and served from shared memory;
 //! * [`progress`]: PEs that stop calling the node client still see their operations done.
 //!
@@ -11,6 +12,7 @@
 
 mod control;
 mod daemon;
+mod job_end;
 mod progress;
 mod shm;
 

@@ -262,21 +262,30 @@ pub struct Wc {
     pub imm: u32,
 }
 
+/// The completions there are now (none when the queue is empty).
+pub fn poll_cq(cq: &BasicCompletionQueue) -> Vec<Wc> {
+    match cq.start_poll() {
+        Ok(poller) => poller
+            .map(|wc| Wc {
+                wr_id: wc.wr_id(),
+                status: wc.status(),
+                opcode: wc.opcode(),
+                byte_len: wc.byte_len(),
+                imm: wc.imm_data(),
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Waits for `n` completions (at most [`WAIT`]).
 pub fn wait_cq(cq: &BasicCompletionQueue, n: usize) -> Vec<Wc> {
     let mut got = Vec::new();
     let t0 = Instant::now();
     while got.len() < n {
-        if let Ok(poller) = cq.start_poll() {
-            for wc in poller {
-                got.push(Wc {
-                    wr_id: wc.wr_id(),
-                    status: wc.status(),
-                    opcode: wc.opcode(),
-                    byte_len: wc.byte_len(),
-                    imm: wc.imm_data(),
-                });
-            }
+        let now = poll_cq(cq);
+        if !now.is_empty() {
+            got.extend(now);
         } else {
             assert!(
                 t0.elapsed() < WAIT,

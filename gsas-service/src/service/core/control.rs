@@ -330,6 +330,8 @@ impl Core {
                     format!("job {job_id:016x} is running with another key"),
                 ));
             }
+            // An ended job of the same key may still linger: the new one starts afresh.
+            self.release_lingering(job_key);
             let number = self.next_number;
             self.next_number = self.next_number.checked_add(1).unwrap_or(1);
             self.jobs.insert(
@@ -419,7 +421,7 @@ impl Core {
             let reason = format!("job {:016x} ended (every PE left)", job.id);
             log::info!("{}: {reason}", self.cfg.name);
             self.counters.jobs_ended += 1;
-            self.drop_job(key, reason);
+            self.end_job(key, reason);
         }
     }
 
@@ -436,6 +438,8 @@ impl Core {
             connections: self.conns.iter().flatten().count() as u64,
             peers: self.net.index().len() as u64,
             host_peers: self.net.index().host_peers() as u64,
+            lingering_peers: self.net.index().lingering_peers() as u64,
+            lingering_jobs: self.lingering.len() as u64,
             peer_limit: self.net.peer_capacity() as u64,
             memory_limit: self.memory_limit.0,
         }

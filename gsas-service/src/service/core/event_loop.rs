@@ -21,6 +21,7 @@ impl Core {
             }
             if self.last_sweep.elapsed() >= SWEEP_EVERY {
                 self.sweep_peers();
+                self.sweep_lingering();
             }
             let busy = self.step()?;
             let now = Instant::now();
@@ -58,14 +59,7 @@ impl Core {
                 std::thread::yield_now();
                 continue;
             }
-            let bound = if self.net.has_frames_in_use()
-                || !self.net_pending.is_empty()
-                || self.rings.iter().any(|r| !r.pending.is_empty())
-            {
-                BLOCK_TIMERS
-            } else {
-                BLOCK_IDLE
-            };
+            let bound = self.block_bound();
             let woke = self.poll_descriptors(bound)?;
             self.doorbell.word().store(0, Ordering::Relaxed);
             last_control = Instant::now();
@@ -73,6 +67,23 @@ impl Core {
                 last_activity = last_control;
                 yields = 0;
             }
+        }
+    }
+
+    /// How long the loop may block in `poll(2)`: [`BLOCK_TIMERS`] while replies wait for
+    /// room, until the network layer's next timer while its frames are in flight (at
+    /// least [`BLOCK_TIMERS`], at most [`BLOCK_IDLE`]), [`BLOCK_IDLE`] otherwise. A reply
+    /// retransmitted with backoff to a PE that left (its job's peers linger) then costs a
+    /// wakeup per retransmission, not one per millisecond until the deadline.
+    pub(super) fn block_bound(&self) -> Duration {
+        if !self.net_pending.is_empty() || self.rings.iter().any(|r| !r.pending.is_empty()) {
+            return BLOCK_TIMERS;
+        }
+        match self.net.next_timer() {
+            Some(at) => Duration::from_nanos(at.saturating_sub(monotonic_ns()))
+                .clamp(BLOCK_TIMERS, BLOCK_IDLE),
+            None if self.net.has_frames_in_use() => BLOCK_TIMERS,
+            None => BLOCK_IDLE,
         }
     }
 
@@ -95,21 +106,38 @@ impl Core {
         }
     }
 
-    /// Logs what the network layer refused since the last call, at warn: the first few of
-    /// each kind (an unknown job key; a full job share, table or host share), then every
-    /// power of two, so that a flood leaves a trace but not a flood of lines. Every
-    /// refusal is counted either way.
+    /// Logs what the network layer refused since the last call: the first few of each
+    /// kind (an unknown job key; a full job share, table or host share; a frame of a job
+    /// that ended here, at info since it is no error of anyone's), then every power of
+    /// two, so that a flood leaves a trace but not a flood of lines. Every refusal is
+    /// counted either way.
     pub(super) fn log_refusals(&mut self) {
         let Some((peer, r)) = self.net.index_mut().take_refusal() else {
             return;
         };
-        let kind = usize::from(r.reason != RefusalReason::UnknownJob);
+        let kind = match r.reason {
+            RefusalReason::UnknownJob => 0,
+            RefusalReason::JobEnded => 2,
+            _ => 1,
+        };
         self.refusals_logged[kind] += 1;
         let n = self.refusals_logged[kind];
         if n > LOGGED_REFUSALS && !n.is_power_of_two() {
             return;
         }
         let st = self.net.stats();
+        if kind == 2 {
+            // Not an error of this service: a frame of a job that ended here cleanly,
+            // arriving after its peers stopped lingering (or one that never had a slot).
+            log::info!(
+                "{}: network peer {} (job key {:#x}) sent a frame after its job ended here; refused ({} so far)",
+                self.cfg.name,
+                peer.addr,
+                peer.key,
+                st.refused_job_ended
+            );
+            return;
+        }
         if kind == 0 {
             log::warn!(
                 "{}: refused network peer {} (job key {:#x}): {r}{} ({} frames refused for an unknown job so far)",

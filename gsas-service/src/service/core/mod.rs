@@ -72,7 +72,7 @@ const MAX_SYNC: u64 = 16 << 20;
 const MAX_RING_BYTES: u64 = 64 << 20;
 /// How often control sockets are checked while the loop is busy.
 const CONTROL_EVERY: Duration = Duration::from_millis(1);
-/// Bound of a block while reliability timers are pending.
+/// Shortest block while reliability timers are pending (see `Core::block_bound`).
 const BLOCK_TIMERS: Duration = Duration::from_millis(1);
 /// Bound of a block when idle.
 const BLOCK_IDLE: Duration = Duration::from_millis(100);
@@ -80,6 +80,9 @@ const BLOCK_IDLE: Duration = Duration::from_millis(100);
 const CONTROL_SEND_TIMEOUT: Duration = Duration::from_millis(500);
 /// Jobs whose end is remembered (for the message a late request gets).
 const TOMBSTONES: usize = 64;
+/// Most jobs that ended cleanly whose network peers are kept at once (closed, TCP's
+/// TIME_WAIT; see `segments.rs`); when one more ends, the oldest one's are freed early.
+const LINGERING_JOBS: usize = 64;
 /// How often idle peers are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Refusals of one kind logged at warn one by one before only powers of two are.
@@ -183,6 +186,9 @@ pub(crate) struct Core {
     conns: Vec<Option<Conn>>,
     jobs: HashMap<u64, Job>,
     tombstones: VecDeque<(u64, String)>,
+    /// Jobs that ended cleanly whose network peers linger (closed in the layer), oldest
+    /// first, with the time from which they may be freed.
+    lingering: VecDeque<(u64, Instant)>,
     next_number: u32,
     memory_used: u64,
     rings: Vec<RingPort>,
@@ -200,8 +206,9 @@ pub(crate) struct Core {
     memory_limit: (u64, &'static str),
     /// When idle peers were last looked for.
     last_sweep: Instant,
-    /// Refusals of the network layer seen for logging: unknown job, and full shares.
-    refusals_logged: [u64; 2],
+    /// Refusals of the network layer seen for logging: unknown job, full shares, and
+    /// frames of jobs that ended here.
+    refusals_logged: [u64; 3],
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
@@ -371,6 +378,7 @@ impl Core {
             conns: Vec::new(),
             jobs: HashMap::new(),
             tombstones: VecDeque::new(),
+            lingering: VecDeque::new(),
             next_number: 1,
             memory_used: 0,
             rings: Vec::new(),
@@ -388,7 +396,7 @@ impl Core {
             max_reply,
             memory_limit,
             last_sweep: Instant::now(),
-            refusals_logged: [0; 2],
+            refusals_logged: [0; 3],
         })
     }
 

@@ -1,5 +1,6 @@
 //! The segment registry: creating, installing, registering, opening and freeing segments,
-//! the per-job and per-user limits, and dropping a job with its segments and peers.
+//! the per-job and per-user limits, and the end of a job: dropping it with its segments and
+//! peers, or, when it ended cleanly, keeping its peers closed for a while (TIME_WAIT).
 
 use super::*;
 
@@ -387,10 +388,82 @@ impl Core {
         Ok(Outcome::Ack)
     }
 
-    /// Unregisters and releases everything of job `key`.
+    /// Unregisters and releases everything of job `key`, its network peers included: the
+    /// end of a job that did not end cleanly (a PE died, the service stops).
     pub(super) fn drop_job(&mut self, key: u64, reason: String) {
-        let Some(job) = self.jobs.remove(&key) else {
+        if self.remove_job(key, reason) {
+            for peer in self.net.index_mut().forget_job(key) {
+                self.net.release_peer(peer);
+            }
+        }
+    }
+
+    /// Job `key` ended cleanly (every PE of it here left): unregisters and releases its
+    /// segments, rings and bells at once, but keeps its network peers' state, closed for
+    /// new data, for the reliability deadline (TCP's TIME_WAIT). A PE of another node may
+    /// still retransmit a request whose reply was lost (the last increment of the final
+    /// barrier, executed before this node's PEs could leave): it gets the reply again from
+    /// the layer's reply cache instead of a refusal that would fail its `finalize`; its
+    /// last acknowledgements are taken, not refused and logged; a request never executed
+    /// is refused with [`RefusalReason::JobEnded`]. At most [`LINGERING_JOBS`] jobs linger;
+    /// their peers give way first when the peer table is full.
+    pub(super) fn end_job(&mut self, key: u64, reason: String) {
+        if !self.remove_job(key, reason) {
             return;
+        }
+        let ended = gsas_core::reliable::Refusal {
+            reason: RefusalReason::JobEnded,
+            in_use: 0,
+            limit: 0,
+        };
+        for peer in self.net.index_mut().end_job(key) {
+            self.net.close_peer(peer, ended);
+        }
+        self.lingering
+            .push_back((key, Instant::now() + self.cfg.deadline));
+        while self.lingering.len() > LINGERING_JOBS {
+            if let Some((old, _)) = self.lingering.pop_front() {
+                self.free_peers_of(old);
+            }
+        }
+    }
+
+    /// Frees the peers of the jobs that ended at least the reliability deadline ago (by
+    /// then their PEs stopped retransmitting, and the layer gave up on the replies that
+    /// stayed unacknowledged).
+    pub(super) fn sweep_lingering(&mut self) {
+        let now = Instant::now();
+        while let Some(&(key, until)) = self.lingering.front() {
+            if until > now {
+                return;
+            }
+            self.lingering.pop_front();
+            self.free_peers_of(key);
+        }
+    }
+
+    /// Frees the lingering peers of job `key` if it ended here and they still linger: a
+    /// new job of the same key starts afresh.
+    pub(super) fn release_lingering(&mut self, key: u64) {
+        let before = self.lingering.len();
+        self.lingering.retain(|&(k, _)| k != key);
+        if self.lingering.len() != before {
+            self.free_peers_of(key);
+        }
+    }
+
+    /// Frees the network peers of key `key` that have a slot.
+    fn free_peers_of(&mut self, key: u64) {
+        for peer in self.net.index().peers_of(key) {
+            self.net.release_peer(peer);
+        }
+    }
+
+    /// Unregisters and releases job `key`'s segments, rings and bells, and remembers why
+    /// it ended; whether the job existed.
+    fn remove_job(&mut self, key: u64, reason: String) -> bool {
+        let Some(job) = self.jobs.remove(&key) else {
+            return false;
         };
         self.service.unregister_job(job.number);
         for (rank, p) in &job.pes {
@@ -421,8 +494,6 @@ impl Core {
             self.tombstones.pop_front();
         }
         self.tombstones.push_back((job.key, reason));
-        for peer in self.net.index_mut().forget_job(key) {
-            self.net.release_peer(peer);
-        }
+        true
     }
 }

@@ -6,47 +6,49 @@
 //! memory -> the waiting PE. On a machine where PEs and services share cores, and on a
 //! loaded one, each hop through a process that is not on a CPU costs a scheduling delay
 //! or a wake-up (about 70 us on the development VM). Here every PE of a job that spans
-//! nodes over UDP owns one more non-blocking UDP socket, and a collective sends its
-//! cross-node signal (a counter increment, the same word the service path would add to)
-//! to the receiving PE's socket; the receiver, which is waiting for exactly that signal,
-//! polls the socket and applies the increment to its own memory. Data of a step up to
+//! nodes over UDP owns one more UDP socket, and a collective sends its cross-node signal
+//! (a counter increment, the same word the service path would add to) to the receiving
+//! PE's socket; the receiver, which is waiting for exactly that signal, polls the socket
+//! and applies the increment to its own memory. Data of a step up to
 //! `SHMEM_COLL_DIRECT_MAX` bytes travels with its flag (the receiver writes it with
 //! [`gsas_transport::watched::store_once`], then increments the flag), so a broadcast or
 //! allgather step costs datagrams instead of a put, a quiet (a round trip through the
-//! service) and an add. Data larger than a datagram (`SHMEM_COLL_DIRECT_CHUNK`, by default
-//! the job's UDP MTU less the [`HEADER`]) is cut into several, delivered in order, the flag
-//! with the last; mail (data the receiver keeps for the collective to take, see [`Msg`])
-//! is cut into parts the same way. Larger data still goes through the services (their
-//! bandwidth path); only its flag comes here.
+//! service) and an add. Data larger than a packet (`SHMEM_COLL_DIRECT_CHUNK`, by default
+//! what a datagram of the job's UDP MTU holds, see [`chunk`]) is cut into several, applied
+//! in order, the flag with the last; mail (data the receiver keeps for the collective to
+//! take, see [`Msg`]) is cut into parts the same way. Larger data still goes through the
+//! services (their bandwidth path); only its flag comes here.
 //!
-//! **Reliability.** Datagrams between two PEs carry a sequence number per direction and
-//! the cumulative acknowledgement of the other direction. A receiver applies a datagram
-//! only when it is the next one in sequence (a duplicate is acknowledged again, one after a
-//! gap is dropped), so every increment and every byte is applied exactly once and in order.
-//! A sender keeps what was not acknowledged and sends it again after [`RTO`]. It leaves at
-//! most a window of bytes unacknowledged per peer (a share of the receive buffer among the
-//! PEs of other nodes; the socket asks for 4 MiB buffers, which the kernel caps at
-//! `net.core.rmem_max`), and marks a datagram that fills half the window so that the
-//! receiver acknowledges it at once; a sender at the window's end waits for
-//! acknowledgements like any collective wait. Acknowledgements otherwise travel on the
-//! next datagram to that peer, or alone after [`ACK_DELAY`], to the return address of the
-//! peer's datagrams (with the token they carry) when this PE never looked the peer up.
+//! **Reliability: the runtime's one layer.** The packets travel in the frames of
+//! `gsas_core::reliable` (through [`OwnedReliable`] over a [`UdpTransport`]), the layer
+//! that carries every PE's requests to the services: exactly-once delivery of every
+//! packet or a report that its peer is unreachable, selective acknowledgements, a
+//! round-trip-time estimate with the runtime's retransmission floor (`MIN_RTO`, 20 ms), a
+//! window of frames per peer and a shared pool of frame buffers as back-pressure, and the
+//! deadline (`GSAS_DEADLINE_MS`) after which a PE that acknowledges nothing is named in a
+//! fatal error instead of being waited for until `SHMEM_WAIT_TIMEOUT`. The layer delivers
+//! frames as they arrive, not in order; collectives need order per sender (the data of a
+//! step before its flag, mail parts in order, consecutive signals of one sender counted in
+//! sequence, see `layout`), so every packet carries its number in the stream from its
+//! sender to its receiver ([`header`]) and a receiver applies packets in that order,
+//! keeping the few that arrive ahead of a lost one (at most a window of frames) until the
+//! gap is filled.
 //!
 //! **While the program computes.** Every PE with an endpoint runs a keeper thread. When no
-//! caller drove the endpoint for a nap ([`TICK`] while something is unacknowledged or an
-//! acknowledgement is owed, [`IDLE_NAP`] otherwise) and its lock is free, the keeper
-//! receives what arrived (applying it), acknowledges at once and resends what is due. So
-//! a datagram lost on the network is resent although its sender computes outside the
-//! library (the root of a broadcast returns at once), and a PE that computes acknowledges
-//! what it was sent within about [`IDLE_NAP`]. It takes no part in collectives: callers
-//! that wait drive the endpoint themselves, and the keeper looks only after they left it
-//! alone for a whole nap. `shmem_finalize` waits up to [`FLUSH_LIMIT`] until the other PEs
+//! caller drove the endpoint for a nap ([`TICK`] while frames are in flight, [`IDLE_NAP`]
+//! otherwise) and its lock is free, the keeper receives what arrived (applying it) and lets
+//! the layer acknowledge and resend. So a frame lost on the network is resent although its
+//! sender computes outside the library (the root of a broadcast returns at once), and a PE
+//! that computes acknowledges what it was sent within about [`IDLE_NAP`], well below the
+//! retransmission floor. It takes no part in collectives: callers that wait drive the
+//! endpoint themselves. `shmem_finalize` waits up to [`FLUSH_LIMIT`] until the other PEs
 //! acknowledged everything, then stops the keeper.
 //!
-//! **Security.** Every PE publishes its address and a random 64-bit token in its own sync
-//! segment (read by the others through the services, which check the job key); a
-//! datagram without the receiver's token, from a PE outside the job, or naming memory
-//! outside the receiver's segments is dropped.
+//! **Security.** A frame counts only if it carries the job key (the capability the
+//! services check on every request, see `gsas_transport::transport::udp`): the layer
+//! gives no peer state to a sender with another key. A packet from a PE outside the job,
+//! from an address other than the one that PE published, or naming memory outside the
+//! receiver's segments is dropped.
 //!
 //! **What it is not.** Not used within a node (shared memory is faster), over Exanet (the
 //! PEs have no UDP socket there), or with `SHMEM_COLL_DIRECT_MAX=0`; then every signal
@@ -55,16 +57,20 @@
 //! **Thread-safety.** One endpoint per process, behind a mutex that the callers and the
 //! keeper thread take (the keeper only with `try_lock`).
 
-use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use gsas_core::reliable::{Admission, PeerEvent, PeerIndex, Refusal, RefusalReason};
+use gsas_core::transport::{Transport, TransportError};
 use gsas_node::node::{Ctx as NodeCtx, SYNC};
 use gsas_transport::transport::net::NetAddr;
+use gsas_transport::transport::reliable::{MapIndex, OwnedReliable, reliable_config};
+use gsas_transport::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 use super::layout;
 use crate::addr::SymAddr;
@@ -72,36 +78,34 @@ use crate::fatal::fatal;
 use crate::state::State;
 
 mod header;
+mod lossy;
 
 use header::{
-    ACK_NOW, HEADER, Header, KIND_ACK, KIND_ADD, KIND_MAIL, KIND_NOTE, KIND_PART, KIND_PUT,
-    KIND_PUT_ADD, NOWHERE,
+    HEADER, Header, KIND_ADD, KIND_MAIL, KIND_NOTE, KIND_PART, KIND_PUT, KIND_PUT_ADD, LOSE_ONCE,
+    NOWHERE,
 };
+use lossy::Lossy;
 
-/// Resend what is not acknowledged after this long (the runtime's floor, `MIN_RTO`: a
-/// peer descheduled for a few milliseconds is not a loss).
-pub const RTO: Duration = Duration::from_millis(20);
-/// Acknowledge alone after this long without a datagram to carry it.
-pub const ACK_DELAY: Duration = Duration::from_micros(200);
 /// How long `shmem_finalize` waits for acknowledgements.
 pub const FLUSH_LIMIT: Duration = Duration::from_secs(2);
-/// How often the keeper thread looks while something is unacknowledged or owed (well
-/// below [`RTO`], so a resend is late by at most about this much).
+/// How often the keeper thread looks while frames are in flight (well below the
+/// retransmission floor, so a resend is late by at most about this much).
 pub const TICK: Duration = Duration::from_millis(2);
-/// How often it looks otherwise: datagrams that arrive while the program computes are
-/// acknowledged within about this much (below [`RTO`], so the sender does not resend).
+/// How often it looks otherwise: frames that arrive while the program computes are
+/// acknowledged within about this much (below the retransmission floor, so the sender does
+/// not resend).
 pub const IDLE_NAP: Duration = Duration::from_millis(10);
-/// Unacknowledged datagrams per peer before a sender waits for acknowledgements (besides
-/// the byte window, [`Endpoint::window`]).
-const WINDOW: usize = 4096;
-/// Most data bytes of one datagram (a UDP datagram holds 65507).
-const CHUNK_MAX: usize = 60 << 10;
+/// Frames in flight per peer (the layer's window).
+const WINDOW: usize = 32;
+/// Frame buffers shared by all peers of one endpoint.
+const FRAMES: usize = 64;
 /// Socket buffers asked for (the kernel caps them at `net.core.rmem_max`/`wmem_max`).
 const SOCKBUF: usize = 4 << 20;
-/// Largest byte window per peer.
-const WINDOW_MAX: usize = 1 << 20;
+/// Data is cut into packets at multiples of this many bytes of the receiver's address (the
+/// runtime's fragment granule), so that no aligned element is split between two packets.
+const GRANULE: usize = gsas_core::wire::GRANULE;
 
-/// What a datagram carries besides its sequence number.
+/// What a packet carries besides its number.
 #[derive(Clone, Copy, Debug)]
 pub enum Msg<'a> {
     /// An increment of the receiver's flag word (8-byte aligned).
@@ -121,28 +125,48 @@ pub enum Msg<'a> {
 /// The mailbox segment byte of notes (no segment has it).
 const NOTE: u8 = 0xff;
 
-#[derive(Default)]
-struct Peer {
-    /// Address and token, once read (`Some(None)`: the peer has no endpoint).
-    addr: Option<Option<(SocketAddr, u64)>>,
-    /// Next sequence number to send.
-    next: u64,
-    /// Sent, not acknowledged: (sequence, datagram, last sent).
-    unacked: VecDeque<(u64, Vec<u8>, Instant)>,
-    /// Bytes of the datagrams in `unacked`.
-    unacked_bytes: usize,
-    /// Highest sequence number applied from this peer.
-    got: u64,
-    /// Since when an acknowledgement is owed.
-    owed: Option<Instant>,
+/// The layer's peer index: slots by address in order of first appearance, for frames with
+/// the job key only.
+struct JobPeers {
+    map: MapIndex<UdpPeer>,
+    key: u64,
 }
 
-impl Peer {
-    /// Whether a datagram of `len` data bytes may be sent now (a window of `window` bytes).
-    fn fits(&self, len: usize, window: usize) -> bool {
-        self.unacked.is_empty()
-            || (self.unacked.len() < WINDOW && self.unacked_bytes + HEADER + len <= window)
+impl PeerIndex<UdpPeer> for JobPeers {
+    fn slot(&mut self, peer: UdpPeer, capacity: usize) -> Option<usize> {
+        self.map.slot(peer, capacity)
     }
+
+    fn find(&self, peer: UdpPeer, capacity: usize) -> Option<usize> {
+        self.map.find(peer, capacity)
+    }
+
+    fn admit(&mut self, peer: UdpPeer, _capacity: usize) -> Admission<UdpPeer> {
+        if peer.key == self.key {
+            Admission::Admit
+        } else {
+            Admission::Refuse(Refusal {
+                reason: RefusalReason::UnknownJob,
+                in_use: 0,
+                limit: 0,
+            })
+        }
+    }
+}
+
+type Net = OwnedReliable<Lossy, WINDOW, JobPeers>;
+
+/// What this PE knows of another PE's endpoint, and the order of the packets between them.
+#[derive(Default)]
+struct Peer {
+    /// Its address, once read or heard from (`Some(None)`: the peer has no endpoint).
+    addr: Option<Option<SocketAddr>>,
+    /// Number of the next packet to it.
+    next_out: u64,
+    /// Number of the next packet from it to apply.
+    next_in: u64,
+    /// Packets from it that arrived ahead of `next_in`, by number.
+    ahead: BTreeMap<u64, Vec<u8>>,
 }
 
 type MailKey = (u32, u8, u64);
@@ -175,21 +199,26 @@ impl Spare {
     }
 }
 
-struct Endpoint {
-    sock: UdpSocket,
-    token: u64,
+/// What arrives: the order per sender, the mailboxes.
+struct Inbox {
     peers: Vec<Peer>,
-    buf: Vec<u8>,
     /// Mail by (sender, flag segment, flag offset), in arrival order.
     mail: HashMap<MailKey, VecDeque<Vec<u8>>>,
     /// The parts of mail still arriving, by the same key.
     parts: HashMap<MailKey, Vec<u8>>,
-    /// Buffers to reuse (datagrams acknowledged, mail taken): fresh large allocations cost
-    /// page faults every time, since the allocator returns them to the system.
+    /// Buffers to reuse (mail taken, packets held): fresh large allocations cost page
+    /// faults every time, since the allocator returns them to the system.
     spare: Spare,
-    /// Bytes (headers included) a sender leaves unacknowledged per peer: a share of the
-    /// receive buffer (the same on every PE) among the PEs of other nodes.
-    window: usize,
+    /// When the last data frame arrived (its acknowledgement may still be owed).
+    last_in: Instant,
+}
+
+struct Endpoint {
+    net: Net,
+    inbox: Inbox,
+    job_key: u64,
+    /// Data bytes per packet.
+    chunk: usize,
 }
 
 /// The endpoint and what its keeper thread watches.
@@ -199,7 +228,7 @@ struct Shared {
     fd: RawFd,
     /// [`now_ns`] when a caller last drove the endpoint.
     last_drive: AtomicU64,
-    /// Something was unacknowledged or owed at the last drive.
+    /// Frames were in flight at the last drive.
     pending: AtomicBool,
     stop: AtomicBool,
     keeper: Mutex<Option<JoinHandle<()>>>,
@@ -260,37 +289,18 @@ pub fn setup(st: &'static State) {
     let ep = ip.and_then(|ip| open(st, ip));
     let word = ep
         .as_ref()
-        .map_or(0, |(sock, token, _)| match sock.local_addr() {
-            Ok(SocketAddr::V4(a)) => {
-                publish(st, 1, *token);
-                encode(a)
-            }
-            _ => 0,
+        .map_or(0, |e| match e.net.inner().udp.local_addr() {
+            SocketAddr::V4(a) => encode(a),
+            SocketAddr::V6(_) => 0,
         });
-    publish(st, 0, word);
-    let _ = EP.set(ep.filter(|_| word != 0).map(|(sock, token, rcvbuf)| {
-        let remote = (st.npes as usize)
-            .saturating_sub(st.node.local_pes().len())
-            .max(1);
-        let chunk = chunk(st);
-        Shared {
-            fd: sock.as_raw_fd(),
-            ep: Mutex::new(Endpoint {
-                sock,
-                token,
-                peers: (0..st.npes).map(|_| Peer::default()).collect(),
-                buf: vec![0; 65536],
-                mail: HashMap::new(),
-                parts: HashMap::new(),
-                spare: Spare::default(),
-                // Half the buffer (the kernel counts its overhead in it), shared.
-                window: (rcvbuf / 2 / remote).clamp(2 * (HEADER + chunk), WINDOW_MAX),
-            }),
-            last_drive: AtomicU64::new(0),
-            pending: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            keeper: Mutex::new(None),
-        }
+    publish(st, word);
+    let _ = EP.set(ep.filter(|_| word != 0).map(|e| Shared {
+        fd: e.net.inner().udp.as_raw_fd(),
+        ep: Mutex::new(e),
+        last_drive: AtomicU64::new(0),
+        pending: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        keeper: Mutex::new(None),
     }));
     if let Some(sh) = shared() {
         match std::thread::Builder::new()
@@ -309,52 +319,90 @@ pub fn setup(st: &'static State) {
     }
 }
 
-/// The socket, its token and its receive buffer.
-fn open(st: &State, ip: Ipv4Addr) -> Option<(UdpSocket, u64, usize)> {
-    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(ip), 0)).ok()?;
-    sock.set_nonblocking(true).ok()?;
-    let rcvbuf = gsas_sys::fd::socket_buffers(sock.as_fd(), SOCKBUF).unwrap_or(0);
-    match gsas_sys::process::random_nonzero_u64() {
-        Ok(token) => Some((sock, token, rcvbuf)),
-        Err(e) => {
-            if st.config.debug {
-                eprintln!(
-                    "gsas-shmem: PE {}: no random token ({e}): collectives use the services",
-                    st.me
-                );
-            }
-            None
-        }
+/// The endpoint on `ip`, or `None` (after saying why when debugging) if it cannot be made:
+/// then this PE's collectives use the services.
+fn open(st: &State, ip: Ipv4Addr) -> Option<Endpoint> {
+    let why = match build(st, ip) {
+        Ok(e) => return Some(e),
+        Err(why) => why,
+    };
+    if st.config.debug {
+        eprintln!(
+            "gsas-shmem: PE {}: no collective endpoint ({why}): collectives use the services",
+            st.me
+        );
     }
+    None
 }
 
-/// Writes word `i` of this PE's endpoint record.
-fn publish(st: &State, i: u64, w: u64) {
+fn build(st: &State, ip: Ipv4Addr) -> Result<Endpoint, String> {
+    let udp = UdpTransport::bind(
+        SocketAddr::new(IpAddr::V4(ip), 0),
+        UdpConfig {
+            mtu: st.node.udp_mtu(),
+            socket_buffer: SOCKBUF,
+        },
+    )
+    .map_err(|e| format!("a UDP socket on {ip}: {e}"))?;
+    let job_key = st.node.job_key();
+    let index = JobPeers {
+        map: MapIndex::default(),
+        key: job_key,
+    };
+    let net = Net::with_index(
+        Lossy::new(udp),
+        reliable_config(st.node.deadline()),
+        st.npes as usize,
+        FRAMES,
+        index,
+    )
+    .map_err(|e| format!("the reliability layer: {e}"))?;
+    let chunk = chunk(st, net.capabilities().mtu);
+    Ok(Endpoint {
+        net,
+        inbox: Inbox {
+            peers: (0..st.npes)
+                .map(|_| Peer {
+                    next_out: 1,
+                    next_in: 1,
+                    ..Peer::default()
+                })
+                .collect(),
+            mail: HashMap::new(),
+            parts: HashMap::new(),
+            spare: Spare::default(),
+            last_in: Instant::now(),
+        },
+        job_key,
+        chunk,
+    })
+}
+
+/// Writes this PE's endpoint word (0: none) into its sync segment.
+fn publish(st: &State, w: u64) {
     let base = st
         .mapped_base(st.me, SYNC)
         .unwrap_or_else(|| fatal("shmem_init", "this PE's sync segment is not mapped"));
-    let p = base + (layout::ENDPOINT + 8 * i) as usize;
-    // SAFETY: word `i < 2` of the endpoint record of this PE's own sync segment (aligned,
-    // mapped for the life of the job); readers use atomics or the service.
+    let p = base + layout::ENDPOINT as usize;
+    // SAFETY: the first word of the endpoint record of this PE's own sync segment
+    // (aligned, mapped for the life of the job); readers use atomics or the service.
     unsafe { AtomicU64::from_ptr(p as *mut u64) }.store(w, Ordering::Release);
 }
 
 /// The endpoint of PE `pe` (read through its service once, then remembered).
-fn peer_addr(st: &State, e: &mut Endpoint, pe: u32, call: &str) -> Option<(SocketAddr, u64)> {
-    let p = &mut e.peers[pe as usize];
+fn peer_addr(st: &State, e: &mut Endpoint, pe: u32, call: &str) -> Option<SocketAddr> {
+    let p = &mut e.inbox.peers[pe as usize];
     if let Some(a) = p.addr {
         return a;
     }
-    let mut rec = [0u8; 16];
+    let mut rec = [0u8; 8];
     if let Err(err) = st
         .node
         .get(NodeCtx::DEFAULT, pe, SYNC, layout::ENDPOINT, &mut rec)
     {
         fatal(call, err);
     }
-    let w = u64::from_le_bytes(rec[..8].try_into().expect("8 bytes"));
-    let token = u64::from_le_bytes(rec[8..].try_into().expect("8 bytes"));
-    let a = decode(w).filter(|_| token != 0).map(|a| (a, token));
+    let a = decode(u64::from_le_bytes(rec));
     p.addr = Some(a);
     a
 }
@@ -382,17 +430,31 @@ pub fn data_max(st: &State) -> usize {
     usize::try_from(st.config.coll_direct_max).unwrap_or(usize::MAX)
 }
 
-/// Data bytes per datagram: `SHMEM_COLL_DIRECT_CHUNK`, else the job's UDP MTU less the
-/// header; at most [`CHUNK_MAX`].
-fn chunk(st: &State) -> usize {
-    let c = st.config.coll_direct_chunk.map_or_else(
-        || st.node.udp_mtu().saturating_sub(HEADER),
-        |c| usize::try_from(c).unwrap_or(CHUNK_MAX),
-    );
-    c.clamp(1, CHUNK_MAX)
+/// Data bytes per packet: `SHMEM_COLL_DIRECT_CHUNK`, else what one packet of the layer
+/// (MTU `packet_mtu`) holds after the [`HEADER`]; at most that, and a multiple of
+/// [`GRANULE`] (the data of a step is cut at multiples of it).
+fn chunk(st: &State, packet_mtu: usize) -> usize {
+    let most = packet_mtu.saturating_sub(HEADER);
+    let c = st
+        .config
+        .coll_direct_chunk
+        .map_or(most, |c| usize::try_from(c).unwrap_or(most).min(most));
+    (c / GRANULE * GRANULE).max(GRANULE.min(most))
 }
 
-/// Sends `msg` to world PE `pe` (which [`reaches`]): data larger than a datagram goes in
+/// Bytes of the packet that carries data from `off` of `len` bytes, at most `chunk`: put
+/// data (destination offset `dest`, segments start on pages) is cut at multiples of
+/// [`GRANULE`] of its destination address, so only the first piece may be shorter; mail is
+/// cut every `chunk` bytes.
+fn piece(dest: Option<u64>, off: usize, len: usize, chunk: usize) -> usize {
+    let room = match dest {
+        Some(d) if off == 0 => chunk.saturating_sub(d as usize % GRANULE).max(1),
+        _ => chunk,
+    };
+    (len - off).min(room)
+}
+
+/// Sends `msg` to world PE `pe` (which [`reaches`]): data larger than a packet goes in
 /// several, in order, the flag (or the mail) with the last.
 pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     let sh = shared().unwrap_or_else(|| fatal(call, "internal error: no collective endpoint"));
@@ -412,10 +474,21 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
         ),
     };
     let put = matches!(kind, KIND_PUT | KIND_PUT_ADD);
-    let chunk = chunk(st);
+    let mut e = lock(&sh.ep);
+    let Some(addr) = peer_addr(st, &mut e, pe, call) else {
+        fatal(
+            call,
+            "internal error: a direct signal to a PE without an endpoint",
+        );
+    };
+    let to = UdpPeer {
+        addr,
+        key: e.job_key,
+    };
+    let chunk = e.chunk;
     let mut off = 0;
     loop {
-        let n = (data.len() - off).min(chunk);
+        let n = piece(put.then_some(at.off), off, data.len(), chunk);
         let last = off + n == data.len();
         let part_at = if put {
             SymAddr {
@@ -430,88 +503,107 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
             (false, true) => (KIND_PUT, NOWHERE),
             (false, false) => (KIND_PART, flag),
         };
-        push(st, sh, pe, (k, f, part_at), &data[off..off + n], call);
+        e = push(
+            st,
+            sh,
+            e,
+            (pe, to),
+            (k, f, part_at),
+            &data[off..off + n],
+            call,
+        );
         off += n;
         if last {
-            return;
+            break;
         }
+    }
+    if let Err(err) = e.net.flush() {
+        transport_failed(st, &e, err, call);
+    }
+    sh.pending.store(true, Ordering::Relaxed);
+}
+
+/// Hands one packet of `kind`, flag and data address `what` for PE `pe` (at `to`) to the
+/// layer, waiting for room in the window or the pool first; returns the lock.
+fn push<'a>(
+    st: &State,
+    sh: &'a Shared,
+    mut e: MutexGuard<'a, Endpoint>,
+    (pe, to): (u32, UdpPeer),
+    (kind, flag, at): (u8, SymAddr, SymAddr),
+    data: &[u8],
+    call: &str,
+) -> MutexGuard<'a, Endpoint> {
+    let lose = dropped();
+    if lose {
+        e.net.inner_mut().armed += 1;
+    }
+    loop {
+        let seq = e.inbox.peers[pe as usize].next_out;
+        let h = Header {
+            kind,
+            flags: if lose { LOSE_ONCE } else { 0 },
+            from: st.me,
+            seq,
+            flag,
+            at,
+        };
+        e.net.set_now(now_ns());
+        match e.net.send(to, HEADER + data.len(), |b| {
+            h.emit(b);
+            b[HEADER..].copy_from_slice(data);
+        }) {
+            Ok(()) => {
+                e.inbox.peers[pe as usize].next_out += 1;
+                return e;
+            }
+            Err(TransportError::WouldBlock) => {}
+            Err(err) => transport_failed(st, &e, err, call),
+        }
+        // The window to `pe` or the pool is full: acknowledgements free it.
+        drop(e);
+        let room = || {
+            let mut e = lock(&sh.ep);
+            drive_locked(st, sh, &mut e);
+            e.net.in_flight(to) < WINDOW && e.net.pool_usage().1 > 0
+        };
+        super::wait::wait_on(st, call, true, room, || {
+            let e = lock(&sh.ep);
+            format!(
+                "PE {pe} to acknowledge collective frames ({} in flight to it, {} of {FRAMES} frame buffers free)",
+                e.net.in_flight(to),
+                e.net.pool_usage().1
+            )
+        });
+        e = lock(&sh.ep);
     }
 }
 
-/// Sends one datagram of `kind`, flag and data address `what` to `pe`, waiting first for
-/// room in the window.
-fn push(st: &State, sh: &Shared, pe: u32, what: (u8, SymAddr, SymAddr), data: &[u8], call: &str) {
-    let (kind, flag, at) = what;
-    let mut e = lock(&sh.ep);
-    let Some((addr, token)) = peer_addr(st, &mut e, pe, call) else {
-        fatal(
-            call,
-            "internal error: a direct signal to a PE without an endpoint",
-        );
+/// A failure of the endpoint's transport: the end of the job, naming `call`.
+fn transport_failed(st: &State, e: &Endpoint, err: TransportError, call: &str) -> ! {
+    let who = match err {
+        TransportError::Unreachable => {
+            let dead: Vec<String> = e.net.failed_peers().map(|p| e.inbox.name(p.addr)).collect();
+            format!(" ({})", dead.join(", "))
+        }
+        _ => String::new(),
     };
-    let window = e.window;
-    if !e.peers[pe as usize].fits(data.len(), window) {
-        drop(e);
-        super::wait::wait_on(
-            st,
-            call,
-            true,
-            || lock(&sh.ep).peers[pe as usize].fits(data.len(), window),
-            || {
-                let e = lock(&sh.ep);
-                let p = &e.peers[pe as usize];
-                format!(
-                    "PE {pe} to acknowledge collective datagrams ({} of {} bytes unacknowledged)",
-                    p.unacked_bytes, window
-                )
-            },
-        );
-        e = lock(&sh.ep);
-    }
-    let own = e.token;
-    let mut d = e.spare.take();
-    let p = &mut e.peers[pe as usize];
-    p.next += 1;
-    p.owed = None;
-    p.unacked_bytes += HEADER + data.len();
-    let flags = if p.unacked_bytes >= window / 2 {
-        ACK_NOW
-    } else {
-        0
-    };
-    let seq = p.next;
-    d.resize(HEADER, 0);
-    Header {
-        kind,
-        flags,
-        from: st.me,
-        token,
-        seq,
-        ack: p.got,
-        flag,
-        at,
-        reply_token: own,
-    }
-    .emit(&mut d);
-    d.extend_from_slice(data);
-    if !dropped() {
-        xmit(&e.sock, &d, addr);
-    }
-    e.peers[pe as usize]
-        .unacked
-        .push_back((seq, d, Instant::now()));
-    sh.pending.store(true, Ordering::Relaxed);
+    fatal(
+        call,
+        format_args!("PE {}: the collectives' endpoint failed: {err}{who}", st.me),
+    )
 }
 
 /// The datagrams [`drop_next`] marks, by position from the next one.
 static DROP: AtomicU64 = AtomicU64::new(0);
 
-/// Tests: the next datagrams whose bit is set in `mask` are lost on their first sending.
+/// Tests: the next packets whose bit is set in `mask` (bit 0: the next one) are lost with
+/// their frame on its first transmission.
 pub fn drop_next(mask: u64) {
     DROP.store(mask, Ordering::Relaxed);
 }
 
-/// Whether the datagram about to go is to be lost (one relaxed load when none is).
+/// Whether the packet about to go is to be lost once (one relaxed load when none is).
 #[inline]
 fn dropped() -> bool {
     if DROP.load(Ordering::Relaxed) == 0 {
@@ -519,20 +611,6 @@ fn dropped() -> bool {
     }
     DROP.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| Some(m >> 1))
         .is_ok_and(|m| m & 1 != 0)
-}
-
-/// Sends a datagram; a full socket buffer is waited out briefly, after that the
-/// datagram goes again after [`RTO`].
-fn xmit(sock: &UdpSocket, d: &[u8], addr: SocketAddr) {
-    for _ in 0..10 {
-        match sock.send_to(d, addr) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let _ =
-                    gsas_sys::fd::wait_fd(sock.as_fd(), libc::POLLOUT, Duration::from_millis(1));
-            }
-            _ => return,
-        }
-    }
 }
 
 /// Blocks until a datagram can be read from this PE's endpoint or `timeout` passed (the
@@ -556,6 +634,7 @@ pub fn take_mail(from: u32, flag: SymAddr, out: &mut [u8], call: &str) -> bool {
 /// Takes the oldest mail from world PE `from` for `flag`, whatever its length.
 pub fn take_mail_any(from: u32, flag: SymAddr) -> Option<Vec<u8>> {
     lock(ep()?)
+        .inbox
         .mail
         .get_mut(&(from, flag.seg, flag.off))?
         .pop_front()
@@ -563,13 +642,13 @@ pub fn take_mail_any(from: u32, flag: SymAddr) -> Option<Vec<u8>> {
 
 /// An empty buffer for mail, reused if one is spare.
 pub fn buffer() -> Vec<u8> {
-    ep().map_or_else(Vec::new, |m| lock(m).spare.take())
+    ep().map_or_else(Vec::new, |m| lock(m).inbox.spare.take())
 }
 
 /// Gives a buffer (of [`take_mail_any`] or [`buffer`]) back for reuse.
 pub fn recycle(v: Vec<u8>) {
     if let Some(m) = ep() {
-        lock(m).spare.give(v);
+        lock(m).inbox.spare.give(v);
     }
 }
 
@@ -577,8 +656,9 @@ pub fn recycle(v: Vec<u8>) {
 pub fn has_note(st: &State, from: u32, key: u64) -> bool {
     let Some(sh) = shared() else { return false };
     let mut e = lock(&sh.ep);
-    drive_locked(st, sh, &mut e, false);
-    e.mail
+    drive_locked(st, sh, &mut e);
+    e.inbox
+        .mail
         .get(&(from, NOTE, key))
         .is_some_and(|q| !q.is_empty())
 }
@@ -591,7 +671,8 @@ pub fn take_note(from: u32, key: u64, out: &mut [u8], call: &str) -> bool {
 fn take(from: u32, key: (u8, u64), out: &mut [u8], call: &str) -> bool {
     let Some(m) = ep() else { return false };
     let mut e = lock(m);
-    let Some(q) = e.mail.get_mut(&(from, key.0, key.1)) else {
+    let inbox = &mut e.inbox;
+    let Some(q) = inbox.mail.get_mut(&(from, key.0, key.1)) else {
         return false;
     };
     let Some(d) = q.pop_front() else { return false };
@@ -606,87 +687,170 @@ fn take(from: u32, key: (u8, u64), out: &mut [u8], call: &str) -> bool {
         );
     }
     out.copy_from_slice(&d);
-    e.spare.give(d);
+    inbox.spare.give(d);
     true
 }
 
-/// Receives and applies what arrived, sends owed acknowledgements and due retransmissions.
-/// Cheap when nothing is pending: one `recv` that finds nothing.
+/// Receives and applies what arrived; lets the layer acknowledge and resend. Cheap when
+/// nothing is pending: one `recv` that finds nothing.
 #[inline]
 pub fn drive(st: &State) {
     if let Some(sh) = shared() {
         let mut e = lock(&sh.ep);
-        drive_locked(st, sh, &mut e, false);
+        drive_locked(st, sh, &mut e);
     }
 }
 
-/// One round of [`drive`] by a caller (`force_acks`: owed acknowledgements go out now).
-fn drive_locked(st: &State, sh: &Shared, e: &mut Endpoint, force_acks: bool) {
+/// One round of [`drive`] by a caller.
+fn drive_locked(st: &State, sh: &Shared, e: &mut Endpoint) {
     sh.last_drive.store(now_ns(), Ordering::Relaxed);
-    let busy = round(st, e, force_acks);
+    let busy = round(st, e);
     sh.pending.store(busy, Ordering::Relaxed);
 }
 
-/// Receives, acknowledges, resends; returns whether anything is left unacknowledged or
-/// owed.
-fn round(st: &State, e: &mut Endpoint, force_acks: bool) -> bool {
-    let mut buf = std::mem::take(&mut e.buf);
-    while let Ok((n, src)) = e.sock.recv_from(&mut buf) {
-        receive(st, e, &buf[..n], src);
+/// Polls the layer (resends, acknowledgements, deadlines), receives and applies what
+/// arrived, reports a peer that became unreachable; returns whether frames are in flight.
+fn round(st: &State, e: &mut Endpoint) -> bool {
+    let call = "shmem collectives";
+    if let Err(err) = e.net.poll(now_ns()) {
+        transport_failed(st, e, err, call);
     }
-    e.buf = buf;
-    let Endpoint {
-        sock,
-        peers,
-        token: own,
-        ..
-    } = &mut *e;
-    let own = *own;
-    if peers
-        .iter()
-        .all(|p| p.owed.is_none() && p.unacked.is_empty())
-    {
-        return false;
+    let Endpoint { net, inbox, .. } = e;
+    let failed = loop {
+        match net.recv(|peer, data| inbox.accept(st, peer.addr, data)) {
+            Ok(Some(())) => {}
+            Ok(None) => break None,
+            Err(err) => break Some(err),
+        }
+    };
+    if let Some(err) = failed {
+        transport_failed(st, e, err, call);
     }
-    let t = Instant::now();
-    for p in peers.iter_mut() {
-        let Some(Some((addr, token))) = p.addr else {
-            continue;
+    if let Some(ev) = e.net.next_event() {
+        let (peer, what) = match ev {
+            PeerEvent::Unreachable(p) => (
+                p,
+                format!(
+                    "acknowledged no collective frame for {:.1} s (GSAS_DEADLINE_MS)",
+                    st.node.deadline().as_secs_f64()
+                ),
+            ),
+            PeerEvent::Restarted(p) => (p, "restarted its collective endpoint".to_owned()),
+            PeerEvent::Refused(p, r) => (p, format!("refused this PE's frames ({:?})", r.reason)),
         };
-        if let Some(since) = p.owed
-            && (force_acks || t.duration_since(since) >= ACK_DELAY)
-        {
-            let mut d = [0u8; HEADER];
-            Header {
-                kind: KIND_ACK,
-                flags: 0,
-                from: st.me,
-                token,
-                seq: 0,
-                ack: p.got,
-                flag: NOWHERE,
-                at: NOWHERE,
-                reply_token: own,
-            }
-            .emit(&mut d);
-            xmit(sock, &d, addr);
-            p.owed = None;
-        }
-        for (_, d, sent) in p.unacked.iter_mut() {
-            if t.duration_since(*sent) >= RTO {
-                Header::set_ack(d, p.got);
-                xmit(sock, d, addr);
-                *sent = t;
-            }
-        }
+        fatal(call, format_args!("{} {what}", e.inbox.name(peer.addr)));
     }
-    true
+    e.net.has_frames_in_use()
 }
 
-/// The keeper thread: while the program computes outside the library, it receives,
-/// acknowledges and resends every [`TICK`] while something is pending and every
-/// [`IDLE_NAP`] otherwise, whenever no caller drove the endpoint for that long and the
-/// lock is free.
+impl Inbox {
+    /// The PE at `addr`, for messages.
+    fn name(&self, addr: SocketAddr) -> String {
+        match self.peers.iter().position(|p| p.addr == Some(Some(addr))) {
+            Some(pe) => format!("PE {pe} ({addr})"),
+            None => format!("the PE at {addr}"),
+        }
+    }
+
+    /// One packet from `src`: applied if it is the next from its sender (then the packets
+    /// held behind it), held if it arrived ahead, dropped if it is not one of the job's.
+    fn accept(&mut self, st: &State, src: SocketAddr, b: &[u8]) {
+        let Some(h) = Header::parse(b) else { return };
+        if h.from >= st.npes || h.from == st.me {
+            return;
+        }
+        self.last_in = Instant::now();
+        let p = &mut self.peers[h.from as usize];
+        match p.addr {
+            // It carries the job key: remember where the PE is (no read through its service).
+            None => p.addr = Some(Some(src)),
+            Some(Some(a)) if a == src => {}
+            // Another address than the PE published: not that PE.
+            Some(_) => return,
+        }
+        if h.seq != p.next_in {
+            if h.seq > p.next_in {
+                let mut d = self.spare.take();
+                d.extend_from_slice(b);
+                p.ahead.insert(h.seq, d);
+            }
+            return;
+        }
+        self.apply(st, h, &b[HEADER..]);
+        let pe = h.from as usize;
+        self.peers[pe].next_in += 1;
+        loop {
+            let p = &mut self.peers[pe];
+            let next = p.next_in;
+            let Some(d) = p.ahead.remove(&next) else {
+                break;
+            };
+            p.next_in += 1;
+            if let Some(h) = Header::parse(&d) {
+                self.apply(st, h, &d[HEADER..]);
+            }
+            self.spare.give(d);
+        }
+    }
+
+    /// Does what packet `h` with `data` says, in order.
+    fn apply(&mut self, st: &State, h: Header, data: &[u8]) {
+        let key = (h.from, h.flag.seg, h.flag.off);
+        match h.kind {
+            KIND_PART => {
+                let Inbox { parts, spare, .. } = self;
+                parts
+                    .entry(key)
+                    .or_insert_with(|| spare.take())
+                    .extend_from_slice(data);
+                return;
+            }
+            KIND_NOTE => {
+                let d = self.whole(key, data);
+                self.mail.entry(key).or_default().push_back(d);
+                return;
+            }
+            _ => {}
+        }
+        // A packet naming memory outside this PE's segments is consumed and ignored.
+        let fp = if h.kind == KIND_PUT {
+            None
+        } else {
+            let Some(fp) = local(st, h.flag, 8).filter(|p| *p as usize % 8 == 0) else {
+                return;
+            };
+            Some(fp)
+        };
+        if matches!(h.kind, KIND_PUT_ADD | KIND_PUT) {
+            let Some(dp) = local(st, h.at, data.len()) else {
+                return;
+            };
+            // SAFETY: `dp` maps `data.len()` bytes of this PE's segment (checked by `local`);
+            // other processes watch it, so every byte is written once.
+            unsafe { gsas_transport::watched::store_once(data.as_ptr(), dp, data.len()) };
+        } else if h.kind == KIND_MAIL {
+            let d = self.whole(key, data);
+            self.mail.entry(key).or_default().push_back(d);
+        }
+        if let Some(fp) = fp {
+            // SAFETY: an aligned word of this PE's own segment (checked); all writers use
+            // atomics.
+            unsafe { AtomicU64::from_ptr(fp.cast::<u64>()) }.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The whole of a mail or note whose last part is `last`.
+    fn whole(&mut self, key: MailKey, last: &[u8]) -> Vec<u8> {
+        let mut d = self.parts.remove(&key).unwrap_or_else(|| self.spare.take());
+        d.extend_from_slice(last);
+        d
+    }
+}
+
+/// The keeper thread: while the program computes outside the library, it receives and
+/// lets the layer acknowledge and resend every [`TICK`] while frames are in flight and
+/// every [`IDLE_NAP`] otherwise, whenever no caller drove the endpoint for that long and
+/// the lock is free.
 fn keep(st: &'static State, sh: &'static Shared) {
     while !sh.stop.load(Ordering::Acquire) {
         let nap = if sh.pending.load(Ordering::Relaxed) {
@@ -707,115 +871,9 @@ fn keep(st: &'static State, sh: &'static Shared) {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => continue,
         };
-        let busy = round(st, &mut e, true);
+        let busy = round(st, &mut e);
         sh.pending.store(busy, Ordering::Relaxed);
     }
-}
-
-/// One datagram from `src`.
-fn receive(st: &State, e: &mut Endpoint, b: &[u8], src: SocketAddr) {
-    let Some(Header {
-        kind,
-        flags,
-        from,
-        token,
-        seq,
-        ack,
-        flag,
-        at,
-        reply_token,
-    }) = Header::parse(b)
-    else {
-        return;
-    };
-    if token != e.token || from >= st.npes || from == st.me {
-        return;
-    }
-    let Endpoint { peers, spare, .. } = e;
-    let p = &mut peers[from as usize];
-    if p.addr.is_none() {
-        // It carries this PE's token, so it comes from a PE of the job: acknowledgements
-        // go back to where it came from, with its token.
-        p.addr = Some(Some((src, reply_token)));
-    }
-    while let Some((s, d, _)) = p.unacked.front() {
-        if *s > ack {
-            break;
-        }
-        p.unacked_bytes -= d.len();
-        if let Some((_, d, _)) = p.unacked.pop_front() {
-            spare.give(d);
-        }
-    }
-    if !matches!(
-        kind,
-        KIND_ADD | KIND_PUT_ADD | KIND_PUT | KIND_MAIL | KIND_NOTE | KIND_PART
-    ) {
-        return;
-    }
-    if seq != p.got + 1 {
-        // A duplicate (acknowledge it again now) or one after a gap (dropped; resent).
-        if seq <= p.got {
-            p.owed = Some(Instant::now() - ACK_DELAY);
-        }
-        return;
-    }
-    p.got = seq;
-    if flags & ACK_NOW != 0 {
-        p.owed = Some(Instant::now() - ACK_DELAY);
-    } else {
-        p.owed.get_or_insert_with(Instant::now);
-    }
-    let data = &b[HEADER..];
-    let key = (from, flag.seg, flag.off);
-    match kind {
-        KIND_PART => {
-            let Endpoint { parts, spare, .. } = e;
-            parts
-                .entry(key)
-                .or_insert_with(|| spare.take())
-                .extend_from_slice(data);
-            return;
-        }
-        KIND_NOTE => {
-            let d = whole(e, key, data);
-            e.mail.entry(key).or_default().push_back(d);
-            return;
-        }
-        _ => {}
-    }
-    // A datagram naming memory outside this PE's segments is consumed and ignored.
-    let fp = if kind == KIND_PUT {
-        None
-    } else {
-        let Some(fp) = local(st, flag, 8).filter(|p| *p as usize % 8 == 0) else {
-            return;
-        };
-        Some(fp)
-    };
-    if matches!(kind, KIND_PUT_ADD | KIND_PUT) {
-        let Some(dp) = local(st, at, data.len()) else {
-            return;
-        };
-        // SAFETY: `dp` maps `data.len()` bytes of this PE's segment (checked by `local`);
-        // other processes watch it, so every byte is written once.
-        unsafe { gsas_transport::watched::store_once(data.as_ptr(), dp, data.len()) };
-    } else if kind == KIND_MAIL {
-        let d = whole(e, key, data);
-        e.mail.entry(key).or_default().push_back(d);
-    }
-    if let Some(fp) = fp {
-        // SAFETY: an aligned word of this PE's own segment (checked); all writers use
-        // atomics.
-        unsafe { AtomicU64::from_ptr(fp.cast::<u64>()) }.fetch_add(1, Ordering::AcqRel);
-    }
-}
-
-/// The whole of a mail or note whose last part is `last`.
-fn whole(e: &mut Endpoint, key: MailKey, last: &[u8]) -> Vec<u8> {
-    let mut d = e.parts.remove(&key).unwrap_or_else(|| e.spare.take());
-    d.extend_from_slice(last);
-    d
 }
 
 /// This PE's address of `len` bytes at `at`, if inside one of its segments.
@@ -829,16 +887,19 @@ fn local(st: &State, at: SymAddr, len: usize) -> Option<*mut u8> {
     Some((base + at.off as usize) as *mut u8)
 }
 
-/// Before the job is left: owed acknowledgements out, everything this PE sent
-/// acknowledged (for at most [`FLUSH_LIMIT`]), then the keeper thread stopped.
+/// Before the job is left: everything this PE sent acknowledged (for at most
+/// [`FLUSH_LIMIT`]), acknowledgements of what it received last sent, then the keeper
+/// thread stopped.
 pub fn flush(st: &State) {
     let Some(sh) = shared() else { return };
     let start = Instant::now();
+    // Acknowledgements owed go out after the layer's ack delay (200 us) at a poll.
+    let settle = Duration::from_millis(1);
     let done = loop {
         {
             let mut e = lock(&sh.ep);
-            drive_locked(st, sh, &mut e, true);
-            if e.peers.iter().all(|p| p.unacked.is_empty()) {
+            drive_locked(st, sh, &mut e);
+            if !e.net.has_frames_in_use() && e.inbox.last_in.elapsed() >= settle {
                 break true;
             }
         }
@@ -847,10 +908,27 @@ pub fn flush(st: &State) {
         }
         std::thread::sleep(Duration::from_micros(50));
     };
-    if !done && st.config.debug {
+    if st.config.debug {
+        let e = lock(&sh.ep);
+        let s = e.net.stats();
         eprintln!(
-            "gsas-shmem: PE {}: some collective signals were not acknowledged at finalize",
-            st.me
+            "gsas-shmem: PE {}: collective endpoint: {} packets sent, {} delivered; {} frames sent, \
+             {} resent, {} acknowledged; {} acknowledgements sent; {} frames received, {} \
+             duplicates{}",
+            st.me,
+            s.packets_sent,
+            s.packets_delivered,
+            s.frames_sent,
+            s.retransmissions,
+            s.frames_acked,
+            s.acks_sent,
+            s.frames_received,
+            s.duplicates,
+            if done {
+                ""
+            } else {
+                "; some frames were not acknowledged at finalize"
+            }
         );
     }
     sh.stop.store(true, Ordering::Release);
@@ -862,5 +940,52 @@ pub fn flush(st: &State) {
     if let Some(t) = keeper {
         t.thread().unpark();
         let _ = t.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GRANULE, piece};
+
+    #[test]
+    fn put_data_is_cut_at_multiples_of_the_granule_of_its_destination() {
+        for chunk in [64, 128, 1344, 61312] {
+            for dest in [0u64, 1, 8, 60, 64, 100, 4096 + 24] {
+                for len in [
+                    0,
+                    1,
+                    63,
+                    64,
+                    65,
+                    chunk - 1,
+                    chunk,
+                    chunk + 1,
+                    3 * chunk + 17,
+                ] {
+                    let mut off = 0;
+                    loop {
+                        let n = piece(Some(dest), off, len, chunk);
+                        assert!(n <= chunk, "chunk {chunk} dest {dest} len {len}: {n}");
+                        off += n;
+                        if off == len {
+                            break;
+                        }
+                        assert!(n > 0);
+                        assert_eq!(
+                            (dest as usize + off) % GRANULE,
+                            0,
+                            "chunk {chunk} dest {dest} len {len}: a cut at {off}"
+                        );
+                    }
+                    // Mail: every chunk bytes.
+                    let mut off = 0;
+                    while off < len {
+                        let n = piece(None, off, len, chunk);
+                        assert_eq!(n, chunk.min(len - off));
+                        off += n;
+                    }
+                }
+            }
+        }
     }
 }
