@@ -4,7 +4,10 @@
 //! bootstrap ([`node::Node::init`]), put/get/atomics by `(pe, segment, offset)` to any PE
 //! (direct loads, stores and CPU atomics for same-node PEs; atomic services over UDP or
 //! Exanet otherwise), contexts, quiet and fence, the symmetric heap, `barrier_all`, abort
-//! and finalize; and [`pmi`], the PMI-1/PMI-2/PMIx client a PE bootstraps with.
+//! and finalize; [`pmi`], the PMI-1/PMI-2/PMIx client a PE bootstraps with; and
+//! [`watch`], what makes a hang explain itself (a dead local service noticed by every
+//! wait, the line each PE prints on SIGQUIT, the notes that let `oshrun` name who waits
+//! for whom).
 //!
 //! A PE links this crate, the transports (`gsas-transport`) and the service library
 //! (`gsas-service`, which a singleton PE embeds), and nothing of the launcher, the PMI
@@ -17,6 +20,7 @@
 
 pub mod node;
 pub mod pmi;
+pub mod watch;
 
 // The layers underneath under the names the moved modules use (`crate::shm`, ...).
 use gsas_service::service;

@@ -1,6 +1,8 @@
 //! Descriptors the service loop waits on besides sockets: `signalfd` for termination
-//! signals and `eventfd` for wake-ups (shutdown requests, ring doorbells); and, for a
-//! program without such a loop (the Exanet emulator), termination handlers that set a flag.
+//! signals and `eventfd` for wake-ups (shutdown requests, ring doorbells); for a program
+//! without such a loop (the Exanet emulator), termination handlers that set a flag; and
+//! for a PE, the handler of the signal that asks it where it waits
+//! ([`install_report_handler`]).
 //!
 //! What it is: [`SignalFd`] (also used by the launcher) and [`EventFd`], each wrapped once
 //! with its safety argument. What it is not: a signal-handling library. Thread-safety:
@@ -9,7 +11,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 fn sigset(signals: &[i32]) -> io::Result<libc::sigset_t> {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before any other use and
@@ -188,6 +190,80 @@ pub fn install_termination_handlers() -> io::Result<()> {
 /// Whether SIGTERM or SIGINT arrived since [`install_termination_handlers`].
 pub fn signalled() -> bool {
     SIGNALLED.load(Ordering::SeqCst)
+}
+
+/// The eventfd the report signal's handler adds 1 to (-1: none installed).
+static REPORT_FD: AtomicI32 = AtomicI32::new(-1);
+/// Report signals received since [`install_report_handler`].
+static REPORTS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_report_signal(_: libc::c_int) {
+    // Only async-signal-safe work: an atomic add and write(2) to an eventfd, with errno
+    // kept for the code the signal interrupted.
+    // SAFETY: __errno_location returns this thread's errno, valid for the thread's life.
+    let errno = unsafe { *libc::__errno_location() };
+    REPORTS.fetch_add(1, Ordering::SeqCst);
+    let fd = REPORT_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let one = 1u64;
+        // SAFETY: `one` is a readable 8-byte buffer; `fd` is the eventfd handed to
+        // install_report_handler, which is never closed.
+        let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Installs the handler of `sig` (a PE's SIGQUIT: "say where you wait") that counts the
+/// signal ([`report_signals`]) and adds 1 to the eventfd `wake`, which a thread polls;
+/// the handler itself does nothing else (async-signal-safe). `wake` is kept open for the
+/// life of the process. The handler is installed only when `sig` has no handler of the
+/// program (its disposition is the default or ignore): returns `Ok(false)` and changes
+/// nothing otherwise. A second call changes nothing and returns `Ok(true)`.
+pub fn install_report_handler(sig: i32, wake: OwnedFd) -> io::Result<bool> {
+    if REPORT_FD.load(Ordering::SeqCst) >= 0 {
+        return Ok(true);
+    }
+    // SAFETY: plain old data; zero is a valid value for sigaction to overwrite.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a NULL new action only reads the current one into `old`.
+    if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+        return Ok(false);
+    }
+    // Never closed: the handler may write to it at any time.
+    REPORT_FD.store(wake.as_raw_fd(), Ordering::SeqCst);
+    std::mem::forget(wake);
+    // SAFETY: plain old data; zero is a valid initial value.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = on_report_signal as *const () as libc::sighandler_t;
+    act.sa_flags = libc::SA_RESTART;
+    // SAFETY: `act` is a valid sigaction whose handler is async-signal-safe (above);
+    // `sa_mask` stays empty.
+    if unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(true)
+}
+
+/// Unblocks `sig` in the calling thread, so that a signal sent to the process is
+/// delivered to this thread even where the others block it (a process started with the
+/// signal blocked keeps it blocked in every thread it creates).
+pub fn unblock_in_this_thread(sig: i32) -> io::Result<()> {
+    let set = sigset(&[sig])?;
+    // SAFETY: `set` is an initialised sigset_t; the old mask is not asked for.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// How many report signals arrived since [`install_report_handler`].
+pub fn report_signals() -> u64 {
+    REPORTS.load(Ordering::SeqCst)
 }
 
 #[cfg(test)]

@@ -78,6 +78,25 @@ pub fn child_set_pdeathsig(parent: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
+/// In a freshly forked child (a `pre_exec` hook): unblocks every signal. A launcher or
+/// daemon that reads its signals from a signalfd keeps them blocked, and a blocked mask is
+/// inherited through `fork` and `exec` (std's `Command` leaves it as it is): without this
+/// a PE would never get the SIGTERM that ends a failed job, nor the SIGQUIT that asks
+/// where it waits. Only async-signal-safe calls.
+pub fn child_clear_signal_mask() -> io::Result<()> {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises; pthread_sigmask reads it
+    // and is async-signal-safe.
+    let rc = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
 /// Sends `sig` to process `pid`. A process that is gone already is not an error.
 pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -148,6 +167,29 @@ pub fn online_cpus() -> Option<u64> {
     u64::try_from(n).ok().filter(|&n| n > 0)
 }
 
+/// Whether process `pid` has a handler for signal `sig` (`SigCgt` of
+/// `/proc/<pid>/status`): false when it does not, when it is gone, and when the file
+/// cannot be read. A launcher asks before it sends a signal whose default action would
+/// end the process (a PE's SIGQUIT before the library installed its handler).
+pub fn catches_signal(pid: u32, sig: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    caught_in_status(&text, sig)
+}
+
+/// Whether the `SigCgt:` mask of a `/proc/<pid>/status` text has `sig`.
+fn caught_in_status(status: &str, sig: i32) -> bool {
+    let Some(bit) = u32::try_from(sig).ok().and_then(|s| s.checked_sub(1)) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|mask| bit < 64 && mask & (1 << bit) != 0)
+}
+
 /// The real user id of this process.
 pub fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
@@ -157,6 +199,17 @@ pub fn uid() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caught_signals_are_read_from_the_status_mask() {
+        let status = "Name:\tpe\nSigIgn:\t0000000000000000\nSigCgt:\t0000000180000004\n";
+        assert!(caught_in_status(status, libc::SIGQUIT));
+        assert!(!caught_in_status(status, libc::SIGINT));
+        assert!(caught_in_status(status, 32));
+        assert!(!caught_in_status("Name:\tpe\n", libc::SIGQUIT));
+        assert!(!caught_in_status(status, 0));
+        assert!(!catches_signal(u32::MAX, libc::SIGQUIT));
+    }
 
     #[test]
     fn online_cpus_is_at_least_the_affinity_mask() {

@@ -63,6 +63,7 @@ impl Drop for KeepErrno {
 }
 
 fn barrier(st: &State, call: &str) {
+    let _named = gsas_node::watch::scope(call);
     if let Err(e) = st.node.barrier_all() {
         fatal(call, e);
     }

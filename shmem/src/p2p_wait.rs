@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicI16, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use crate::fatal::fatal;
 use crate::state;
 use crate::types::ScalarKind;
-use crate::wait::{What, progress, wait_for};
+use crate::wait::{What, progress, progress_polled, wait_for};
 
 /// A comparison operator (`SHMEM_CMP_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,17 +168,26 @@ pub unsafe fn wait_until(
     let what = What(|f| {
         // SAFETY: `ivar` stays valid during the wait (caller's contract).
         let now = unsafe { load(ivar, kind) };
-        write!(
-            f,
-            "the variable at {ivar:p} to become {} {value} (it is {now})",
-            cmp.symbol()
-        )
+        write!(f, "the variable at {ivar:p}")?;
+        if let Some(sym) = st.segs.translate(ivar as usize, kind.width()) {
+            write!(f, " ({} + {:#x})", segment_name(sym.seg), sym.off)?;
+        }
+        write!(f, " to become {} {value} (it is {now})", cmp.symbol())
     });
     wait_for(st, call, what, || {
         // SAFETY: as above.
         let v = unsafe { load(ivar, kind) };
         cmp.holds(v, value).then_some(v)
     })
+}
+
+/// The name of a symmetric segment in messages.
+fn segment_name(seg: u8) -> &'static str {
+    match seg {
+        gsas_node::node::HEAP => "heap",
+        gsas_node::node::DATA => "data",
+        _ => "segment",
+    }
 }
 
 /// `shmem_TYPE_test`: whether `*ivar <cmp> value` holds now.
@@ -189,7 +198,7 @@ pub unsafe fn wait_until(
 pub unsafe fn test(ivar: *const u8, kind: ScalarKind, cmp: Cmp, value: i128, call: &str) -> bool {
     let st = state::live(call);
     check_aligned(ivar, kind, call);
-    progress(st, call);
+    progress_polled(st, call);
     // SAFETY: forwarded.
     cmp.holds(unsafe { load(ivar, kind) }, value)
 }
@@ -398,7 +407,7 @@ pub unsafe fn wait_until_some(set: Set, indices: *mut usize, call: &str) -> usiz
 pub unsafe fn test_all(set: Set, call: &str) -> c_int {
     let st = state::live(call);
     set.check(call);
-    progress(st, call);
+    progress_polled(st, call);
     // SAFETY: forwarded.
     c_int::from((0..set.nelems).all(|i| unsafe { !set.included(i) || set.satisfied(i) }))
 }
@@ -411,7 +420,7 @@ pub unsafe fn test_all(set: Set, call: &str) -> c_int {
 pub unsafe fn test_any(set: Set, call: &str) -> usize {
     let st = state::live(call);
     set.check(call);
-    progress(st, call);
+    progress_polled(st, call);
     // SAFETY: forwarded.
     unsafe { find_any(&set) }.unwrap_or(usize::MAX)
 }
@@ -427,7 +436,7 @@ pub unsafe fn test_some(set: Set, indices: *mut usize, call: &str) -> usize {
     if set.nelems > 0 && indices.is_null() {
         fatal(call, "indices is NULL");
     }
-    progress(st, call);
+    progress_polled(st, call);
     // SAFETY: forwarded.
     unsafe { collect_some(&set, indices) }
 }

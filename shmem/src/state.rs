@@ -29,7 +29,10 @@
 //! finalized, when the job is being ended (a fatal error, `shmem_global_exit`: the
 //! process manager has been told), and when the exit status is not 0: a PE that fails
 //! must not wait in a barrier for PEs that may be waiting for it; its launcher reports
-//! the failure. It serialises with `shmem_init`/`shmem_finalize` of other threads on the
+//! the failure. Before it finalizes it tells gsas's launcher (a PMI note): if the other
+//! PEs wait in another call (a `shmem_barrier_all` this PE never reaches), the final
+//! barrier cannot complete, and `oshrun` names this PE and what the others are in
+//! instead of letting the job hang. It serialises with `shmem_init`/`shmem_finalize` of other threads on the
 //! same lock; it finalizes on the exiting thread, so a program that exits while other
 //! threads are still inside the library gets what a `shmem_finalize` at that point would
 //! give. A fatal error inside it ends the process with `_exit` (see `fatal`).
@@ -363,6 +366,7 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
 pub fn finalize(call: &str) {
     let _guard = INIT_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
     let st = live(call);
+    let _named = gsas_node::watch::scope(call);
     if st.init_count.fetch_sub(1, Ordering::AcqRel) > 1 {
         if let Err(e) = st.node.barrier_all() {
             fatal(call, e);
@@ -425,6 +429,10 @@ extern "C" fn finalize_at_exit(status: c_int, _arg: *mut std::ffi::c_void) {
             );
         }
         st.init_count.store(0, Ordering::Release);
+        // Under gsas's launcher: if the other PEs wait in another call, this one's final
+        // barrier waits in vain; the launcher names both (docs/runtime.md).
+        st.node.note_exit_without_finalize();
+        let _named = gsas_node::watch::scope(AT_EXIT);
         finish(st, AT_EXIT);
     });
 }

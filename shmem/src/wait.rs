@@ -20,6 +20,14 @@
 //! directly into memory and do not ring; the waiter's spin phase sees those, and a sleeping
 //! waiter sees them at the end of its (bounded) sleep step as before.
 //!
+//! **Hangs explain themselves** ([`gsas_node::watch`]). Every step of a wait (and every
+//! [`progress`], so also `shmem_test` and the collectives' waits) reads the watch's alert
+//! word: when the node's watchdog saw the local atomic service close the control
+//! connection, the wait ends the job naming the routine and the service
+//! (`the local atomic service (control socket ...) closed the connection: it stopped or
+//! died`), within one sleep step. A wait that goes on names itself (the routine) for the
+//! launcher, and on SIGQUIT prints this PE's line with what it waits for.
+//!
 //! **What it is not.** Not a scheduler: the condition is re-evaluated by polling.
 //!
 //! **Thread-safety.** Each call waits on the calling thread only.
@@ -27,6 +35,7 @@
 use std::fmt;
 use std::time::Instant;
 
+use gsas_node::watch::{self, Watch};
 use gsas_transport::poll::{Progress, Waiter};
 
 use crate::fatal::fatal;
@@ -41,6 +50,32 @@ pub struct What<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(pub F);
 impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> fmt::Display for What<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         (self.0)(f)
+    }
+}
+
+/// A description made once, when first shown (the collectives describe what they wait
+/// for with a `FnOnce`: on a SIGQUIT report and then perhaps on the timeout).
+pub struct Described<F: FnOnce() -> String> {
+    make: std::cell::Cell<Option<F>>,
+    text: std::cell::OnceCell<String>,
+}
+
+impl<F: FnOnce() -> String> Described<F> {
+    /// `make` is called at most once.
+    pub fn new(make: F) -> Self {
+        Described {
+            make: std::cell::Cell::new(Some(make)),
+            text: std::cell::OnceCell::new(),
+        }
+    }
+}
+
+impl<F: FnOnce() -> String> fmt::Display for Described<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self
+            .text
+            .get_or_init(|| self.make.take().map_or_else(String::new, |m| m()));
+        f.write_str(text)
     }
 }
 
@@ -59,12 +94,18 @@ pub fn wait_for<R>(
         std::hint::spin_loop();
     }
     let mut waiter = Waiter::new(st.wait);
-    let deadline = Instant::now() + st.wait_timeout();
+    let start = Instant::now();
+    let deadline = start + st.wait_timeout();
+    let mut watch = Watch::new(Some(call), start);
     let got = waiter.wait_bell(&what, deadline, &mut [], st.node.bell(), || {
         progress(st, call);
         match cond() {
             Some(r) => Progress::Done(r),
-            None => Progress::Idle(None),
+            None => {
+                // A dead service was seen by `progress`; this prints the report line.
+                let _ = watch.idle(&what);
+                Progress::Idle(None)
+            }
         }
     });
     match got {
@@ -81,11 +122,26 @@ pub fn wait_for<R>(
 
 /// Drives this PE's remote operations once if any are in flight (see the
 /// [module docs](self)); for waits and tests. A failure of the remote path (the transport
-/// broke, the local service is gone) is a fatal error naming `call`; errors of single
-/// operations stay with their context until its next quiet.
+/// broke, the local service is gone, as the watchdog saw) is a fatal error naming `call`;
+/// errors of single operations stay with their context until its next quiet.
 #[inline]
 pub fn progress(st: &State, call: &str) {
     if let Err(e) = st.node.poke() {
         fatal(call, e);
+    }
+    if watch::alert() & watch::GONE != 0 {
+        fatal(call, st.node.service_gone());
+    }
+}
+
+/// [`progress`] for routines a program calls in its own loop (`shmem_test` and the other
+/// tests): also prints this PE's report line, naming `call`, when one is asked for.
+#[inline]
+pub fn progress_polled(st: &State, call: &str) {
+    if let Err(e) = st.node.poke() {
+        fatal(call, e);
+    }
+    if watch::alert() != 0 && watch::polled(call).is_err() {
+        fatal(call, st.node.service_gone());
     }
 }

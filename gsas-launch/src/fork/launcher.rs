@@ -600,6 +600,32 @@ impl RemoteJob {
             .all(|(_, s)| matches!(s, RankState::Ended { .. }))
     }
 
+    /// Whether remote rank `rank` was reported ended (`None`: not a rank of this half).
+    pub fn has_ended(&self, rank: u32) -> Option<bool> {
+        let (_, st) = self.ranks.get(&rank)?;
+        Some(matches!(st, RankState::Ended { .. }))
+    }
+
+    /// The ranks of this half.
+    pub fn ranks(&self) -> Vec<u32> {
+        let mut r: Vec<u32> = self.ranks.keys().copied().collect();
+        r.sort_unstable();
+        r
+    }
+
+    /// Asks every daemon to send SIGQUIT to its PEs that handle it: each gsas PE prints
+    /// the call it is in and what it waits for. Daemons that connect later are not asked.
+    pub fn ask_reports(&mut self) {
+        let frame = stream::encode(FrameType::Report, 0, 0, &[]);
+        for n in self.nodes.iter_mut() {
+            if let Some(c) = n.conn.as_mut() {
+                if let Err(e) = c.tcp.write_all(&frame) {
+                    log::warn!("{}: asking for the PEs' reports: {e}", n.node.label);
+                }
+            }
+        }
+    }
+
     /// Asks every daemon to end its PEs: SIGTERM, SIGKILL after `grace`.
     pub fn terminate(&mut self, grace: Duration) {
         if self.order == Order::None {

@@ -575,9 +575,14 @@ impl JobThread {
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // SAFETY: the hook runs in the forked child before exec and calls only prctl,
-        // getppid and _exit, which are async-signal-safe; it touches no memory of the parent.
+        // getppid, _exit and pthread_sigmask, which are async-signal-safe; it touches no
+        // memory of the parent. (The daemon reads SIGTERM and SIGINT from a signalfd with
+        // them blocked; the PEs must not inherit the mask.)
         unsafe {
-            cmd.pre_exec(move || crate::launch::sys::child_set_pdeathsig(parent));
+            cmd.pre_exec(move || {
+                crate::launch::sys::child_clear_signal_mask()?;
+                crate::launch::sys::child_set_pdeathsig(parent)
+            });
         }
         let mut child = cmd.spawn().map_err(|e| {
             format!(
@@ -684,6 +689,7 @@ impl JobThread {
                                 kill(pes);
                                 ending = Ending::Killed;
                             }
+                            FrameType::Report => ask_reports(pes),
                             other => log::debug!("job {job:016x}: ignored frame {other:?}"),
                         },
                         Ok(None) => break,
@@ -776,6 +782,22 @@ fn terminate(pes: &mut [Pe]) {
     for p in pes.iter().filter(|p| !p.done) {
         if let Err(e) = crate::launch::sys::kill(p.child.id(), libc::SIGTERM) {
             log::warn!("SIGTERM to PE {} (pid {}): {e}", p.rank, p.child.id());
+        }
+    }
+}
+
+/// SIGQUIT to every PE that handles it (a gsas PE prints where it waits); a PE without a
+/// handler (the library not initialized yet) would die of it, so it is left alone.
+fn ask_reports(pes: &mut [Pe]) {
+    for p in pes.iter().filter(|p| !p.done) {
+        let pid = p.child.id();
+        if !gsas_sys::process::catches_signal(pid, libc::SIGQUIT) {
+            log::info!(
+                "PE {} (pid {pid}) has no SIGQUIT handler: not asked",
+                p.rank
+            );
+        } else if let Err(e) = crate::launch::sys::kill(pid, libc::SIGQUIT) {
+            log::warn!("SIGQUIT to PE {} (pid {pid}): {e}", p.rank);
         }
     }
 }

@@ -28,6 +28,7 @@
 //! | Done (6) | daemon -> launcher | none: every PE was reported, the daemon closes |
 //! | Terminate (16) | launcher -> daemon | grace u32 ms: SIGTERM now, SIGKILL after the grace |
 //! | Kill (17) | launcher -> daemon | none: SIGKILL now |
+//! | Report (18) | launcher -> daemon | none: SIGQUIT to every PE that handles it (a gsas PE prints where it waits) |
 //!
 //! A connection that ends (EOF or error) ends the job on the daemon's side: its PEs are
 //! terminated. [`FrameReader`] decodes frames from bytes read in any pieces and never
@@ -72,6 +73,8 @@ pub enum FrameType {
     Terminate,
     /// End the PEs at once.
     Kill,
+    /// SIGQUIT to the PEs that handle it: each says where it waits.
+    Report,
     /// A type this build does not know.
     Unknown(u8),
 }
@@ -87,6 +90,7 @@ impl From<u8> for FrameType {
             6 => FrameType::Done,
             16 => FrameType::Terminate,
             17 => FrameType::Kill,
+            18 => FrameType::Report,
             other => FrameType::Unknown(other),
         }
     }
@@ -103,6 +107,7 @@ impl From<FrameType> for u8 {
             FrameType::Done => 6,
             FrameType::Terminate => 16,
             FrameType::Kill => 17,
+            FrameType::Report => 18,
             FrameType::Unknown(b) => b,
         }
     }
@@ -340,7 +345,7 @@ mod tests {
             assert_eq!(got[2].ty, FrameType::Unknown(99));
             assert_eq!(r.pending(), 0);
         }
-        for t in [1u8, 2, 3, 4, 5, 6, 16, 17, 200] {
+        for t in [1u8, 2, 3, 4, 5, 6, 16, 17, 18, 200] {
             assert_eq!(u8::from(FrameType::from(t)), t);
         }
     }

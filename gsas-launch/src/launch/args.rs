@@ -88,6 +88,14 @@ The first PE that exits with a non-zero status or is killed by a signal ends the
 on every node: the others get SIGTERM, then SIGKILL after a short grace, and {name}
 exits with that PE's status (128 + signal number for a signal).
 
+When a job hangs: a PE that exits without shmem_finalize while the others wait for it
+in shmem_barrier_all (or shmem_sync_all) ends the job (exit status 1), named with what
+the others wait in (\"PE 2 (pid ...) exited with status 0 without calling
+shmem_finalize; PEs 0, 1, 3 are in shmem_barrier_all\"). SIGQUIT to {name} (Ctrl-\\) makes every PE print one line, the
+call it is in and what it waits for, and the job goes on; --timeout does the same
+before it ends the job. A PE whose node's atomic service dies ends the job with
+\"the local atomic service (control socket ...) closed the connection\".
+
 Options:
   -n N, -np N, --np N   number of PEs (1..={max})
   --config FILE         cluster file (board-config TOML) of a multi-node job
@@ -97,7 +105,8 @@ Options:
                         FORK, also the nodes of this machine
   --no-srun             in a Slurm allocation, run on this machine, not through srun
   --tag-output          prefix every line a PE prints with its rank, e.g. \"[3] \"
-  --timeout SECONDS     end the job (exit status 124) if it runs longer
+  --timeout SECONDS     end the job (exit status 124) if it runs longer, after every
+                        PE said where it waits
   --log-level LEVEL     off, error, warn, info, debug or trace (default: GSAS_LOG, or warn)
   -h, --help            print this help
   -V, --version         print the version

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use crate::fork::launcher::{RemoteEvent, RemoteJob};
 use crate::pmi::{Event, Server, ServerConfig, Stop};
 
+use super::hangs::{self, Asked, Hangs, rank_list};
 use super::sys;
 use gsas_sys::event::SignalFd;
 
@@ -161,19 +162,31 @@ pub enum Failure {
         /// The limit.
         limit: Duration,
     },
+    /// PEs left the job without `shmem_finalize` (they exited with status 0, or their
+    /// program called `exit(0)` and the implicit finalize waits) while every other PE is
+    /// blocked in a call that can no longer complete.
+    Orphaned {
+        /// `(rank, pid, node)` of the PEs that left (node: when on another machine).
+        left: Vec<(u32, u32, Option<String>)>,
+        /// `(rank, call)` of the other running PEs blocked in a call.
+        waiting: Vec<(u32, String)>,
+        /// The other running PEs not blocked in the library.
+        free: Vec<u32>,
+    },
 }
 
 impl Failure {
     /// The exit status the launcher reports: the PE's status, 128 + signal, the abort
     /// code as asked for (0 included: `shmem_global_exit(0)` ends the job successfully;
     /// like a process's own exit status, only its low 8 bits reach the shell), 128 + the
-    /// launcher's signal, or 124 for the time limit.
+    /// launcher's signal, 124 for the time limit, 1 for a failed node or for PEs that left
+    /// without finalize while the others wait.
     pub fn exit_code(&self) -> i32 {
         match *self {
             Failure::Exited { code, .. } | Failure::Aborted { code, .. } => code,
             Failure::Signaled { signal, .. } | Failure::Interrupted { signal } => 128 + signal,
             Failure::TimedOut { .. } => 124,
-            Failure::Node { .. } => 1,
+            Failure::Node { .. } | Failure::Orphaned { .. } => 1,
         }
     }
 
@@ -220,6 +233,32 @@ impl Failure {
             }
             Failure::TimedOut { limit } => {
                 format!("the job ran longer than {:.1} s", limit.as_secs_f64())
+            }
+            Failure::Orphaned {
+                left,
+                waiting,
+                free,
+            } => {
+                let who = match &left[..] {
+                    [(rank, pid, node)] => format!(
+                        "{} exited with status 0 without calling shmem_finalize",
+                        who(rank, pid, node)
+                    ),
+                    _ => format!(
+                        "PEs {} exited with status 0 without calling shmem_finalize",
+                        rank_list(left.iter().map(|l| l.0).collect())
+                    ),
+                };
+                let mut text = format!("{who}; {}", hangs::describe_waiting(waiting));
+                match free.len() {
+                    0 => {}
+                    1 => text.push_str(&format!("; PE {} is not blocked in the library", free[0])),
+                    _ => text.push_str(&format!(
+                        "; PEs {} are not blocked in the library",
+                        rank_list(free.clone())
+                    )),
+                }
+                text
             }
         }
     }
@@ -361,12 +400,15 @@ fn spawn_one(
     }
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
-    // SAFETY: the hook runs in the forked child before exec and calls only prctl, getppid
-    // and _exit, which are async-signal-safe; it touches no memory of the parent. (The
-    // launcher blocks SIGINT, SIGTERM and SIGHUP to read them from a signalfd; std's
-    // spawn resets the child's signal mask, so PEs do not inherit that.)
+    // SAFETY: the hook runs in the forked child before exec and calls only prctl, getppid,
+    // _exit and pthread_sigmask, which are async-signal-safe; it touches no memory of the
+    // parent. (The launcher blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT to read them from a
+    // signalfd, and std's spawn keeps the mask: the PEs must not inherit it.)
     unsafe {
-        cmd.pre_exec(move || sys::child_set_pdeathsig(parent));
+        cmd.pre_exec(move || {
+            sys::child_clear_signal_mask()?;
+            sys::child_set_pdeathsig(parent)
+        });
     }
     let mut child = endpoint.spawn(&mut cmd)?;
     let mut forwarders = Vec::new();
@@ -479,6 +521,8 @@ fn supervise(
     let mut remote_pes = Vec::new();
     let step = Duration::from_millis(10);
     let mut ended = Vec::new();
+    let mut hangs = Hangs::default();
+    let mut timed_out = false;
     loop {
         for r in running.iter_mut().filter(|r| r.status.is_none()) {
             match r.child.try_wait() {
@@ -533,7 +577,11 @@ fn supervise(
                 Event::Lost { rank, reason } => {
                     log::debug!("PMI connection of PE {rank} ended without finalize: {reason}")
                 }
-                Event::Finalized { rank } => log::debug!("PE {rank} finalized PMI"),
+                Event::Finalized { rank } => {
+                    log::debug!("PE {rank} finalized PMI");
+                    hangs.finalized(rank);
+                }
+                Event::Note { rank, kind, value } => hangs.note(rank, &kind, &value),
                 Event::Rejected { peer, reason } => {
                     log::warn!("PMI connection from {peer} refused: {reason}")
                 }
@@ -543,6 +591,7 @@ fn supervise(
         // that aborts writes its abort to PMI before it exits, so an exit seen here has its
         // abort (if any) already readable, and the abort is what the user must be told.
         for (rank, pid, status) in ended.drain(..) {
+            hangs.ended(rank, status, server.initialized(rank));
             if failure.is_none() {
                 failure = failure_of(rank, pid, None, status);
             }
@@ -558,6 +607,7 @@ fn supervise(
                         status,
                     } => {
                         log::debug!("PE {rank} (pid {pid} on {node}) ended: {status}");
+                        hangs.ended(rank, status, server.initialized(rank));
                         if failure.is_none() {
                             failure = failure_of(rank, pid, Some(node.clone()), status);
                         }
@@ -574,12 +624,80 @@ fn supervise(
                 }
             }
         }
-        if let Some(sig) = spec.signals.as_ref().and_then(|s| s.read().ok().flatten()) {
-            failure.get_or_insert(Failure::Interrupted { signal: sig });
+        while let Some(sig) = spec.signals.as_ref().and_then(|s| s.read().ok().flatten()) {
+            if sig == libc::SIGQUIT {
+                if failure.is_none() {
+                    eprintln!(
+                        "{}: SIGQUIT: asking every PE where it waits (the job goes on)",
+                        spec.launcher
+                    );
+                    ask_reports(
+                        &mut hangs,
+                        Asked::Quit,
+                        server,
+                        running,
+                        remote.as_deref_mut(),
+                    );
+                }
+            } else {
+                failure.get_or_insert(Failure::Interrupted { signal: sig });
+            }
         }
         if let Some(limit) = spec.time_limit {
-            if start.elapsed() > limit {
-                failure.get_or_insert(Failure::TimedOut { limit });
+            if start.elapsed() > limit && !timed_out && failure.is_none() {
+                timed_out = true;
+                eprintln!(
+                    "{}: the job ran longer than {:.1} s; asking every PE where it waits",
+                    spec.launcher,
+                    limit.as_secs_f64()
+                );
+                ask_reports(
+                    &mut hangs,
+                    Asked::Timeout,
+                    server,
+                    running,
+                    remote.as_deref_mut(),
+                );
+            }
+        }
+        let gone = |rank: u32| {
+            running.iter().find(|r| r.rank == rank).map_or_else(
+                || {
+                    remote
+                        .as_deref()
+                        .and_then(|rj| rj.has_ended(rank))
+                        .unwrap_or(true)
+                },
+                |r| r.status.is_some(),
+            )
+        };
+        if let Some((why, missing)) = hangs.asking(gone) {
+            for rank in missing {
+                eprintln!(
+                    "{}: {} did not say where it waits within {:.1} s",
+                    spec.launcher,
+                    describe_pe(rank, running, remote.as_deref()),
+                    hangs::REPORT_WAIT.as_secs_f64()
+                );
+            }
+            if why == Asked::Timeout {
+                if let Some(limit) = spec.time_limit {
+                    failure.get_or_insert(Failure::TimedOut { limit });
+                }
+            }
+        }
+        if failure.is_none() {
+            if let Some(o) = hangs.orphaned(spec.size, |r| !gone(r)) {
+                let left = o
+                    .left
+                    .iter()
+                    .map(|&rank| pe_identity(rank, running, remote.as_deref()))
+                    .collect();
+                failure = Some(Failure::Orphaned {
+                    left,
+                    waiting: o.waiting,
+                    free: o.free,
+                });
             }
         }
         let remote_ended = remote.as_deref().is_none_or(RemoteJob::all_ended);
@@ -625,6 +743,66 @@ fn supervise(
         pids: running.iter().map(|r| r.pid).collect(),
         remote: remote_pes,
     }
+}
+
+/// `(rank, pid, node)` of a PE of this job (pid 0 when unknown; node when remote).
+fn pe_identity(
+    rank: u32,
+    running: &[Running],
+    remote: Option<&RemoteJob>,
+) -> (u32, u32, Option<String>) {
+    match running.iter().find(|r| r.rank == rank) {
+        Some(r) => (rank, r.pid, None),
+        None => remote
+            .and_then(|rj| rj.describe_rank(rank))
+            .map_or((rank, 0, None), |(n, pid)| (rank, pid, Some(n))),
+    }
+}
+
+/// `PE 3 (pid 1234)` or `PE 3 (pid 1234 on node 1 (...))`.
+fn describe_pe(rank: u32, running: &[Running], remote: Option<&RemoteJob>) -> String {
+    match pe_identity(rank, running, remote) {
+        (rank, pid, Some(node)) => format!("PE {rank} (pid {pid} on {node})"),
+        (rank, pid, None) => format!("PE {rank} (pid {pid})"),
+    }
+}
+
+/// Sends SIGQUIT to every PE of this machine that handles it (a gsas PE prints where it
+/// waits; one without a handler, whose library is not initialized, would die of it) and
+/// asks the daemons to do the same with theirs; the PEs that talked PMI and have not
+/// finalized are expected to answer.
+fn ask_reports(
+    hangs: &mut Hangs,
+    why: Asked,
+    server: &Server,
+    running: &[Running],
+    remote: Option<&mut RemoteJob>,
+) {
+    let mut expected = std::collections::BTreeSet::new();
+    for r in running.iter().filter(|r| r.status.is_none()) {
+        if !server.initialized(r.rank) || hangs.is_finalized(r.rank) {
+            continue;
+        }
+        expected.insert(r.rank);
+        if !sys::catches_signal(r.pid, libc::SIGQUIT) {
+            log::info!(
+                "PE {} (pid {}) has no SIGQUIT handler: not asked",
+                r.rank,
+                r.pid
+            );
+        } else if let Err(e) = sys::kill(r.pid, libc::SIGQUIT) {
+            log::warn!("SIGQUIT to PE {} (pid {}): {e}", r.rank, r.pid);
+        }
+    }
+    if let Some(rj) = remote {
+        rj.ask_reports();
+        expected.extend(rj.ranks().into_iter().filter(|&rank| {
+            rj.has_ended(rank) == Some(false)
+                && server.initialized(rank)
+                && !hangs.is_finalized(rank)
+        }));
+    }
+    hangs.ask(why, expected);
 }
 
 /// The failure a PE's end means, if any (a non-zero status or a signal).
@@ -709,26 +887,6 @@ impl Running {
     }
 }
 
-/// `0-3, 7, 9-12`: ranks (sorted) as ranges, for one-line summaries of many PEs.
-fn rank_list(mut ranks: Vec<u32>) -> String {
-    ranks.sort_unstable();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < ranks.len() {
-        let mut j = i;
-        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
-            j += 1;
-        }
-        out.push(if j == i {
-            ranks[i].to_string()
-        } else {
-            format!("{}-{}", ranks[i], ranks[j])
-        });
-        i = j + 1;
-    }
-    out.join(", ")
-}
-
 /// Logs one warning per distinct error of a signal sent to many PEs.
 fn warn_grouped(what: &str, failed: Vec<(u32, String)>) {
     let mut by_error: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -807,16 +965,6 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             env: vec![],
         }
-    }
-
-    #[test]
-    fn rank_lists_are_ranges() {
-        assert_eq!(rank_list(vec![]), "");
-        assert_eq!(rank_list(vec![3]), "3");
-        assert_eq!(
-            rank_list(vec![9, 0, 1, 2, 3, 7, 10, 11, 12]),
-            "0-3, 7, 9-12"
-        );
     }
 
     #[test]

@@ -15,7 +15,10 @@
 //!    `GSAS_JOB_KEY`, `GSAS_NODE=0` and a PMI-1 socketpair (`PMI_FD`, `PMI_RANK`,
 //!    `PMI_SIZE`) each, and `PR_SET_PDEATHSIG(SIGKILL)`;
 //! 5. the launcher serves PMI, forwards output and waits; the first PE that fails ends the
-//!    job (see [`job`]); SIGINT, SIGTERM or SIGHUP to the launcher end it too;
+//!    job (see [`job`]); SIGINT, SIGTERM or SIGHUP to the launcher end it too; a PE that
+//!    exits without `shmem_finalize` while the others wait for it in a barrier of all PEs
+//!    ends it, named with what the others wait in ([`hangs`]); SIGQUIT (and `--timeout`, before it ends the job)
+//!    makes every PE print the call it is in and what it waits for;
 //! 6. the service is stopped (its socket removed; the memory of the job is gone with the
 //!    last PE) and the launcher exits with the job's status.
 //!
@@ -47,6 +50,7 @@
 //! ```
 
 pub mod args;
+pub mod hangs;
 pub mod job;
 pub mod multinode;
 pub mod slurm;
@@ -191,9 +195,15 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
                 .into(),
         ));
     }
-    // Before any thread exists, so that every thread inherits the mask.
-    let signals = gsas_sys::event::SignalFd::block(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        .map_err(|e| (EXIT_FAILURE, format!("blocking termination signals: {e}")))?;
+    // Before any thread exists, so that every thread inherits the mask. SIGQUIT asks the
+    // PEs where they wait (the job goes on).
+    let signals = gsas_sys::event::SignalFd::block(&[
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+    ])
+    .map_err(|e| (EXIT_FAILURE, format!("blocking termination signals: {e}")))?;
     if let Some(alloc) = allocation {
         log::info!(
             "{name}: in Slurm allocation {} ({} nodes): node services and PEs through srun",

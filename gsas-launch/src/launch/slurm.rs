@@ -392,6 +392,15 @@ pub fn run_job(
             Err(e) => break Err(e),
         }
         while let Ok(Some(sig)) = signals.read() {
+            if sig == libc::SIGQUIT {
+                // srun takes SIGQUIT as an order to abort the step, so it is not passed on.
+                eprintln!(
+                    "oshrun: SIGQUIT: under Slurm, ask the PEs where they wait with \
+                     `scancel --signal=QUIT <job id>.<step id of the PEs>` (srun would abort \
+                     the step); the job goes on"
+                );
+                continue;
+            }
             let to = if sig == libc::SIGINT {
                 libc::SIGTERM
             } else {

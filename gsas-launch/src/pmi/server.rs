@@ -17,6 +17,11 @@
 //! act on as [`Event`]s: a rank's `abort`, a rank's connection closing without `finalize`,
 //! a TCP connection refused before it identified itself.
 //!
+//! Beyond Hydra: `response_to_init` says `gsas_notes=1`, and `cmd=gsas_note kind=K
+//! value=V` (answered `cmd=gsas_note_result rc=0`) is reported as [`Event::Note`]: gsas's
+//! PEs send it, to this server only, to say which call they have been blocked in and that
+//! they exit without finalize, so that the launcher can explain a hang.
+//!
 //! Differences from Hydra, all stricter or simpler: a put is visible to gets at once
 //! (Hydra 4.0 publishes at the next barrier; clients must not rely on either); keys with
 //! the `PMI_` prefix, keys of 64 characters or more, values of 1024 characters or more
@@ -136,6 +141,18 @@ pub enum Event {
         rank: u32,
         /// What happened, for the launcher's error message.
         reason: String,
+    },
+    /// A gsas PE's note (`cmd=gsas_note kind=K value=V`): `wait` and the OpenSHMEM call
+    /// it has been blocked in for a second or more (`-`: no longer), `exit` (its program
+    /// exits without `shmem_finalize`), `report` (it printed where it waits, after a
+    /// SIGQUIT). See `gsas_node::watch`.
+    Note {
+        /// The rank.
+        rank: u32,
+        /// What the note is about.
+        kind: String,
+        /// Its value.
+        value: String,
     },
     /// A TCP connection was dropped before it identified itself as a rank.
     Rejected {
@@ -285,6 +302,8 @@ pub struct Server {
     listener: Option<TcpListener>,
     kvs: HashMap<String, String>,
     barrier_count: u32,
+    /// Ranks that sent `init` (a process that never did is no PE of the library).
+    initialized: Vec<bool>,
     wake: Arc<Wake>,
     wake_rx: OwnedFd,
     events: Vec<Event>,
@@ -348,6 +367,7 @@ impl Server {
             sys::pipe().map_err(|e| PmiError::io("creating the wake-up pipe", e))?;
         Ok(Server {
             ranks: vec![RankState::Waiting; config.size as usize],
+            initialized: vec![false; config.size as usize],
             config,
             mapping,
             conns: Vec::new(),
@@ -371,6 +391,12 @@ impl Server {
     /// The `PMI_process_mapping` value served.
     pub fn process_mapping(&self) -> &str {
         &self.mapping
+    }
+
+    /// Whether `rank` sent `init` (its process talked PMI, as every PE of the library
+    /// does; a plain program started by the launcher does not).
+    pub fn initialized(&self, rank: u32) -> bool {
+        self.initialized.get(rank as usize) == Some(&true)
     }
 
     /// A handle that stops [`Server::run`] from another thread.
@@ -701,13 +727,25 @@ impl Server {
                 } else {
                     -1
                 };
-                self.reply(
-                    i,
-                    Message::new("response_to_init")
-                        .with("pmi_version", 1)
-                        .with("pmi_subversion", 1)
-                        .with("rc", rc),
-                );
+                let mut reply = Message::new("response_to_init")
+                    .with("pmi_version", 1)
+                    .with("pmi_subversion", 1)
+                    .with("rc", rc);
+                if rc == 0 {
+                    // gsas's PEs send their notes (cmd=gsas_note) only to a server that
+                    // says it takes them; Hydra's clients ignore the key.
+                    reply = reply.with("gsas_notes", 1);
+                    self.initialized[rank as usize] = true;
+                }
+                self.reply(i, reply);
+                Ok(())
+            }
+            "gsas_note" => {
+                let kind = msg.get("kind").unwrap_or("").to_owned();
+                let value = msg.get("value").unwrap_or("").to_owned();
+                log::debug!("PMI server: rank {rank} notes {kind}={value}");
+                self.events.push(Event::Note { rank, kind, value });
+                self.reply(i, Message::new("gsas_note_result").with("rc", 0));
                 Ok(())
             }
             "get_maxes" => {

@@ -944,6 +944,10 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
     .map_err(|e| NodeError::Config(format!("symmetric heap allocator: {e}")))?;
     pmi.barrier()
         .map_err(pmi_err("PMI barrier (start-up complete)"))?;
+    let notes = pmi.takes_notes();
+    let pmi = Arc::new(Mutex::new(pmi));
+    let watch_token = crate::watch::attach(rank, control_fd.as_fd(), Arc::clone(&pmi), notes)
+        .map_err(|e| NodeError::Transport(format!("starting the watchdog: {e}")))?;
     log::debug!(
         "PE {rank} of {size} ready: node {node}, {} local PEs, service {}",
         local_pes.len(),
@@ -970,7 +974,8 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         control_fd,
         udp_fd,
         exanet_wake,
-        pmi: Mutex::new(pmi),
+        pmi,
+        watch_token,
         heap: Mutex::new(heap),
         contexts: Mutex::new(1),
         barrier_gen: Mutex::new(0),

@@ -56,6 +56,16 @@ impl Node {
         std::process::exit(code)
     }
 
+    /// Tells gsas's launcher that this PE's program exits (with status 0) without having
+    /// called finalize, so that the launcher can name it if the other PEs wait for it in
+    /// vain (a PMI note; nothing under other launchers). Call it before finalizing on the
+    /// program's behalf.
+    pub fn note_exit_without_finalize(&self) {
+        if let Err(e) = lock(&self.pmi).note("exit", "0") {
+            log::debug!("PE {}: note to the launcher: {e}", self.rank);
+        }
+    }
+
     /// The first half of [`Node::abort`]: logs `message` and tells the process manager
     /// that the job ends with `code` (PMI abort), but leaves ending this process to the
     /// caller; for callers that must not call `exit` (an exit handler: a second `exit`
@@ -92,6 +102,8 @@ impl Node {
         if let Some(mut keeper) = lock(&self.keeper).take() {
             keeper.stop();
         }
+        // Leaving makes the service close the connection: no failure for the watchdog.
+        crate::watch::detach(self.watch_token);
         self.finalized.store(true, Ordering::Release);
         let left = lock(&self.control)
             .leave(self.rank as u16, self.job_id)
@@ -156,6 +168,7 @@ impl Drop for Node {
     // Without the cargo feature `verbs` the path is an empty type with nothing to drop.
     #[allow(clippy::drop_non_drop)]
     fn drop(&mut self) {
+        crate::watch::detach(self.watch_token);
         drop(self.pulse.lock().verbs.take());
     }
 }

@@ -68,7 +68,9 @@
 //! **Failures.** Every wait is bounded. An operation to a node whose service stops
 //! answering fails after the deadline (`GSAS_DEADLINE_MS`) with
 //! [`NodeError::Unreachable`] naming the node and address; a broken control connection to
-//! the local service is detected during waits and reported as [`NodeError::ServiceGone`].
+//! the local service is noticed by the watchdog ([`crate::watch`]) as it happens, and
+//! every wait then fails within one of its sleep steps with [`NodeError::ServiceGone`].
+//! The watchdog also answers SIGQUIT: each wait prints what it waits for.
 //!
 //! **Files.** This file holds the types, the queries and the argument checks; `progress.rs`
 //! the remote path's waits and operation bookkeeping; `rma.rs` put and get; `amo.rs`
@@ -224,7 +226,7 @@ struct Mapping {
 ///   the remote operations serialise on), `bell`, `keeper`, `udp_fd`, `exanet_wake`,
 ///   `reply_spin`, `ops_started`;
 /// * the local service and the process manager: `control`, `control_fd`, `service`,
-///   `service_path`, `pmi`;
+///   `service_path`, `pmi`, `watch_token` (the watchdog, `crate::watch`);
 /// * per-PE state behind its own lock: `heap` (`alloc.rs`), `contexts` (`contexts.rs`),
 ///   `barrier_gen` (`lifecycle.rs`), `finalized`;
 /// * timing: `wait`, `deadline`, `boot_timeout`.
@@ -260,7 +262,10 @@ pub struct Node {
     udp_fd: Option<OwnedFd>,
     /// Over Exanet: the endpoint's interrupt line, which waits sleep on.
     exanet_wake: Option<PeWake>,
-    pmi: Mutex<pmi::Client>,
+    /// Shared with the watchdog (`crate::watch`), which sends the launcher its notes.
+    pmi: Arc<Mutex<pmi::Client>>,
+    /// This node's registration with the watchdog.
+    watch_token: u64,
     heap: Mutex<SymHeap<Vec<Slot>>>,
     contexts: Mutex<u64>,
     barrier_gen: Mutex<u64>,

@@ -67,7 +67,7 @@ impl Node {
             None => None,
         };
         let mut failure = None;
-        let mut idle_steps = 0u32;
+        let mut watch = crate::watch::Watch::new(None, deadline - limit);
         let got = waiter.wait_armed(what, deadline, &mut fds, arm, || {
             let mut remote = self.pulse.lock();
             let activity = match self.drive(&mut remote) {
@@ -86,13 +86,9 @@ impl Node {
                 Ok(None) if activity => Progress::Busy,
                 Ok(None) => {
                     drop(remote);
-                    idle_steps += 1;
-                    if idle_steps % 128 == 0
-                        && gsas_sys::socket::peer_closed(self.control_fd.as_fd())
-                    {
-                        failure = Some(NodeError::ServiceGone {
-                            path: self.service_path.clone(),
-                        });
+                    // The watchdog saw the control connection close (crate::watch).
+                    if watch.idle(what).is_err() {
+                        failure = Some(self.service_gone());
                         return Progress::Done(None);
                     }
                     Progress::Idle(None)
@@ -122,6 +118,13 @@ impl Node {
     /// that the layer's own, more precise error comes first.
     pub(super) fn op_limit(&self) -> Duration {
         self.deadline + self.deadline / 2 + Duration::from_secs(1)
+    }
+
+    /// The error of a wait that found the local service gone.
+    pub fn service_gone(&self) -> NodeError {
+        NodeError::ServiceGone {
+            path: self.service_path.clone(),
+        }
     }
 
     /// Checks that the local service still holds the control connection.

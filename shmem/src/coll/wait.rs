@@ -120,6 +120,10 @@ fn slow(
     }
     let yield_until = if block { spin } else { spin + YIELD };
     let deadline = st.wait_timeout();
+    // A dead local service ends the wait in `progress`; this names the wait for the
+    // launcher and prints the SIGQUIT report (crate::wait's module docs).
+    let what = crate::wait::Described::new(what);
+    let mut watch = gsas_node::watch::Watch::new(Some(call), start);
     let mut nap = Duration::from_micros(2);
     loop {
         let elapsed = start.elapsed();
@@ -142,13 +146,14 @@ fn slow(
         if ready() {
             return;
         }
+        let _ = watch.idle(&what);
         if elapsed >= deadline {
             fatal(
                 call,
                 format_args!(
                     "timed out after {:.1} s waiting for {} (SHMEM_WAIT_TIMEOUT={}s)",
                     elapsed.as_secs_f64(),
-                    what(),
+                    what,
                     deadline.as_secs_f64()
                 ),
             );

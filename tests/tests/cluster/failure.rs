@@ -5,7 +5,15 @@
 //!   any node, and `/dev/shm` holds nothing of the job;
 //! * a killed daemon: a PE's operation to that node fails within the deadline of the
 //!   cluster file (1.5 s here) with an error naming the node, the PE aborts the job with
-//!   that message, and `oshrun` reports it and exits with the abort code.
+//!   that message, and `oshrun` reports it and exits with the abort code;
+//! * a daemon killed (SIGKILL) or stopped (SIGTERM) under its own PEs while they wait
+//!   (`shmem_long_wait_until`, a `shmem_long_test` loop, `shmem_barrier_all`, a reduction,
+//!   `shmem_set_lock` of a lock on the same node): a PE notices within its wait and ends the job with
+//!   `the local atomic service (control socket ...) closed the connection`, long before
+//!   the job's time limit;
+//! * a PE started through FORK that exits without `shmem_finalize` while the others wait
+//!   is named by `oshrun` with what they wait in; `--timeout` makes every PE, forked ones
+//!   included, say where it waits.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -247,5 +255,230 @@ fn a_killed_daemon_fails_operations_and_aborts_the_job_naming_the_node() {
         assert!(!pid_alive(*pid), "PE pid {pid} survived: {err}");
     }
     drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `oshrun --config file -n 4 --timeout 120 [--fork] -- <a PE of shmem_pes' scenario>`
+/// with standard error piped.
+fn shmem_job(
+    file: &Path,
+    dir: &Path,
+    fork: bool,
+    scenario: &str,
+    env: &[(&str, &str)],
+) -> std::process::Child {
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(file)
+        .args(["-n", "4", "--timeout", "120"]);
+    if fork {
+        cmd.arg("--fork");
+    }
+    cmd.arg("--")
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, scenario)
+        .env(gsas_tests::node::SIGNAL_DIR, dir)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+/// Two nodes of two PEs, all started by the launcher (so that they outlive a daemon):
+/// once every PE waits as `scenario` has it, node 1's daemon gets `signal`. A PE of node
+/// 1 must notice within its wait, end the job with the documented message naming `call`
+/// and the daemon's socket, and the job must end by that abort, not by its time limit.
+fn daemon_death_is_explained(name: &str, scenario: &str, call: &str, signal: i32) {
+    node_death_is_explained(name, scenario, call, signal, 1, &[2, 3]);
+}
+
+/// [`daemon_death_is_explained`] with the daemon of `node` and the PEs `waiters` of that
+/// node that wait in `call`.
+fn node_death_is_explained(
+    name: &str,
+    scenario: &str,
+    call: &str,
+    signal: i32,
+    node: usize,
+    waiters: &[usize],
+) {
+    let dir = gsas_tests::node::scratch_dir(name);
+    let (cf, file) = cluster(&dir, None);
+    let ds = daemons(&cf, &file);
+    let mut child = shmem_job(&file, &dir, false, scenario, &[]);
+    let pids = wait_ready(&dir, 4, &mut child, Duration::from_secs(300));
+    // SAFETY: kill has no memory arguments.
+    assert_eq!(
+        unsafe { libc::kill(ds[node].child.id() as libc::pid_t, signal) },
+        0
+    );
+    let out = collect_output(child, Duration::from_secs(300)).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(255), "{err}");
+    let want = format!(
+        "{call}: the local atomic service (control socket {}) closed the connection: it stopped or died",
+        cf.sockets[node].display()
+    );
+    // Every waiting PE of the node notices; the first abort ends the job.
+    assert!(
+        waiters.iter().any(|&pe| {
+            err.contains(&format!("gsas-shmem: PE {pe}: {want}"))
+                && err.contains(&format!(
+                    "oshrun: PE {pe} (pid {}) aborted the job with code 255",
+                    pids[pe]
+                ))
+        }),
+        "none of PEs {waiters:?} ended the job saying {want:?}: {err}"
+    );
+    for pid in &pids {
+        assert!(!pid_alive(*pid), "PE pid {pid} survived: {err}");
+    }
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_daemon_killed_under_pes_in_wait_until_is_noticed_and_named() {
+    daemon_death_is_explained(
+        "dead-wait-kill",
+        crate::shmem_pes::WAIT_UNTIL,
+        "shmem_long_wait_until",
+        libc::SIGKILL,
+    );
+}
+
+#[test]
+fn a_daemon_stopped_under_pes_in_wait_until_is_noticed_and_named() {
+    daemon_death_is_explained(
+        "dead-wait-term",
+        crate::shmem_pes::WAIT_UNTIL,
+        "shmem_long_wait_until",
+        libc::SIGTERM,
+    );
+}
+
+#[test]
+fn a_daemon_killed_under_pes_in_a_barrier_is_noticed_and_named() {
+    daemon_death_is_explained(
+        "dead-barrier-kill",
+        crate::shmem_pes::BARRIER,
+        "shmem_barrier_all",
+        libc::SIGKILL,
+    );
+}
+
+#[test]
+fn a_daemon_stopped_under_pes_in_a_barrier_is_noticed_and_named() {
+    daemon_death_is_explained(
+        "dead-barrier-term",
+        crate::shmem_pes::BARRIER,
+        "shmem_barrier_all",
+        libc::SIGTERM,
+    );
+}
+
+#[test]
+fn a_daemon_killed_under_pes_in_a_collective_is_noticed_and_named() {
+    daemon_death_is_explained(
+        "dead-coll-kill",
+        crate::shmem_pes::COLLECTIVE,
+        "shmem_long_sum_reduce",
+        libc::SIGKILL,
+    );
+}
+
+#[test]
+fn a_daemon_stopped_under_pes_in_a_collective_is_noticed_and_named() {
+    daemon_death_is_explained(
+        "dead-coll-term",
+        crate::shmem_pes::COLLECTIVE,
+        "shmem_long_sum_reduce",
+        libc::SIGTERM,
+    );
+}
+
+#[test]
+fn a_daemon_killed_under_pes_polling_with_test_is_noticed_and_named() {
+    daemon_death_is_explained(
+        "dead-test-kill",
+        crate::shmem_pes::TEST_LOOP,
+        "shmem_long_test",
+        libc::SIGKILL,
+    );
+}
+
+#[test]
+fn a_daemon_killed_under_a_pe_waiting_for_a_lock_is_noticed_and_named() {
+    // PE 1 waits for the lock PE 0 (same node) holds: by CPU atomics, no operation
+    // through a service that could fail.
+    node_death_is_explained(
+        "dead-lock-kill",
+        crate::shmem_pes::LOCK,
+        "shmem_set_lock",
+        libc::SIGKILL,
+        0,
+        &[1],
+    );
+}
+
+#[test]
+fn a_forked_pe_that_exits_without_finalize_is_named_with_the_call_the_others_wait_in() {
+    let dir = gsas_tests::node::scratch_dir("fork-exit-early");
+    let (cf, file) = cluster(&dir, None);
+    let ds = daemons(&cf, &file);
+    let mut child = shmem_job(
+        &file,
+        &dir,
+        true,
+        crate::shmem_pes::EXIT_EARLY,
+        &[(crate::shmem_pes::VICTIM, "3")],
+    );
+    let pids = wait_ready(&dir, 4, &mut child, Duration::from_secs(300));
+    let out = collect_output(child, Duration::from_secs(300)).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let want = format!(
+        "oshrun: PE 3 (pid {} on node 1 (loop1, 127.0.0.1:{})) exited with status 0 without \
+         calling shmem_finalize; PEs 0-2 are in shmem_barrier_all; terminating the job",
+        pids[3], cf.ports[1]
+    );
+    assert!(err.contains(&want), "{err}");
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_timeout_makes_forked_pes_say_where_they_wait() {
+    let dir = gsas_tests::node::scratch_dir("fork-timeout");
+    let (cf, file) = cluster(&dir, None);
+    let ds = daemons(&cf, &file);
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(&file)
+        .args(["-n", "4", "--fork", "--timeout", "15", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, crate::shmem_pes::WAIT_UNTIL)
+        .env(gsas_tests::node::SIGNAL_DIR, &dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let out = collect_output(cmd.spawn().unwrap(), Duration::from_secs(300)).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{err}");
+    for pe in 0..4 {
+        assert!(
+            err.contains(&format!(
+                "PE {pe}: in shmem_long_wait_until: waiting for the variable at 0x"
+            )),
+            "no line of PE {pe}: {err}"
+        );
+    }
+    assert!(
+        err.contains("oshrun: the job ran longer than 15.0 s; terminating the job"),
+        "{err}"
+    );
+    drop(ds);
+    let _ = cf;
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,7 +3,8 @@
 //!
 //! * [`loopback`]: `oshrun --config` jobs over two and four loopback nodes, MTUs, floods;
 //! * [`services`]: two in-process services and the launcher's job runner, a killed service;
-//! * [`failure`]: killed PEs, launchers and daemons end the job with the right message;
+//! * [`failure`]: killed PEs, launchers and daemons end the job with the right message (a
+//!   daemon killed under PEs that wait in every kind of wait, PEs of [`shmem_pes`]);
 //! * [`fork`]: remote FORK (authentication, replay, output streams, a real job);
 //! * [`exanet`]: jobs over an emulated QFDB (four nodes), with link faults and a cut node;
 //! * [`demo`]: `scripts/demo --transport udp|exanet|verbs` as users run it, and its clean-up;
@@ -29,12 +30,17 @@ mod lossy_soak;
 mod netns;
 mod put_signal;
 mod services;
+#[path = "../shmem_pes/mod.rs"]
+mod shmem_pes;
 mod verbs;
 
 /// The child entry point: a PE started by a test's launcher runs its scenario and exits;
 /// run as an ordinary test it does nothing.
 #[test]
 fn child_pe() {
+    if let Some(s) = gsas_tests::node::scenario() {
+        shmem_pes::child(&s);
+    }
     match gsas_tests::node::scenario().as_deref() {
         Some(exanet::UNREACHABLE) => exanet::unreachable_child(),
         Some(s @ (verbs::VERBS | verbs::VERBS_CUT | verbs::VERBS_STOPPED)) => verbs::child(s),

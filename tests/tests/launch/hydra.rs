@@ -1,7 +1,8 @@
 //! Jobs of the node client started by MPICH's Hydra (`mpiexec.hydra -launcher fork`, the
 //! node client's foreign-launcher path): no `GSAS_*` job variables, rank 0 draws the job
 //! key and shares it over PMI, and the lowest rank of each node starts the node's embedded
-//! atomic service. The PEs run the node tests' full scenario and print a checked result.
+//! atomic service. The PEs run the node tests' full scenario and print a checked result;
+//! a PE of the OpenSHMEM library answers a SIGQUIT sent to it with where it waits.
 //! These tests fail, never skip, when Hydra is not installed (CI installs `mpich`).
 
 use std::process::{Command, Output};
@@ -101,4 +102,68 @@ fn two_verbs_nodes_by_gsas_node_with_embedded_services() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn under_hydra_a_pe_says_where_it_waits_on_sigquit_and_goes_on() {
+    // Nobody takes the PEs' notes under Hydra, and mpiexec.hydra ends the job on a
+    // SIGQUIT of its own; a SIGQUIT sent to a PE itself makes it print its line.
+    use std::io::BufRead;
+    let dir = gsas_tests::node::scratch_dir("hydra-sigquit");
+    let mut child = gsas_tests::launch::hydra_fork()
+        .args(["-n", "2"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, crate::shmem_pes::WAIT_UNTIL)
+        .env(gsas_tests::node::SIGNAL_DIR, &dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let pids = gsas_tests::multinode::wait_ready(&dir, 2, &mut child, Duration::from_secs(300));
+    let want = "PE 1: in shmem_long_wait_until: waiting for the variable at 0x";
+    let mut seen = Vec::new();
+    // Ready a moment before it waits: ask until it answers from its wait.
+    'ask: for _ in 0..30 {
+        // SAFETY: kill has no memory arguments.
+        assert_eq!(
+            unsafe { libc::kill(pids[1] as libc::pid_t, libc::SIGQUIT) },
+            0
+        );
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < until {
+            if let Ok(l) = lines.recv_timeout(Duration::from_millis(100)) {
+                let found = l.starts_with(want);
+                seen.push(l);
+                if found {
+                    break 'ask;
+                }
+            }
+        }
+    }
+    assert!(seen.iter().any(|l| l.starts_with(want)), "{seen:#?}");
+    // It went on waiting: both PEs still run.
+    for pid in &pids {
+        // SAFETY: signal 0 only checks that the process exists.
+        assert_eq!(
+            unsafe { libc::kill(*pid as libc::pid_t, 0) },
+            0,
+            "{seen:#?}"
+        );
+    }
+    for pid in &pids {
+        // SAFETY: kill has no memory arguments.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+    }
+    gsas_tests::launch::wait_timeout(&mut child, Duration::from_secs(120)).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }

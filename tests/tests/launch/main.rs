@@ -1,6 +1,8 @@
 //! Starting jobs: gsas's `oshrun`, MPICH's Hydra, PMI-1/PMI-2/PMIx, and a real Slurm.
 //!
-//! * [`oshrun`]: the launcher's options, exit statuses, signals and clean-up;
+//! * [`oshrun`]: the launcher's options, exit statuses, signals and clean-up, and hangs
+//!   that explain themselves (a PE that exits without finalize while the others wait,
+//!   SIGQUIT and `--timeout` making every PE say where it waits; PEs of [`shmem_pes`]);
 //! * [`node_oshrun`]: the node scenarios as `oshrun -n N` jobs on one node;
 //! * [`hydra`]: the node scenarios under `mpiexec.hydra -launcher fork`;
 //! * [`pmi_server`]: gsas's PMI-1 server with ranks over socketpairs and TCP;
@@ -17,13 +19,16 @@ mod oshrun;
 mod pmi_hydra;
 mod pmi_server;
 mod pmi_singleton;
+#[path = "../shmem_pes/mod.rs"]
+mod shmem_pes;
 mod slurm;
 
 /// The child entry point: a rank or PE started by a test runs its role or scenario and
 /// exits; run as an ordinary test it does nothing.
 #[test]
 fn child_pe() {
-    if gsas_tests::node::scenario().is_some() {
+    if let Some(s) = gsas_tests::node::scenario() {
+        shmem_pes::child(&s);
         gsas_tests::node::child();
     } else {
         gsas_tests::pmi::child_entry();

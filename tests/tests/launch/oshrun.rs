@@ -202,3 +202,168 @@ fn sigterm_to_oshrun_ends_the_job() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `oshrun -n n EXTRA... -- <this binary as a PE of shmem_pes' scenario>` with standard
+/// error piped.
+fn shmem_job(n: u32, extra: &[&str], scenario: &str, dir: &Path, env: &[(&str, &str)]) -> Child {
+    oshrun()
+        .arg("-n")
+        .arg(n.to_string())
+        .args(extra)
+        .arg("--")
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, scenario)
+        .env(gsas_tests::node::SIGNAL_DIR, dir)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The lines `child` writes on standard error, as they come.
+fn stderr_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn a_pe_that_exits_without_finalize_is_named_with_the_call_the_others_wait_in() {
+    // `exit(0)`: the library's implicit finalize then waits in its final barrier, which
+    // the others (in shmem_barrier_all) never reach; `_exit(0)`: the process is gone.
+    for how in ["exit", "_exit"] {
+        let dir = gsas_tests::node::scratch_dir(&format!("exit-early{how}"));
+        let mut child = shmem_job(
+            4,
+            &["--timeout", "120"],
+            crate::shmem_pes::EXIT_EARLY,
+            &dir,
+            &[
+                (crate::shmem_pes::VICTIM, "2"),
+                (crate::shmem_pes::EXIT_HOW, how),
+            ],
+        );
+        let pids = gsas_tests::multinode::wait_ready(&dir, 4, &mut child, Duration::from_secs(300));
+        let out = collect_output(child, Duration::from_secs(300)).unwrap();
+        let e = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{how}: {e}");
+        let want = format!(
+            "oshrun: PE 2 (pid {}) exited with status 0 without calling shmem_finalize; \
+             PEs 0, 1, 3 are in shmem_barrier_all; terminating the job",
+            pids[2]
+        );
+        assert!(e.contains(&want), "{how}: {e}");
+        for pid in pids {
+            assert!(!pid_alive(pid), "{how}: PE pid {pid} survived the job");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    // Every PE exiting without shmem_finalize is a clean job: the library finalizes.
+    let dir = gsas_tests::node::scratch_dir("all-exit");
+    let child = shmem_job(
+        4,
+        &["--timeout", "120"],
+        crate::shmem_pes::ALL_EXIT,
+        &dir,
+        &[],
+    );
+    let out = collect_output(child, Duration::from_secs(300)).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("without calling shmem_finalize"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sigquit_makes_every_pe_say_where_it_waits_and_the_job_goes_on() {
+    let dir = gsas_tests::node::scratch_dir("sigquit");
+    let mut child = shmem_job(4, &["--timeout", "300"], crate::shmem_pes::WHERE, &dir, &[]);
+    let lines = stderr_lines(&mut child);
+    gsas_tests::multinode::wait_ready(&dir, 4, &mut child, Duration::from_secs(300));
+    let wants: [fn(&str) -> bool; 4] = [
+        |l| {
+            l.starts_with("PE 0: in shmem_long_wait_until: waiting for the variable at 0x")
+                && l.contains(" (heap + 0x")
+                && l.contains(") to become >= 5 (it is 4), for ")
+                && l.ends_with(" s")
+        },
+        |l| l.starts_with("PE 1: in shmem_barrier_all: waiting for "),
+        |l| l.starts_with("PE 2: in shmem_barrier_all: waiting for "),
+        |l| l == "PE 3: not waiting in the library: the program runs its own code",
+    ];
+    let mut seen = Vec::new();
+    let mut found = [false; 4];
+    // A PE that has written its ready file may not be in its wait yet: ask again until
+    // every PE said where it is (each SIGQUIT makes every PE print one line).
+    for _ in 0..30 {
+        // SAFETY: kill has no memory arguments.
+        assert_eq!(
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGQUIT) },
+            0
+        );
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until && !found.iter().all(|f| *f) {
+            if let Ok(l) = lines.recv_timeout(Duration::from_millis(100)) {
+                for (f, want) in found.iter_mut().zip(wants) {
+                    *f |= want(&l);
+                }
+                seen.push(l);
+            }
+        }
+        if found.iter().all(|f| *f) {
+            break;
+        }
+    }
+    assert!(found.iter().all(|f| *f), "{found:?}: {seen:#?}");
+    assert!(
+        seen.iter()
+            .any(|l| l == "oshrun: SIGQUIT: asking every PE where it waits (the job goes on)"),
+        "{seen:#?}"
+    );
+    // The job goes on: released, it ends cleanly.
+    std::fs::write(dir.join("go"), b"").unwrap();
+    let status = gsas_tests::launch::wait_timeout(&mut child, Duration::from_secs(300)).unwrap();
+    seen.extend(lines.try_iter());
+    assert_eq!(status.code(), Some(0), "{seen:#?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn timeout_makes_every_pe_say_where_it_waits_before_the_job_ends() {
+    let dir = gsas_tests::node::scratch_dir("timeout-report");
+    let child = shmem_job(
+        2,
+        &["--timeout", "10"],
+        crate::shmem_pes::WAIT_UNTIL,
+        &dir,
+        &[],
+    );
+    let out = collect_output(child, Duration::from_secs(300)).unwrap();
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(124), "{e}");
+    let asked = e
+        .find("oshrun: the job ran longer than 10.0 s; asking every PE where it waits\n")
+        .unwrap_or_else(|| panic!("{e}"));
+    let ended = e
+        .find("oshrun: the job ran longer than 10.0 s; terminating the job\n")
+        .unwrap_or_else(|| panic!("{e}"));
+    for pe in 0..2 {
+        let line = e
+            .find(&format!(
+                "PE {pe}: in shmem_long_wait_until: waiting for the variable at 0x"
+            ))
+            .unwrap_or_else(|| panic!("no line of PE {pe}: {e}"));
+        assert!(asked < line && line < ended, "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -204,7 +204,7 @@ fn hydra_reply_formats_verbatim() {
     let s = &mut server;
     assert_eq!(
         ask(s, &mut p, b"cmd=init pmi_version=1 pmi_subversion=1\n", 1),
-        "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+        "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0 gsas_notes=1\n"
     );
     assert_eq!(
         ask(s, &mut p, b"cmd=get_maxes\n", 1),

@@ -312,6 +312,34 @@ impl Client {
         Ok(())
     }
 
+    /// Whether the process manager is gsas's launcher, which takes [`Client::note`]s (its
+    /// `response_to_init` said `gsas_notes=1`; Hydra, Slurm and PMIx do not).
+    pub fn takes_notes(&self) -> bool {
+        self.notes && self.state == State::Active
+    }
+
+    /// Tells gsas's launcher something about this PE that it uses to explain a hang
+    /// (`cmd=gsas_note kind=K value=V`, answered by `cmd=gsas_note_result rc=0`): `kind`
+    /// and `value` are tokens (printable ASCII without space or `=`). `wait` with the name
+    /// of the OpenSHMEM call this PE has been blocked in for a while (`-`: no longer),
+    /// `exit` (the program exits without `shmem_finalize`), `report` (this PE printed
+    /// where it waits). Does nothing, successfully, when the server does not take notes.
+    pub fn note(&mut self, kind: &str, value: &str) -> Result<(), PmiError> {
+        if !self.takes_notes() {
+            return Ok(());
+        }
+        if !is_token(kind) || !is_token(value) {
+            return Err(PmiError::Invalid(format!(
+                "note {kind:?}={value:?}: not tokens"
+            )));
+        }
+        let m = Message::new("gsas_note")
+            .with("kind", kind)
+            .with("value", value);
+        let r = self.request(&m, "cmd=gsas_note", "gsas_note_result", self.config.timeout)?;
+        check_rc("cmd=gsas_note", &r)
+    }
+
     pub(super) fn check_active(&self, op: &'static str) -> Result<(), PmiError> {
         match self.state {
             State::Active => Ok(()),

@@ -179,6 +179,9 @@ pub struct Client {
     debug: bool,
     protocol: Protocol,
     config: ClientConfig,
+    /// The server is gsas's launcher, which takes notes (`response_to_init` said
+    /// `gsas_notes=1`; see [`Client::note`]).
+    notes: bool,
 }
 
 const _: () = {
@@ -440,6 +443,7 @@ impl Client {
             debug: false,
             protocol: Protocol::Pmix,
             config,
+            notes: false,
         }
     }
 
@@ -464,6 +468,7 @@ impl Client {
             debug: false,
             protocol: Protocol::Pmi1,
             config,
+            notes: false,
         }
     }
 
@@ -489,6 +494,7 @@ impl Client {
             debug,
             protocol: Protocol::Pmi1,
             config,
+            notes: false,
         }
     }
 
@@ -512,6 +518,7 @@ impl Client {
                 &format!("server does not speak PMI version {version}"),
             ));
         }
+        self.notes = version == 1 && r.get("gsas_notes") == Some("1");
         Ok(())
     }
 
