@@ -448,6 +448,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     cfg.uid_policy = UidPolicy::PerJob;
     cfg.socket_mode = 0o666;
     cfg.spin = Duration::from_micros(env.service_spin_us);
+    cfg.sched_slice = Duration::from_micros(env.sched_slice_us);
     cfg.udp_mtu = match (file_mtu, std::env::var_os(crate::config::GSAS_UDP_MTU.name)) {
         (Some(m), None) => m,
         _ => env.udp_mtu,

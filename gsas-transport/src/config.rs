@@ -147,6 +147,8 @@ pub struct EnvVar {
 pub const DEFAULT_SPIN_US: u64 = 50;
 /// Default busy-poll time of an atomic service after its last activity, in microseconds.
 pub const DEFAULT_SERVICE_SPIN_US: u64 = 200;
+/// Default of `GSAS_SCHED_SLICE_US`.
+pub const DEFAULT_SCHED_SLICE_US: u64 = 100;
 /// Default UDP payload per datagram, in bytes (loopback and veth carry it unfragmented).
 pub const DEFAULT_UDP_MTU: usize = 61440;
 /// Default deadline for an answer from another node's service, in milliseconds.
@@ -272,6 +274,17 @@ pub const GSAS_SERVICE_SPIN_US: EnvVar = EnvVar {
     reader: Reader::Service,
     doc: "How long an idle atomic service busy-polls before it yields and then sleeps in poll(2).",
 };
+/// `GSAS_SCHED_SLICE_US`.
+pub const GSAS_SCHED_SLICE_US: EnvVar = EnvVar {
+    name: "GSAS_SCHED_SLICE_US",
+    kind: Kind::Int {
+        min: 0,
+        max: 100_000,
+    },
+    default: "`100`",
+    reader: Reader::All,
+    doc: "The scheduler slice, in microseconds, that atomic services and PEs ask Linux for (EEVDF's custom slice, Linux 6.12 and later; older kernels ignore it): a service or a PE that wakes for a datagram or a doorbell preempts a compute-bound process at once instead of after its slice (about 3 ms). 0 leaves the kernel's default.",
+};
 /// `GSAS_UDP_MTU`.
 pub const GSAS_UDP_MTU: EnvVar = EnvVar {
     name: "GSAS_UDP_MTU",
@@ -321,6 +334,7 @@ pub static VARS: &[EnvVar] = &[
     GSAS_DEADLINE_MS,
     GSAS_SPIN_US,
     GSAS_SERVICE_SPIN_US,
+    GSAS_SCHED_SLICE_US,
     GSAS_UDP_MTU,
     GSAS_BOOT_TIMEOUT_MS,
     GSAS_MEMORY_LIMIT,
@@ -449,6 +463,8 @@ pub struct RuntimeConfig {
     pub spin_us: u64,
     /// `GSAS_SERVICE_SPIN_US`.
     pub service_spin_us: u64,
+    /// `GSAS_SCHED_SLICE_US` (0: the kernel's default).
+    pub sched_slice_us: u64,
     /// `GSAS_UDP_MTU`.
     pub udp_mtu: usize,
     /// `GSAS_BOOT_TIMEOUT_MS`.
@@ -474,6 +490,7 @@ impl Default for RuntimeConfig {
             deadline_ms: None,
             spin_us: DEFAULT_SPIN_US,
             service_spin_us: DEFAULT_SERVICE_SPIN_US,
+            sched_slice_us: DEFAULT_SCHED_SLICE_US,
             udp_mtu: DEFAULT_UDP_MTU,
             boot_timeout_ms: DEFAULT_BOOT_TIMEOUT_MS,
             memory_limit: None,
@@ -634,6 +651,7 @@ impl RuntimeConfig {
             ("GSAS_DEADLINE_MS", Value::Int(v)) => self.deadline_ms = Some(v),
             ("GSAS_SPIN_US", Value::Int(v)) => self.spin_us = v,
             ("GSAS_SERVICE_SPIN_US", Value::Int(v)) => self.service_spin_us = v,
+            ("GSAS_SCHED_SLICE_US", Value::Int(v)) => self.sched_slice_us = v,
             ("GSAS_UDP_MTU", Value::Int(v)) => self.udp_mtu = v as usize,
             ("GSAS_BOOT_TIMEOUT_MS", Value::Int(v)) => self.boot_timeout_ms = v,
             ("GSAS_MEMORY_LIMIT", Value::Int(v)) => self.memory_limit = Some(v),
@@ -699,6 +717,22 @@ fn show_size(v: u64) -> String {
     v.to_string()
 }
 
+/// Asks for the scheduler slice `us` (`GSAS_SCHED_SLICE_US`; 0 leaves the kernel's) for
+/// the calling thread and the threads it creates later; `who` names the process in the
+/// debug log. See [`gsas_sys::process::set_sched_slice`].
+pub fn apply_sched_slice(us: u64, who: &str) {
+    if us == 0 {
+        return;
+    }
+    match gsas_sys::process::set_sched_slice(std::time::Duration::from_micros(us)) {
+        Ok(true) => log::debug!("{who}: scheduler slice {us} us"),
+        Ok(false) => log::debug!(
+            "{who}: the kernel keeps its scheduler slice (before Linux 6.12, or not the normal policy)"
+        ),
+        Err(e) => log::debug!("{who}: asking for a {us} us scheduler slice: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -733,6 +767,7 @@ mod tests {
             ("GSAS_DEADLINE_MS", "250"),
             ("GSAS_SPIN_US", "0"),
             ("GSAS_SERVICE_SPIN_US", "7"),
+            ("GSAS_SCHED_SLICE_US", "300"),
             ("GSAS_UDP_MTU", "1472"),
             ("GSAS_BOOT_TIMEOUT_MS", "1000"),
             ("GSAS_MEMORY_LIMIT", "2g"),
@@ -752,13 +787,14 @@ mod tests {
             deadline_ms: Some(250),
             spin_us: 0,
             service_spin_us: 7,
+            sched_slice_us: 300,
             udp_mtu: 1472,
             boot_timeout_ms: 1000,
             memory_limit: Some(2 << 30),
         };
         assert_eq!(cfg, want);
         // Every table entry was exercised above.
-        assert_eq!(VARS.len(), 16);
+        assert_eq!(VARS.len(), 17);
         let verbs = from(&[("GSAS_TRANSPORT", "verbs"), ("GSAS_VERBS_RMA", "rdma")]).unwrap();
         assert_eq!(verbs.transport, Some(TransportKind::Verbs));
         assert_eq!(verbs.verbs_rma_via_service, Some(false));

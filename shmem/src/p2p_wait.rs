@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicI16, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use crate::fatal::fatal;
 use crate::state;
 use crate::types::ScalarKind;
-use crate::wait::{What, progress, progress_polled, wait_for};
+use crate::wait::{What, progress, progress_polled, tested, wait_for};
 
 /// A comparison operator (`SHMEM_CMP_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,7 +200,12 @@ pub unsafe fn test(ivar: *const u8, kind: ScalarKind, cmp: Cmp, value: i128, cal
     check_aligned(ivar, kind, call);
     progress_polled(st, call);
     // SAFETY: forwarded.
-    cmp.holds(unsafe { load(ivar, kind) }, value)
+    tested(
+        st,
+        call,
+        || cmp.holds(unsafe { load(ivar, kind) }, value),
+        |&b| b,
+    )
 }
 
 /// The comparison values of a multi-element routine.
@@ -409,7 +414,8 @@ pub unsafe fn test_all(set: Set, call: &str) -> c_int {
     set.check(call);
     progress_polled(st, call);
     // SAFETY: forwarded.
-    c_int::from((0..set.nelems).all(|i| unsafe { !set.included(i) || set.satisfied(i) }))
+    let all = || (0..set.nelems).all(|i| unsafe { !set.included(i) || set.satisfied(i) });
+    c_int::from(tested(st, call, all, |&b| b))
 }
 
 /// `shmem_TYPE_test_any[_vector]`: a satisfied index or `SIZE_MAX`.
@@ -422,7 +428,8 @@ pub unsafe fn test_any(set: Set, call: &str) -> usize {
     set.check(call);
     progress_polled(st, call);
     // SAFETY: forwarded.
-    unsafe { find_any(&set) }.unwrap_or(usize::MAX)
+    let any = || unsafe { find_any(&set) };
+    tested(st, call, any, Option::is_some).unwrap_or(usize::MAX)
 }
 
 /// `shmem_TYPE_test_some[_vector]`: the number of satisfied indices written.
@@ -437,8 +444,13 @@ pub unsafe fn test_some(set: Set, indices: *mut usize, call: &str) -> usize {
         fatal(call, "indices is NULL");
     }
     progress_polled(st, call);
-    // SAFETY: forwarded.
-    unsafe { collect_some(&set, indices) }
+    // SAFETY: forwarded (a nap evaluates again and writes `indices` again).
+    tested(
+        st,
+        call,
+        || unsafe { collect_some(&set, indices) },
+        |&n| n > 0,
+    )
 }
 
 /// `shmem_signal_fetch`: the signal word's value (atomic acquire load).

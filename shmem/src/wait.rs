@@ -32,8 +32,9 @@
 //!
 //! **Thread-safety.** Each call waits on the calling thread only.
 
+use std::cell::Cell;
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use gsas_node::watch::{self, Watch};
 use gsas_transport::poll::{Progress, Waiter};
@@ -43,6 +44,18 @@ use crate::state::State;
 
 /// Tight polls before the adaptive waiter takes over.
 const QUICK_POLLS: u32 = 128;
+
+/// Unsatisfied `shmem_test` calls in a row after which, on a crowded machine, each further
+/// one naps on the doorbell ([`tested`]).
+const TEST_NAP_AFTER: u32 = 32;
+
+/// The longest nap of an unsatisfied `shmem_test` call on a crowded machine.
+const TEST_NAP: Duration = Duration::from_micros(200);
+
+thread_local! {
+    /// Unsatisfied `shmem_test` family calls in a row on this thread.
+    static TEST_MISSES: Cell<u32> = const { Cell::new(0) };
+}
 
 /// A description of what is waited for, formatted only when needed.
 pub struct What<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(pub F);
@@ -86,7 +99,14 @@ pub fn wait_for<R>(
     what: impl fmt::Display,
     mut cond: impl FnMut() -> Option<R>,
 ) -> R {
-    for _ in 0..QUICK_POLLS {
+    // On a crowded machine the tight polls only keep the CPU from the process that must
+    // make the condition true (each may be a receive system call): the waiter sleeps.
+    let quick = if gsas_transport::poll::oversubscribed() {
+        0
+    } else {
+        QUICK_POLLS
+    };
+    for _ in 0..quick {
         progress(st, call);
         if let Some(r) = cond() {
             return r;
@@ -118,6 +138,53 @@ pub fn wait_for<R>(
             ),
         ),
     }
+}
+
+/// The outcome of a `shmem_test` family call: `eval` evaluates the condition (after this
+/// PE's progress), `hit` says whether the outcome is "satisfied".
+///
+/// A program that polls `shmem_test` in a loop is a compute-bound process to the kernel.
+/// On a crowded machine ([`oversubscribed`](gsas_transport::poll::oversubscribed)) it
+/// keeps the CPU from its node's atomic service, which must run to apply the partner's
+/// update: each round trip of a `shmem_long_p` / `shmem_long_test` ping-pong then took
+/// milliseconds. So after [`TEST_NAP_AFTER`] unsatisfied calls in a row on this thread,
+/// while the machine is crowded, an unsatisfied call naps on this PE's doorbell for at
+/// most [`TEST_NAP`] (announce, re-evaluate, sleep, re-evaluate): an update from another
+/// node rings the bell and ends the nap at once, and the CPU goes to the service in the
+/// meantime. On a machine with a CPU for everyone the call never sleeps.
+pub fn tested<R>(
+    st: &State,
+    call: &str,
+    mut eval: impl FnMut() -> R,
+    hit: impl Fn(&R) -> bool,
+) -> R {
+    let r = eval();
+    if hit(&r) {
+        TEST_MISSES.set(0);
+        return r;
+    }
+    let misses = TEST_MISSES.get().saturating_add(1);
+    TEST_MISSES.set(misses);
+    if misses < TEST_NAP_AFTER || !gsas_transport::poll::oversubscribed() {
+        return r;
+    }
+    let Some(bell) = st.node.bell() else {
+        return r;
+    };
+    let sleeper = bell.announce();
+    let r = eval();
+    if hit(&r) {
+        TEST_MISSES.set(0);
+        return r;
+    }
+    sleeper.sleep(TEST_NAP);
+    drop(sleeper);
+    progress_polled(st, call);
+    let r = eval();
+    if hit(&r) {
+        TEST_MISSES.set(0);
+    }
+    r
 }
 
 /// Drives this PE's remote operations once if any are in flight (see the

@@ -228,6 +228,7 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let mut scfg = ServiceConfig::new(0, "127.0.0.1:0".parse().expect("literal address"), socket);
     scfg.name = format!("{name} service");
     scfg.spin = Duration::from_micros(env.service_spin_us);
+    scfg.sched_slice = Duration::from_micros(env.sched_slice_us);
     scfg.udp_mtu = env.udp_mtu;
     scfg.memory_limit = env.memory_limit;
     if let Some(ms) = env.deadline_ms {

@@ -508,6 +508,8 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         )));
     }
     crate::log::init(&format!("pe{rank}"), env.log);
+    // A PE that sleeps in a wait preempts compute-bound processes when it is woken.
+    crate::config::apply_sched_slice(env.sched_slice_us, &format!("PE {rank}"));
     log::info!(
         "PMI: rank {rank} of {size}, {:?} over {:?}",
         pmi.protocol(),
@@ -645,6 +647,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
                 scfg.udp_mtu = env.udp_mtu;
                 scfg.deadline = deadline;
                 scfg.spin = Duration::from_micros(env.service_spin_us);
+                scfg.sched_slice = Duration::from_micros(env.sched_slice_us);
                 scfg.memory_limit = env.memory_limit.or(cluster
                     .as_ref()
                     .and_then(|c| c.node(node))

@@ -162,6 +162,9 @@ pub struct ServiceConfig {
     pub deadline: Duration,
     /// Busy-poll time after the last activity (`GSAS_SERVICE_SPIN_US`).
     pub spin: Duration,
+    /// The scheduler slice the service's thread asks for (`GSAS_SCHED_SLICE_US`; zero
+    /// leaves the kernel's): woken by a datagram, it preempts compute-bound processes.
+    pub sched_slice: Duration,
     /// Total bytes of segments the service hands out; `None`: only the per-segment limits.
     pub memory_limit: Option<u64>,
     /// Bytes of segments one job may book; `None`: no per-job limit (an embedded service,
@@ -199,6 +202,7 @@ impl ServiceConfig {
             udp_mtu: crate::config::DEFAULT_UDP_MTU,
             deadline: Duration::from_millis(crate::config::DEFAULT_DEADLINE_MS),
             spin: Duration::from_micros(crate::config::DEFAULT_SERVICE_SPIN_US),
+            sched_slice: Duration::from_micros(crate::config::DEFAULT_SCHED_SLICE_US),
             memory_limit: None,
             job_memory_limit: None,
             user_memory_limit: None,

@@ -55,7 +55,7 @@ fn args(count: u64, seed: u64, max_bytes: usize) -> Vec<String> {
 }
 
 /// A cluster file of `nodes` loopback nodes with `udp_mtu = mtu`.
-fn loopback_file(dir: &std::path::Path, nodes: usize, mtu: u32) -> ClusterFile {
+pub(crate) fn loopback_file(dir: &std::path::Path, nodes: usize, mtu: u32) -> ClusterFile {
     let mut t = format!(
         "[cluster]\nname = \"loaded\"\n\n[defaults]\nsymmetric_size = \"64m\"\nudp_mtu = {mtu}\n"
     );

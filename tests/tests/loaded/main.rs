@@ -10,5 +10,8 @@
 //!   sizes around every packet and fragment boundary, results checked exactly, on three
 //!   and four nodes of one to four PEs over loopback, and through network namespaces
 //!   whose nftables drop and duplicate the services' and the collectives' datagrams.
+//! * [`pingpong`]: the flag ping-pongs through the services, 20,000 round trips of each
+//!   pattern between two nodes, within a minute.
 
 mod coll_check;
+mod pingpong;

@@ -5,6 +5,8 @@ use super::*;
 
 impl Core {
     pub(crate) fn run(&mut self) -> Result<(), ServiceError> {
+        let slice = u64::try_from(self.cfg.sched_slice.as_micros()).unwrap_or(u64::MAX);
+        crate::config::apply_sched_slice(slice, &self.cfg.name);
         let result = self.run_loop();
         self.cleanup();
         result
@@ -29,7 +31,10 @@ impl Core {
                 last_activity = now;
                 yields = 0;
             }
-            if busy || now.duration_since(last_activity) < self.cfg.spin {
+            // On a crowded machine an idle service blocks at once: its spin would keep a
+            // PE off the CPU, and a blocked service that a datagram wakes preempts.
+            let crowded = !busy && crate::poll::oversubscribed();
+            if busy || (now.duration_since(last_activity) < self.cfg.spin && !crowded) {
                 if now.duration_since(last_control) >= CONTROL_EVERY {
                     self.poll_descriptors(Duration::ZERO)?;
                     last_control = Instant::now();
@@ -39,7 +44,7 @@ impl Core {
                 }
                 continue;
             }
-            if yields < 4 {
+            if yields < 4 && !crowded {
                 yields += 1;
                 std::thread::yield_now();
                 continue;
