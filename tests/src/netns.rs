@@ -115,6 +115,17 @@ impl Cluster {
         ["ip", "netns", "exec", &self.nodes[i]]
     }
 
+    /// One `gsas-atomicd` per node in its namespace, node `i` serving `--node i` of the
+    /// cluster file `file` with its control socket `dir/node<i>.sock`.
+    pub fn daemons(&self, file: &Path, dir: &Path) -> Vec<crate::multinode::Daemon> {
+        (0..self.nodes.len())
+            .map(|i| {
+                let sock = dir.join(format!("node{i}.sock"));
+                crate::multinode::Daemon::start_with(&self.exec(i), file, i as u16, &sock)
+            })
+            .collect()
+    }
+
     /// In every node namespace, nftables drops `drop_pct` and duplicates `dup_pct` percent
     /// of the UDP datagrams it sends to the other nodes (the services' and the PEs'
     /// traffic; PMI and output streams are TCP and stay whole).

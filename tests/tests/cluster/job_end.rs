@@ -21,7 +21,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use gsas_tests::launch::{launch, run_with_timeout, self_test_argv};
-use gsas_tests::multinode::{Daemon, SECRET, secret_file, show};
+use gsas_tests::multinode::{SECRET, secret_file, show};
 
 use gsas_tests::netns::{Cluster, cluster_file};
 
@@ -71,16 +71,7 @@ fn repeated_jobs(test: &str, tag: &str, scenario: &str, runs: u32) {
         format!("udp sport {SERVICE_PORT}"),
     );
     ns.lossy_matching(&[&to, &from], DROP, DUP).unwrap();
-    let daemons: Vec<Daemon> = (0..NODES)
-        .map(|i| {
-            Daemon::start_with(
-                &ns.exec(i),
-                &file,
-                i as u16,
-                &dir.join(format!("node{i}.sock")),
-            )
-        })
-        .collect();
+    let daemons = ns.daemons(&file, &dir);
     let t0 = Instant::now();
     let mut failed: Vec<(u32, Output)> = Vec::new();
     let mut slowest = (0, Duration::ZERO);

@@ -24,16 +24,7 @@ fn run_cluster(test: &str, tag: &str, n: usize, pes: u32, mtu: u32) -> Option<Ou
     let dir = gsas_tests::node::scratch_dir(&format!("netns-{tag}"));
     let secret = secret_file(&dir, "secret", SECRET, 0o600);
     let file = cluster_file(&dir, n, mtu, &secret);
-    let daemons: Vec<Daemon> = (0..n)
-        .map(|i| {
-            Daemon::start_with(
-                &ns.exec(i),
-                &file,
-                i as u16,
-                &dir.join(format!("node{i}.sock")),
-            )
-        })
-        .collect();
+    let daemons = ns.daemons(&file, &dir);
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.nodes[0]])
         .args(launch().prefix())

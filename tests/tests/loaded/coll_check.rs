@@ -191,16 +191,7 @@ fn three_namespaces_dropping_and_duplicating_datagrams() {
     let dir = gsas_tests::node::scratch_dir("loaded-netns");
     let secret = secret_file(&dir, "secret", SECRET, 0o600);
     let file = cluster_file(&dir, 3, 1472, &secret);
-    let ds: Vec<Daemon> = (0..3)
-        .map(|i| {
-            Daemon::start_with(
-                &ns.exec(i),
-                &file,
-                i as u16,
-                &dir.join(format!("node{i}.sock")),
-            )
-        })
-        .collect();
+    let ds = ns.daemons(&file, &dir);
     ns.lossy(10, 5).unwrap();
     let count = 4_000;
     let a = args(count, seed(), 8_000);
