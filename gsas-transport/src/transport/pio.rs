@@ -24,7 +24,9 @@
 //! and the gsas packet follows (up to [`MAX_PACKET`] = 48 bytes: an 8- or 16-byte put, every
 //! get and atomic request, replies with up to 40 bytes of data). The receiver keeps per
 //! source endpoint a window of 1024 sequence numbers ([`PioRx`]) and drops a number it has
-//! seen. No software acknowledgement, timer or window is needed: the NI's ack is the
+//! seen; it forgets a source's window only after the source was silent for longer than
+//! any sender resends ([`FORGET_AFTER`]), however many sources there are, so that a resent
+//! put or atomic is never applied twice. No software acknowledgement, timer or window is needed: the NI's ack is the
 //! acknowledgement, its timeout the timer, the 16-deep TX ring the window. [`PioHeader`]
 //! is the header's wire view (`parse`, `emit`).
 //!
@@ -62,8 +64,14 @@ const WINDOW: u16 = 1024;
 /// process only while the current one is younger than this; later it is a new process
 /// (incarnations wrap after about 70 minutes).
 const QUIET: Duration = Duration::from_secs(10);
-/// Source endpoints remembered before the one silent longest is forgotten.
+/// Source endpoints remembered before the receiver looks for ones it may forget.
 const MAX_STREAMS: usize = 4096;
+/// How long a source endpoint must have been silent before its window may be forgotten:
+/// longer than any sender resends a message (its deadline, `GSAS_DEADLINE_MS`, is at most
+/// an hour), so no copy of a message it sent can still arrive. Until then the window
+/// stays, however many sources there are: forgetting a live one would deliver a resent
+/// put or atomic a second time.
+const FORGET_AFTER: Duration = Duration::from_secs(3700);
 
 /// Field offsets of the PIO header (the table in the module docs).
 mod field {
@@ -252,18 +260,18 @@ struct Stream {
     seen: [u64; WINDOW as usize / 64],
     /// When this incarnation was first heard.
     since: Instant,
-    /// The receiver's message count when this source was last heard.
-    last: u64,
+    /// When this source was last heard.
+    last: Instant,
 }
 
 impl Stream {
-    fn new(incarnation: u32, first: u16, last: u64) -> Stream {
+    fn new(incarnation: u32, first: u16, now: Instant) -> Stream {
         Stream {
             incarnation,
             next: first.wrapping_sub(WINDOW / 2),
             seen: [0; WINDOW as usize / 64],
-            since: Instant::now(),
-            last,
+            since: now,
+            last: now,
         }
     }
 
@@ -308,8 +316,6 @@ impl Stream {
 #[derive(Debug, Default)]
 pub struct PioRx {
     streams: DestMap<Stream>,
-    /// Messages received (the clock of `Stream::last`).
-    count: u64,
     /// Messages dropped as duplicates or stragglers of an older incarnation.
     pub dropped: u64,
 }
@@ -327,24 +333,23 @@ impl PioRx {
             self.dropped += 1;
             return None;
         };
-        self.count += 1;
-        let count = self.count;
+        let now = Instant::now();
         if self.streams.len() >= MAX_STREAMS && !self.streams.contains_key(&src) {
-            self.forget_one();
+            self.forget_silent(now);
         }
         let s = self
             .streams
             .entry(src)
-            .or_insert_with(|| Stream::new(inc, seq, count));
+            .or_insert_with(|| Stream::new(inc, seq, now));
         if s.incarnation != inc {
             let newer = (inc.wrapping_sub(s.incarnation) as i32) > 0;
-            if !newer && s.since.elapsed() < QUIET {
+            if !newer && now.duration_since(s.since) < QUIET {
                 self.dropped += 1;
                 return None;
             }
-            *s = Stream::new(inc, seq, count);
+            *s = Stream::new(inc, seq, now);
         }
-        s.last = count;
+        s.last = now;
         if s.accept(seq) {
             Some(key)
         } else {
@@ -353,15 +358,16 @@ impl PioRx {
         }
     }
 
-    fn forget_one(&mut self) {
-        if let Some(src) = self
-            .streams
-            .iter()
-            .min_by_key(|(_, s)| s.last)
-            .map(|(d, _)| *d)
-        {
-            self.streams.remove(&src);
-        }
+    /// Forgets the sources silent for [`FORGET_AFTER`] (none, while every one may still
+    /// resend: then the table grows).
+    fn forget_silent(&mut self, now: Instant) {
+        self.streams
+            .retain(|_, s| now.duration_since(s.last) < FORGET_AFTER);
+    }
+
+    /// How many sources the receiver remembers (for tests and diagnostics).
+    pub fn sources(&self) -> usize {
+        self.streams.len()
     }
 }
 
@@ -441,5 +447,36 @@ mod tests {
         assert_eq!(rx.accept(A, &msg(1, 6, 2)), Some(2));
         assert_eq!(rx.accept(A, &msg(2, 6, 2)), Some(2));
         assert_eq!(rx.accept(A, &[0u8; 15]), None, "too short");
+    }
+
+    #[test]
+    fn many_sources_keep_their_windows_until_they_fall_silent() {
+        // Issue 25: beyond 4,096 sources the one silent longest was forgotten, so a resend
+        // of its last put or atomic was delivered a second time.
+        let mut rx = PioRx::default();
+        let src = |i: u32| Dest {
+            coord: i / 8,
+            ep: (i % 8) as u16,
+        };
+        let n = MAX_STREAMS as u32 + 1000;
+        for i in 0..n {
+            let mut tx = PioTx::new(3);
+            tx.streams.insert(src(i), (40, 1));
+            let mut h = [0u8; 16];
+            tx.header(src(i), 1, &mut h);
+            assert_eq!(rx.accept(src(i), &h), Some(1), "source {i}");
+        }
+        assert_eq!(rx.sources(), n as usize);
+        for i in [0, 1, n / 2, n - 1] {
+            let mut tx = PioTx::new(3);
+            tx.streams.insert(src(i), (40, 1));
+            let mut h = [0u8; 16];
+            tx.header(src(i), 1, &mut h);
+            assert_eq!(rx.accept(src(i), &h), None, "the resend of source {i}");
+        }
+        assert_eq!(rx.dropped, 4);
+        // Silent for longer than any sender resends: forgotten.
+        rx.forget_silent(Instant::now() + FORGET_AFTER + Duration::from_secs(1));
+        assert_eq!(rx.sources(), 0);
     }
 }
