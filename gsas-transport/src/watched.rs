@@ -70,6 +70,11 @@ pub unsafe fn store_once(src: *const u8, dst: *mut u8, n: usize) {
 /// Copies `n` bytes from `src`, which another PE may be writing (a direct get's source),
 /// into `dst`: pieces aligned on `src`, so an aligned element is read by one load.
 ///
+/// Ends with an acquire fence ([`get_done`]): a get completes before the caller's later
+/// reads, so a program that gets a flag and then the data the flag announces sees the
+/// data (aarch64 may otherwise satisfy the later load first; on x86_64 the fence costs no
+/// instruction).
+///
 /// # Safety
 ///
 /// As [`store_once`].
@@ -77,10 +82,22 @@ pub unsafe fn store_once(src: *const u8, dst: *mut u8, n: usize) {
 pub unsafe fn load_once(src: *const u8, dst: *mut u8, n: usize) {
     if n == 8 && src as usize % 8 == 0 {
         // SAFETY: `src` is 8-byte aligned and readable for 8 bytes; `dst` writable.
-        return unsafe { get_piece::<8>(src, dst) };
+        unsafe { get_piece::<8>(src, dst) };
+    } else {
+        // SAFETY: forwarded.
+        unsafe { load_general(src, dst, n) }
     }
-    // SAFETY: forwarded.
-    unsafe { load_general(src, dst, n) }
+    get_done();
+}
+
+/// The end of a get out of watched memory: an acquire fence, so that the get's loads
+/// (`Relaxed` pieces) come before every later load and store of the caller, and a writer's
+/// release (a put's `shmem_fence`, a signal) seen by the get orders its earlier stores
+/// before them. [`load_once`] ends with it; callers of [`load_elem`] call it after their
+/// last element.
+#[inline(always)]
+pub fn get_done() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
 }
 
 /// Copies one element of `E` bytes into watched `dst`: one store when `E` is 1, 2, 4 or 8
@@ -100,7 +117,8 @@ pub unsafe fn store_elem<const E: usize>(src: *const u8, dst: *mut u8) {
     }
 }
 
-/// Copies one element of `E` bytes out of watched `src` (the elements of strided gets).
+/// Copies one element of `E` bytes out of watched `src` (the elements of strided gets; the
+/// caller ends the get with [`get_done`]).
 ///
 /// # Safety
 ///

@@ -430,6 +430,9 @@ unsafe fn strided_fixed<const E: usize, const INTO_WATCHED: bool>(
             }
         }
     }
+    if !INTO_WATCHED {
+        watched::get_done();
+    }
 }
 
 /// Copies `n` elements of `elem` bytes from `src` (stride `sst` bytes) to `dst` (stride
