@@ -1003,7 +1003,10 @@ mod tests {
         let e = w
             .wait_bell(
                 "a flag nobody sets",
-                Instant::now() + Duration::from_millis(30),
+                // Long enough that a thread kept off the CPU by a busy machine still gets
+                // to sleep on the bell before the deadline (30 ms was not, once in five
+                // runs beside the CI's load).
+                Instant::now() + Duration::from_millis(500),
                 &mut [],
                 Some(&bell),
                 || Progress::<()>::Idle(None),
