@@ -201,7 +201,12 @@ class EndToEnd(unittest.TestCase):
             p = subprocess.Popen([sys.executable, str(HERE / "osb.py"), "--out", str(out),
                                   "--target", "gsas-shm", "--prefix",
                                   os.environ["OSB_TEST_PREFIX"], "--rounds", "1"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 # Ctrl-C as a terminal delivers it, also when this test
+                                 # was started with SIGINT ignored (a background job of a
+                                 # non-interactive shell): Python then ignores it too.
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                  signal.SIG_DFL))
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:  # until the first figures are in
                 raw = out / "raw.csv"

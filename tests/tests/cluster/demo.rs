@@ -173,6 +173,16 @@ fn demo_interrupted_cleans_up() {
     ) else {
         return;
     };
+    // The script must see Ctrl-C as a terminal would deliver it, also when this test was
+    // started with SIGINT ignored (a background job of a non-interactive shell inherits
+    // that, and bash cannot trap a signal ignored at its start).
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     let mut child = cmd
         .process_group(0)
         .stdin(Stdio::null())
