@@ -62,8 +62,11 @@ pub const REPORT: u32 = 2;
 
 /// How long a wait lasts before it names itself in the wait slot.
 pub const REGISTER_AFTER: Duration = Duration::from_millis(10);
-/// How long the watchdog gives a waiting thread to print its report line.
+/// How long the watchdog gives a waiting thread to take the report.
 pub const CLAIM_WAIT: Duration = Duration::from_millis(300);
+/// How long the watchdog then waits for the line to be written before it tells the
+/// launcher (which ends a timed-out job once every PE told it).
+const PRINT_WAIT: Duration = Duration::from_secs(2);
 /// How long a PE is blocked in one call before the watchdog tells gsas's launcher.
 pub const NOTE_AFTER: Duration = Duration::from_secs(1);
 /// How often the watchdog looks at the slot under gsas's launcher.
@@ -75,9 +78,10 @@ const CLOCK_EVERY: u32 = 64;
 static ALERT: AtomicU32 = AtomicU32::new(0);
 /// The rank of the node that attached last (`u32::MAX`: none yet).
 static RANK: AtomicU32 = AtomicU32::new(u32::MAX);
-/// Reports asked for / printed (by a waiting thread or the watchdog).
+/// Reports asked for / taken (by a waiting thread or the watchdog) / written out.
 static REPORT_WANTED: AtomicU64 = AtomicU64::new(0);
 static REPORT_CLAIMED: AtomicU64 = AtomicU64::new(0);
+static REPORT_PRINTED: AtomicU64 = AtomicU64::new(0);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The wait in progress.
@@ -316,7 +320,7 @@ impl<'a> Watch<'a> {
                 // Inside an OpenSHMEM wait, that wait's call.
                 None => WAIT.read().map_or_else(node_call, |e| e.name),
             };
-            print_line(&format!(
+            print_report(&format!(
                 "in {call}: waiting for {what}, for {:.1} s",
                 self.start.elapsed().as_secs_f64()
             ));
@@ -351,7 +355,7 @@ pub fn polled(call: &str) -> Result<(), Gone> {
         return Err(Gone);
     }
     if a & REPORT != 0 && claim_report() {
-        print_line(&format!(
+        print_report(&format!(
             "in {call}, which the program calls in a loop (polling; not blocked in the library)"
         ));
     }
@@ -366,6 +370,14 @@ fn claim_report() -> bool {
         && REPORT_CLAIMED
             .compare_exchange(had, want, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
+}
+
+/// Prints the report line this thread took ([`claim_report`]) and marks it written, so
+/// that the watchdog tells the launcher only after the line is out.
+fn print_report(text: &str) {
+    let claimed = REPORT_CLAIMED.load(Ordering::Acquire);
+    print_line(text);
+    REPORT_PRINTED.fetch_max(claimed, Ordering::AcqRel);
 }
 
 /// Prints `PE <rank>: <text>` on standard error in one write.
@@ -601,17 +613,26 @@ fn report(current: Option<&Current>) {
         std::thread::sleep(Duration::from_millis(2));
     }
     ALERT.fetch_and(!REPORT, Ordering::SeqCst);
+    // A waiting thread took it: the launcher hears of the report once the line is out (a
+    // slow machine had the launcher end the job between the two, the line coming after).
+    let until = Instant::now() + PRINT_WAIT;
+    while REPORT_CLAIMED.load(Ordering::Acquire) >= seq
+        && REPORT_PRINTED.load(Ordering::Acquire) < seq
+        && Instant::now() < until
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     if claim_report() {
         match (current, WAIT.read()) {
-            (None, _) => print_line("not in the library (finalized, or not initialized yet)"),
-            (Some(_), Some(e)) => print_line(&format!(
+            (None, _) => print_report("not in the library (finalized, or not initialized yet)"),
+            (Some(_), Some(e)) => print_report(&format!(
                 "in {}, for {:.1} s (the waiting thread did not answer within {:.1} s)",
                 e.name,
                 Duration::from_nanos(monotonic_ns().saturating_sub(e.since_ns)).as_secs_f64(),
                 CLAIM_WAIT.as_secs_f64()
             )),
             (Some(_), None) => {
-                print_line("not waiting in the library: the program runs its own code")
+                print_report("not waiting in the library: the program runs its own code")
             }
         }
     }
@@ -720,5 +741,7 @@ mod tests {
         assert!(claim_report());
         assert!(!claim_report());
         assert_eq!(REPORT_CLAIMED.load(Ordering::Acquire), before);
+        print_report("a report line of a unit test");
+        assert!(REPORT_PRINTED.load(Ordering::Acquire) >= before);
     }
 }
