@@ -444,6 +444,17 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         "gsas-atomicd",
         level.or(env.log).or(Some(LevelFilter::Info)),
     );
+    // Every PE holds a control connection and its segments' descriptors here: the soft
+    // limit of 1024 that systemd and shells give ran out at about 340 PEs.
+    match gsas_sys::process::raise_nofile_limit(None) {
+        Ok((before, after)) if after > before => {
+            log::info!(
+                "gsas-atomicd: descriptor limit (RLIMIT_NOFILE) raised from {before} to {after}"
+            )
+        }
+        Ok((limit, _)) => log::info!("gsas-atomicd: descriptor limit (RLIMIT_NOFILE) {limit}"),
+        Err(e) => log::warn!("gsas-atomicd: raising the descriptor limit (RLIMIT_NOFILE): {e}"),
+    }
     cfg.name = format!("gsas-atomicd node {}", cfg.node);
     cfg.uid_policy = UidPolicy::PerJob;
     cfg.socket_mode = 0o666;

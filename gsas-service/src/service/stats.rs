@@ -27,6 +27,8 @@ pub struct Counters {
     pub refused: u64,
     /// Connections refused or closed for a user id that may not use the service or job.
     pub uid_refused: u64,
+    /// Connections refused because the service was out of file descriptors.
+    pub fd_refused: u64,
     /// Jobs created by a first Join.
     pub jobs_started: u64,
     /// Jobs ended because every PE left.
@@ -210,6 +212,11 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             C,
             "control connections or requests refused for their user id",
         ),
+        (
+            "control.fd_refused",
+            C,
+            "control connections refused because the service was out of file descriptors",
+        ),
         ("jobs.started", C, "jobs started here (first Join)"),
         ("jobs.ended", C, "jobs ended because every PE left"),
         (
@@ -386,6 +393,7 @@ pub fn render(
     line("control.messages", counters.messages);
     line("control.refused", counters.refused);
     line("control.uid_refused", counters.uid_refused);
+    line("control.fd_refused", counters.fd_refused);
     line("jobs.started", counters.jobs_started);
     line("jobs.ended", counters.jobs_ended);
     line("jobs.reclaimed", counters.jobs_reclaimed);

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// How long the listener rests when the service is out of descriptors and has no spare.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// At most one warning about refusals for lack of descriptors per this time.
+const FD_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Opens the spare descriptor (`/dev/null`), or `None` when even that fails.
+pub(super) fn spare_descriptor() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+}
+
 impl Core {
     pub(super) fn accept_all(&mut self) {
         loop {
@@ -48,12 +58,76 @@ impl Core {
                     }
                 }
                 Ok(None) => return,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    if !self.refuse_without_descriptors(&e) {
+                        return;
+                    }
+                }
                 Err(e) => {
                     log::warn!("{}: accept: {e}", self.cfg.name);
                     return;
                 }
             }
         }
+    }
+
+    /// `accept` failed for lack of descriptors (`e`: EMFILE for this process, ENFILE for
+    /// the system). The pending connection would keep the listener readable and the loop
+    /// spinning, so it is taken with the spare descriptor, told why, and closed; the spare
+    /// is opened again. Without a spare (another descriptor took its place) the listener is
+    /// left out of the poll set for [`ACCEPT_PAUSE`]. One warning per
+    /// [`FD_WARN_EVERY`], with the count of refusals. Returns whether to go on accepting.
+    fn refuse_without_descriptors(&mut self, e: &std::io::Error) -> bool {
+        // accept(2) fails with EMFILE before it looks at the queue: with the spare closed
+        // it either takes a pending connection or says there is none.
+        let accepted = match self.spare_fd.take() {
+            Some(spare) => {
+                drop(spare);
+                socket::accept(self.listener.as_fd())
+            }
+            None => Ok(None),
+        };
+        self.spare_fd = spare_descriptor();
+        if self.spare_fd.is_none() {
+            self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+        }
+        let Ok(Some(fd)) = accepted else {
+            return false;
+        };
+        let limit = gsas_sys::process::nofile_limit()
+            .map_or_else(|_| "unknown".to_string(), |(soft, _)| soft.to_string());
+        let why = format!(
+            "{} is out of file descriptors ({e}; RLIMIT_NOFILE soft limit {limit}); raise \
+             its limit (LimitNOFILE= in its systemd unit, ulimit -n) or end jobs on this node",
+            self.cfg.name
+        );
+        let mut buf = [0u8; MAX_MESSAGE];
+        let reply = ControlReply::Error {
+            code: ErrorCode::Busy,
+            message: &why,
+        };
+        // Token 0: no request of the client's carries it (ControlClient).
+        let n = reply.emit(0, &mut buf);
+        let _ = send_fds(&fd, &buf[..n], &[], Duration::ZERO);
+        drop(fd);
+        self.counters.fd_refused += 1;
+        self.fd_refusals.0 += 1;
+        let now = Instant::now();
+        if self
+            .fd_refusals
+            .1
+            .is_none_or(|t| now.duration_since(t) >= FD_WARN_EVERY)
+        {
+            log::warn!(
+                "{}: out of file descriptors ({e}; RLIMIT_NOFILE soft limit {limit}): \
+                 refused {} control connection(s) since the last such warning; raise the \
+                 limit (LimitNOFILE= in the unit, ulimit -n)",
+                self.cfg.name,
+                self.fd_refusals.0
+            );
+            self.fd_refusals = (0, Some(now));
+        }
+        self.spare_fd.is_some()
     }
 
     /// Handles the messages waiting on connection `i`.

@@ -209,6 +209,14 @@ pub(crate) struct Core {
     /// Refusals of the network layer seen for logging: unknown job, full shares, and
     /// frames of jobs that ended here.
     refusals_logged: [u64; 3],
+    /// A descriptor held in reserve (`/dev/null`): when the process is out of descriptors
+    /// it is closed to accept, refuse and close the pending control connection.
+    spare_fd: Option<OwnedFd>,
+    /// Until when the listener is left out of the poll set (out of descriptors, no spare).
+    accept_paused_until: Option<Instant>,
+    /// Connections refused for lack of descriptors since the last warning, and when that
+    /// warning was written.
+    fd_refusals: (u64, Option<Instant>),
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
@@ -397,6 +405,9 @@ impl Core {
             memory_limit,
             last_sweep: Instant::now(),
             refusals_logged: [0; 3],
+            spare_fd: control::spare_descriptor(),
+            accept_paused_until: None,
+            fd_refusals: (0, None),
         })
     }
 
