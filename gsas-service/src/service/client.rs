@@ -87,7 +87,11 @@ impl ControlClient {
     /// refused it, out of descriptors), if one is waiting to be read.
     fn refusal(&self) -> Option<ServiceError> {
         let mut buf = vec![0u8; MAX_MESSAGE];
-        let (n, _) = recv_fds(&self.fd, &mut buf, Duration::ZERO).ok()?;
+        // A close with our request unread reports ECONNRESET once, before the queued
+        // message: read twice.
+        let (n, _) = recv_fds(&self.fd, &mut buf, Duration::ZERO)
+            .or_else(|_| recv_fds(&self.fd, &mut buf, Duration::ZERO))
+            .ok()?;
         match ControlReply::parse(&buf[..n]).ok()? {
             (0, ControlReply::Error { code, message }) => Some(ServiceError::Refused {
                 request: "the connection".into(),
@@ -142,8 +146,15 @@ impl ControlClient {
             }
             return Err(self.shm_err(&format!("sending {what}"), e));
         }
-        let (n, fds) = recv_fds(&self.fd, &mut buf, self.timeout)
-            .map_err(|e| self.shm_err(&format!("waiting for the reply to {what}"), e))?;
+        let (n, fds) = match recv_fds(&self.fd, &mut buf, self.timeout) {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(refusal) = self.refusal() {
+                    return Err(refusal);
+                }
+                return Err(self.shm_err(&format!("waiting for the reply to {what}"), e));
+            }
+        };
         let (got, reply) = ControlReply::parse(&buf[..n]).map_err(|e| {
             ServiceError::Protocol(format!("reply to {what} from {}: {e}", self.path.display()))
         })?;

@@ -87,11 +87,8 @@ impl Core {
             }
             None => Ok(None),
         };
-        self.spare_fd = spare_descriptor();
-        if self.spare_fd.is_none() {
-            self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
-        }
         let Ok(Some(fd)) = accepted else {
+            self.reserve_spare();
             return false;
         };
         let limit = gsas_sys::process::nofile_limit()
@@ -109,7 +106,9 @@ impl Core {
         // Token 0: no request of the client's carries it (ControlClient).
         let n = reply.emit(0, &mut buf);
         let _ = send_fds(&fd, &buf[..n], &[], Duration::ZERO);
+        // Closed before the spare is opened again: the spare takes its place.
         drop(fd);
+        self.reserve_spare();
         self.counters.fd_refused += 1;
         self.fd_refusals.0 += 1;
         let now = Instant::now();
@@ -128,6 +127,14 @@ impl Core {
             self.fd_refusals = (0, Some(now));
         }
         self.spare_fd.is_some()
+    }
+
+    /// Opens the spare descriptor again; without one, pauses accepting ([`ACCEPT_PAUSE`]).
+    fn reserve_spare(&mut self) {
+        self.spare_fd = spare_descriptor();
+        if self.spare_fd.is_none() {
+            self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+        }
     }
 
     /// Handles the messages waiting on connection `i`.
