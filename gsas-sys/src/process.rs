@@ -198,8 +198,8 @@ fn caught_in_status(status: &str, sig: i32) -> bool {
 /// thread that wakes with a shorter slice than the running one preempts it at once instead
 /// of waiting until that one used its slice: so a process that sleeps until a datagram or
 /// a doorbell arrives (a service, a waiting PE) gets the CPU within microseconds even when
-/// every core runs a compute-bound process, which on the default slice (about 3 ms) it
-/// does not. The nice value and the policy are kept (a thread of another policy, real
+/// every core runs a compute-bound process, which on the default slice (0.75 ms scaled by
+/// the CPU count: 1.4 ms on 2 CPUs) it does not. The nice value and the policy are kept (a thread of another policy, real
 /// time or idle, is left alone).
 ///
 /// Returns whether the kernel took the slice (it reads back): false on kernels before
@@ -220,7 +220,8 @@ pub fn set_sched_slice(slice: std::time::Duration) -> io::Result<bool> {
     }
     let want = u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX);
     attr.size = size;
-    attr.sched_flags = 0;
+    // Only the flag the kernel refuses to see cleared by an unprivileged thread is kept.
+    attr.sched_flags &= libc::SCHED_FLAG_RESET_ON_FORK as u64;
     attr.sched_runtime = want;
     // SAFETY: sched_setattr reads `attr` (initialized above, `size` set) for the caller.
     if unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &raw const attr, 0) } != 0 {
@@ -300,8 +301,15 @@ mod tests {
         std::thread::spawn(|| {
             // SAFETY: getpriority has no memory effects.
             let nice_before = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-            let taken = super::set_sched_slice(std::time::Duration::from_micros(100))
-                .expect("sched_setattr on itself is always allowed");
+            let taken = match super::set_sched_slice(std::time::Duration::from_micros(100)) {
+                Ok(t) => t,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+                    // A seccomp filter or an emulator without the call: nothing to test.
+                    eprintln!("SKIPPED: a_thread_may_shorten_its_own_scheduler_slice: {e}");
+                    return;
+                }
+                Err(e) => panic!("sched_setattr on the thread itself: {e}"),
+            };
             // SAFETY: getpriority has no memory effects.
             let nice_after = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
             assert_eq!(nice_before, nice_after, "the nice value is kept");

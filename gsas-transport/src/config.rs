@@ -283,7 +283,7 @@ pub const GSAS_SCHED_SLICE_US: EnvVar = EnvVar {
     },
     default: "`100`",
     reader: Reader::All,
-    doc: "The scheduler slice, in microseconds, that atomic services and PEs ask Linux for (EEVDF's custom slice, Linux 6.12 and later; older kernels ignore it): a service or a PE that wakes for a datagram or a doorbell preempts a compute-bound process at once instead of after its slice (about 3 ms). 0 leaves the kernel's default.",
+    doc: "The scheduler slice, in microseconds, that atomic services and PEs ask Linux for (EEVDF's custom slice, Linux 6.12 and later; older kernels ignore it): a service or a PE that wakes for a datagram or a doorbell preempts a compute-bound process at once instead of after its slice (1.4 ms on a 2-CPU machine). The kernel takes at least 100. 0 leaves the kernel's default.",
 };
 /// `GSAS_UDP_MTU`.
 pub const GSAS_UDP_MTU: EnvVar = EnvVar {

@@ -427,6 +427,10 @@ pub unsafe fn test_any(set: Set, call: &str) -> usize {
     let st = state::live(call);
     set.check(call);
     progress_polled(st, call);
+    // SAFETY: forwarded. An empty set is never satisfied: no nap for it.
+    if unsafe { set.empty() } {
+        return usize::MAX;
+    }
     // SAFETY: forwarded.
     let any = || unsafe { find_any(&set) };
     tested(st, call, any, Option::is_some).unwrap_or(usize::MAX)
@@ -444,6 +448,10 @@ pub unsafe fn test_some(set: Set, indices: *mut usize, call: &str) -> usize {
         fatal(call, "indices is NULL");
     }
     progress_polled(st, call);
+    // SAFETY: forwarded. An empty set is never satisfied: no nap for it.
+    if unsafe { set.empty() } {
+        return 0;
+    }
     // SAFETY: forwarded (a nap evaluates again and writes `indices` again).
     tested(
         st,

@@ -350,9 +350,15 @@ unsafe extern "C" fn p_general<T: Copy>(
 pub unsafe fn g<T: Copy>(ctx: CtxRef, src: *const T, pe: c_int, call: &str) -> T {
     if ctx.is_default() {
         if let Some(q) = HOT.heap_direct(src as usize, size_of::<T>(), pe) {
-            // SAFETY: `q .. q + size_of::<T>()` lies in a same-node heap mapping; `T` is
-            // plain data.
-            return unsafe { std::ptr::read_unaligned(q.cast::<T>()) };
+            let mut v = std::mem::MaybeUninit::<T>::uninit();
+            // SAFETY: `q .. q + size_of::<T>()` lies in a same-node heap mapping that another
+            // PE may be writing: one load per aligned element, then the get's acquire fence
+            // (`load_once`); `v` has room for it and `T` is plain data valid for every bit
+            // pattern.
+            return unsafe {
+                load_once(q, v.as_mut_ptr().cast(), size_of::<T>());
+                v.assume_init()
+            };
         }
     }
     // SAFETY: forwarded.

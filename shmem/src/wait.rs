@@ -18,7 +18,9 @@
 //! sleeps, so the waiter wakes at once instead of after up to 1 ms (with more processes
 //! than cores those sleeps dominated cross-node ping-pong). Stores of same-node PEs go
 //! directly into memory and do not ring; the waiter's spin phase sees those, and a sleeping
-//! waiter sees them at the end of its (bounded) sleep step as before.
+//! waiter sees them at the end of its (bounded) sleep step as before. On a crowded machine
+//! (more runnable threads than CPUs) there is no spin phase: the waiter sleeps at once, and
+//! sees a same-node store at the end of its current step (20 us, growing to 1 ms).
 //!
 //! **Hangs explain themselves** ([`gsas_node::watch`]). Every step of a wait (and every
 //! [`progress`], so also `shmem_test` and the collectives' waits) reads the watch's alert
@@ -52,9 +54,14 @@ const TEST_NAP_AFTER: u32 = 32;
 /// The longest nap of an unsatisfied `shmem_test` call on a crowded machine.
 const TEST_NAP: Duration = Duration::from_micros(200);
 
+/// Unsatisfied `shmem_test` calls count as "in a row" only this close to each other: a
+/// loop that computes between its tests never naps.
+const TEST_LOOP_GAP_NS: u64 = 20_000;
+
 thread_local! {
-    /// Unsatisfied `shmem_test` family calls in a row on this thread.
-    static TEST_MISSES: Cell<u32> = const { Cell::new(0) };
+    /// Unsatisfied `shmem_test` family calls in a row on this thread, and the monotonic
+    /// time of the last one.
+    static TEST_MISSES: Cell<(u32, u64)> = const { Cell::new((0, 0)) };
 }
 
 /// A description of what is waited for, formatted only when needed.
@@ -147,8 +154,9 @@ pub fn wait_for<R>(
 /// On a crowded machine ([`oversubscribed`](gsas_transport::poll::oversubscribed)) it
 /// keeps the CPU from its node's atomic service, which must run to apply the partner's
 /// update: each round trip of a `shmem_long_p` / `shmem_long_test` ping-pong then took
-/// milliseconds. So after [`TEST_NAP_AFTER`] unsatisfied calls in a row on this thread,
-/// while the machine is crowded, an unsatisfied call naps on this PE's doorbell for at
+/// milliseconds. So after [`TEST_NAP_AFTER`] unsatisfied calls in a row on this thread
+/// (each within [`TEST_LOOP_GAP_NS`] of the one before: a polling loop, not a loop that
+/// computes between its tests), while the machine is crowded, an unsatisfied call naps on this PE's doorbell for at
 /// most [`TEST_NAP`] (announce, re-evaluate, sleep, re-evaluate): an update from another
 /// node rings the bell and ends the nap at once, and the CPU goes to the service in the
 /// meantime. On a machine with a CPU for everyone the call never sleeps.
@@ -160,11 +168,17 @@ pub fn tested<R>(
 ) -> R {
     let r = eval();
     if hit(&r) {
-        TEST_MISSES.set(0);
+        TEST_MISSES.set((0, 0));
         return r;
     }
-    let misses = TEST_MISSES.get().saturating_add(1);
-    TEST_MISSES.set(misses);
+    let now = gsas_transport::poll::monotonic_ns();
+    let (misses, last) = TEST_MISSES.get();
+    let misses = if now.saturating_sub(last) <= TEST_LOOP_GAP_NS {
+        misses.saturating_add(1)
+    } else {
+        1
+    };
+    TEST_MISSES.set((misses, now));
     if misses < TEST_NAP_AFTER || !gsas_transport::poll::oversubscribed() {
         return r;
     }
@@ -174,7 +188,7 @@ pub fn tested<R>(
     let sleeper = bell.announce();
     let r = eval();
     if hit(&r) {
-        TEST_MISSES.set(0);
+        TEST_MISSES.set((0, 0));
         return r;
     }
     sleeper.sleep(TEST_NAP);
@@ -182,7 +196,10 @@ pub fn tested<R>(
     progress_polled(st, call);
     let r = eval();
     if hit(&r) {
-        TEST_MISSES.set(0);
+        TEST_MISSES.set((0, 0));
+    } else {
+        // The nap is the loop's, not a gap in it.
+        TEST_MISSES.set((misses, gsas_transport::poll::monotonic_ns()));
     }
     r
 }

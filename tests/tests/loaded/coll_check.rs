@@ -16,7 +16,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use gsas_tests::launch::{example, launch, program, run_with_timeout};
-use gsas_tests::multinode::{ClusterFile, Daemon, SECRET, daemons, secret_file, show};
+use gsas_tests::multinode::{ClusterFile, SECRET, daemons, secret_file, show};
 use gsas_tests::netns::{Cluster, cluster_file};
 
 /// Longest a job may take (it is given to `oshrun --timeout` too).
