@@ -352,9 +352,14 @@ impl Core {
         let memory_limit = match cfg.memory_limit {
             Some(m) => (
                 m,
-                "the configured memory limit (GSAS_MEMORY_LIMIT or nodes[].memory)",
+                "the node's memory limit (GSAS_MEMORY_LIMIT, else `memory` in its nodes[] \
+                 entry of the cluster file)",
             ),
-            None => (physical_memory(), "this machine's physical memory"),
+            None => (
+                physical_memory(),
+                "this machine's physical memory (the node's limit when neither `memory` in \
+                 its nodes[] entry of the cluster file nor GSAS_MEMORY_LIMIT sets one)",
+            ),
         };
         match net.inner().exanet() {
             Some(link) => log::info!(
