@@ -307,7 +307,8 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
 /// A daemon's per-job and per-user memory limits and peer table: the node's
 /// `job_memory`, `user_memory` and `max_peers` in the cluster file, else half of the
 /// node's limit (`memory` or `GSAS_MEMORY_LIMIT`, else the physical memory) for each
-/// share, so that no one user can book the whole node.
+/// share, so that no one user can book the whole node; and half of the PEs, peers and
+/// control connections per user (`ServiceConfig::user_shares`).
 fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
     let whole = cfg
         .memory_limit
@@ -337,6 +338,9 @@ fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
     if let Some(n) = node {
         cfg.max_peers = n.max_peers as usize;
     }
+    // Every user may connect (mode 0666): no user's jobs may hold more than this share of
+    // the node's PEs, network peers and control connections, whatever PE count they claim.
+    cfg.user_share_percent = Some(board_config::keys::DEFAULT_MEMORY_SHARE_PERCENT as u8);
 }
 
 /// The effective user id of this process.

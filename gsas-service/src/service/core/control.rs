@@ -39,6 +39,29 @@ impl Core {
                         );
                         continue;
                     }
+                    if let Some(shares) = self.cfg.user_shares() {
+                        let open = self
+                            .conns
+                            .iter()
+                            .flatten()
+                            .filter(|c| c.cred.uid == cred.uid)
+                            .count();
+                        if open >= shares.connections {
+                            self.refuse_connection(
+                                fd,
+                                &format!(
+                                    "uid {} ({}) has {open} control connections open to {}, its \
+                                     share (its PE share + {}); close some or end jobs",
+                                    cred.uid,
+                                    gsas_sys::socket::user_name(cred.uid),
+                                    self.cfg.name,
+                                    crate::service::CONNECTION_SLACK
+                                ),
+                            );
+                            self.counters.user_refused += 1;
+                            continue;
+                        }
+                    }
                     self.counters.connections += 1;
                     log::debug!(
                         "{}: connection from pid {} uid {} gid {}",
@@ -98,16 +121,8 @@ impl Core {
              its limit (LimitNOFILE= in its systemd unit, ulimit -n) or end jobs on this node",
             self.cfg.name
         );
-        let mut buf = [0u8; MAX_MESSAGE];
-        let reply = ControlReply::Error {
-            code: ErrorCode::Busy,
-            message: &why,
-        };
-        // Token 0: no request of the client's carries it (ControlClient).
-        let n = reply.emit(0, &mut buf);
-        let _ = send_fds(&fd, &buf[..n], &[], Duration::ZERO);
         // Closed before the spare is opened again: the spare takes its place.
-        drop(fd);
+        self.refuse_connection(fd, &why);
         self.reserve_spare();
         self.counters.fd_refused += 1;
         self.fd_refusals.0 += 1;
@@ -127,6 +142,19 @@ impl Core {
             self.fd_refusals = (0, Some(now));
         }
         self.spare_fd.is_some()
+    }
+
+    /// Tells the client of a connection that it is refused (`why`: an error reply of token
+    /// 0, which no request of a client carries, so [`ControlClient`] reports it as a
+    /// refusal whatever it asked), and closes it.
+    fn refuse_connection(&self, fd: OwnedFd, why: &str) {
+        let mut buf = [0u8; MAX_MESSAGE];
+        let reply = ControlReply::Error {
+            code: ErrorCode::Busy,
+            message: why,
+        };
+        let n = reply.emit(0, &mut buf);
+        let _ = send_fds(&fd, &buf[..n], &[], Duration::ZERO);
     }
 
     /// Opens the spare descriptor again; without one, pauses accepting ([`ACCEPT_PAUSE`]).
@@ -375,6 +403,28 @@ impl Core {
                 ),
             ));
         }
+        if let Some(shares) = self.cfg.user_shares() {
+            let mine: usize = self
+                .jobs
+                .values()
+                .filter(|j| j.uid == cred.uid)
+                .map(|j| j.pes.len())
+                .sum();
+            if mine >= shares.pes {
+                self.counters.user_refused += 1;
+                return Err((
+                    ErrorCode::Busy,
+                    format!(
+                        "uid {} ({}) has {mine} PEs on this node, its share ({}% of the \
+                         service's {} PEs, shared by every user)",
+                        cred.uid,
+                        gsas_sys::socket::user_name(cred.uid),
+                        self.cfg.user_share_percent.unwrap_or(100),
+                        self.cfg.max_pes
+                    ),
+                ));
+            }
+        }
         if let Some(job) = self.jobs.get(&job_key) {
             if job.id != job_id {
                 return Err((
@@ -428,7 +478,7 @@ impl Core {
             );
             self.counters.jobs_started += 1;
             let share = job_share(info.npes, self.net.peer_capacity());
-            self.net.index_mut().admit_job(job_key, share);
+            self.net.index_mut().admit_job(job_key, share, cred.uid);
             log::info!(
                 "{}: job {job_id:016x} started ({} PEs in total, uid {})",
                 self.cfg.name,

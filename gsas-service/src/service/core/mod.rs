@@ -298,14 +298,10 @@ fn new_net(cfg: &ServiceConfig) -> Result<(NetLayer, Option<WakeLine>), ServiceE
         }
     };
     let rc = reliable_config(cfg.deadline);
-    let layer = OwnedReliable::with_index(
-        net,
-        rc,
-        cfg.max_peers.max(1),
-        NET_FRAMES,
-        JobIndex::default(),
-    )
-    .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
+    let mut index = JobIndex::default();
+    index.set_user_limit(cfg.user_shares().map(|s| s.peers));
+    let layer = OwnedReliable::with_index(net, rc, cfg.max_peers.max(1), NET_FRAMES, index)
+        .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
     Ok((layer, line))
 }
 
