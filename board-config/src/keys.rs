@@ -321,7 +321,7 @@ pub const DEFAULTS_SYMMETRIC_SIZE: KeySpec = KeySpec {
     section: Section::Defaults,
     name: "symmetric_size",
     kind: ValueKind::Size {
-        min: 4096,
+        min: crate::shmem_env::MIN_SYMMETRIC_SIZE,
         max: 1 << 48,
     },
     default: DefaultValue::Size(DEFAULT_SYMMETRIC_SIZE),

@@ -11,6 +11,8 @@
 //! * the key table [`keys::KEYS`] (SOS `shmem_env_defs.h` style), from which the loader's
 //!   checks, the defaults and the reference `docs/config.md` ([`keys::render_markdown`])
 //!   come;
+//! * [`shmem_env`]: the OpenSHMEM environment variables' table and parser, shared by the
+//!   library and the launcher;
 //! * with the `std` feature (on by default): [`Cluster::load`] and
 //!   [`Cluster::from_toml_str`], which report errors as `file:line: key: reason`.
 //!
@@ -52,6 +54,7 @@ pub mod keys;
 pub mod load;
 pub mod node;
 pub mod placement;
+pub mod shmem_env;
 pub mod size;
 pub mod validate;
 

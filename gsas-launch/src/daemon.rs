@@ -307,7 +307,8 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
 /// A daemon's per-job and per-user memory limits and peer table: the node's
 /// `job_memory`, `user_memory` and `max_peers` in the cluster file, else half of the
 /// node's limit (`memory` or `GSAS_MEMORY_LIMIT`, else the physical memory) for each
-/// share, so that no one user can book the whole node.
+/// share, so that no one user can book the whole node; and half of the PEs, peers and
+/// control connections per user (`ServiceConfig::user_shares`).
 fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
     let whole = cfg
         .memory_limit
@@ -337,6 +338,9 @@ fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
     if let Some(n) = node {
         cfg.max_peers = n.max_peers as usize;
     }
+    // Every user may connect (mode 0666): no user's jobs may hold more than this share of
+    // the node's PEs, network peers and control connections, whatever PE count they claim.
+    cfg.user_share_percent = Some(board_config::keys::DEFAULT_MEMORY_SHARE_PERCENT as u8);
 }
 
 /// The effective user id of this process.
@@ -444,6 +448,17 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         "gsas-atomicd",
         level.or(env.log).or(Some(LevelFilter::Info)),
     );
+    // Every PE holds a control connection and its segments' descriptors here: the soft
+    // limit of 1024 that systemd and shells give ran out at about 340 PEs.
+    match gsas_sys::process::raise_nofile_limit(None) {
+        Ok((before, after)) if after > before => {
+            log::info!(
+                "gsas-atomicd: descriptor limit (RLIMIT_NOFILE) raised from {before} to {after}"
+            )
+        }
+        Ok((limit, _)) => log::info!("gsas-atomicd: descriptor limit (RLIMIT_NOFILE) {limit}"),
+        Err(e) => log::warn!("gsas-atomicd: raising the descriptor limit (RLIMIT_NOFILE): {e}"),
+    }
     cfg.name = format!("gsas-atomicd node {}", cfg.node);
     cfg.uid_policy = UidPolicy::PerJob;
     cfg.socket_mode = 0o666;

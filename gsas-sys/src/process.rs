@@ -1,6 +1,6 @@
 //! The system calls the launcher needs, each wrapped once with its safety argument:
 //! `PR_SET_PDEATHSIG`, `kill`, `getrandom`, `gethostname`, the scheduler slice of a thread
-//! (`sched_setattr`), and signal names for messages (the signalfd is
+//! (`sched_setattr`), the descriptor limit (`RLIMIT_NOFILE`), and signal names for messages (the signalfd is
 //! [`crate::event::SignalFd`]).
 //!
 //! What it is not: process spawning (std's `Command` does that) or a general signal
@@ -236,6 +236,45 @@ pub fn set_sched_slice(slice: std::time::Duration) -> io::Result<bool> {
     Ok(got != 0 && got.abs_diff(want) <= want / 2 + 100_000)
 }
 
+/// The descriptor limit of this process (`RLIMIT_NOFILE`): `(soft, hard)`.
+pub fn nofile_limit() -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a writable rlimit alive across the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// Raises the soft descriptor limit (`RLIMIT_NOFILE`) to `want`, or to the hard limit when
+/// `want` is `None` or above it (a process may always do that, no privilege needed; the
+/// soft limit of 1024 that systemd and most shells give is the `select(2)` era's).
+/// Returns `(before, after)`; never lowers the limit.
+pub fn raise_nofile_limit(want: Option<u64>) -> io::Result<(u64, u64)> {
+    let (soft, hard) = nofile_limit()?;
+    // An unlimited hard limit still ends at the kernel's per-process maximum.
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    let target = want.map_or(hard, |w| w.min(hard)).min(nr_open);
+    if target <= soft {
+        return Ok((soft, soft));
+    }
+    let raised = libc::rlimit {
+        rlim_cur: target,
+        rlim_max: hard,
+    };
+    // SAFETY: `raised` is a readable rlimit alive across the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((soft, target))
+}
+
 /// The real user id of this process.
 pub fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
@@ -244,6 +283,18 @@ pub fn uid() -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_soft_descriptor_limit_is_raised_never_lowered() {
+        let (soft, hard) = super::nofile_limit().unwrap();
+        assert!(soft <= hard);
+        // Asking for less than the soft limit changes nothing.
+        assert_eq!(super::raise_nofile_limit(Some(3)).unwrap(), (soft, soft));
+        let (before, after) = super::raise_nofile_limit(None).unwrap();
+        assert_eq!(before, soft);
+        assert!(after >= soft && after <= hard, "{after}");
+        assert_eq!(super::nofile_limit().unwrap(), (after, hard));
+    }
+
     #[test]
     fn a_thread_may_shorten_its_own_scheduler_slice() {
         // In a thread of its own: the slice stays with the thread.

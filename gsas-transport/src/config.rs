@@ -294,7 +294,7 @@ pub const GSAS_UDP_MTU: EnvVar = EnvVar {
     },
     default: "`61440`",
     reader: Reader::All,
-    doc: "UDP payload bytes per datagram (every process of a job must use the same value). Unset: `gsas-atomicd --config` and `oshrun --config` use the cluster file's `defaults.udp_mtu` and pass it to their PEs. Use 1472 across real Ethernet without jumbo frames.",
+    doc: "UDP payload bytes per datagram (every process of a job must use the same value). Unset: `gsas-atomicd --config` and `oshrun --config` use the cluster file's `defaults.udp_mtu` and pass it to their PEs, and a PE takes its node service's value; a PE whose value differs from its service's refuses to start, naming both. Use 1472 across real Ethernet without jumbo frames.",
 };
 /// `GSAS_BOOT_TIMEOUT_MS`.
 pub const GSAS_BOOT_TIMEOUT_MS: EnvVar = EnvVar {

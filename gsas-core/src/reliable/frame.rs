@@ -446,6 +446,9 @@ pub enum RefusalReason {
     /// answer of a receiver that keeps an ended job's peers closed (see "Closing a peer"
     /// in the [layer docs](super)) or remembers the ended job's key.
     JobEnded,
+    /// The job's user (the uid that started it on the receiver's node) has as many peers
+    /// as the receiver allows per user, over all of the user's jobs there.
+    UserFull,
     /// A code this version does not know.
     Unknown(u8),
 }
@@ -459,6 +462,7 @@ impl RefusalReason {
             RefusalReason::TableFull => 3,
             RefusalReason::HostFull => 4,
             RefusalReason::JobEnded => 5,
+            RefusalReason::UserFull => 6,
             RefusalReason::Unknown(c) => c,
         }
     }
@@ -472,6 +476,7 @@ impl From<u8> for RefusalReason {
             3 => RefusalReason::TableFull,
             4 => RefusalReason::HostFull,
             5 => RefusalReason::JobEnded,
+            6 => RefusalReason::UserFull,
             c => RefusalReason::Unknown(c),
         }
     }
@@ -489,6 +494,9 @@ impl core::fmt::Display for RefusalReason {
             RefusalReason::JobEnded => {
                 f.write_str("the job has ended there (every PE of it on that node finalized)")
             }
+            RefusalReason::UserFull => f.write_str(
+                "the job's user has as many peers there as one user may have (its share of the peer table)",
+            ),
             RefusalReason::Unknown(c) => write!(f, "refusal code {c}"),
         }
     }

@@ -904,6 +904,7 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             RefusalReason::JobFull => s.refused_job_full += 1,
             RefusalReason::HostFull => s.refused_host_full += 1,
             RefusalReason::JobEnded => s.refused_job_ended += 1,
+            RefusalReason::UserFull => s.refused_user_full += 1,
             RefusalReason::TableFull | RefusalReason::Unknown(_) => s.refused_table_full += 1,
         }
         self.answer_refusal(peer, repr, refusal, action);

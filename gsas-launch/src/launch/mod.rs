@@ -94,6 +94,12 @@ pub fn run_cli(name: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // The environment the PEs inherit, checked before anything else (and before the
+    // logger reads GSAS_LOG): a bad value is one line and exit 2, not a line per PE.
+    if let Err(e) = check_pe_environment() {
+        eprintln!("{name}: {e}");
+        return EXIT_USAGE;
+    }
     crate::log::init(name, run.log_level);
     match launch(name, &run) {
         Ok(code) => code,
@@ -102,6 +108,14 @@ pub fn run_cli(name: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
             code
         }
     }
+}
+
+/// Checks the `GSAS_*` and `SHMEM_*` variables of this process, which its PEs inherit:
+/// the first invalid one, named with its value and why.
+pub fn check_pe_environment() -> Result<(), String> {
+    RuntimeConfig::from_env().map_err(|e| e.to_string())?;
+    board_config::shmem_env::Config::from_env().map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// The environment one PE of a single-node job gets besides PMI.

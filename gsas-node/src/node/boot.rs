@@ -726,6 +726,16 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
             joined.info.node
         )));
     }
+    let service_mtu = joined.info.udp_mtu as usize;
+    if service_mtu != env.udp_mtu && std::env::var_os(config::GSAS_UDP_MTU.name).is_some() {
+        return Err(NodeError::Config(format!(
+            "GSAS_UDP_MTU={} but the atomic service of node {node} ({}) uses {service_mtu}: \
+             every process of a job must use the same datagram size; unset GSAS_UDP_MTU \
+             (PEs then take the service's) or start the services with the same `udp_mtu`",
+            env.udp_mtu,
+            service_path.display()
+        )));
+    }
 
     // Own segments.
     let heap_size = options
@@ -848,7 +858,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
             let udp = UdpTransport::bind(
                 SocketAddr::new(ip, 0),
                 UdpConfig {
-                    mtu: env.udp_mtu,
+                    mtu: service_mtu,
                     ..UdpConfig::default()
                 },
             )

@@ -77,9 +77,29 @@ impl ControlClient {
     }
 
     /// The connection's descriptor (for `poll(2)`: readable or hung up means the service
-    /// went away, since it never sends unasked).
+    /// went away, since it never sends unasked; the one exception, an error with token 0
+    /// right after connecting when it refuses the connection, is followed by the close).
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The error the service sent with token 0 before it closed the connection (it
+    /// refused it, out of descriptors), if one is waiting to be read.
+    fn refusal(&self) -> Option<ServiceError> {
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        // A close with our request unread reports ECONNRESET once, before the queued
+        // message: read twice.
+        let (n, _) = recv_fds(&self.fd, &mut buf, Duration::ZERO)
+            .or_else(|_| recv_fds(&self.fd, &mut buf, Duration::ZERO))
+            .ok()?;
+        match ControlReply::parse(&buf[..n]).ok()? {
+            (0, ControlReply::Error { code, message }) => Some(ServiceError::Refused {
+                request: "the connection".into(),
+                code,
+                message: message.to_owned(),
+            }),
+            _ => None,
+        }
     }
 
     fn shm_err(&self, what: &str, e: ShmError) -> ServiceError {
@@ -112,18 +132,39 @@ impl ControlClient {
         req: &ControlRequest,
         attach: &[BorrowedFd<'_>],
     ) -> Result<(Answer, Vec<OwnedFd>), ServiceError> {
-        self.token = self.token.wrapping_add(1);
+        // Token 0 is the service's: an error it sends before any request (it refused the
+        // connection, out of descriptors).
+        self.token = self.token.wrapping_add(1).max(1);
         let token = self.token;
         let mut buf = vec![0u8; MAX_MESSAGE];
         let n = req.emit(token, &mut buf);
         let what = describe(req);
-        send_fds(&self.fd, &buf[..n], attach, self.timeout)
-            .map_err(|e| self.shm_err(&format!("sending {what}"), e))?;
-        let (n, fds) = recv_fds(&self.fd, &mut buf, self.timeout)
-            .map_err(|e| self.shm_err(&format!("waiting for the reply to {what}"), e))?;
+        if let Err(e) = send_fds(&self.fd, &buf[..n], attach, self.timeout) {
+            // A service that refused the connection sent why before it closed it.
+            if let Some(refusal) = self.refusal() {
+                return Err(refusal);
+            }
+            return Err(self.shm_err(&format!("sending {what}"), e));
+        }
+        let (n, fds) = match recv_fds(&self.fd, &mut buf, self.timeout) {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(refusal) = self.refusal() {
+                    return Err(refusal);
+                }
+                return Err(self.shm_err(&format!("waiting for the reply to {what}"), e));
+            }
+        };
         let (got, reply) = ControlReply::parse(&buf[..n]).map_err(|e| {
             ServiceError::Protocol(format!("reply to {what} from {}: {e}", self.path.display()))
         })?;
+        if let (0, ControlReply::Error { code, message }) = (got, &reply) {
+            return Err(ServiceError::Refused {
+                request: "the connection".into(),
+                code: *code,
+                message: (*message).to_owned(),
+            });
+        }
         if got != token {
             return Err(ServiceError::Protocol(format!(
                 "reply to {what} from {} carries token {got}, expected {token}",

@@ -182,6 +182,11 @@ pub struct ServiceConfig {
     pub max_peers: usize,
     /// Most PEs joined at once, over all jobs.
     pub max_pes: usize,
+    /// The share of the node's PEs ([`max_pes`](Self::max_pes)), network peers
+    /// ([`max_peers`](Self::max_peers)) and control connections that the jobs of one user
+    /// id may hold together, in percent; `None`: no per-user shares (an embedded service,
+    /// which serves its own user only). See [`UserShares`].
+    pub user_share_percent: Option<u8>,
     /// Serve other nodes over these Exanet endpoints (endpoint 0 for the service, the
     /// others handed to the PEs that join) instead of UDP; the UDP socket then carries
     /// host actions only (ping, remote FORK). `None`: UDP.
@@ -210,9 +215,41 @@ impl ServiceConfig {
             uid_policy: UidPolicy::SameUser,
             max_peers: 1024,
             max_pes: 1024,
+            user_share_percent: None,
             exanet: None,
         }
     }
+
+    /// What one user may hold at once ([`user_share_percent`](Self::user_share_percent)
+    /// of each resource, at least one), or `None` without per-user shares.
+    pub fn user_shares(&self) -> Option<UserShares> {
+        let pct = usize::from(self.user_share_percent?.min(100));
+        let part = |n: usize| (n.saturating_mul(pct) / 100).max(1);
+        let pes = part(self.max_pes);
+        Some(UserShares {
+            pes,
+            peers: part(self.max_peers),
+            connections: pes.saturating_add(CONNECTION_SLACK),
+        })
+    }
+}
+
+/// Control connections a user may hold beyond its PE share (launchers, `gsas-atomicd
+/// --stats`, PEs that are connecting).
+pub const CONNECTION_SLACK: usize = 16;
+
+/// What the jobs of one user id may hold together on a node
+/// ([`ServiceConfig::user_shares`]): joined PEs, network peers (of the reliability
+/// layer), and control connections (each holds a descriptor of the service's; a PE's
+/// segments, also descriptors, are bounded through its PE count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserShares {
+    /// PEs joined at once.
+    pub pes: usize,
+    /// Network peers with a slot.
+    pub peers: usize,
+    /// Open control connections.
+    pub connections: usize,
 }
 
 /// Where the per-job and per-user memory limits of a service come from (the cluster-file

@@ -3,9 +3,12 @@
 //! **What it is.** The [`PeerIndex`] of a service's network layer. A peer is a (source
 //! address, job key) pair; it gets a slot of the peer table only when
 //!
-//! * its key is the key of a job this service knows (a PE of this node joined it), and the
+//! * its key is the key of a job this service knows (a PE of this node joined it), the
 //!   job has fewer peers than its share ([`job_share`]: the job's PE count plus
-//!   [`JOB_SLACK`], at most the table); or
+//!   [`JOB_SLACK`], at most the table), and the job's user (the uid that started it here)
+//!   has fewer peers over all its jobs than the per-user share, where there is one (a
+//!   daemon that serves every user: half the table, so that no user, whatever PE count
+//!   its jobs claim, can fill it); or
 //! * the service serves host actions for unknown keys (remote FORK is enabled) and fewer
 //!   than [`HOST_SHARE`] such peers have a slot; when the share is full, the oldest one is
 //!   evicted if it is idle or silent for [`HOST_QUIET_NS`] (so a flood of keys cannot lock
@@ -63,11 +66,12 @@ fn figures(reason: RefusalReason, in_use: usize, limit: usize) -> Refusal {
     }
 }
 
-/// A job's share: its limit and how many of its peers have a slot.
+/// A job's share: its limit, how many of its peers have a slot, and its user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Share {
     limit: usize,
     used: usize,
+    uid: u32,
 }
 
 /// The service's peer index; see the [module docs](self).
@@ -79,6 +83,9 @@ pub(crate) struct JobIndex {
     jobs: HashMap<u64, Share>,
     /// Whether peers of unknown keys get a slot (host actions are served).
     host_open: bool,
+    /// The most peers the jobs of one user may have together (`None`: no per-user share,
+    /// a service that serves one user).
+    user_limit: Option<usize>,
     /// Peers without a known job, oldest first.
     host: VecDeque<NetPeer>,
     /// Keys of jobs that ended cleanly, oldest first (at most [`ENDED_KEYS`]), and the
@@ -97,9 +104,24 @@ impl JobIndex {
         self.host_open = open;
     }
 
-    /// Admits the peers of job `key`, at most `limit` of them. (The caller frees the
-    /// peers of an ended job of the same key first.)
-    pub(crate) fn admit_job(&mut self, key: u64, limit: usize) {
+    /// Bounds the peers of all the jobs of one user together (`None`: no bound).
+    pub(crate) fn set_user_limit(&mut self, limit: Option<usize>) {
+        self.user_limit = limit;
+    }
+
+    /// Peers with a slot of the jobs of user `uid`.
+    fn user_used(&self, uid: u32) -> usize {
+        self.jobs
+            .values()
+            .filter(|s| s.uid == uid)
+            .map(|s| s.used)
+            .sum()
+    }
+
+    /// Admits the peers of job `key` of user `uid`, at most `limit` of them (and within
+    /// the user's share). (The caller frees the peers of an ended job of the same key
+    /// first.)
+    pub(crate) fn admit_job(&mut self, key: u64, limit: usize, uid: u32) {
         if self.ended_keys.remove(&key) {
             self.ended.retain(|&k| k != key);
         }
@@ -107,7 +129,7 @@ impl JobIndex {
         self.host.retain(|p| p.key != key);
         let moved = before - self.host.len();
         let used = self.jobs.get(&key).map_or(0, |s| s.used) + moved;
-        self.jobs.insert(key, Share { limit, used });
+        self.jobs.insert(key, Share { limit, used, uid });
     }
 
     /// Stops admitting job `key`; returns its peers that have a slot (the caller frees
@@ -213,6 +235,12 @@ impl PeerIndex<NetPeer> for JobIndex {
                     figures(RefusalReason::JobFull, share.used, share.limit),
                 );
             }
+            if let Some(limit) = self.user_limit {
+                let used = self.user_used(share.uid);
+                if used >= limit {
+                    return self.refuse(peer, figures(RefusalReason::UserFull, used, limit));
+                }
+            }
             if in_use >= capacity {
                 return self.make_room(peer, figures(RefusalReason::TableFull, in_use, capacity));
             }
@@ -279,7 +307,7 @@ mod tests {
             ix.admit(peer(1, 7), 8),
             Admission::Refuse(figures(RefusalReason::UnknownJob, 0, 0))
         );
-        ix.admit_job(7, 2);
+        ix.admit_job(7, 2, 0);
         for port in 1..=2 {
             assert_eq!(ix.admit(peer(port, 7), 8), Admission::Admit);
             assert!(ix.slot(peer(port, 7), 8).is_some());
@@ -306,7 +334,7 @@ mod tests {
     #[test]
     fn an_ended_job_lingers_gives_way_first_and_is_refused_by_name() {
         let mut ix = JobIndex::default();
-        ix.admit_job(7, 3);
+        ix.admit_job(7, 3, 0);
         for port in 1..=2 {
             assert_eq!(ix.admit(peer(port, 7), 4), Admission::Admit);
             ix.slot(peer(port, 7), 4).unwrap();
@@ -322,7 +350,7 @@ mod tests {
         assert_eq!(ix.admit(peer(3, 7), 4), ended);
         // A full table: a lingering peer gives way (always: quiet_ns 0), for a job's peer
         // and for a host peer alike.
-        ix.admit_job(8, 10);
+        ix.admit_job(8, 10, 0);
         for port in 10..=11 {
             assert_eq!(ix.admit(peer(port, 8), 4), Admission::Admit);
             ix.slot(peer(port, 8), 4).unwrap();
@@ -354,12 +382,12 @@ mod tests {
             Admission::Refuse(figures(RefusalReason::TableFull, 4, 4))
         );
         // A new job of the same key is admitted again.
-        ix.admit_job(7, 3);
+        ix.admit_job(7, 3, 0);
         assert!(!ix.ended_keys.contains(&7) && !ix.ended.contains(&7));
         assert_eq!(ix.admit(peer(3, 7), 8), Admission::Admit);
         // The remembered keys are bounded.
         for key in 1000..1000 + ENDED_KEYS as u64 + 5 {
-            ix.admit_job(key, 1);
+            ix.admit_job(key, 1, 0);
             ix.end_job(key);
         }
         assert_eq!(ix.ended.len(), ENDED_KEYS);
@@ -368,9 +396,36 @@ mod tests {
     }
 
     #[test]
+    fn one_user_has_at_most_its_share_over_all_its_jobs() {
+        let mut ix = JobIndex::default();
+        ix.set_user_limit(Some(3));
+        // User 1000 claims a huge job and a second one: together at most 3 peers.
+        ix.admit_job(1, 2004, 1000);
+        ix.admit_job(2, 10, 1000);
+        ix.admit_job(3, 10, 2000);
+        for port in 0..2 {
+            assert_eq!(ix.admit(peer(port, 1), 64), Admission::Admit);
+            ix.slot(peer(port, 1), 64).unwrap();
+        }
+        assert_eq!(ix.admit(peer(2, 2), 64), Admission::Admit);
+        ix.slot(peer(2, 2), 64).unwrap();
+        let full = Admission::Refuse(figures(RefusalReason::UserFull, 3, 3));
+        assert_eq!(ix.admit(peer(3, 1), 64), full);
+        assert_eq!(ix.admit(peer(3, 2), 64), full);
+        // Another user's job is untouched by it.
+        for port in 10..13 {
+            assert_eq!(ix.admit(peer(port, 3), 64), Admission::Admit);
+            ix.slot(peer(port, 3), 64).unwrap();
+        }
+        // A freed slot of the user is the user's again.
+        ix.release(peer(0, 1));
+        assert_eq!(ix.admit(peer(3, 2), 64), Admission::Admit);
+    }
+
+    #[test]
     fn the_table_bounds_every_job_and_host_peers_rotate() {
         let mut ix = JobIndex::default();
-        ix.admit_job(1, 10);
+        ix.admit_job(1, 10, 0);
         for port in 0..3 {
             assert_eq!(ix.admit(peer(port, 1), 3), Admission::Admit);
             ix.slot(peer(port, 1), 3).unwrap();
@@ -402,7 +457,7 @@ mod tests {
             "a busy victim goes to the back"
         );
         // A job starting takes its host peers into its share.
-        ix.admit_job(102, 5);
+        ix.admit_job(102, 5, 0);
         assert_eq!(ix.host_peers(), HOST_SHARE - 1);
         assert_eq!(ix.jobs[&102].used, 1);
     }

@@ -27,6 +27,11 @@ pub struct Counters {
     pub refused: u64,
     /// Connections refused or closed for a user id that may not use the service or job.
     pub uid_refused: u64,
+    /// Connections refused because the service was out of file descriptors.
+    pub fd_refused: u64,
+    /// Connections or Joins refused because their user holds its share of the node
+    /// (control connections, PEs).
+    pub user_refused: u64,
     /// Jobs created by a first Join.
     pub jobs_started: u64,
     /// Jobs ended because every PE left.
@@ -173,6 +178,11 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "frames refused a peer slot: their job ended here (a late frame of a job whose peers no longer linger)",
         ),
         (
+            "reliable.refused_user_full",
+            C,
+            "frames refused a peer slot: the user of their job has all the peers one user may have on this node (half the table on a shared daemon)",
+        ),
+        (
             "reliable.closed_refused",
             C,
             "new requests from a lingering peer (its job ended here) refused, never executed",
@@ -209,6 +219,16 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "control.uid_refused",
             C,
             "control connections or requests refused for their user id",
+        ),
+        (
+            "control.fd_refused",
+            C,
+            "control connections refused because the service was out of file descriptors",
+        ),
+        (
+            "control.user_refused",
+            C,
+            "control connections or Joins refused because their user holds its share of the node (connections, PEs)",
         ),
         ("jobs.started", C, "jobs started here (first Join)"),
         ("jobs.ended", C, "jobs ended because every PE left"),
@@ -376,6 +396,7 @@ pub fn render(
     line("reliable.refused_table_full", reliable.refused_table_full);
     line("reliable.refused_host_full", reliable.refused_host_full);
     line("reliable.refused_job_ended", reliable.refused_job_ended);
+    line("reliable.refused_user_full", reliable.refused_user_full);
     line("reliable.closed_refused", reliable.closed_refused);
     line("reliable.closed_expired", reliable.closed_expired);
     line("reliable.refusals_sent", reliable.refusals_sent);
@@ -386,6 +407,8 @@ pub fn render(
     line("control.messages", counters.messages);
     line("control.refused", counters.refused);
     line("control.uid_refused", counters.uid_refused);
+    line("control.fd_refused", counters.fd_refused);
+    line("control.user_refused", counters.user_refused);
     line("jobs.started", counters.jobs_started);
     line("jobs.ended", counters.jobs_ended);
     line("jobs.reclaimed", counters.jobs_reclaimed);

@@ -47,11 +47,15 @@ pub enum ShmError {
         /// Size of the buffer given.
         capacity: usize,
     },
-    /// The kernel discarded descriptors that did not fit the control buffer
-    /// (`MSG_CTRUNC`); the ones that arrived were closed.
+    /// The kernel discarded descriptors attached to a message (`MSG_CTRUNC`); the ones
+    /// that arrived were closed.
     FdsTruncated {
         /// Descriptors that arrived before the cut.
         received: usize,
+        /// The control buffer had room for more than arrived: the receiving process could
+        /// not take more descriptors (its `RLIMIT_NOFILE`, or the system's table), rather
+        /// than the sender attaching more than the buffer holds.
+        out_of_descriptors: bool,
     },
     /// The peer closed the socket.
     Closed {
@@ -107,9 +111,24 @@ impl fmt::Display for ShmError {
                 f,
                 "received message larger than the {capacity}-byte buffer (truncated)"
             ),
-            ShmError::FdsTruncated { received } => write!(
+            ShmError::FdsTruncated {
+                received,
+                out_of_descriptors: true,
+            } => write!(
                 f,
-                "descriptors discarded by the kernel (control buffer too small); {received} arrived and were closed"
+                "descriptors sent with a message were discarded by the kernel: the receiving \
+                 process is out of file descriptors (RLIMIT_NOFILE soft limit {}); {received} \
+                 arrived and were closed",
+                gsas_sys::process::nofile_limit()
+                    .map_or_else(|_| "unknown".to_string(), |(soft, _)| soft.to_string())
+            ),
+            ShmError::FdsTruncated {
+                received,
+                out_of_descriptors: false,
+            } => write!(
+                f,
+                "descriptors discarded by the kernel (more were attached than the control \
+                 buffer holds); {received} arrived and were closed"
             ),
             ShmError::Closed { op } => write!(f, "{op}: the peer closed the socket"),
             ShmError::TimedOut { op, waited } => {

@@ -199,6 +199,7 @@ pub fn recv_fds(
         if fds_truncated {
             return Err(ShmError::FdsTruncated {
                 received: fds.len(),
+                out_of_descriptors: fds.len() < MAX_FDS,
             });
         }
         if truncated {

@@ -27,13 +27,21 @@ pub struct TeamConfig {
 pub(super) const TEAM_NUM_CONTEXTS: c_long = 1 << 0;
 
 /// `shmem_init`: the C library remaps the data segment so that globals are symmetric. An
-/// invalid environment or a failed bootstrap ends the process with the reason.
+/// invalid environment variable (a usage error) ends the process with the reason and exit
+/// status 2 (as `oshrun`, which checks the variables before it starts PEs, does); a failed
+/// bootstrap ends the job with the reason.
 fn init(call: &str) {
-    if let Err(e) = state::init(InitOptions {
+    match state::init(InitOptions {
         remap_data: true,
         thread_level: THREAD_MULTIPLE,
     }) {
-        fatal(call, e);
+        Ok(_) => {}
+        Err(e @ state::InitError::Env(_)) => {
+            flush_stdio();
+            eprintln!("gsas-shmem: {call}: {e}");
+            std::process::exit(2);
+        }
+        Err(e) => fatal(call, e),
     }
 }
 

@@ -91,6 +91,44 @@ fn cluster(dir: &Path, timeout_ms: Option<&str>) -> (ClusterFile, PathBuf) {
     (cf, file)
 }
 
+#[test]
+fn a_udp_mtu_unlike_the_services_is_named_at_start() {
+    // Before: the PEs' datagrams of the other size were never answered, and the job ended
+    // by a time-out that did not mention the MTU.
+    let dir = gsas_tests::node::scratch_dir("mtu-mismatch");
+    let (cf, file) = cluster(&dir, None);
+    let _ds = daemons(&cf, &file);
+    let out = collect_output(
+        oshrun()
+            .arg("--config")
+            .arg(&file)
+            .args(["-n", "2", "--timeout", "120", "--"])
+            .args(self_test_argv("child_pe").unwrap())
+            .env(gsas_tests::node::SCENARIO, "hang")
+            .env(gsas_tests::node::SIGNAL_DIR, &dir)
+            .env("GSAS_UDP_MTU", "1472")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("GSAS_UDP_MTU=1472 but the atomic service of node 0")
+            && err.contains("uses 61440"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("ran longer than"),
+        "ended by the time limit: {err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Runs a hanging 4-PE job on two nodes, kills PE `victim` with SIGKILL and checks the end.
 fn kill_9_ends_the_job(name: &str, fork: bool, victim: usize) {
     let dir = gsas_tests::node::scratch_dir(name);

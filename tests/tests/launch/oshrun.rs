@@ -62,6 +62,38 @@ fn bad_arguments_are_refused_before_anything_starts() {
 }
 
 #[test]
+fn a_bad_environment_is_one_line_and_exit_2_before_any_pe_starts() {
+    let dir = gsas_tests::node::scratch_dir("bad-env");
+    let cases = [
+        ("SHMEM_SYMMETRIC_SIZE", "0", "at least 4096 bytes"),
+        ("SHMEM_SYMMETRIC_SIZE", "1k", "at least 4096 bytes"),
+        ("SHMEM_SYMMETRIC_SIZE", "4095", "at least 4096 bytes"),
+        ("SMA_SYMMETRIC_SIZE", "lots", "SMA_SYMMETRIC_SIZE"),
+        ("SHMEM_WAIT_TIMEOUT", "0", "greater than 0"),
+        ("GSAS_LOG", "bogus", "expected one of off, error, warn"),
+    ];
+    for (var, value, want) in cases {
+        let o = run(oshrun()
+            .args(["-n", "3", "sh", "-c", "touch \"$0/started.$PMI_RANK\""])
+            .arg(&dir)
+            .env(var, value));
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{var}={value}: {e}");
+        assert_eq!(e.lines().count(), 1, "{var}={value}: one line only: {e}");
+        assert!(
+            e.starts_with("oshrun: ") && e.contains(var) && e.contains(value) && e.contains(want),
+            "{var}={value}: {e}"
+        );
+        let started: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(
+            started.is_empty(),
+            "{var}={value}: PEs started: {started:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn the_first_failing_pe_ends_the_job_with_its_status() {
     let t0 = Instant::now();
     let o = run(oshrun().args([

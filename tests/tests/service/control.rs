@@ -976,6 +976,7 @@ fn fuzzing_the_wire_leaves_the_service_up_and_every_job_exact() {
         "reliable.refused_table_full",
         "reliable.refused_host_full",
         "reliable.refused_job_ended",
+        "reliable.refused_user_full",
     ]
     .iter()
     .map(|n| st.get(n).unwrap())
@@ -1112,4 +1113,211 @@ fn a_peer_that_never_acknowledges_holds_up_no_one_else() {
     silent.leave(0, 80).unwrap();
     pe.leave(0, 81).unwrap();
     s.stop().unwrap();
+}
+
+/// What the attacker of [`a_second_local_user_cannot_take_the_node`] does, in
+/// `GSAS_TEST_ATTACK`.
+const ATTACK: &str = "GSAS_TEST_ATTACK";
+/// The control socket it attacks.
+const ATTACK_SOCKET: &str = "GSAS_TEST_ATTACK_SOCKET";
+
+/// The attacker: this binary again, run as another user (nobody) by
+/// [`a_second_local_user_cannot_take_the_node`] (through the `attacker` entry of
+/// `main.rs`). Does what [`ATTACK`] says to the service at [`ATTACK_SOCKET`], prints one
+/// `ATTACK: ...` line with the outcome, and keeps its connections (its PEs) until its
+/// standard input closes.
+pub(crate) fn attacker() {
+    let (Some(what), Some(path)) = (std::env::var_os(ATTACK), std::env::var_os(ATTACK_SOCKET))
+    else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let info = |npes| JoinInfo {
+        npes,
+        node: 0,
+        flags: 0,
+    };
+    let mut held = Vec::new();
+    let outcome = match what.to_str() {
+        // One made-up job claiming 2000 PEs.
+        Some("huge") => {
+            let mut c = ControlClient::connect(&path, T).unwrap();
+            c.join(0, 0xa77, 0xa77_a77, info(2000)).unwrap();
+            held.push(c);
+            "joined a job of 2000 PEs".to_string()
+        }
+        // As many one-PE jobs as the service takes.
+        Some("pes") => loop {
+            let mut c = ControlClient::connect(&path, T).unwrap();
+            let n = held.len() as u64;
+            let joined = c.join(0, 0x1000 + n, 0x2000 + n, info(1));
+            // The refused connection stays open too (so the count of connections the
+            // next attack finds is exact).
+            held.push(c);
+            if let Err(e) = joined {
+                break format!("joined {n} more, then: {e}");
+            }
+            assert!(n < 10_000, "never refused");
+        },
+        // As many control connections as the service takes.
+        Some("conns") => loop {
+            let n = held.len();
+            let refused = ControlClient::connect(&path, T).and_then(|mut c| {
+                c.ping()?;
+                Ok(c)
+            });
+            match refused {
+                Ok(c) => held.push(c),
+                Err(e) => break format!("opened {n} more, then: {e}"),
+            }
+            assert!(n < 10_000, "never refused");
+        },
+        other => panic!("unknown attack {other:?}"),
+    };
+    println!("ATTACK: {outcome}");
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut rest);
+    drop(held);
+}
+
+/// A running attacker: its process and the line it printed.
+struct Attacker {
+    child: std::process::Child,
+    said: String,
+}
+
+impl Drop for Attacker {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = gsas_tests::launch::wait_timeout(&mut self.child, T);
+        let _ = self.child.kill();
+    }
+}
+
+/// Starts `exe` (a copy of this binary other users may run) as uid/gid 65534 (nobody)
+/// with `attack` against `socket`, and waits for its `ATTACK:` line.
+fn attack(exe: &std::path::Path, attack: &str, socket: &std::path::Path) -> Attacker {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let argv = gsas_tests::launch::self_test_argv("attacker").unwrap();
+    let me = std::env::current_exe().unwrap().into_os_string();
+    let argv: Vec<_> = argv
+        .into_iter()
+        .map(|a| if a == me { exe.into() } else { a })
+        .collect();
+    let mut child = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .env(ATTACK, attack)
+        .env(ATTACK_SOCKET, socket)
+        .uid(65534)
+        .gid(65534)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let said = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("ATTACK: ").map(str::to_owned))
+        .unwrap_or_else(|| panic!("attacker {attack} said nothing: {:?}", child.wait()));
+    // The rest (the harness's lines) is read, so that the attacker's writes never fail.
+    std::thread::spawn(move || lines.for_each(drop));
+    Attacker { child, said }
+}
+
+#[test]
+fn a_second_local_user_cannot_take_the_node() {
+    const TEST: &str = "a_second_local_user_cannot_take_the_node";
+    if !gsas_tests::skip::is_root() {
+        gsas_tests::skip::skip(
+            TEST,
+            gsas_tests::skip::REQUIRE_NETNS,
+            "needs root to run the attacker as another user (nobody)",
+        );
+        return;
+    }
+    // A node's daemon as gsas-atomicd sets it up: every user may connect, half of the
+    // node's PEs, peers and connections per user. Small tables keep the test short.
+    let dir = std::env::temp_dir().join(format!("gsas-users-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("attacker");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), dir.join("svc.sock"));
+    cfg.uid_policy = gsas::service::UidPolicy::PerJob;
+    cfg.socket_mode = 0o666;
+    cfg.max_pes = 8;
+    cfg.max_peers = 12;
+    cfg.user_share_percent = Some(50);
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    let read = |key: u64| {
+        remote!(r);
+        let svc = UdpPeer {
+            addr: s.udp_addr(),
+            key,
+        };
+        let res = r
+            .call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, SEG_HEAP, 0).unwrap(), 8))
+            .0;
+        (res, r.events)
+    };
+
+    // 1. A made-up job of 2000 PEs, and the attacker's sockets under its key: at most half
+    // of the peer table (before: all of it, and every other job was refused "peer table
+    // is full").
+    let huge = attack(&exe, "huge", s.socket_path());
+    assert_eq!(huge.said, "joined a job of 2000 PEs");
+    for _ in 0..6 {
+        let (_, events) = read(0xa77_a77);
+        assert!(events.is_empty(), "{events:?}");
+    }
+    refused_peer(read(0xa77_a77), RefusalReason::UserFull, 6, 6);
+    // Another user's job (this test's, root) has the other half.
+    let mut victim = join(&s, 0, 50, 500, 1);
+    victim.create_segment(0, SEG_HEAP, 4096).unwrap();
+    for _ in 0..4 {
+        assert_eq!(read(500), (Ok(None), vec![]));
+    }
+
+    // 2. Made-up PEs: at most half of the node's 8 (the attacker holds one already;
+    // before: all that were left, and another user's Join was refused "this service serves
+    // 8 PEs already").
+    let pes = attack(&exe, "pes", s.socket_path());
+    assert!(
+        pes.said.starts_with("joined 3 more, then: ")
+            && pes.said.contains("uid 65534")
+            && pes.said.contains("has 4 PEs on this node, its share (50%"),
+        "{}",
+        pes.said
+    );
+    let mut others: Vec<_> = (0..3).map(|r| join(&s, r, 51, 510, 3)).collect();
+
+    // 3. Control connections (each a descriptor of the service's): at most the user's PE
+    // share + 16 (it holds 5: four PEs and the refused fifth).
+    let conns = attack(&exe, "conns", s.socket_path());
+    assert!(
+        conns.said.starts_with("opened 15 more, then: ")
+            && conns.said.contains("refused the connection")
+            && conns.said.contains("control connections open"),
+        "{}",
+        conns.said
+    );
+    let st = victim.stats().unwrap();
+    assert_eq!(st.get("reliable.refused_user_full"), Some(1), "{st}");
+    assert_eq!(st.get("control.user_refused"), Some(2), "{st}");
+    assert_eq!(st.get("pes.active"), Some(8), "{st}");
+    // Every job of the other user still works.
+    assert_eq!(read(500), (Ok(None), vec![]));
+    let mut c = ControlClient::connect(s.socket_path(), T).unwrap();
+    c.ping().unwrap();
+    for o in &mut others {
+        o.ping().unwrap();
+    }
+    drop((huge, pes, conns));
+    s.stop().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }

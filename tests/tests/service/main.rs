@@ -22,3 +22,10 @@ mod shm;
 fn child_pe() {
     progress::child();
 }
+
+/// The attacker of `control::a_second_local_user_cannot_take_the_node`, run as another
+/// user; run as an ordinary test it does nothing.
+#[test]
+fn attacker() {
+    control::attacker();
+}

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// How long the listener rests when the service is out of descriptors and has no spare.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// At most one warning about refusals for lack of descriptors per this time.
+const FD_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Opens the spare descriptor (`/dev/null`), or `None` when even that fails.
+pub(super) fn spare_descriptor() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+}
+
 impl Core {
     pub(super) fn accept_all(&mut self) {
         loop {
@@ -29,6 +39,29 @@ impl Core {
                         );
                         continue;
                     }
+                    if let Some(shares) = self.cfg.user_shares() {
+                        let open = self
+                            .conns
+                            .iter()
+                            .flatten()
+                            .filter(|c| c.cred.uid == cred.uid)
+                            .count();
+                        if open >= shares.connections {
+                            self.refuse_connection(
+                                fd,
+                                &format!(
+                                    "uid {} ({}) has {open} control connections open to {}, its \
+                                     share (its PE share + {}); close some or end jobs",
+                                    cred.uid,
+                                    gsas_sys::socket::user_name(cred.uid),
+                                    self.cfg.name,
+                                    crate::service::CONNECTION_SLACK
+                                ),
+                            );
+                            self.counters.user_refused += 1;
+                            continue;
+                        }
+                    }
                     self.counters.connections += 1;
                     log::debug!(
                         "{}: connection from pid {} uid {} gid {}",
@@ -48,11 +81,87 @@ impl Core {
                     }
                 }
                 Ok(None) => return,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    if !self.refuse_without_descriptors(&e) {
+                        return;
+                    }
+                }
                 Err(e) => {
                     log::warn!("{}: accept: {e}", self.cfg.name);
                     return;
                 }
             }
+        }
+    }
+
+    /// `accept` failed for lack of descriptors (`e`: EMFILE for this process, ENFILE for
+    /// the system). The pending connection would keep the listener readable and the loop
+    /// spinning, so it is taken with the spare descriptor, told why, and closed; the spare
+    /// is opened again. Without a spare (another descriptor took its place) the listener is
+    /// left out of the poll set for [`ACCEPT_PAUSE`]. One warning per
+    /// [`FD_WARN_EVERY`], with the count of refusals. Returns whether to go on accepting.
+    fn refuse_without_descriptors(&mut self, e: &std::io::Error) -> bool {
+        // accept(2) fails with EMFILE before it looks at the queue: with the spare closed
+        // it either takes a pending connection or says there is none.
+        let accepted = match self.spare_fd.take() {
+            Some(spare) => {
+                drop(spare);
+                socket::accept(self.listener.as_fd())
+            }
+            None => Ok(None),
+        };
+        let Ok(Some(fd)) = accepted else {
+            self.reserve_spare();
+            return false;
+        };
+        let limit = gsas_sys::process::nofile_limit()
+            .map_or_else(|_| "unknown".to_string(), |(soft, _)| soft.to_string());
+        let why = format!(
+            "{} is out of file descriptors ({e}; RLIMIT_NOFILE soft limit {limit}); raise \
+             its limit (LimitNOFILE= in its systemd unit, ulimit -n) or end jobs on this node",
+            self.cfg.name
+        );
+        // Closed before the spare is opened again: the spare takes its place.
+        self.refuse_connection(fd, &why);
+        self.reserve_spare();
+        self.counters.fd_refused += 1;
+        self.fd_refusals.0 += 1;
+        let now = Instant::now();
+        if self
+            .fd_refusals
+            .1
+            .is_none_or(|t| now.duration_since(t) >= FD_WARN_EVERY)
+        {
+            log::warn!(
+                "{}: out of file descriptors ({e}; RLIMIT_NOFILE soft limit {limit}): \
+                 refused {} control connection(s) since the last such warning; raise the \
+                 limit (LimitNOFILE= in the unit, ulimit -n)",
+                self.cfg.name,
+                self.fd_refusals.0
+            );
+            self.fd_refusals = (0, Some(now));
+        }
+        self.spare_fd.is_some()
+    }
+
+    /// Tells the client of a connection that it is refused (`why`: an error reply of token
+    /// 0, which no request of a client carries, so [`ControlClient`] reports it as a
+    /// refusal whatever it asked), and closes it.
+    fn refuse_connection(&self, fd: OwnedFd, why: &str) {
+        let mut buf = [0u8; MAX_MESSAGE];
+        let reply = ControlReply::Error {
+            code: ErrorCode::Busy,
+            message: why,
+        };
+        let n = reply.emit(0, &mut buf);
+        let _ = send_fds(&fd, &buf[..n], &[], Duration::ZERO);
+    }
+
+    /// Opens the spare descriptor again; without one, pauses accepting ([`ACCEPT_PAUSE`]).
+    fn reserve_spare(&mut self) {
+        self.spare_fd = spare_descriptor();
+        if self.spare_fd.is_none() {
+            self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
         }
     }
 
@@ -294,6 +403,28 @@ impl Core {
                 ),
             ));
         }
+        if let Some(shares) = self.cfg.user_shares() {
+            let mine: usize = self
+                .jobs
+                .values()
+                .filter(|j| j.uid == cred.uid)
+                .map(|j| j.pes.len())
+                .sum();
+            if mine >= shares.pes {
+                self.counters.user_refused += 1;
+                return Err((
+                    ErrorCode::Busy,
+                    format!(
+                        "uid {} ({}) has {mine} PEs on this node, its share ({}% of the \
+                         service's {} PEs, shared by every user)",
+                        cred.uid,
+                        gsas_sys::socket::user_name(cred.uid),
+                        self.cfg.user_share_percent.unwrap_or(100),
+                        self.cfg.max_pes
+                    ),
+                ));
+            }
+        }
         if let Some(job) = self.jobs.get(&job_key) {
             if job.id != job_id {
                 return Err((
@@ -347,7 +478,7 @@ impl Core {
             );
             self.counters.jobs_started += 1;
             let share = job_share(info.npes, self.net.peer_capacity());
-            self.net.index_mut().admit_job(job_key, share);
+            self.net.index_mut().admit_job(job_key, share, cred.uid);
             log::info!(
                 "{}: job {job_id:016x} started ({} PEs in total, uid {})",
                 self.cfg.name,

@@ -176,6 +176,15 @@ impl Core {
     /// Waits at most `timeout` on every descriptor and handles what is ready. Returns
     /// whether anything was.
     pub(super) fn poll_descriptors(&mut self, timeout: Duration) -> Result<bool, ServiceError> {
+        // While accepting is paused (out of descriptors, no spare left), the listener is
+        // left out, so that its pending connection does not turn the loop into a spin.
+        let listener = match self.accept_paused_until {
+            Some(t) if Instant::now() < t => -1,
+            _ => {
+                self.accept_paused_until = None;
+                self.listener.as_raw_fd()
+            }
+        };
         let mut fds = Vec::with_capacity(5 + self.conns.len());
         let mut push = |fd: i32, events: libc::c_short| {
             fds.push(libc::pollfd {
@@ -185,7 +194,7 @@ impl Core {
             })
         };
         push(self.wake.event.as_fd().as_raw_fd(), libc::POLLIN);
-        push(self.listener.as_raw_fd(), libc::POLLIN);
+        push(listener, libc::POLLIN);
         let udp = self.net.inner().udp();
         let mut udp_events = libc::POLLIN;
         if udp.is_some_and(UdpTransport::wants_write) {

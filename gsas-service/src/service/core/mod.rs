@@ -209,6 +209,14 @@ pub(crate) struct Core {
     /// Refusals of the network layer seen for logging: unknown job, full shares, and
     /// frames of jobs that ended here.
     refusals_logged: [u64; 3],
+    /// A descriptor held in reserve (`/dev/null`): when the process is out of descriptors
+    /// it is closed to accept, refuse and close the pending control connection.
+    spare_fd: Option<OwnedFd>,
+    /// Until when the listener is left out of the poll set (out of descriptors, no spare).
+    accept_paused_until: Option<Instant>,
+    /// Connections refused for lack of descriptors since the last warning, and when that
+    /// warning was written.
+    fd_refusals: (u64, Option<Instant>),
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
@@ -290,14 +298,10 @@ fn new_net(cfg: &ServiceConfig) -> Result<(NetLayer, Option<WakeLine>), ServiceE
         }
     };
     let rc = reliable_config(cfg.deadline);
-    let layer = OwnedReliable::with_index(
-        net,
-        rc,
-        cfg.max_peers.max(1),
-        NET_FRAMES,
-        JobIndex::default(),
-    )
-    .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
+    let mut index = JobIndex::default();
+    index.set_user_limit(cfg.user_shares().map(|s| s.peers));
+    let layer = OwnedReliable::with_index(net, rc, cfg.max_peers.max(1), NET_FRAMES, index)
+        .map_err(|e| ServiceError::Config(format!("reliability layer over {what}: {e}")))?;
     Ok((layer, line))
 }
 
@@ -344,9 +348,14 @@ impl Core {
         let memory_limit = match cfg.memory_limit {
             Some(m) => (
                 m,
-                "the configured memory limit (GSAS_MEMORY_LIMIT or nodes[].memory)",
+                "the node's memory limit (GSAS_MEMORY_LIMIT, else `memory` in its nodes[] \
+                 entry of the cluster file)",
             ),
-            None => (physical_memory(), "this machine's physical memory"),
+            None => (
+                physical_memory(),
+                "this machine's physical memory (the node's limit when neither `memory` in \
+                 its nodes[] entry of the cluster file nor GSAS_MEMORY_LIMIT sets one)",
+            ),
         };
         match net.inner().exanet() {
             Some(link) => log::info!(
@@ -397,6 +406,9 @@ impl Core {
             memory_limit,
             last_sweep: Instant::now(),
             refusals_logged: [0; 3],
+            spare_fd: control::spare_descriptor(),
+            accept_paused_until: None,
+            fd_refusals: (0, None),
         })
     }
 
