@@ -283,3 +283,133 @@ pub fn fuzz(
     }
     report
 }
+
+/// What [`fuzz_control`] sent and what came back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ControlFuzz {
+    /// Messages sent (each one packet of at least one byte; the service answers each).
+    pub sent: u64,
+    /// ERROR replies.
+    pub refused: u64,
+    /// Other replies (ACK, DATA, STATS).
+    pub answered: u64,
+    /// Descriptors that came with the replies (closed at once).
+    pub descriptors: u64,
+    /// Connections opened.
+    pub connections: u64,
+}
+
+/// A control request with fields drawn from `rng` (small ranks, ids and keys, so that
+/// Joins meet each other and later requests find something to act on).
+fn random_request(rng: &mut Rng) -> gsas::service::proto::ControlRequest {
+    use gsas::service::proto::{ControlRequest as R, JoinInfo};
+    let small = |rng: &mut Rng, n: u64| rng.next_u64() % n;
+    let pe = small(rng, 4) as u16;
+    let segment = small(rng, 5) as u8;
+    match small(rng, 9) {
+        0 | 1 => R::Join {
+            rank: pe,
+            job_id: small(rng, 6),
+            job_key: small(rng, 6),
+            info: JoinInfo {
+                npes: small(rng, 6) as u32,
+                node: small(rng, 2) as u16,
+                flags: small(rng, 4) as u16,
+            },
+        },
+        2 => R::Leave {
+            rank: pe,
+            job_id: small(rng, 6),
+        },
+        3 => R::CreateSegment {
+            pe,
+            segment,
+            size: match small(rng, 4) {
+                0 => 0,
+                1 => u64::MAX >> small(rng, 64),
+                _ => small(rng, 1 << 20),
+            },
+        },
+        4 => R::OpenSegment { pe, segment },
+        5 => R::FreeSegment { pe, segment },
+        6 => R::RegisterSegment {
+            pe,
+            segment,
+            size: small(rng, 1 << 16),
+        },
+        7 => R::Ping,
+        _ => R::Stats,
+    }
+}
+
+/// Sends `messages` control messages to the service at `path`: well-formed requests of
+/// every kind with random fields, the same mutated (bytes flipped, cut short, extended),
+/// and random bytes; 1 to 32 per connection, then a new connection (the old one closed,
+/// joined or not). Reads every reply; panics when one does not come within 10 s (the
+/// service must answer every message). Reproducible from `seed`.
+pub fn fuzz_control(path: &std::path::Path, messages: u64, seed: u64) -> ControlFuzz {
+    use gsas::service::proto::{ControlReply, MAX_MESSAGE};
+    let t = Duration::from_secs(10);
+    let mut rng = Rng(seed | 1);
+    let mut out = ControlFuzz::default();
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut reply = vec![0u8; MAX_MESSAGE];
+    while out.sent < messages {
+        let fd = gsas::service::socket::connect(path, t).expect("connecting");
+        out.connections += 1;
+        let burst = 1 + rng.next_u64() % 32;
+        for _ in 0..burst {
+            let len = match rng.next_u64() % 10 {
+                // Random bytes, sometimes behind a valid request's first bytes.
+                0..=2 => {
+                    let n = 1 + (rng.next_u64() % 128) as usize;
+                    let keep = if rng.next_u64() % 2 == 0 {
+                        random_request(&mut rng).emit(0, &mut buf).min(n)
+                    } else {
+                        0
+                    };
+                    for b in &mut buf[keep..n] {
+                        *b = rng.next_u64() as u8;
+                    }
+                    n
+                }
+                k => {
+                    let token = rng.next_u64() as u32;
+                    let mut n = random_request(&mut rng).emit(token, &mut buf);
+                    match k {
+                        3 | 4 => {
+                            for _ in 0..1 + rng.next_u64() % 4 {
+                                let at = (rng.next_u64() as usize) % n;
+                                buf[at] ^= 1 << (rng.next_u64() % 8);
+                            }
+                        }
+                        5 => n = 1 + (rng.next_u64() as usize) % n,
+                        6 => {
+                            let more = (rng.next_u64() % 64) as usize;
+                            for b in &mut buf[n..n + more] {
+                                *b = rng.next_u64() as u8;
+                            }
+                            n += more;
+                        }
+                        _ => {}
+                    }
+                    n
+                }
+            };
+            gsas::shm::send_fds(&fd, &buf[..len], &[], t).expect("sending a message");
+            out.sent += 1;
+            let (n, fds) = gsas::shm::recv_fds(&fd, &mut reply, t)
+                .unwrap_or_else(|e| panic!("no reply to message {} ({e})", out.sent));
+            out.descriptors += fds.len() as u64;
+            match ControlReply::parse(&reply[..n]) {
+                Ok((_, ControlReply::Error { .. })) => out.refused += 1,
+                Ok(_) => out.answered += 1,
+                Err(e) => panic!("a reply that does not parse ({e}): {:?}", &reply[..n]),
+            }
+            if out.sent == messages {
+                break;
+            }
+        }
+    }
+    out
+}

@@ -1172,6 +1172,14 @@ pub(crate) fn attacker() {
             }
             assert!(n < 10_000, "never refused");
         },
+        // The control-socket fuzzer.
+        Some("fuzz") => {
+            let f = gsas_tests::attack::fuzz_control(&path, FUZZ_MESSAGES, FUZZ_SEED);
+            format!(
+                "fuzz sent {} refused {} answered {} connections {}",
+                f.sent, f.refused, f.answered, f.connections
+            )
+        }
         other => panic!("unknown attack {other:?}"),
     };
     println!("ATTACK: {outcome}");
@@ -1318,6 +1326,88 @@ fn a_second_local_user_cannot_take_the_node() {
         o.ping().unwrap();
     }
     drop((huge, pes, conns));
+    s.stop().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Messages and seed of the control-socket fuzzer.
+const FUZZ_MESSAGES: u64 = 3000;
+const FUZZ_SEED: u64 = 0x5eed_c0de;
+
+#[test]
+fn a_control_socket_fuzzer_of_another_user_is_refused_and_counted() {
+    // A daemon as gsas-atomicd sets it up; the fuzzer runs as nobody when this test runs
+    // as root, else as this user (then another user's part is not tried).
+    let dir = std::env::temp_dir().join(format!("gsas-cfuzz-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), dir.join("svc.sock"));
+    cfg.uid_policy = gsas::service::UidPolicy::PerJob;
+    cfg.socket_mode = 0o666;
+    cfg.user_share_percent = Some(50);
+    cfg.memory_limit = Some(256 << 20);
+    cfg.user_memory_limit = Some(128 << 20);
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    // Another user's job (root's, or this user's) beside it.
+    let key = 0x5000_0000;
+    let mut victim = join(&s, 0, 0x5000, key, 1);
+    victim.create_segment(0, SEG_HEAP, 4096).unwrap();
+    let before = victim.stats().unwrap();
+    let fuzz = if gsas_tests::skip::is_root() {
+        let exe = dir.join("attacker");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let a = attack(&exe, "fuzz", s.socket_path());
+        let f: Vec<u64> = a
+            .said
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert_eq!(f.len(), 4, "{}", a.said);
+        gsas_tests::attack::ControlFuzz {
+            sent: f[0],
+            refused: f[1],
+            answered: f[2],
+            descriptors: 0,
+            connections: f[3],
+        }
+    } else {
+        gsas_tests::skip::note(
+            "a_control_socket_fuzzer_of_another_user_is_refused_and_counted (as another user)",
+            "needs root to run the fuzzer as nobody; it ran as this user",
+        );
+        gsas_tests::attack::fuzz_control(s.socket_path(), FUZZ_MESSAGES, FUZZ_SEED)
+    };
+    eprintln!("control fuzzer: {fuzz:?}");
+    assert_eq!(fuzz.sent, FUZZ_MESSAGES, "{fuzz:?}");
+    assert_eq!(fuzz.refused + fuzz.answered, fuzz.sent, "{fuzz:?}");
+    assert!(
+        fuzz.refused > fuzz.sent / 2 && fuzz.answered > 0,
+        "the fuzzer should meet both outcomes: {fuzz:?}"
+    );
+    // Every message counted, every refusal counted (the second Stats request is one
+    // more message).
+    let after = victim.stats().unwrap();
+    let delta = |name: &str| after.get(name).unwrap() - before.get(name).unwrap();
+    assert_eq!(delta("control.messages"), fuzz.sent + 1, "{fuzz:?} {after}");
+    assert_eq!(delta("control.refused"), fuzz.refused, "{fuzz:?} {after}");
+    assert!(delta("control.connections") >= fuzz.connections, "{after}");
+    // The other job was not touched, and the service serves on.
+    remote!(r);
+    let svc = UdpPeer {
+        addr: s.udp_addr(),
+        key,
+    };
+    let at = GlobalAddr::new(0, SEG_HEAP, 8).unwrap();
+    assert_eq!(
+        r.call(|c, t| c.write(t, svc, 0, 1, at, b"still here")).0,
+        Ok(None)
+    );
+    let (res, data) = r.call(|c, t| c.read(t, svc, 0, 2, at, 10));
+    assert_eq!((res, &data[..]), (Ok(None), &b"still here"[..]));
+    victim.ping().unwrap();
     s.stop().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
