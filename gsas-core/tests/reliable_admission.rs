@@ -24,6 +24,8 @@ struct Gate {
     released: Vec<usize>,
     /// Name this victim instead of refusing.
     evict: Option<usize>,
+    /// Senders without a slot must echo this cookie first.
+    cookie: Option<u64>,
 }
 
 impl PeerIndex<usize> for Gate {
@@ -68,6 +70,17 @@ impl PeerIndex<usize> for Gate {
     fn release(&mut self, peer: usize) {
         self.known.retain(|&p| p != peer);
         self.released.push(peer);
+    }
+
+    fn challenge(
+        &mut self,
+        _peer: usize,
+        _epoch: u64,
+        echo: Option<u64>,
+        _now: u64,
+    ) -> Option<u64> {
+        let want = self.cookie?;
+        (echo != Some(want)).then_some(want)
     }
 }
 
@@ -279,4 +292,65 @@ fn an_idle_victim_is_evicted_for_a_newcomer_but_a_busy_one_is_not() {
     let got = svc.recv(|from, d| (from, d.to_vec())).unwrap();
     assert_eq!(got, Some((2, vec![3])));
     assert_eq!(svc.stats().peers_released, 1);
+}
+
+#[test]
+fn a_challenged_sender_echoes_the_cookie_and_is_served_once() {
+    let mut net = vec![0u8; 2 * 64 * (MTU + 8)];
+    let hub = LoopbackHub::<2>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let (mut ps, mut pp) = (
+        vec![PeerSlot::<usize, W>::new(); 2],
+        vec![PeerSlot::<usize, W>::new(); 2],
+    );
+    let len = buffer_len(MTU, MTU, 16);
+    let (mut bs, mut bp) = (vec![0u8; len], vec![0u8; len]);
+    let cookie = 0xc00c_1e00_0000_0042;
+    let gate = Gate {
+        allowed: vec![1],
+        cookie: Some(cookie),
+        ..Gate::default()
+    };
+    let mut svc = Reliable::<_, W, Gate>::with_index(
+        hub.endpoint(0).unwrap(),
+        config(7),
+        &mut ps,
+        &mut bs,
+        gate,
+    )
+    .unwrap();
+    let mut pe =
+        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut pp, &mut bp).unwrap();
+    pe.send(0, 5, |b| b.copy_from_slice(b"hello")).unwrap();
+    pe.flush().unwrap();
+    // The first frame gets no slot and is not delivered: it is answered with a challenge.
+    assert_eq!(svc.recv(|_, d| d.to_vec()).unwrap(), None);
+    assert_eq!(svc.index().known, Vec::<usize>::new());
+    let st = svc.stats();
+    assert_eq!(
+        (
+            st.challenged,
+            st.bad_cookies,
+            st.refusals_sent,
+            st.unknown_peers
+        ),
+        (1, 0, 1, 0)
+    );
+    // The sender repeats its frame with the cookie at once (no timeout), without an event,
+    // and it is delivered exactly once.
+    let (to_pe, to_svc) = pump(&mut pe, &mut svc, 1);
+    assert_eq!((to_pe, to_svc), (vec![], vec![b"hello".to_vec()]));
+    assert_eq!(pe.next_event(), None);
+    assert_eq!(pe.stats().challenges_received, 1);
+    assert_eq!(pe.stats().refusals_received, 0);
+    assert_eq!(svc.index().known, vec![1]);
+    // Both ways from then on, no more cookies needed.
+    svc.send(1, 5, |b| b.copy_from_slice(b"world")).unwrap();
+    pe.send(0, 3, |b| b.copy_from_slice(b"bye")).unwrap();
+    let (to_pe, to_svc) = pump(&mut pe, &mut svc, 10_000);
+    assert_eq!(
+        (to_pe, to_svc),
+        (vec![b"world".to_vec()], vec![b"bye".to_vec()])
+    );
+    let st = svc.stats();
+    assert_eq!((st.challenged, st.duplicates), (1, 0));
 }

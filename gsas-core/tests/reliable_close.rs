@@ -48,6 +48,7 @@ fn data(seq: u32, base: u32, ack: Option<AckRepr>, packet: &[u8]) -> Vec<u8> {
         seq: Some(Seq(seq)),
         base: Seq(base),
         ack,
+        cookie: None,
     }
     .emit(&mut Frame::new_unchecked(&mut buf[..]));
     emit_packet_prefix(&mut buf[HEADER_LEN..], packet.len())
@@ -65,6 +66,7 @@ fn ack(base: u32, cum: Seq) -> Vec<u8> {
         seq: None,
         base: Seq(base),
         ack: Some(AckRepr { cum, sack: 0 }),
+        cookie: None,
     }
     .emit(&mut Frame::new_unchecked(&mut buf[..]));
     buf

@@ -44,6 +44,7 @@ impl Raw {
             seq: Some(Seq(seq)),
             base: Seq(base),
             ack,
+            cookie: None,
         };
         repr.emit(&mut Frame::new_unchecked(&mut buf[..]));
         let mut at = HEADER_LEN;
@@ -67,6 +68,7 @@ impl Raw {
                 cum: Seq(cum),
                 sack,
             }),
+            cookie: None,
         };
         repr.emit(&mut Frame::new_unchecked(&mut buf[..]));
         buf

@@ -94,6 +94,7 @@ pub fn flood(to: SocketAddr, n: usize, seed: u64) {
                 cum: Seq(0),
                 sack: 0,
             }),
+            cookie: None,
         };
         let packets: &[&[u8]] = if data { &[&[0x5a; 32]] } else { &[] };
         send_frame(&mut udp, UdpPeer { addr: to, key }, &repr, packets);
@@ -195,6 +196,7 @@ pub fn fuzz(
                 seq: Some(Seq(fuzz_seq)),
                 base: Seq(fuzz_seq),
                 ack: None,
+                cookie: None,
             };
             fuzz_seq += 1;
             send_frame(&mut fuzzer, fuzz_peer, &repr, &[&req]);
@@ -234,6 +236,7 @@ pub fn fuzz(
                 seq: Some(Seq(s)),
                 base: Seq(1),
                 ack: None,
+                cookie: None,
             };
             (repr, req)
         };
@@ -412,4 +415,54 @@ pub fn fuzz_control(path: &std::path::Path, messages: u64, seed: u64) -> Control
         }
     }
     out
+}
+
+/// Sends, from a socket bound to `from` (port 0), `rate` data frames per second to `to`,
+/// each with a new pseudo-random job key and sender epoch and carrying a CONTROL Ping,
+/// never acknowledging anything, until `stop` is set. Returns how many it sent. Without
+/// cookies each such sender held a slot of the service's host share for a second.
+pub fn ping_flood(
+    to: SocketAddr,
+    from: std::net::IpAddr,
+    rate: u32,
+    stop: &std::sync::atomic::AtomicBool,
+    seed: u64,
+) -> u64 {
+    use gsas_core::wire::ControlCode;
+    let mut udp = UdpTransport::bind(SocketAddr::new(from, 0), UdpConfig::default()).unwrap();
+    let mut rng = Rng(seed | 1);
+    let ping = RequestRepr {
+        sender: SenderId::new(7).unwrap(),
+        token: 1,
+        body: Request::Control {
+            code: ControlCode::Ping,
+            arg0: 0,
+            arg1: 0,
+        },
+    };
+    let mut req = vec![0u8; ping.buffer_len()];
+    ping.emit(&mut Packet::new_unchecked(&mut req[..]));
+    let gap = Duration::from_secs(1) / rate.max(1);
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let repr = FrameRepr {
+            epoch: rng.next_u64() | 1,
+            dest_epoch: 0,
+            seq: Some(Seq(1)),
+            base: Seq(1),
+            ack: None,
+            cookie: None,
+        };
+        let key = rng.next_u64() | 1;
+        send_frame(&mut udp, UdpPeer { addr: to, key }, &repr, &[&req]);
+        sent += 1;
+        // Drain what the service answers (challenges, replies): never acknowledged.
+        while udp.recv(|_, _| ()).ok().flatten().is_some() {}
+        let next = t0 + gap * sent as u32;
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    sent
 }

@@ -7,7 +7,7 @@
 //! |-------:|-----:|--------------|--------------------------------------------------------------|
 //! | 0      | 2    | magic        | `0x52 0x67` (`"Rg"`), [`MAGIC`]                              |
 //! | 2      | 1    | version      | [`VERSION`] (1)                                              |
-//! | 3      | 1    | flags        | bit 0 `DATA`: carries packets and a sequence number; bit 1 `ACK`: `ack` and `sack` are valid; bit 2 `REFUSED` (alone): a refusal, see below; other bits must be 0 |
+//! | 3      | 1    | flags        | bit 0 `DATA`: carries packets and a sequence number; bit 1 `ACK`: `ack` and `sack` are valid; bit 2 `REFUSED` (alone): a refusal, see below; bit 3 `COOKIE` (with `DATA`, without `ACK`): `sack` holds the cookie the receiver handed out, see below; other bits must be 0 |
 //! | 4      | 8    | epoch        | sender's epoch, never 0                                      |
 //! | 12     | 8    | dest_epoch   | receiver's epoch as the sender knows it; 0 = not known yet   |
 //! | 20     | 4    | seq          | frame sequence number (`DATA` only, else 0)                  |
@@ -20,9 +20,18 @@
 //! (a service) will not keep state for the receiver, so it will not take its frames.
 //! `dest_epoch` echoes the epoch of the refused frame (proof that the refuser saw it), `seq`
 //! holds the reason code ([`RefusalReason`]: 1 unknown job, 2 job full, 3 table full, 4 host
-//! share full, 5 job ended), `ack` the number of peers in use and `sack`
+//! share full, 5 job ended, 6 user's share full, 7 challenge), `ack` the number of peers in use and `sack`
 //! the limit that was reached; `base` is 0. Receivers that predate refusals drop the frame
 //! as malformed (unknown flag).
+//!
+//! A *challenge* is a refusal with reason 7 ([`RefusalReason::Challenge`]): a receiver that
+//! keeps no state for senders it does not know hands the sender of a data frame a cookie
+//! (`ack` its high 32 bits, `sack` the low ones) and drops the frame. The sender repeats its
+//! data frames with the `COOKIE` flag and the cookie in `sack` (it has nothing to
+//! acknowledge yet, so `ACK` is clear) until the receiver answers; only a frame with a
+//! valid cookie gets a slot. The cookie is the receiver's keyed hash of the sender's
+//! address, key and epoch (TCP's SYN cookies, DTLS's HelloVerify): senders that forge their
+//! source address never see it, and the receiver keeps nothing for them.
 //!
 //! Bit 0 of `sack` is always 0 when emitted by this layer (frame `ack + 1` has not arrived,
 //! otherwise `ack` would be higher), so 63 frames above the cumulative ack are reported.
@@ -52,6 +61,8 @@ pub const FLAG_DATA: u8 = 0x01;
 pub const FLAG_ACK: u8 = 0x02;
 /// Flag bit (alone): the frame is a refusal ([`RefusalRepr`]).
 pub const FLAG_REFUSED: u8 = 0x04;
+/// Flag bit (with `DATA`, without `ACK`): `sack` holds the receiver's cookie.
+pub const FLAG_COOKIE: u8 = 0x08;
 
 mod field {
     use core::ops::Range;
@@ -353,6 +364,9 @@ pub struct FrameRepr {
     pub base: Seq,
     /// `Some` when the frame acknowledges (`ACK` flag).
     pub ack: Option<AckRepr>,
+    /// `Some` when a data frame echoes the receiver's cookie (`COOKIE` flag; only without
+    /// an ack).
+    pub cookie: Option<u64>,
 }
 
 impl FrameRepr {
@@ -366,7 +380,8 @@ impl FrameRepr {
             return Err(FrameError::BadVersion(frame.version()));
         }
         let flags = frame.flags();
-        if flags & !(FLAG_DATA | FLAG_ACK) != 0 {
+        let cookie_ok = flags & FLAG_COOKIE == 0 || flags & (FLAG_DATA | FLAG_ACK) == FLAG_DATA;
+        if flags & !(FLAG_DATA | FLAG_ACK | FLAG_COOKIE) != 0 || !cookie_ok {
             return Err(FrameError::BadFlags(flags));
         }
         if frame.epoch() == 0 {
@@ -393,6 +408,7 @@ impl FrameRepr {
             seq,
             base: frame.base(),
             ack,
+            cookie: (flags & FLAG_COOKIE != 0).then(|| frame.sack()),
         })
     }
 
@@ -401,7 +417,8 @@ impl FrameRepr {
         HEADER_LEN
     }
 
-    /// Writes the header into `frame` (the payload is left alone).
+    /// Writes the header into `frame` (the payload is left alone). A cookie goes out only
+    /// on a data frame without an ack (it shares the `sack` field).
     ///
     /// Panics if the buffer is shorter than [`HEADER_LEN`] (a caller bug, never input).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut Frame<T>) {
@@ -412,9 +429,13 @@ impl FrameRepr {
         if self.ack.is_some() {
             flags |= FLAG_ACK;
         }
+        let cookie = self.cookie.filter(|_| flags == FLAG_DATA);
+        if cookie.is_some() {
+            flags |= FLAG_COOKIE;
+        }
         let ack = self.ack.unwrap_or(AckRepr {
             cum: Seq(0),
-            sack: 0,
+            sack: cookie.unwrap_or(0),
         });
         frame.set_magic(MAGIC);
         frame.set_version(VERSION);
@@ -449,6 +470,9 @@ pub enum RefusalReason {
     /// The job's user (the uid that started it on the receiver's node) has as many peers
     /// as the receiver allows per user, over all of the user's jobs there.
     UserFull,
+    /// Not a refusal for good: the receiver keeps no state for an unknown sender until it
+    /// echoes the cookie this carries ([`Refusal::cookie`]); see the module docs.
+    Challenge,
     /// A code this version does not know.
     Unknown(u8),
 }
@@ -463,6 +487,7 @@ impl RefusalReason {
             RefusalReason::HostFull => 4,
             RefusalReason::JobEnded => 5,
             RefusalReason::UserFull => 6,
+            RefusalReason::Challenge => 7,
             RefusalReason::Unknown(c) => c,
         }
     }
@@ -477,6 +502,7 @@ impl From<u8> for RefusalReason {
             4 => RefusalReason::HostFull,
             5 => RefusalReason::JobEnded,
             6 => RefusalReason::UserFull,
+            7 => RefusalReason::Challenge,
             c => RefusalReason::Unknown(c),
         }
     }
@@ -497,6 +523,9 @@ impl core::fmt::Display for RefusalReason {
             RefusalReason::UserFull => f.write_str(
                 "the job's user has as many peers there as one user may have (its share of the peer table)",
             ),
+            RefusalReason::Challenge => {
+                f.write_str("it asks the sender to echo a cookie before it keeps any state")
+            }
             RefusalReason::Unknown(c) => write!(f, "refusal code {c}"),
         }
     }
@@ -589,7 +618,7 @@ mod tests {
             Err(FrameError::BadFlags(FLAG_ACK))
         );
         assert_eq!(RefusalReason::from(200), RefusalReason::Unknown(200));
-        for c in 1..=5 {
+        for c in 1..=7 {
             assert_eq!(RefusalReason::from(c).code(), c);
             assert!(!matches!(RefusalReason::from(c), RefusalReason::Unknown(_)));
         }
@@ -629,6 +658,7 @@ mod tests {
                 cum: Seq(7),
                 sack: 0b1010,
             }),
+            cookie: None,
         }
     }
 
@@ -664,6 +694,7 @@ mod tests {
                 cum: Seq(4),
                 sack: 1 << 63,
             }),
+            cookie: None,
         };
         let frame = Frame::new_checked(&ACK_FRAME[..]).unwrap();
         assert_eq!(FrameRepr::parse(&frame), Ok(repr));

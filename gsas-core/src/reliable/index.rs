@@ -47,6 +47,17 @@ pub trait PeerIndex<P> {
         Admission::Admit
     }
 
+    /// Whether `peer`, which has no slot, must first prove its address: asked on receipt
+    /// of its frame, before [`admit`](Self::admit), with the sender's `epoch`, the cookie
+    /// the frame echoes (if any) and the layer's clock. `Some(cookie)`: the frame is
+    /// dropped and a data frame is answered with a challenge carrying `cookie` (see
+    /// "challenge" in the [frame docs](super::frame)); `None`: admission goes on. By
+    /// default nobody is challenged.
+    fn challenge(&mut self, peer: P, epoch: u64, cookie: Option<u64>, now_ns: u64) -> Option<u64> {
+        let _ = (peer, epoch, cookie, now_ns);
+        None
+    }
+
     /// Forgets `peer`: its slot may be handed out again. By default slots are never
     /// reassigned (the layer still resets the slot's state).
     fn release(&mut self, peer: P) {

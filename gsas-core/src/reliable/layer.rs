@@ -712,7 +712,10 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             dest_epoch: p.their_epoch,
             seq,
             base: p.tx.base,
-            ack: (p.their_epoch != 0).then(|| p.rx.ack()),
+            // A pending cookie takes the place of the ack (they share a field) until the
+            // peer answers.
+            ack: (p.their_epoch != 0 && p.cookie == 0).then(|| p.rx.ack()),
+            cookie: (p.cookie != 0).then_some(p.cookie),
         }
     }
 
@@ -872,6 +875,8 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         let p = &mut self.peers[slot];
         p.addr = Some(peer);
         p.last_heard = self.now;
+        // It took our frame: no more cookie to echo.
+        p.cookie = 0;
         Ok(slot)
     }
 
@@ -905,7 +910,9 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             RefusalReason::HostFull => s.refused_host_full += 1,
             RefusalReason::JobEnded => s.refused_job_ended += 1,
             RefusalReason::UserFull => s.refused_user_full += 1,
-            RefusalReason::TableFull | RefusalReason::Unknown(_) => s.refused_table_full += 1,
+            RefusalReason::TableFull | RefusalReason::Unknown(_) | RefusalReason::Challenge => {
+                s.refused_table_full += 1
+            }
         }
         self.answer_refusal(peer, repr, refusal, action);
     }
@@ -933,7 +940,25 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         }
     }
 
-    /// A refusal arrived from `peer`: fail it if it answers something we sent.
+    /// Whether `peer` (no slot) must first echo a cookie ([`PeerIndex::challenge`]): then
+    /// its frame is dropped, counted, and a data frame answered with the challenge.
+    fn challenged(&mut self, peer: P, repr: &FrameRepr, action: &mut Action<P>) -> bool {
+        let Some(cookie) = self
+            .index
+            .challenge(peer, repr.epoch, repr.cookie, self.now)
+        else {
+            return false;
+        };
+        self.stats.challenged += 1;
+        if repr.cookie.is_some() {
+            self.stats.bad_cookies += 1;
+        }
+        self.answer_refusal(peer, repr, Refusal::challenge(cookie), action);
+        true
+    }
+
+    /// A refusal arrived from `peer`: fail it if it answers something we sent; a
+    /// challenge instead has our frames go out again at once, echoing its cookie.
     fn on_refusal(&mut self, peer: P, r: RefusalRepr) {
         let slot = self.index.find(peer, self.peers.len());
         let Some(slot) = slot.filter(|&s| {
@@ -943,6 +968,35 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             self.stats.refusals_ignored += 1;
             return;
         };
+        if r.reason == RefusalReason::Challenge {
+            let cookie = Refusal::challenge(0);
+            let cookie = Refusal {
+                in_use: r.in_use,
+                limit: r.limit,
+                reason: cookie.reason,
+            }
+            .cookie();
+            self.stats.challenges_received += 1;
+            let p = &mut self.peers[slot];
+            if cookie == 0 {
+                return;
+            }
+            // Echoed until a frame of the peer arrives (also when it knew us before and
+            // forgot us: a slot freed for silence).
+            p.cookie = cookie;
+            // Every frame in flight is due again now.
+            let mut seq = p.tx.base;
+            while seq != p.tx.next {
+                let tx = p.tx.slot_mut(seq);
+                if tx.state == TxState::InFlight {
+                    tx.last_sent = 0;
+                }
+                seq = seq.add(1);
+            }
+            self.next_wake = self.now;
+            self.activate(slot);
+            return;
+        }
         self.stats.refusals_received += 1;
         self.peers[slot].refusal = Some(Refusal {
             reason: r.reason,
@@ -1068,6 +1122,7 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         }
         let slot = match self.index.find(peer, self.peers.len()) {
             Some(s) => s,
+            None if self.challenged(peer, &repr, action) => return None,
             None => match self.admit(peer) {
                 Ok(s) => s,
                 Err(refusal) => {

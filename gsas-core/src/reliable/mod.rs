@@ -125,6 +125,13 @@
 //! epoch; the peer then fails as by a deadline, but at once and with the reason
 //! ([`PeerEvent::Refused`]).
 //!
+//! Before admission the index may ask an unknown sender to prove its address
+//! ([`PeerIndex::challenge`]): its frame is dropped (`Stats::challenged`) and a data frame
+//! answered with a challenge carrying a cookie; the sender's layer repeats its frames at
+//! once echoing the cookie (`Stats::challenges_received`, no event), and the index
+//! admits the echo. Nothing is kept for a sender that never echoes (one that forged its
+//! source address never sees the cookie). See the [frame docs](frame).
+//!
 //! Slots are freed by [`Reliable::release_peer`] (the owner's decision, e.g. a job
 //! reclaimed, or one that ended cleanly once its peers were closed for long enough; see
 //! "Closing a peer"), by [`Reliable::release_silent`] (idle peers not heard
@@ -366,6 +373,15 @@ pub struct Stats {
     pub refusals_sent: u64,
     /// Refusals received that failed a peer ([`PeerEvent::Refused`]).
     pub refusals_received: u64,
+    /// Challenges received ([`RefusalReason::Challenge`]) that had our frames repeated
+    /// with their cookie (not counted in `refusals_received`).
+    pub challenges_received: u64,
+    /// Frames of senders without a slot dropped because they did not echo a valid cookie
+    /// (the index asked for one, [`PeerIndex::challenge`]); a data frame is answered with
+    /// a challenge (counted in `refusals_sent`).
+    pub challenged: u64,
+    /// Of `challenged`: frames that echoed a cookie that was not (or no longer) valid.
+    pub bad_cookies: u64,
     /// Refusals received and ignored (wrong epoch, or nothing was sent to that peer).
     pub refusals_ignored: u64,
     /// Peer slots freed ([`Reliable::release_peer`], [`Reliable::release_silent`], or
@@ -414,10 +430,28 @@ pub struct Refusal {
     pub limit: u32,
 }
 
+impl Refusal {
+    /// A challenge carrying `cookie` (its high half in `in_use`, the low one in `limit`).
+    pub const fn challenge(cookie: u64) -> Refusal {
+        Refusal {
+            reason: RefusalReason::Challenge,
+            in_use: (cookie >> 32) as u32,
+            limit: cookie as u32,
+        }
+    }
+
+    /// The cookie of a [`RefusalReason::Challenge`].
+    pub const fn cookie(&self) -> u64 {
+        ((self.in_use as u64) << 32) | self.limit as u64
+    }
+}
+
 impl core::fmt::Display for Refusal {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.reason {
-            RefusalReason::UnknownJob | RefusalReason::JobEnded => write!(f, "{}", self.reason),
+            RefusalReason::UnknownJob | RefusalReason::JobEnded | RefusalReason::Challenge => {
+                write!(f, "{}", self.reason)
+            }
             _ => write!(
                 f,
                 "{} ({} of {} in use)",

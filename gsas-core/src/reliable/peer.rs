@@ -63,6 +63,9 @@ pub struct PeerSlot<P, const W: usize> {
     /// Closed for new data ([`Reliable::close_peer`](super::Reliable::close_peer)): new
     /// data frames are answered with this refusal.
     pub(crate) closed: Option<super::Refusal>,
+    /// The cookie the peer challenged us with (0: none): our data frames echo it (without
+    /// an ack) until a frame of the peer arrives.
+    pub(crate) cookie: u64,
 
     pub(crate) tx: TxWindow<W>,
     /// Whether the newest window entry is an open frame.
@@ -101,6 +104,7 @@ impl<P: Copy, const W: usize> PeerSlot<P, W> {
             refusal: None,
             last_heard: 0,
             closed: None,
+            cookie: 0,
             tx: TxWindow::new(Seq(0)),
             open: false,
             open_len: 0,

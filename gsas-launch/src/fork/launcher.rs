@@ -36,7 +36,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gsas_core::client::{Client, ClientError, Completion, HostRequest, OpError, OpHandle};
-use gsas_core::reliable::PeerEvent;
+use gsas_core::reliable::{PeerEvent, Refusal, RefusalReason};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{ErrorCode, GlobalAddr, SenderId};
 
@@ -106,7 +106,9 @@ impl fmt::Display for ForkError {
             ForkError::Refused(code) => write!(f, "gsas-atomicd refused the FORK: {code}"),
             ForkError::NoSlot(r) => write!(
                 f,
-                "gsas-atomicd refused to keep state for this sender: {r} (remote FORK senders share 32 slots; retry later)"
+                "gsas-atomicd refused to keep state for this sender: {r} (remote FORK senders \
+                 share 32 slots, at most 8 per source address; oshrun retried until its \
+                 deadline)"
             ),
             ForkError::NoAnswer(d) => write!(
                 f,
@@ -151,6 +153,11 @@ pub fn is_local_ip(ip: IpAddr) -> bool {
 /// Sends `targets` their FORK requests with job key `key` from a socket bound to
 /// `bind_ip`, with datagrams of at most `mtu` bytes, and waits for every verdict (at most
 /// `deadline` without an answer from a daemon). Returns one result per target, in order.
+///
+/// A daemon that refused the request a slot because its peer table or its share for host
+/// actions was full (busy with other launchers, or someone keeping it full) never
+/// executed it: the request is sent again, from a new sender, after a pause that grows
+/// from 50 ms to 1 s, until `deadline` has passed since the first try.
 pub fn send_forks(
     bind_ip: IpAddr,
     key: u64,
@@ -158,13 +165,50 @@ pub fn send_forks(
     deadline: Duration,
     targets: &[ForkTarget],
 ) -> Vec<Result<(), ForkError>> {
-    match Sender::new(bind_ip, key, mtu, deadline, targets.len()) {
-        Ok(mut s) => s.run(targets, deadline),
-        Err(e) => targets
-            .iter()
-            .map(|_| Err(ForkError::Local(e.clone())))
-            .collect(),
+    let until = Instant::now() + deadline;
+    let mut results: Vec<Option<Result<(), ForkError>>> = vec![None; targets.len()];
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let todo: Vec<usize> = (0..targets.len())
+            .filter(|&i| results[i].as_ref().is_none_or(retryable))
+            .collect();
+        let round: Vec<ForkTarget> = todo.iter().map(|&i| targets[i].clone()).collect();
+        let got = match Sender::new(bind_ip, key, mtu, deadline, round.len()) {
+            Ok(mut s) => s.run(&round, deadline),
+            Err(e) => round
+                .iter()
+                .map(|_| Err(ForkError::Local(e.clone())))
+                .collect(),
+        };
+        for (&i, r) in todo.iter().zip(got) {
+            results[i] = Some(r);
+        }
+        let again = results.iter().flatten().filter(|r| retryable(r)).count();
+        if again == 0 || Instant::now() + pause >= until {
+            break;
+        }
+        log::info!(
+            "{again} FORK request(s) refused for a full peer table; trying again in {} ms",
+            pause.as_millis()
+        );
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(ForkError::Local("not sent".into()))))
+        .collect()
+}
+
+/// Whether a FORK's outcome is a refusal for room, which a later try may not meet.
+fn retryable(r: &Result<(), ForkError>) -> bool {
+    matches!(
+        r,
+        Err(ForkError::NoSlot(Refusal {
+            reason: RefusalReason::HostFull | RefusalReason::TableFull,
+            ..
+        }))
+    )
 }
 
 struct Sender {

@@ -34,11 +34,13 @@
 //!
 //! Thread-safety: a plain value owned by the service loop.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 
 use gsas_core::reliable::{Admission, PeerIndex, Refusal, RefusalReason};
 
-use crate::transport::net::NetPeer;
+use crate::transport::net::{NetAddr, NetPeer};
 
 /// Peers a job may have beyond its PE count (the launcher's FORK sender, a restarted PE).
 pub(crate) const JOB_SLACK: usize = 4;
@@ -48,6 +50,14 @@ pub(crate) const HOST_SHARE: usize = 32;
 /// (a FORK sender acknowledges within a round trip; one that does not is most likely a
 /// sender of forged frames).
 pub(crate) const HOST_QUIET_NS: u64 = 1_000_000_000;
+
+/// Host peers (of no known job) that one source address may have at once: a sender that
+/// can answer challenges (its address is real) still cannot fill the host share alone.
+pub(crate) const HOST_PER_ADDRESS: usize = 8;
+
+/// A cookie is checked against the period it falls in and the one before (so it stays
+/// valid for 16 to 32 s).
+pub(crate) const COOKIE_PERIOD_NS: u64 = 16_000_000_000;
 
 /// Keys of jobs that ended cleanly that are remembered (8 bytes each, twice), so that
 /// their late frames are refused with [`RefusalReason::JobEnded`].
@@ -96,12 +106,27 @@ pub(crate) struct JobIndex {
     lingering: VecDeque<NetPeer>,
     /// The last refusal decided here, for the service's log.
     last_refusal: Option<(NetPeer, Refusal)>,
+    /// The secret of the cookies (random keys of a keyed hash, per service).
+    cookies: RandomState,
 }
 
 impl JobIndex {
     /// Lets peers of unknown keys have a slot (up to [`HOST_SHARE`]).
     pub(crate) fn serve_host_actions(&mut self, open: bool) {
         self.host_open = open;
+    }
+
+    /// The cookie of `peer` (with sender epoch `epoch`) in cookie period `period`; never 0.
+    fn cookie(&self, peer: NetPeer, epoch: u64, period: u64) -> u64 {
+        self.cookies.hash_one((peer, epoch, period)) | 1
+    }
+
+    /// Host peers with a slot whose source address is that of `peer`.
+    fn host_peers_of_address(&self, peer: NetPeer) -> usize {
+        self.host
+            .iter()
+            .filter(|p| same_address(p.addr, peer.addr))
+            .count()
     }
 
     /// Bounds the peers of all the jobs of one user together (`None`: no bound).
@@ -201,7 +226,38 @@ impl JobIndex {
     }
 }
 
+/// Whether two peer addresses are the same host (UDP: the same IP address).
+fn same_address(a: NetAddr, b: NetAddr) -> bool {
+    match (a, b) {
+        (NetAddr::Udp(a), NetAddr::Udp(b)) => a.ip() == b.ip(),
+        (a, b) => a == b,
+    }
+}
+
 impl PeerIndex<NetPeer> for JobIndex {
+    /// Senders of keys no job here has must echo a cookie before they get a slot (only
+    /// while host actions are served: otherwise they are refused anyway, statelessly).
+    fn challenge(
+        &mut self,
+        peer: NetPeer,
+        epoch: u64,
+        cookie: Option<u64>,
+        now_ns: u64,
+    ) -> Option<u64> {
+        if !self.host_open
+            || self.jobs.contains_key(&peer.key)
+            || self.ended_keys.contains(&peer.key)
+        {
+            return None;
+        }
+        let period = now_ns / COOKIE_PERIOD_NS;
+        let valid = cookie.is_some_and(|c| {
+            c == self.cookie(peer, epoch, period)
+                || c == self.cookie(peer, epoch, period.wrapping_sub(1))
+        });
+        (!valid).then(|| self.cookie(peer, epoch, period))
+    }
+
     fn slot(&mut self, peer: NetPeer, capacity: usize) -> Option<usize> {
         if let Some(&s) = self.map.get(&peer) {
             return Some(s);
@@ -252,6 +308,27 @@ impl PeerIndex<NetPeer> for JobIndex {
         if !self.host_open {
             return self.refuse(peer, figures(RefusalReason::UnknownJob, 0, 0));
         }
+        // One source address holds at most its part of the host share: its oldest host
+        // peer is offered for its newcomer.
+        let mine = self.host_peers_of_address(peer);
+        if mine >= HOST_PER_ADDRESS {
+            let full = figures(RefusalReason::HostFull, mine, HOST_PER_ADDRESS);
+            let Some(at) = self
+                .host
+                .iter()
+                .position(|p| same_address(p.addr, peer.addr))
+            else {
+                return self.refuse(peer, full);
+            };
+            let victim = self.host.remove(at).expect("found above");
+            self.host.push_back(victim);
+            self.last_refusal = Some((peer, full));
+            return Admission::Replace {
+                victim,
+                quiet_ns: HOST_QUIET_NS,
+                refusal: full,
+            };
+        }
         let full = figures(RefusalReason::HostFull, self.host.len(), HOST_SHARE);
         if self.host.len() < HOST_SHARE && in_use >= capacity && !self.lingering.is_empty() {
             return self.make_room(peer, full);
@@ -298,6 +375,90 @@ mod tests {
             addr: NetAddr::Udp(([127, 0, 0, 1], port).into()),
             key,
         }
+    }
+
+    /// A peer of key `key` on host `n` (its own IP address).
+    fn host(n: u16, key: u64) -> NetPeer {
+        NetPeer {
+            addr: NetAddr::Udp(([10, 0, (n >> 8) as u8, n as u8], 7000).into()),
+            key,
+        }
+    }
+
+    #[test]
+    fn unknown_senders_echo_a_cookie_before_they_get_a_slot() {
+        let mut ix = JobIndex::default();
+        let now = 5 * COOKIE_PERIOD_NS;
+        // Without host actions, nobody is challenged (they are refused, statelessly).
+        assert_eq!(ix.challenge(host(1, 77), 9, None, now), None);
+        ix.serve_host_actions(true);
+        let cookie = ix
+            .challenge(host(1, 77), 9, None, now)
+            .expect("a challenge");
+        assert_ne!(cookie, 0);
+        // The same sender, epoch and period get the same cookie; it is valid now and in
+        // the next period, not after; another address, key or epoch does not share it.
+        assert_eq!(ix.challenge(host(1, 77), 9, None, now + 1), Some(cookie));
+        assert_eq!(ix.challenge(host(1, 77), 9, Some(cookie), now), None);
+        assert_eq!(
+            ix.challenge(host(1, 77), 9, Some(cookie), now + COOKIE_PERIOD_NS),
+            None
+        );
+        assert!(
+            ix.challenge(host(1, 77), 9, Some(cookie), now + 2 * COOKIE_PERIOD_NS)
+                .is_some()
+        );
+        for (p, epoch) in [(host(2, 77), 9), (host(1, 78), 9), (host(1, 77), 10)] {
+            let other = ix.challenge(p, epoch, Some(cookie), now);
+            assert!(other.is_some_and(|c| c != cookie), "{p:?} {epoch}");
+        }
+        // A job's own key, and an ended job's, are not challenged.
+        ix.admit_job(77, 4, 0);
+        assert_eq!(ix.challenge(host(3, 77), 1, None, now), None);
+        ix.end_job(77);
+        assert_eq!(ix.challenge(host(3, 77), 1, None, now), None);
+        // Another service has another secret.
+        let other = JobIndex {
+            host_open: true,
+            ..JobIndex::default()
+        };
+        assert_ne!(
+            other.cookie(host(1, 77), 9, 5),
+            ix.cookie(host(1, 77), 9, 5)
+        );
+    }
+
+    #[test]
+    fn one_address_holds_at_most_its_part_of_the_host_share() {
+        let mut ix = JobIndex::default();
+        ix.serve_host_actions(true);
+        let same = |port: u16, key: u64| peer(port, key);
+        for port in 0..HOST_PER_ADDRESS as u16 {
+            assert_eq!(
+                ix.admit(same(port, 500 + u64::from(port)), 1024),
+                Admission::Admit
+            );
+            ix.slot(same(port, 500 + u64::from(port)), 1024).unwrap();
+        }
+        // The next sender of that address is offered its own oldest, not anyone else's.
+        let refusal = figures(RefusalReason::HostFull, HOST_PER_ADDRESS, HOST_PER_ADDRESS);
+        assert_eq!(
+            ix.admit(same(999, 9), 1024),
+            Admission::Replace {
+                victim: same(0, 500),
+                quiet_ns: HOST_QUIET_NS,
+                refusal,
+            }
+        );
+        // Other addresses get the rest of the share.
+        for n in 0..(HOST_SHARE - HOST_PER_ADDRESS) as u16 {
+            assert_eq!(
+                ix.admit(host(n, 900 + u64::from(n)), 1024),
+                Admission::Admit
+            );
+            ix.slot(host(n, 900 + u64::from(n)), 1024).unwrap();
+        }
+        assert_eq!(ix.host_peers(), HOST_SHARE);
     }
 
     #[test]
@@ -439,10 +600,10 @@ mod tests {
         ix.serve_host_actions(true);
         for port in 0..HOST_SHARE as u16 {
             assert_eq!(
-                ix.admit(peer(port, 100 + u64::from(port)), 1024),
+                ix.admit(host(port, 100 + u64::from(port)), 1024),
                 Admission::Admit
             );
-            ix.slot(peer(port, 100 + u64::from(port)), 1024).unwrap();
+            ix.slot(host(port, 100 + u64::from(port)), 1024).unwrap();
         }
         let refusal = figures(RefusalReason::HostFull, HOST_SHARE, HOST_SHARE);
         let offer = |victim| Admission::Replace {
@@ -450,10 +611,10 @@ mod tests {
             quiet_ns: HOST_QUIET_NS,
             refusal,
         };
-        assert_eq!(ix.admit(peer(999, 5), 1024), offer(peer(0, 100)));
+        assert_eq!(ix.admit(host(999, 5), 1024), offer(host(0, 100)));
         assert_eq!(
-            ix.admit(peer(999, 5), 1024),
-            offer(peer(1, 101)),
+            ix.admit(host(999, 5), 1024),
+            offer(host(1, 101)),
             "a busy victim goes to the back"
         );
         // A job starting takes its host peers into its share.

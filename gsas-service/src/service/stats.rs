@@ -198,6 +198,16 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "refusals sent to refused senders of data frames (at most 64 per 100 ms)",
         ),
         (
+            "reliable.challenged",
+            C,
+            "frames of senders of unknown keys dropped for want of a valid cookie (FORK enabled: a data frame is answered with a challenge)",
+        ),
+        (
+            "reliable.bad_cookies",
+            C,
+            "of reliable.challenged: frames that echoed a cookie that was not (or no longer) valid",
+        ),
+        (
             "reliable.peers_released",
             C,
             "peer slots freed (job ended, silent for twice the deadline, or evicted)",
@@ -400,6 +410,8 @@ pub fn render(
     line("reliable.closed_refused", reliable.closed_refused);
     line("reliable.closed_expired", reliable.closed_expired);
     line("reliable.refusals_sent", reliable.refusals_sent);
+    line("reliable.challenged", reliable.challenged);
+    line("reliable.bad_cookies", reliable.bad_cookies);
     line("reliable.peers_released", reliable.peers_released);
     line("reliable.peers_failed", reliable.peers_failed);
     line("reliable.reply_cache_hits", reliable.reply_cache_hits);

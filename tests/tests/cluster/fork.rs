@@ -361,3 +361,60 @@ fn real_pes_through_fork_run_the_full_scenario() {
     drop(ds);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn fork_launches_get_through_a_flood_of_unauthenticated_senders() {
+    // 200 datagrams per second from the launcher's own address (a sender that forges
+    // its source can pick any), each a new job key with a CONTROL ping it never
+    // acknowledges. Before cookies every one held a slot of the daemon's
+    // 32-slot host share for a second, and every launch that needed FORK was refused at
+    // once ("share of the peer table for host actions is full (32 of 32)"); now such a
+    // sender gets a challenge and no state.
+    let dir = gsas_tests::node::scratch_dir("fork-flood");
+    let (cf, file) = fork_cluster(&dir);
+    let ds = daemons(&cf, &file);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let floods: Vec<_> = (0..2)
+        .map(|n| {
+            let stop = stop.clone();
+            let to: std::net::SocketAddr = ([127, 0, 0, 1], cf.ports[n]).into();
+            std::thread::spawn(move || {
+                gsas_tests::attack::ping_flood(to, [127, 0, 0, 1].into(), 200, &stop, 77 + n as u64)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let launches = 5;
+    let mut ok = 0;
+    let mut failures = Vec::new();
+    for _ in 0..launches {
+        let out = forked(&file, 4, &["sh", "-c", "echo up $PMI_ID"]);
+        if out.status.success() {
+            ok += 1;
+        } else {
+            failures.push(show(&out));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent: Vec<u64> = floods.into_iter().map(|f| f.join().unwrap()).collect();
+    eprintln!(
+        "FORK launches under a 200/s unauthenticated flood: {ok} of {launches} (flood datagrams {sent:?})"
+    );
+    assert_eq!(ok, launches, "{failures:#?}");
+    for (d, n) in ds.iter().zip(&sent) {
+        let st = d.stats();
+        assert_eq!(st.get("fork.accepted"), Some(launches), "{st}");
+        // Every flood frame was challenged (the kernel may drop a few under load), none
+        // got a slot.
+        let challenged = st.get("reliable.challenged").unwrap();
+        // (The launchers' own first frames are challenged too.)
+        let launcher_frames = 4 * launches;
+        assert!(
+            challenged <= n + launcher_frames && challenged >= n * 9 / 10,
+            "{n} sent: {st}"
+        );
+        assert_eq!(st.get("reliable.refused_host_full"), Some(0), "{st}");
+    }
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
