@@ -353,4 +353,11 @@ fn a_challenged_sender_echoes_the_cookie_and_is_served_once() {
     );
     let st = svc.stats();
     assert_eq!((st.challenged, st.duplicates), (1, 0));
+    // Both sides acknowledge: nothing stays in flight, nothing is resent later.
+    let _ = pump(&mut pe, &mut svc, 20_000);
+    assert_eq!((svc.in_flight(1), pe.in_flight(0)), (0, 0));
+    let resent = svc.stats().retransmissions;
+    let _ = pump(&mut pe, &mut svc, 40_000);
+    assert_eq!(svc.stats().retransmissions, resent);
+    assert_eq!(pe.next_event(), None);
 }

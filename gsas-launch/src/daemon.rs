@@ -360,7 +360,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     let cmd = match parse(args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("gsas-atomicd: {e}");
+            gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
             return 2;
         }
     };
@@ -384,7 +384,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
                     0
                 }
                 Err(e) => {
-                    eprintln!("gsas-atomicd: {e}");
+                    gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
                     1
                 }
             };
@@ -406,7 +406,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
                 )
             }
             Err(e) => {
-                eprintln!("gsas-atomicd: {e}");
+                gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
                 return 2;
             }
         },
@@ -432,7 +432,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         Some(path) => match Secret::load(path, euid()) {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("gsas-atomicd: remote FORK is enabled, but {e}");
+                gsas_transport::eprintln_whole!("gsas-atomicd: remote FORK is enabled, but {e}");
                 return 2;
             }
         },
@@ -440,7 +440,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     let env = match RuntimeConfig::from_env() {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("gsas-atomicd: {e}");
+            gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
             return 2;
         }
     };
@@ -479,12 +479,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         (Some(n), _) => match crate::transport::exanet::exanet_site(n, &env) {
             Ok(site) => site,
             Err(e) => {
-                eprintln!("gsas-atomicd: {e}");
+                gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
                 return 2;
             }
         },
         (None, Some(crate::config::TransportKind::Exanet)) => {
-            eprintln!(
+            gsas_transport::eprintln_whole!(
                 "gsas-atomicd: GSAS_TRANSPORT=exanet needs --config: the node's coordinate and Exanet endpoints come from the cluster file"
             );
             return 2;
@@ -495,14 +495,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     let signals = match SignalFd::block(&[libc::SIGTERM, libc::SIGINT]) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("gsas-atomicd: blocking SIGTERM/SIGINT: {e}");
+            gsas_transport::eprintln_whole!("gsas-atomicd: blocking SIGTERM/SIGINT: {e}");
             return 1;
         }
     };
     let mut service = match Service::bind(cfg) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("gsas-atomicd: {e}");
+            gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
             return 1;
         }
     };

@@ -26,3 +26,16 @@ pub mod poll;
 pub mod shm;
 pub mod transport;
 pub mod watched;
+
+/// `eprintln!` in one write: the line is formatted first and written whole. Standard
+/// error is unbuffered, and `eprintln!` writes its pieces one by one, so lines of the
+/// launcher and of its PEs, which share the pipe, came out interleaved mid-line
+/// (`oshrunpe2[10048] error: ...` then `: PE 3 ... aborted the job`).
+#[macro_export]
+macro_rules! eprintln_whole {
+    ($($arg:tt)*) => {{
+        let mut line = ::std::format!($($arg)*);
+        line.push('\n');
+        $crate::log::write_stderr(line.as_bytes());
+    }};
+}

@@ -81,6 +81,13 @@ impl Log for Logger {
     }
 }
 
+/// Writes `bytes` to standard error in one `write_all` (one `write(2)` for a line: standard
+/// error is unbuffered). See [`eprintln_whole!`](crate::eprintln_whole).
+pub fn write_stderr(bytes: &[u8]) {
+    // A failed write to stderr has nowhere to be reported.
+    let _ = std::io::stderr().lock().write_all(bytes);
+}
+
 /// Installs the logger with component name `component` and `level` (or `GSAS_LOG`, or
 /// `warn`). Calling it again only changes the component and the level.
 ///

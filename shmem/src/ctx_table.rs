@@ -330,7 +330,7 @@ pub unsafe fn fence(ctx: CtxRef, call: &str) {
 pub(crate) fn debug(call: &str, message: impl std::fmt::Display) {
     if let Some(st) = state::get() {
         if st.config.debug {
-            eprintln!("gsas-shmem: PE {}: {call}: {message}", st.me);
+            gsas_transport::eprintln_whole!("gsas-shmem: PE {}: {call}: {message}", st.me);
         }
     }
 }

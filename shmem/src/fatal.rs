@@ -89,7 +89,7 @@ pub fn fatal(call: &str, message: impl Display) -> ! {
         None => format!("gsas-shmem: {call}: {message}"),
     };
     flush_stdio();
-    eprintln!("{line}");
+    gsas_transport::eprintln_whole!("{line}");
     end_job(FATAL_EXIT_CODE, &line)
 }
 

@@ -293,7 +293,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
         }
     }
     if st.config.debug {
-        eprintln!(
+        gsas_transport::eprintln_whole!(
             "gsas-shmem: PE {} of {}: node {}, {} same-node PEs, {}, {} context(s) available",
             st.me,
             st.npes,
@@ -401,7 +401,7 @@ fn register_exit_handler(st: &State) {
     // SAFETY: registers a function with the C library's exit handlers; the handler takes
     // no pointer it would dereference (the argument is NULL and ignored).
     if unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) } != 0 && st.config.debug {
-        eprintln!(
+        gsas_transport::eprintln_whole!(
             "gsas-shmem: PE {}: registering the exit handler failed: the program must call shmem_finalize",
             st.me
         );
@@ -423,7 +423,7 @@ extern "C" fn finalize_at_exit(status: c_int, _arg: *mut std::ffi::c_void) {
             return;
         }
         if st.config.debug {
-            eprintln!(
+            gsas_transport::eprintln_whole!(
                 "gsas-shmem: PE {}: exiting without shmem_finalize: finalizing now",
                 st.me
             );

@@ -580,7 +580,8 @@ fn parent() {
             &[("SHMEM_SYMMETRIC_SIZE", "12q")],
         );
         let _ = std::fs::remove_dir_all(dir);
-        (report.exit_code == shmem::FATAL_EXIT_CODE)
+        // A usage error: exit status 2, as oshrun's own check of the variable gives.
+        (report.exit_code == 2)
             .then_some(())
             .ok_or_else(|| format!("{report:?}"))
     });

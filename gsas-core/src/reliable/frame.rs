@@ -7,7 +7,7 @@
 //! |-------:|-----:|--------------|--------------------------------------------------------------|
 //! | 0      | 2    | magic        | `0x52 0x67` (`"Rg"`), [`MAGIC`]                              |
 //! | 2      | 1    | version      | [`VERSION`] (1)                                              |
-//! | 3      | 1    | flags        | bit 0 `DATA`: carries packets and a sequence number; bit 1 `ACK`: `ack` and `sack` are valid; bit 2 `REFUSED` (alone): a refusal, see below; bit 3 `COOKIE` (with `DATA`, without `ACK`): `sack` holds the cookie the receiver handed out, see below; other bits must be 0 |
+//! | 3      | 1    | flags        | bit 0 `DATA`: carries packets and a sequence number; bit 1 `ACK`: `ack` and `sack` are valid; bit 2 `REFUSED` (alone): a refusal, see below; bit 3 `COOKIE` (with `DATA`): `sack` holds the cookie the receiver handed out instead of selective acks (with `ACK`, `ack` stays the cumulative ack), see below; other bits must be 0 |
 //! | 4      | 8    | epoch        | sender's epoch, never 0                                      |
 //! | 12     | 8    | dest_epoch   | receiver's epoch as the sender knows it; 0 = not known yet   |
 //! | 20     | 4    | seq          | frame sequence number (`DATA` only, else 0)                  |
@@ -27,9 +27,9 @@
 //! A *challenge* is a refusal with reason 7 ([`RefusalReason::Challenge`]): a receiver that
 //! keeps no state for senders it does not know hands the sender of a data frame a cookie
 //! (`ack` its high 32 bits, `sack` the low ones) and drops the frame. The sender repeats its
-//! data frames with the `COOKIE` flag and the cookie in `sack` (it has nothing to
-//! acknowledge yet, so `ACK` is clear) until the receiver answers; only a frame with a
-//! valid cookie gets a slot. The cookie is the receiver's keyed hash of the sender's
+//! data frames with the `COOKIE` flag and the cookie in `sack` (its cumulative ack, if it
+//! has one, stays in `ack`; the selective bits are left out) until a frame of the receiver
+//! arrives; only a frame with a valid cookie gets a slot. The cookie is the receiver's keyed hash of the sender's
 //! address, key and epoch (TCP's SYN cookies, DTLS's HelloVerify): senders that forge their
 //! source address never see it, and the receiver keeps nothing for them.
 //!
@@ -61,7 +61,7 @@ pub const FLAG_DATA: u8 = 0x01;
 pub const FLAG_ACK: u8 = 0x02;
 /// Flag bit (alone): the frame is a refusal ([`RefusalRepr`]).
 pub const FLAG_REFUSED: u8 = 0x04;
-/// Flag bit (with `DATA`, without `ACK`): `sack` holds the receiver's cookie.
+/// Flag bit (with `DATA`): `sack` holds the receiver's cookie (no selective acks).
 pub const FLAG_COOKIE: u8 = 0x08;
 
 mod field {
@@ -364,8 +364,8 @@ pub struct FrameRepr {
     pub base: Seq,
     /// `Some` when the frame acknowledges (`ACK` flag).
     pub ack: Option<AckRepr>,
-    /// `Some` when a data frame echoes the receiver's cookie (`COOKIE` flag; only without
-    /// an ack).
+    /// `Some` when a data frame echoes the receiver's cookie (`COOKIE` flag; its ack, if
+    /// any, then carries no selective bits).
     pub cookie: Option<u64>,
 }
 
@@ -380,7 +380,7 @@ impl FrameRepr {
             return Err(FrameError::BadVersion(frame.version()));
         }
         let flags = frame.flags();
-        let cookie_ok = flags & FLAG_COOKIE == 0 || flags & (FLAG_DATA | FLAG_ACK) == FLAG_DATA;
+        let cookie_ok = flags & FLAG_COOKIE == 0 || flags & FLAG_DATA != 0;
         if flags & !(FLAG_DATA | FLAG_ACK | FLAG_COOKIE) != 0 || !cookie_ok {
             return Err(FrameError::BadFlags(flags));
         }
@@ -398,9 +398,10 @@ impl FrameRepr {
             }
             None
         };
+        let cookie = (flags & FLAG_COOKIE != 0).then(|| frame.sack());
         let ack = (flags & FLAG_ACK != 0).then(|| AckRepr {
             cum: frame.ack(),
-            sack: frame.sack(),
+            sack: if cookie.is_some() { 0 } else { frame.sack() },
         });
         Ok(FrameRepr {
             epoch: frame.epoch(),
@@ -408,7 +409,7 @@ impl FrameRepr {
             seq,
             base: frame.base(),
             ack,
-            cookie: (flags & FLAG_COOKIE != 0).then(|| frame.sack()),
+            cookie,
         })
     }
 
@@ -418,7 +419,7 @@ impl FrameRepr {
     }
 
     /// Writes the header into `frame` (the payload is left alone). A cookie goes out only
-    /// on a data frame without an ack (it shares the `sack` field).
+    /// on a data frame, in the `sack` field (the ack's selective bits are left out).
     ///
     /// Panics if the buffer is shorter than [`HEADER_LEN`] (a caller bug, never input).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut Frame<T>) {
@@ -429,14 +430,17 @@ impl FrameRepr {
         if self.ack.is_some() {
             flags |= FLAG_ACK;
         }
-        let cookie = self.cookie.filter(|_| flags == FLAG_DATA);
+        let cookie = self.cookie.filter(|_| flags & FLAG_DATA != 0);
         if cookie.is_some() {
             flags |= FLAG_COOKIE;
         }
-        let ack = self.ack.unwrap_or(AckRepr {
+        let mut ack = self.ack.unwrap_or(AckRepr {
             cum: Seq(0),
-            sack: cookie.unwrap_or(0),
+            sack: 0,
         });
+        if let Some(c) = cookie {
+            ack.sack = c;
+        }
         frame.set_magic(MAGIC);
         frame.set_version(VERSION);
         frame.set_flags(flags);
@@ -595,6 +599,45 @@ impl RefusalRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cookie_rides_in_sack_beside_the_cumulative_ack() {
+        let repr = FrameRepr {
+            epoch: 5,
+            dest_epoch: 0,
+            seq: Some(Seq(9)),
+            base: Seq(9),
+            ack: Some(AckRepr {
+                cum: Seq(4),
+                sack: 0b110,
+            }),
+            cookie: Some(0xdead_beef_0000_0001),
+        };
+        let mut buf = [0u8; HEADER_LEN + 3];
+        repr.emit(&mut Frame::new_unchecked(&mut buf[..]));
+        emit_packet_prefix(&mut buf[HEADER_LEN..], 1).unwrap()[0] = 7;
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        assert_eq!(f.flags(), FLAG_DATA | FLAG_ACK | FLAG_COOKIE);
+        let back = FrameRepr::parse(&f).unwrap();
+        assert_eq!(back.cookie, repr.cookie);
+        assert_eq!(
+            back.ack,
+            Some(AckRepr {
+                cum: Seq(4),
+                sack: 0
+            }),
+            "the cumulative ack stays, the selective bits give way"
+        );
+        // Not on a pure ack: the flag is refused there, and never emitted.
+        let mut buf = [0u8; HEADER_LEN];
+        FrameRepr { seq: None, ..repr }.emit(&mut Frame::new_unchecked(&mut buf[..]));
+        assert_eq!(buf[3], FLAG_ACK);
+        buf[3] = FLAG_ACK | FLAG_COOKIE;
+        assert_eq!(
+            FrameRepr::parse(&Frame::new_checked(&buf[..]).unwrap()),
+            Err(FrameError::BadFlags(FLAG_ACK | FLAG_COOKIE))
+        );
+    }
 
     #[test]
     fn refusal_round_trip_and_is_not_a_frame() {

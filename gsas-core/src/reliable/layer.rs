@@ -28,6 +28,10 @@ use super::{Config, ConfigError, PeerEvent, Refusal, Stats};
 const REFUSALS_PER_WINDOW: u32 = 64;
 /// See [`REFUSALS_PER_WINDOW`].
 const REFUSAL_WINDOW_NS: u64 = 100_000_000;
+/// Challenges sent per [`REFUSAL_WINDOW_NS`] at most: a budget of their own, so that a flood
+/// of refused frames does not leave a real sender's first frame unanswered (a challenge
+/// is a 40-byte header, no larger than the frame it answers: no amplification).
+const CHALLENGES_PER_WINDOW: u32 = 1024;
 
 /// Most frames one `recv` call takes from the inner transport without finding a packet to
 /// deliver (acks, duplicates, garbage) before it returns `Ok(None)`.
@@ -102,6 +106,8 @@ struct Core<'a, P, const W: usize, I> {
     first: Seq,
     /// Start of the current refusal window and refusals sent in it.
     refusal_window: (u64, u32),
+    /// The same for challenges ([`CHALLENGES_PER_WINDOW`]).
+    challenge_window: (u64, u32),
     stats: Stats,
 }
 
@@ -221,6 +227,7 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
                 fatal: None,
                 first,
                 refusal_window: (0, 0),
+                challenge_window: (0, 0),
                 stats: Stats::default(),
             },
         })
@@ -712,9 +719,8 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             dest_epoch: p.their_epoch,
             seq,
             base: p.tx.base,
-            // A pending cookie takes the place of the ack (they share a field) until the
-            // peer answers.
-            ack: (p.their_epoch != 0 && p.cookie == 0).then(|| p.rx.ack()),
+            ack: (p.their_epoch != 0).then(|| p.rx.ack()),
+            // Echoed on data frames until the peer answers.
             cookie: (p.cookie != 0).then_some(p.cookie),
         }
     }
@@ -875,8 +881,6 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         let p = &mut self.peers[slot];
         p.addr = Some(peer);
         p.last_heard = self.now;
-        // It took our frame: no more cookie to echo.
-        p.cookie = 0;
         Ok(slot)
     }
 
@@ -929,12 +933,16 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         if repr.seq.is_none() {
             return;
         }
-        let (start, sent) = &mut self.refusal_window;
+        let ((start, sent), most) = if refusal.reason == RefusalReason::Challenge {
+            (&mut self.challenge_window, CHALLENGES_PER_WINDOW)
+        } else {
+            (&mut self.refusal_window, REFUSALS_PER_WINDOW)
+        };
         if self.now >= start.saturating_add(REFUSAL_WINDOW_NS) {
             *start = self.now;
             *sent = 0;
         }
-        if *sent < REFUSALS_PER_WINDOW {
+        if *sent < most {
             *sent += 1;
             action.refuse = Some((peer, repr.epoch, refusal));
         }
@@ -1137,6 +1145,8 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         let p = &mut self.peers[slot];
         p.addr = Some(peer);
         p.last_heard = self.now;
+        // It answers: it took our frame, no more cookie to echo.
+        p.cookie = 0;
 
         // Sender epoch: first contact, restart, or a stale frame of an old incarnation.
         if p.their_epoch == 0 {

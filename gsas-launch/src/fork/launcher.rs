@@ -173,8 +173,13 @@ pub fn send_forks(
             .filter(|&i| results[i].as_ref().is_none_or(retryable))
             .collect();
         let round: Vec<ForkTarget> = todo.iter().map(|&i| targets[i].clone()).collect();
-        let got = match Sender::new(bind_ip, key, mtu, deadline, round.len()) {
-            Ok(mut s) => s.run(&round, deadline),
+        // A later round has what is left of the deadline (at least a second).
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1))
+            .min(deadline);
+        let got = match Sender::new(bind_ip, key, mtu, left, round.len()) {
+            Ok(mut s) => s.run(&round, left),
             Err(e) => round
                 .iter()
                 .map(|_| Err(ForkError::Local(e.clone())))

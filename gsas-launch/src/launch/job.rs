@@ -627,7 +627,7 @@ fn supervise(
         while let Some(sig) = spec.signals.as_ref().and_then(|s| s.read().ok().flatten()) {
             if sig == libc::SIGQUIT {
                 if failure.is_none() {
-                    eprintln!(
+                    gsas_transport::eprintln_whole!(
                         "{}: SIGQUIT: asking every PE where it waits (the job goes on)",
                         spec.launcher
                     );
@@ -646,7 +646,7 @@ fn supervise(
         if let Some(limit) = spec.time_limit {
             if start.elapsed() > limit && !timed_out && failure.is_none() {
                 timed_out = true;
-                eprintln!(
+                gsas_transport::eprintln_whole!(
                     "{}: the job ran longer than {:.1} s; asking every PE where it waits",
                     spec.launcher,
                     limit.as_secs_f64()
@@ -673,7 +673,7 @@ fn supervise(
         };
         if let Some((why, missing)) = hangs.asking(gone) {
             for rank in missing {
-                eprintln!(
+                gsas_transport::eprintln_whole!(
                     "{}: {} did not say where it waits within {:.1} s",
                     spec.launcher,
                     describe_pe(rank, running, remote.as_deref()),
@@ -704,14 +704,18 @@ fn supervise(
         if running.iter().all(|r| r.status.is_some()) && remote_ended {
             if let (Some(f), None) = (&failure, kill_at) {
                 // Nothing is left to terminate, but the user must learn what failed.
-                eprintln!("{}: {}", spec.launcher, f.describe());
+                gsas_transport::eprintln_whole!("{}: {}", spec.launcher, f.describe());
             }
             break;
         }
         if let Some(f) = &failure {
             match kill_at {
                 None => {
-                    eprintln!("{}: {}; terminating the job", spec.launcher, f.describe());
+                    gsas_transport::eprintln_whole!(
+                        "{}: {}; terminating the job",
+                        spec.launcher,
+                        f.describe()
+                    );
                     terminate(running, Duration::ZERO);
                     if let Some(rj) = remote.as_deref_mut() {
                         rj.terminate(spec.grace);
@@ -852,7 +856,7 @@ fn wait_remote(rj: &mut RemoteJob, reports: &mut Vec<RemotePe>, limit: Duration,
         std::thread::sleep(Duration::from_millis(5));
     }
     if !rj.all_ended() {
-        eprintln!(
+        gsas_transport::eprintln_whole!(
             "{launcher}: some remote PEs were not reported ended {:.1} s after SIGKILL was asked for; their daemons end them when this launcher exits",
             limit.as_secs_f64()
         );
@@ -940,7 +944,7 @@ fn reap_all(running: &mut [Running], limit: Duration, launcher: &str) {
         if Instant::now() >= until {
             let left: Vec<&Running> = running.iter().filter(|r| r.status.is_none()).collect();
             let pids: Vec<String> = left.iter().take(8).map(|r| r.pid.to_string()).collect();
-            eprintln!(
+            gsas_transport::eprintln_whole!(
                 "{launcher}: {} PE(s) did not exit {:.1} s after SIGKILL: ranks {} (pids {}{})",
                 left.len(),
                 limit.as_secs_f64(),

@@ -90,21 +90,21 @@ pub fn run_cli(name: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
             return 0;
         }
         Err(e) => {
-            eprintln!("{name}: {e}");
+            gsas_transport::eprintln_whole!("{name}: {e}");
             return EXIT_USAGE;
         }
     };
     // The environment the PEs inherit, checked before anything else (and before the
     // logger reads GSAS_LOG): a bad value is one line and exit 2, not a line per PE.
     if let Err(e) = check_pe_environment() {
-        eprintln!("{name}: {e}");
+        gsas_transport::eprintln_whole!("{name}: {e}");
         return EXIT_USAGE;
     }
     crate::log::init(name, run.log_level);
     match launch(name, &run) {
         Ok(code) => code,
         Err((code, msg)) => {
-            eprintln!("{name}: {msg}");
+            gsas_transport::eprintln_whole!("{name}: {msg}");
             code
         }
     }

@@ -394,7 +394,7 @@ pub fn run_job(
         while let Ok(Some(sig)) = signals.read() {
             if sig == libc::SIGQUIT {
                 // srun takes SIGQUIT as an order to abort the step, so it is not passed on.
-                eprintln!(
+                gsas_transport::eprintln_whole!(
                     "oshrun: SIGQUIT: under Slurm, ask the PEs where they wait with \
                      `scancel --signal=QUIT <job id>.<step id of the PEs>` (srun would abort \
                      the step); the job goes on"

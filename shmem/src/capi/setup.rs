@@ -38,7 +38,7 @@ fn init(call: &str) {
         Ok(_) => {}
         Err(e @ state::InitError::Env(_)) => {
             flush_stdio();
-            eprintln!("gsas-shmem: {call}: {e}");
+            gsas_transport::eprintln_whole!("gsas-shmem: {call}: {e}");
             std::process::exit(2);
         }
         Err(e) => fatal(call, e),
@@ -54,7 +54,9 @@ fn init(call: &str) {
 unsafe fn init_thread(requested: c_int, provided: *mut c_int, call: &str) -> c_int {
     let level = requested.clamp(0, THREAD_MULTIPLE);
     if requested < 0 {
-        eprintln!("gsas-shmem: {call}: thread level {requested} is not a SHMEM_THREAD_* level");
+        gsas_transport::eprintln_whole!(
+            "gsas-shmem: {call}: thread level {requested} is not a SHMEM_THREAD_* level"
+        );
         return 1;
     }
     match state::init(InitOptions {
@@ -70,7 +72,7 @@ unsafe fn init_thread(requested: c_int, provided: *mut c_int, call: &str) -> c_i
         }
         Err(e) => {
             flush_stdio();
-            eprintln!("gsas-shmem: {call}: {e}");
+            gsas_transport::eprintln_whole!("gsas-shmem: {call}: {e}");
             1
         }
     }

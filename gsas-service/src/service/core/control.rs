@@ -183,9 +183,13 @@ impl Core {
                     self.counters.messages += 1;
                     self.counters.refused += 1;
                     let msg = e.to_string();
+                    // The request's own token (its first bytes arrived), so that the
+                    // client takes this for the answer to it, not for a refusal of the
+                    // connection (token 0).
+                    let token = gsas_core::wire::peek_token(&self.msg);
                     self.reply(
                         i,
-                        0,
+                        token,
                         ControlReply::Error {
                             code: ErrorCode::Malformed,
                             message: &msg,

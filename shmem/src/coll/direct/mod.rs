@@ -327,7 +327,7 @@ fn open(st: &State, ip: Ipv4Addr) -> Option<Endpoint> {
         Err(why) => why,
     };
     if st.config.debug {
-        eprintln!(
+        gsas_transport::eprintln_whole!(
             "gsas-shmem: PE {}: no collective endpoint ({why}): collectives use the services",
             st.me
         );
@@ -911,7 +911,7 @@ pub fn flush(st: &State) {
     if st.config.debug {
         let e = lock(&sh.ep);
         let s = e.net.stats();
-        eprintln!(
+        gsas_transport::eprintln_whole!(
             "gsas-shmem: PE {}: collective endpoint: {} packets sent, {} delivered; {} frames sent, \
              {} resent, {} acknowledged; {} acknowledgements sent; {} frames received, {} \
              duplicates{}",
