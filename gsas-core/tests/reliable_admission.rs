@@ -361,3 +361,45 @@ fn a_challenged_sender_echoes_the_cookie_and_is_served_once() {
     assert_eq!(svc.stats().retransmissions, resent);
     assert_eq!(pe.next_event(), None);
 }
+
+#[test]
+fn a_paused_peer_is_not_taken_until_resumed_then_exactly_once() {
+    let mut net = vec![0u8; 2 * 64 * (MTU + 8)];
+    let hub = LoopbackHub::<2>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let (mut ps, mut pp) = (
+        vec![PeerSlot::<usize, W>::new(); 2],
+        vec![PeerSlot::<usize, W>::new(); 2],
+    );
+    let len = buffer_len(MTU, MTU, 16);
+    let (mut bs, mut bp) = (vec![0u8; len], vec![0u8; len]);
+    let mut svc =
+        Reliable::<_, W>::new(hub.endpoint(0).unwrap(), config(7), &mut ps, &mut bs).unwrap();
+    let mut pe =
+        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut pp, &mut bp).unwrap();
+    pe.send(0, 3, |b| b.copy_from_slice(b"one")).unwrap();
+    let (_, got) = pump(&mut pe, &mut svc, 1);
+    assert_eq!(got, vec![b"one".to_vec()]);
+    assert!(svc.pause_receive(1, true));
+    assert!(!svc.pause_receive(5, true), "no slot, nothing paused");
+    // While paused: new frames are neither delivered nor acknowledged; the sender keeps
+    // them and retransmits.
+    pe.send(0, 3, |b| b.copy_from_slice(b"two")).unwrap();
+    let (_, got) = pump(&mut pe, &mut svc, 5_000);
+    assert!(got.is_empty(), "{got:?}");
+    let dropped = svc.stats().paused_drops;
+    assert!(dropped >= 1, "{:?}", svc.stats());
+    let (_, got) = pump(&mut pe, &mut svc, 10_000);
+    assert!(got.is_empty());
+    assert!(
+        svc.stats().paused_drops > dropped,
+        "retransmitted meanwhile"
+    );
+    assert_eq!(pe.next_event(), None);
+    // Resumed (before the sender's deadline): the next retransmission is taken, once.
+    assert!(svc.pause_receive(1, false));
+    let (_, got) = pump(&mut pe, &mut svc, 20_000);
+    assert_eq!(got, vec![b"two".to_vec()]);
+    let (_, got) = pump(&mut pe, &mut svc, 30_000);
+    assert!(got.is_empty());
+    assert_eq!(pe.next_event(), None);
+}

@@ -466,3 +466,55 @@ pub fn ping_flood(
     }
     sent
 }
+
+/// `peers` peers of job `key` (one socket each, served round-robin by the calling thread)
+/// that read `len` bytes at `addr` of the service at `to` (BULK_READ) as fast as the
+/// thread can send, and never acknowledge a reply (their frames move their base along
+/// with their sequence number, so the service keeps taking them). Runs until `stop` is
+/// set; returns the frames sent.
+pub fn greedy_readers(
+    to: SocketAddr,
+    key: u64,
+    peers: usize,
+    addr: GlobalAddr,
+    len: u32,
+    stop: &std::sync::atomic::AtomicBool,
+    epoch: u64,
+) -> u64 {
+    let mut socks: Vec<UdpTransport> = (0..peers).map(|_| socket()).collect();
+    let peer = UdpPeer { addr: to, key };
+    let mut seq = 1u32;
+    let mut sent = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let read = RequestRepr {
+            sender: SenderId::new(9).unwrap(),
+            token: seq,
+            body: Request::BulkRead {
+                frag: gsas_core::wire::Fragment {
+                    base: addr,
+                    total: len,
+                    offset: 0,
+                },
+                len,
+            },
+        };
+        let mut req = vec![0u8; read.buffer_len()];
+        read.emit(&mut Packet::new_unchecked(&mut req[..]));
+        for (i, udp) in socks.iter_mut().enumerate() {
+            let repr = FrameRepr {
+                epoch: epoch + i as u64,
+                dest_epoch: 0,
+                seq: Some(Seq(seq)),
+                base: Seq(seq),
+                ack: None,
+                cookie: None,
+            };
+            send_frame(udp, peer, &repr, &[&req]);
+            sent += 1;
+            // What comes back (replies, acks) is read and thrown away, never acknowledged.
+            while udp.recv(|_, _| ()).ok().flatten().is_some() {}
+        }
+        seq = seq.wrapping_add(1);
+    }
+    sent
+}

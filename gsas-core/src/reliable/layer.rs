@@ -15,8 +15,8 @@ use super::frame::{
 };
 use super::index::{Admission, DenseIndex, PeerIndex};
 use super::peer::{
-    CacheEntry, CacheState, EVENT_REFUSED, EVENT_RESTARTED, EVENT_UNREACHABLE, NEVER, NO_SLOT,
-    PeerSlot,
+    CacheEntry, CacheState, EVENT_REFUSED, EVENT_RESTARTED, EVENT_UNREACHABLE, INITIAL_CWND, NEVER,
+    NO_SLOT, PeerSlot,
 };
 use super::pool::Pool;
 use super::rtt::RttEstimator;
@@ -385,6 +385,23 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
         }
     }
 
+    /// Stops (`paused`) or resumes taking new data frames from `peer`: while paused, a
+    /// data frame not received before is dropped unacknowledged (`Stats::paused_drops`),
+    /// so the sender's window fills and it retransmits later; duplicates are still
+    /// acknowledged and answered from the reply cache. For a receiver whose answers to
+    /// `peer` cannot leave (its window is full: the peer does not acknowledge) and pile
+    /// up: the pile stops growing. Returns whether the peer has a slot.
+    pub fn pause_receive(&mut self, peer: T::Peer, paused: bool) -> bool {
+        let c = &mut self.core;
+        match c.index.find(peer, c.peers.len()) {
+            Some(slot) => {
+                c.peers[slot].rx_paused = paused;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether `peer` has a slot closed by [`close_peer`](Self::close_peer).
     pub fn is_closed(&self, peer: T::Peer) -> bool {
         let c = &self.core;
@@ -678,6 +695,9 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
                         .last_sent
                         .saturating_add(p.rtt.timeout(tx.retries, max_rto));
                     if now >= rto_at {
+                        // A timeout: the peer goes back to a few frames at a time.
+                        let p = &mut self.core.peers[slot];
+                        p.cwnd = p.cwnd.min(INITIAL_CWND);
                         if !blocked && self.transmit(slot, seq)? {
                             rto_at = now.saturating_add(
                                 self.core.peers[slot]
@@ -1033,7 +1053,7 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
     /// Opens a new frame for `slot`.
     fn open_frame(&mut self, slot: usize) -> Result<(), TransportError> {
         let p = &mut self.peers[slot];
-        if p.tx.len() >= self.window {
+        if p.tx.len() >= self.window.min(usize::from(p.cwnd)) {
             self.stats.window_full += 1;
             return Err(TransportError::WouldBlock);
         }
@@ -1185,6 +1205,11 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             // retransmit rather than record a frame nobody saw.
             return None;
         }
+        if p.rx_paused && matches!(p.rx.peek(seq), RxVerdict::New { .. }) {
+            // Paused: not taken, not acknowledged; the sender tries again later.
+            self.stats.paused_drops += 1;
+            return None;
+        }
         if let (Some(refusal), RxVerdict::New { .. }) = (p.closed, p.rx.peek(seq)) {
             // Closed: a frame never delivered stays undelivered and unacknowledged, and
             // its sender learns why (duplicates of delivered ones go on below).
@@ -1241,13 +1266,17 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         let pool = &mut self.pool;
         let stats = &mut self.stats;
         let rtt = &mut p.rtt;
+        let mut acked = 0u16;
         let accepted = p.tx.apply_ack(ack, |_, tx| {
             pool.release(tx.block);
             stats.frames_acked += 1;
+            acked = acked.saturating_add(1);
             if tx.retries == 0 {
                 rtt.sample(now.saturating_sub(tx.last_sent), min_rto, max_rto);
             }
         });
+        let most = u16::try_from(self.window).unwrap_or(u16::MAX);
+        p.cwnd = p.cwnd.saturating_add(acked).min(most);
         if !accepted {
             stats.bad_acks += 1;
         }

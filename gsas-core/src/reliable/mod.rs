@@ -110,8 +110,13 @@
 //! O(1) lookup through a [`PeerIndex`]: [`DenseIndex`] for integer peers, [`HashIndex`]
 //! for hashable ones) and a byte buffer holding one receive buffer of the inner MTU plus a
 //! pool of frame buffers shared by all peers (see [`buffer_len`]). An open or unacknowledged
-//! frame holds one buffer. When the peer's window (`Config::window` frames) or the pool is
-//! full, `send` returns `WouldBlock`: back-pressure until acks free space.
+//! frame holds one buffer. When the peer's window or the pool is full, `send` returns
+//! `WouldBlock`: back-pressure until acks free space. The window of a peer starts at 4
+//! frames and grows by one per frame it acknowledges, up to `Config::window`; a
+//! retransmission timeout takes it back to 4 (TCP's slow start). So a peer that never
+//! acknowledges holds at most 4 frames of the shared pool, and the others keep theirs.
+//! A receiver whose answers to a peer pile up can also stop taking that peer's new
+//! frames ([`Reliable::pause_receive`]: they are dropped unacknowledged and come again).
 //!
 //! # Admission, refusals and freeing slots
 //!
@@ -382,6 +387,9 @@ pub struct Stats {
     pub challenged: u64,
     /// Of `challenged`: frames that echoed a cookie that was not (or no longer) valid.
     pub bad_cookies: u64,
+    /// New data frames dropped unacknowledged because their peer was paused
+    /// ([`Reliable::pause_receive`]).
+    pub paused_drops: u64,
     /// Refusals received and ignored (wrong epoch, or nothing was sent to that peer).
     pub refusals_ignored: u64,
     /// Peer slots freed ([`Reliable::release_peer`], [`Reliable::release_silent`], or

@@ -13,6 +13,12 @@ pub(crate) const NO_SLOT: u32 = u32::MAX;
 pub(crate) const EVENT_UNREACHABLE: u8 = 0x01;
 /// Event bit: the peer restarted (new epoch).
 pub(crate) const EVENT_RESTARTED: u8 = 0x02;
+/// Frames a peer may have in our send window (open, queued or in flight) before it
+/// acknowledged any: it grows by one per frame acknowledged, up to the window, and falls
+/// back to this after a retransmission timeout (TCP's slow start). A peer that never
+/// acknowledges thus holds at most this many frames of the shared pool.
+pub(crate) const INITIAL_CWND: u16 = 4;
+
 /// Event bit: the peer refused us a slot ([`PeerSlot::refusal`] says why).
 pub(crate) const EVENT_REFUSED: u8 = 0x04;
 
@@ -63,6 +69,10 @@ pub struct PeerSlot<P, const W: usize> {
     /// Closed for new data ([`Reliable::close_peer`](super::Reliable::close_peer)): new
     /// data frames are answered with this refusal.
     pub(crate) closed: Option<super::Refusal>,
+    /// Frames the peer may have in our send window now (see [`INITIAL_CWND`]).
+    pub(crate) cwnd: u16,
+    /// New data frames of the peer are not taken ([`Reliable::pause_receive`](super::Reliable::pause_receive)).
+    pub(crate) rx_paused: bool,
     /// The cookie the peer challenged us with (0: none): our data frames echo it (without
     /// an ack) until a frame of the peer arrives.
     pub(crate) cookie: u64,
@@ -104,6 +114,8 @@ impl<P: Copy, const W: usize> PeerSlot<P, W> {
             refusal: None,
             last_heard: 0,
             closed: None,
+            cwnd: INITIAL_CWND,
+            rx_paused: false,
             cookie: 0,
             tx: TxWindow::new(Seq(0)),
             open: false,

@@ -10,12 +10,16 @@
 //! Back-pressure: a reply the transport cannot take now (`WouldBlock`) is queued in the
 //! [`PortQueue`] and sent, in order per peer, by later calls. The transport is always read,
 //! even while replies wait: acknowledgements that open the window arrive that way. While
-//! replies wait, new BULK_READ requests (whose replies are large) are kept as requests (32
-//! bytes) and executed in order when room appears, so at most one large reply per transport
-//! waits in memory; other requests are executed and their small replies queued. A peer
-//! whose window stays full (slow, gone, hostile) does not hold up the others: its entries
-//! stay queued and the pass goes on with the other peers'; a pass stops after
-//! `BLOCKED_SCAN` refusals in a row (the shared frame pool, not one peer, is then full).
+//! replies of a peer wait, its new BULK_READ requests (whose replies are large) are kept as
+//! requests (32 bytes) and executed in order when room appears, so at most one large reply
+//! per peer waits in memory; its other requests are executed and their small replies
+//! queued behind its own. A peer whose window stays full (slow, gone, hostile) does not
+//! hold up the others: another peer's reply goes out at once, never behind it in the
+//! queue, and a pass over the queue goes on with the other peers' entries; a pass stops
+//! after `BLOCKED_SCAN` refusals in a row (the shared frame pool, not one peer, is then
+//! full). The queue's owner bounds each peer's part of it: [`PortQueue::peers_with_at_least`]
+//! names the peers whose entries pile up, and a reliability layer stops taking their new
+//! frames (`Reliable::pause_receive`).
 //!
 //! What it is not: `no_std`. The queue allocates, so this module exists with the `std`
 //! feature only (the rest of the crate never allocates). It keeps no time: the caller
@@ -81,6 +85,30 @@ impl<P> PortQueue<P> {
     }
 }
 
+impl<P: Copy + PartialEq> PortQueue<P> {
+    /// Whether something of `peer` waits.
+    pub fn has(&self, peer: P) -> bool {
+        self.pending.iter().any(|e| e.peer() == peer)
+    }
+
+    /// The peers with at least `n` entries waiting (each once).
+    pub fn peers_with_at_least(&self, n: usize) -> Vec<P> {
+        let mut counts: Vec<(P, usize)> = Vec::new();
+        for e in &self.pending {
+            let p = e.peer();
+            match counts.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((p, 1)),
+            }
+        }
+        counts
+            .into_iter()
+            .filter(|&(_, c)| c >= n)
+            .map(|(p, _)| p)
+            .collect()
+    }
+}
+
 /// What one [`Service::serve_port`] call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Served {
@@ -143,10 +171,11 @@ impl<M: Memory, const N: usize> Service<M, N> {
         }
         let pending = &mut queue.pending;
         for _ in 0..budget {
-            let blocked = !pending.is_empty();
+            let some_wait = !pending.is_empty();
+            let waits = |peer: T::Peer| some_wait && pending.iter().any(|e| e.peer() == peer);
             let got = transport.recv(|peer, packet| {
                 let key = key_of(&peer);
-                if blocked && peek_type(packet) == Some(PacketType::BulkRead) {
+                if waits(peer) && peek_type(packet) == Some(PacketType::BulkRead) {
                     let keep = packet.len().min(HEADER_LEN);
                     return Got::Stash(peer, key, packet[..keep].to_vec());
                 }
@@ -173,7 +202,9 @@ impl<M: Memory, const N: usize> Service<M, N> {
                     pending.push_back(Deferred::Request(peer, key, req));
                 }
                 Got::Reply(_, 0, _) => {}
-                Got::Reply(peer, n, _) if !pending.is_empty() => {
+                // Behind this peer's own waiting entries (order per peer); another peer's
+                // reply does not wait behind them.
+                Got::Reply(peer, n, _) if pending.iter().any(|e| e.peer() == peer) => {
                     served.deferred += 1;
                     pending.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
                 }
@@ -385,14 +416,18 @@ mod tests {
                 .serve_port(port, queue, &mut scratch, 64, |_| KEY, refuse_host_actions)
                 .unwrap()
         };
-        // Peer 1's first reply is refused: it and everything after it wait.
+        // Peer 1's first reply is refused: it and peer 1's later ones wait; peer 2's go
+        // out at once, in order (they never wait behind peer 1's).
         let s = turn(&mut service, &mut port, &mut queue);
-        assert_eq!((s.moved, s.deferred, s.dropped), (8, 8, 0), "{s:?}");
-        assert_eq!(queue.len(), 8);
-        // Peer 2's replies go out, in order, past peer 1's.
-        let s = turn(&mut service, &mut port, &mut queue);
-        assert_eq!(s.moved, 4);
+        assert_eq!((s.moved, s.deferred, s.dropped), (8, 4, 0), "{s:?}");
         assert_eq!(port.sent, [(2, 1), (2, 3), (2, 5), (2, 7)]);
+        assert_eq!(queue.len(), 4);
+        assert!(queue.has(1) && !queue.has(2));
+        assert_eq!(queue.peers_with_at_least(4), [1]);
+        assert!(queue.peers_with_at_least(5).is_empty());
+        // Still no room for peer 1: nothing moves.
+        let s = turn(&mut service, &mut port, &mut queue);
+        assert_eq!(s.moved, 0);
         assert_eq!(queue.len(), 4);
         // Room for peer 1: its replies follow in their order.
         port.full.clear();

@@ -32,6 +32,9 @@ pub struct Counters {
     /// Connections or Joins refused because their user holds its share of the node
     /// (control connections, PEs).
     pub user_refused: u64,
+    /// Times a network peer's new frames stopped being taken because its replies piled
+    /// up (it did not acknowledge).
+    pub peers_paused: u64,
     /// Jobs created by a first Join.
     pub jobs_started: u64,
     /// Jobs ended because every PE left.
@@ -69,6 +72,10 @@ pub struct Gauges {
     pub lingering_peers: u64,
     /// Jobs that ended here whose peers are kept closed.
     pub lingering_jobs: u64,
+    /// Network replies (and kept requests) waiting for room in their peer's window.
+    pub replies_waiting: u64,
+    /// Network peers whose new frames are not taken now (their replies pile up).
+    pub paused_peers: u64,
     /// Size of the peer table.
     pub peer_limit: u64,
     /// Total bytes of segments the service may book.
@@ -208,6 +215,16 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "of reliable.challenged: frames that echoed a cookie that was not (or no longer) valid",
         ),
         (
+            "reliable.paused_drops",
+            C,
+            "new frames of peers whose replies piled up (they did not acknowledge) left unacknowledged, to be sent again later",
+        ),
+        (
+            "net.peers_paused",
+            C,
+            "times a network peer's new frames stopped being taken: 16 of its replies waited for room (it did not acknowledge)",
+        ),
+        (
             "reliable.peers_released",
             C,
             "peer slots freed (job ended, silent for twice the deadline, or evicted)",
@@ -269,6 +286,16 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "of those, peers of jobs that ended here (closed; the first to give way)",
         ),
         ("peers.limit", G, "size of the peer table (max_peers)"),
+        (
+            "net.replies_waiting",
+            G,
+            "network replies (and kept requests) waiting for room in their peer's window (at most 16 per peer before its new frames wait)",
+        ),
+        (
+            "net.peers_paused_now",
+            G,
+            "network peers whose new frames are not taken now (their replies pile up)",
+        ),
         ("control.open", G, "open control connections"),
         (
             "ring.requests",
@@ -412,6 +439,8 @@ pub fn render(
     line("reliable.refusals_sent", reliable.refusals_sent);
     line("reliable.challenged", reliable.challenged);
     line("reliable.bad_cookies", reliable.bad_cookies);
+    line("reliable.paused_drops", reliable.paused_drops);
+    line("net.peers_paused", counters.peers_paused);
     line("reliable.peers_released", reliable.peers_released);
     line("reliable.peers_failed", reliable.peers_failed);
     line("reliable.reply_cache_hits", reliable.reply_cache_hits);
@@ -434,6 +463,8 @@ pub fn render(
     line("peers.host", gauges.host_peers);
     line("peers.lingering", gauges.lingering_peers);
     line("peers.limit", gauges.peer_limit);
+    line("net.replies_waiting", gauges.replies_waiting);
+    line("net.peers_paused_now", gauges.paused_peers);
     line("control.open", gauges.connections);
     line("ring.requests", counters.ring_requests);
     line("fork.refused", counters.fork_refused);

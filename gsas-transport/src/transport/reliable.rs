@@ -224,6 +224,11 @@ where
         self.rel.close_peer(peer, refusal)
     }
 
+    /// Stops or resumes taking new data frames from `peer` ([`Reliable::pause_receive`]).
+    pub fn pause_receive(&mut self, peer: T::Peer, paused: bool) -> bool {
+        self.rel.pause_receive(peer, paused)
+    }
+
     /// Frees `peer`'s slot ([`Reliable::release_peer`]).
     pub fn release_peer(&mut self, peer: T::Peer) -> bool {
         self.rel.release_peer(peer)

@@ -1413,3 +1413,82 @@ fn a_control_socket_fuzzer_of_another_user_is_refused_and_counted() {
     s.stop().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
+    // A job of 16 PEs (its share: 20 peers), 20 of them reading 16 KiB at full speed and
+    // never acknowledging; another job's PE reads 8 bytes beside them. Before: the
+    // service executed every request and kept every reply (~48 MB per deadline), and the
+    // other job's replies waited behind them (its operations took seconds). Now each
+    // greedy peer has at most 16 replies waiting, then its new frames wait unacknowledged.
+    let path = dir().join(format!("svc-greedy-{}.sock", std::process::id()));
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
+    cfg.deadline = Duration::from_secs(5);
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    let mut attacker = join(&s, 0, 60, 0xbad, 16);
+    attacker.create_segment(0, SEG_HEAP, 1 << 20).unwrap();
+    let mut victim = join(&s, 0, 61, 0x900d, 1);
+    victim.create_segment(0, SEG_HEAP, 4096).unwrap();
+    remote!(r);
+    let svc = UdpPeer {
+        addr: s.udp_addr(),
+        key: 0x900d,
+    };
+    let at = GlobalAddr::new(0, SEG_HEAP, 0).unwrap();
+    let times = |n: usize, r: &mut Remote<'_>| {
+        let mut t: Vec<Duration> = (0..n)
+            .map(|i| {
+                let t0 = Instant::now();
+                let (res, _) = r.call(|c, tk| c.read(tk, svc, 0, i as u64, at, 8));
+                assert_eq!(res, Ok(None));
+                t0.elapsed()
+            })
+            .collect();
+        t.sort();
+        t[n / 2]
+    };
+    let rounds = if gsas_tests::attack::emulated() {
+        50
+    } else {
+        400
+    };
+    let baseline = times(rounds, &mut r);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = s.udp_addr();
+    let greedy = {
+        let stop = stop.clone();
+        let epoch = fresh_epoch() + 1000;
+        std::thread::spawn(move || {
+            gsas_tests::attack::greedy_readers(
+                addr,
+                0xbad,
+                20,
+                GlobalAddr::new(0, SEG_HEAP, 0).unwrap(),
+                16 << 10,
+                &stop,
+                epoch,
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let under_attack = times(rounds, &mut r);
+    let st = victim.stats().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = greedy.join().unwrap();
+    eprintln!(
+        "another job's 8-byte read, median of {rounds}: {baseline:?} alone, {under_attack:?} beside 20 peers that never acknowledge ({:.1}x; {sent} greedy frames, {} paused drops, {} replies waiting)",
+        under_attack.as_secs_f64() / baseline.as_secs_f64(),
+        st.get("reliable.paused_drops").unwrap(),
+        st.get("net.replies_waiting").unwrap()
+    );
+    // Bounded: a greedy peer's entries stop growing at 16 (plus what one turn of the
+    // service took before it looked), however long it goes on.
+    let waiting = st.get("net.replies_waiting").unwrap();
+    assert!(waiting <= 20 * 64, "{st}");
+    assert!(st.get("net.peers_paused").unwrap() >= 1, "{st}");
+    assert!(st.get("reliable.paused_drops").unwrap() > 0, "{st}");
+    // The greedy peers' requests mostly never ran.
+    let reads = st.get("requests.bulk_read").unwrap_or(0);
+    assert!(reads < sent / 2, "{reads} of {sent} executed: {st}");
+    s.stop().unwrap();
+}

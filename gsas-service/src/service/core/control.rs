@@ -575,6 +575,8 @@ impl Core {
             host_peers: self.net.index().host_peers() as u64,
             lingering_peers: self.net.index().lingering_peers() as u64,
             lingering_jobs: self.lingering.len() as u64,
+            replies_waiting: self.net_pending.len() as u64,
+            paused_peers: self.paused.len() as u64,
             peer_limit: self.net.peer_capacity() as u64,
             memory_limit: self.memory_limit.0,
         }

@@ -37,6 +37,7 @@ impl Core {
             count_served(counters, served);
             busy |= served.moved > 0;
         }
+        self.pace_net_peers();
         let mut broken = Vec::new();
         for (i, port) in self.rings.iter_mut().enumerate() {
             let key = port.key;
@@ -91,6 +92,35 @@ impl Core {
             }
         }
         Ok(busy)
+    }
+}
+
+impl Core {
+    /// Stops taking new frames from network peers with [`PEER_QUEUE_CAP`] replies or more
+    /// waiting (they do not acknowledge), and takes them again from those below it.
+    fn pace_net_peers(&mut self) {
+        if self.net_pending.is_empty() && self.paused.is_empty() {
+            return;
+        }
+        let over = self.net_pending.peers_with_at_least(PEER_QUEUE_CAP);
+        for p in &self.paused {
+            if !over.contains(p) {
+                self.net.pause_receive(*p, false);
+            }
+        }
+        for p in &over {
+            if !self.paused.contains(p) && self.net.pause_receive(*p, true) {
+                self.counters.peers_paused += 1;
+                log::debug!(
+                    "{}: peer {} (job key {:#x}) does not acknowledge; {} replies wait: its new requests wait too",
+                    self.cfg.name,
+                    p.addr,
+                    p.key,
+                    PEER_QUEUE_CAP
+                );
+            }
+        }
+        self.paused = over;
     }
 }
 

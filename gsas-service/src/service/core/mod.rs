@@ -62,6 +62,12 @@ pub(crate) const NET_WINDOW: usize = 32;
 const MAX_SEGMENTS: usize = 4096;
 /// Frame buffers of the service's reliability layer.
 const NET_FRAMES: usize = 256;
+/// Replies of one network peer that may wait for room (its window full: it does not
+/// acknowledge) before the service stops taking its new frames: without the bound a peer
+/// that reads at full speed and never acknowledges had the service execute every request
+/// and keep every reply (tens of MB per deadline), and other jobs' replies waited behind
+/// them.
+pub(crate) const PEER_QUEUE_CAP: usize = 16;
 /// Requests served from one transport per loop turn before the others get a turn.
 const BUDGET: usize = 256;
 /// Largest segment (the reach of a 40-bit offset).
@@ -180,6 +186,9 @@ pub(crate) struct Core {
     net: NetLayer,
     udp_addr: SocketAddr,
     net_pending: PortQueue<NetPeer>,
+    /// Network peers whose new frames are not taken (their replies pile up,
+    /// [`PEER_QUEUE_CAP`]).
+    paused: Vec<NetPeer>,
     /// The Exanet endpoint's interrupt line (services on Exanet).
     wake_line: Option<WakeLine>,
     service: Box<ShmService>,
@@ -382,6 +391,7 @@ impl Core {
             net,
             udp_addr,
             net_pending: PortQueue::new(),
+            paused: Vec::new(),
             wake_line,
             service,
             conns: Vec::new(),
