@@ -58,6 +58,20 @@ pub trait PeerIndex<P> {
         None
     }
 
+    /// Whether `peer` may take one more frame of the shared pool of `pool` frames (asked
+    /// before each new frame to it); [`frames_held`](Self::frames_held) reports what it
+    /// took and gave back. By default always: the pool is first come, first served.
+    fn may_take_frame(&mut self, peer: P, pool: usize) -> bool {
+        let _ = (peer, pool);
+        true
+    }
+
+    /// `peer` took (`delta` > 0) or gave back (`delta` < 0) frames of the pool. By default
+    /// nothing is counted.
+    fn frames_held(&mut self, peer: P, delta: isize) {
+        let _ = (peer, delta);
+    }
+
     /// Forgets `peer`: its slot may be handed out again. By default slots are never
     /// reassigned (the layer still resets the slot's state).
     fn release(&mut self, peer: P) {

@@ -823,7 +823,15 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
     fn abandon_frames(&mut self, slot: usize) {
         let p = &mut self.peers[slot];
         let pool = &mut self.pool;
-        p.tx.abandon(|tx| pool.release(tx.block));
+        let mut freed = 0isize;
+        p.tx.abandon(|tx| {
+            pool.release(tx.block);
+            freed += 1;
+        });
+        if let (Some(peer), true) = (p.addr, freed > 0) {
+            self.index.frames_held(peer, -freed);
+        }
+        let p = &mut self.peers[slot];
         if p.open {
             p.open = false;
             p.open_len = 0;
@@ -1044,6 +1052,7 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         p.failed = false;
         p.clear_cache();
         p.rtt = RttEstimator::new(initial_rto);
+        p.cwnd = INITIAL_CWND;
         p.ack_due = NEVER;
         p.rx_unacked = 0;
         self.stats.peer_resets += 1;
@@ -1057,10 +1066,22 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             self.stats.window_full += 1;
             return Err(TransportError::WouldBlock);
         }
+        let peer = p.addr;
+        let pool_size = self.pool.capacity() as usize;
+        if let Some(peer) = peer {
+            if !self.index.may_take_frame(peer, pool_size) {
+                self.stats.pool_share_full += 1;
+                return Err(TransportError::WouldBlock);
+            }
+        }
         let Some(block) = self.pool.alloc() else {
             self.stats.pool_empty += 1;
             return Err(TransportError::WouldBlock);
         };
+        if let Some(peer) = peer {
+            self.index.frames_held(peer, 1);
+        }
+        let p = &mut self.peers[slot];
         let entry = TxSlot {
             state: TxState::Open,
             block,
@@ -1069,6 +1090,9 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         if p.tx.push(self.window, entry).is_none() {
             // Unreachable given the check above; keep the pool consistent regardless.
             self.pool.release(block);
+            if let Some(peer) = peer {
+                self.index.frames_held(peer, -1);
+            }
             self.stats.window_full += 1;
             return Err(TransportError::WouldBlock);
         }
@@ -1277,6 +1301,9 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         });
         let most = u16::try_from(self.window).unwrap_or(u16::MAX);
         p.cwnd = p.cwnd.saturating_add(acked).min(most);
+        if let (Some(peer), true) = (p.addr, acked > 0) {
+            self.index.frames_held(peer, -(acked as isize));
+        }
         if !accepted {
             stats.bad_acks += 1;
         }

@@ -387,6 +387,9 @@ pub struct Stats {
     pub challenged: u64,
     /// Of `challenged`: frames that echoed a cookie that was not (or no longer) valid.
     pub bad_cookies: u64,
+    /// Frames not opened because the index kept the peer's share of the pool
+    /// ([`PeerIndex::may_take_frame`]); the packet waits (`WouldBlock`).
+    pub pool_share_full: u64,
     /// New data frames dropped unacknowledged because their peer was paused
     /// ([`Reliable::pause_receive`]).
     pub paused_drops: u64,

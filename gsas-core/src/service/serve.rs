@@ -17,7 +17,7 @@
 //! hold up the others: another peer's reply goes out at once, never behind it in the
 //! queue, and a pass over the queue goes on with the other peers' entries; a pass stops
 //! after `BLOCKED_SCAN` refusals in a row (the shared frame pool, not one peer, is then
-//! full). The queue's owner bounds each peer's part of it: [`PortQueue::peers_with_at_least`]
+//! full). The queue's owner bounds each peer's part of it: [`PortQueue::peers_over`]
 //! names the peers whose entries pile up, and a reliability layer stops taking their new
 //! frames (`Reliable::pause_receive`).
 //!
@@ -34,7 +34,7 @@ use super::{Memory, Prepared, Service};
 use crate::transport::{Transport, TransportError};
 use crate::wire::{ErrorCode, HEADER_LEN, PacketType, RequestRepr, emit_reply_header, peek_type};
 
-/// Queued replies refused in a row after which a pass over the queue stops.
+/// Peers refused in a row (their lane's first entry) after which a pass over the queue stops.
 pub const BLOCKED_SCAN: usize = 64;
 
 /// Work for a transport that could not be done at once.
@@ -54,16 +54,29 @@ impl<P: Copy> Deferred<P> {
     }
 }
 
-/// What waits to be sent on one transport (one per transport served).
+/// What waits to be sent on one transport (one per transport served): a lane of entries
+/// per peer, in order, and the peers that have any in turn. Looking a peer up costs one
+/// pass over the peers that have entries (not over the entries), and a pass of
+/// [`Service::serve_port`] over the queue costs one look per such peer plus what it sends.
 #[derive(Debug)]
 pub struct PortQueue<P> {
-    pending: VecDeque<Deferred<P>>,
+    lanes: VecDeque<Lane<P>>,
+    total: usize,
+}
+
+/// One peer's waiting entries, oldest first, and how many of them are kept requests.
+#[derive(Debug)]
+struct Lane<P> {
+    peer: P,
+    entries: VecDeque<Deferred<P>>,
+    requests: usize,
 }
 
 impl<P> Default for PortQueue<P> {
     fn default() -> Self {
         PortQueue {
-            pending: VecDeque::new(),
+            lanes: VecDeque::new(),
+            total: 0,
         }
     }
 }
@@ -76,36 +89,50 @@ impl<P> PortQueue<P> {
 
     /// Entries waiting (replies and kept requests).
     pub fn len(&self) -> usize {
-        self.pending.len()
+        self.total
     }
 
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.total == 0
     }
 }
 
 impl<P: Copy + PartialEq> PortQueue<P> {
     /// Whether something of `peer` waits.
     pub fn has(&self, peer: P) -> bool {
-        self.pending.iter().any(|e| e.peer() == peer)
+        self.lanes.iter().any(|l| l.peer == peer)
     }
 
-    /// The peers with at least `n` entries waiting (each once).
-    pub fn peers_with_at_least(&self, n: usize) -> Vec<P> {
-        let mut counts: Vec<(P, usize)> = Vec::new();
-        for e in &self.pending {
-            let p = e.peer();
-            match counts.iter_mut().find(|(q, _)| *q == p) {
-                Some((_, c)) => *c += 1,
-                None => counts.push((p, 1)),
-            }
-        }
-        counts
-            .into_iter()
-            .filter(|&(_, c)| c >= n)
-            .map(|(p, _)| p)
+    /// The peers (each once) with at least `replies` replies waiting, or at least
+    /// `requests` BULK_READ requests kept (32 bytes each: a large get of a well-behaved
+    /// peer keeps many while its window opens).
+    pub fn peers_over(&self, replies: usize, requests: usize) -> Vec<P> {
+        self.lanes
+            .iter()
+            .filter(|l| l.entries.len() - l.requests >= replies || l.requests >= requests)
+            .map(|l| l.peer)
             .collect()
+    }
+
+    /// Appends `entry` to its peer's lane.
+    fn push_back(&mut self, entry: Deferred<P>) {
+        let peer = entry.peer();
+        let request = matches!(entry, Deferred::Request(..));
+        let lane = match self.lanes.iter().position(|l| l.peer == peer) {
+            Some(i) => &mut self.lanes[i],
+            None => {
+                self.lanes.push_back(Lane {
+                    peer,
+                    entries: VecDeque::new(),
+                    requests: 0,
+                });
+                self.lanes.back_mut().expect("pushed above")
+            }
+        };
+        lane.requests += usize::from(request);
+        lane.entries.push_back(entry);
+        self.total += 1;
     }
 }
 
@@ -166,16 +193,14 @@ impl<M: Memory, const N: usize> Service<M, N> {
         H: FnMut(T::Peer, RequestRepr<'_>, &mut [u8]) -> usize,
     {
         let mut served = Served::default();
-        if !queue.pending.is_empty() {
+        if !queue.is_empty() {
             self.drain(transport, queue, scratch, &mut served)?;
         }
-        let pending = &mut queue.pending;
         for _ in 0..budget {
-            let some_wait = !pending.is_empty();
-            let waits = |peer: T::Peer| some_wait && pending.iter().any(|e| e.peer() == peer);
+            let queued = &*queue;
             let got = transport.recv(|peer, packet| {
                 let key = key_of(&peer);
-                if waits(peer) && peek_type(packet) == Some(PacketType::BulkRead) {
+                if peek_type(packet) == Some(PacketType::BulkRead) && queued.has(peer) {
                     let keep = packet.len().min(HEADER_LEN);
                     return Got::Stash(peer, key, packet[..keep].to_vec());
                 }
@@ -199,14 +224,14 @@ impl<M: Memory, const N: usize> Service<M, N> {
             match got {
                 Got::Stash(peer, key, req) => {
                     served.deferred += 1;
-                    pending.push_back(Deferred::Request(peer, key, req));
+                    queue.push_back(Deferred::Request(peer, key, req));
                 }
                 Got::Reply(_, 0, _) => {}
                 // Behind this peer's own waiting entries (order per peer); another peer's
                 // reply does not wait behind them.
-                Got::Reply(peer, n, _) if pending.iter().any(|e| e.peer() == peer) => {
+                Got::Reply(peer, n, _) if queue.has(peer) => {
                     served.deferred += 1;
-                    pending.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
+                    queue.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
                 }
                 Got::Reply(peer, n, lazy) => {
                     let fill = |slot: &mut [u8]| slot.copy_from_slice(&scratch[..n]);
@@ -219,7 +244,7 @@ impl<M: Memory, const N: usize> Service<M, N> {
                         Ok(()) => {}
                         Err(TransportError::WouldBlock) => {
                             served.deferred += 1;
-                            pending.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
+                            queue.push_back(Deferred::Reply(peer, scratch[..n].to_vec()));
                         }
                         Err(
                             TransportError::Unreachable
@@ -236,11 +261,12 @@ impl<M: Memory, const N: usize> Service<M, N> {
 
     /// Sends queued replies and executes kept requests while the transport takes them.
     ///
-    /// One pass in O(n): every entry is taken from the front once and either sent or put
-    /// back at the end, which keeps the queue's order. (The loop this replaces removed sent
-    /// entries from the middle of the deque, O(n) each, so a pass over a long queue of a
-    /// mostly blocked peer set was O(n^2).) `blocked` holds the peers refused in this pass;
-    /// it has at most one entry per distinct peer in the queue.
+    /// One pass visits each peer's lane once, in turn: it sends the lane's entries in
+    /// order until the transport refuses one (`WouldBlock`: that peer's window is full,
+    /// or the pool), which goes back to the front of its lane, and moves on to the next
+    /// peer. A pass stops after [`BLOCKED_SCAN`] peers refused in a row (the shared frame
+    /// pool, not one peer, is then full). Its cost is one look per peer with entries plus
+    /// what it sends, whatever the number of entries.
     fn drain<T: Transport>(
         &mut self,
         transport: &mut T,
@@ -248,70 +274,71 @@ impl<M: Memory, const N: usize> Service<M, N> {
         scratch: &mut [u8],
         served: &mut Served,
     ) -> Result<(), TransportError> {
-        let pending = &mut queue.pending;
-        let mut blocked: Vec<T::Peer> = Vec::new();
         let mut refused_in_a_row = 0;
-        let mut left = pending.len();
+        let mut left = queue.lanes.len();
         while left > 0 && refused_in_a_row < BLOCKED_SCAN {
             left -= 1;
-            let Some(mut entry) = pending.pop_front() else {
+            let Some(mut lane) = queue.lanes.pop_front() else {
                 break;
             };
-            let peer = entry.peer();
-            if blocked.contains(&peer) {
-                pending.push_back(entry);
-                continue;
-            }
-            let n = match &entry {
-                Deferred::Reply(_, bytes) => {
-                    scratch[..bytes.len()].copy_from_slice(bytes);
-                    bytes.len()
-                }
-                Deferred::Request(_, key, req) => {
-                    let n = match self.prepare(*key, req) {
-                        Prepared::Reply(p) => self.execute(&p, scratch).unwrap_or_else(|_| {
-                            served.scratch_short += 1;
-                            0
-                        }),
-                        Prepared::Host(repr) => {
-                            refusal(scratch, repr.token, ErrorCode::NotSupported)
-                        }
-                        Prepared::Drop => 0,
-                    };
-                    if n == 0 {
-                        continue;
+            let peer = lane.peer;
+            let mut result = Ok(());
+            while let Some(mut entry) = lane.entries.pop_front() {
+                queue.total -= 1;
+                let n = match &entry {
+                    Deferred::Reply(_, bytes) => {
+                        scratch[..bytes.len()].copy_from_slice(bytes);
+                        bytes.len()
                     }
-                    // Executed now: keep the reply, not the request, if it has to wait.
-                    entry = Deferred::Reply(peer, scratch[..n].to_vec());
-                    n
-                }
-            };
-            match transport.send(peer, n, |slot| slot.copy_from_slice(&scratch[..n])) {
-                Ok(()) => {
-                    served.moved += 1;
-                    refused_in_a_row = 0;
-                }
-                Err(TransportError::WouldBlock) => {
-                    blocked.push(peer);
-                    refused_in_a_row += 1;
-                    pending.push_back(entry);
-                }
-                Err(
-                    TransportError::Unreachable
-                    | TransportError::UnknownPeer
-                    | TransportError::TooLarge,
-                ) => served.dropped += 1,
-                Err(e) => {
-                    // Keep the order: the entry goes back in front of the unvisited ones.
-                    pending.push_front(entry);
-                    pending.rotate_left(left + 1);
-                    return Err(e);
+                    Deferred::Request(_, key, req) => {
+                        lane.requests -= 1;
+                        let n = match self.prepare(*key, req) {
+                            Prepared::Reply(p) => self.execute(&p, scratch).unwrap_or_else(|_| {
+                                served.scratch_short += 1;
+                                0
+                            }),
+                            Prepared::Host(repr) => {
+                                refusal(scratch, repr.token, ErrorCode::NotSupported)
+                            }
+                            Prepared::Drop => 0,
+                        };
+                        if n == 0 {
+                            continue;
+                        }
+                        // Executed now: keep the reply, not the request, if it has to wait.
+                        entry = Deferred::Reply(peer, scratch[..n].to_vec());
+                        n
+                    }
+                };
+                match transport.send(peer, n, |slot| slot.copy_from_slice(&scratch[..n])) {
+                    Ok(()) => {
+                        served.moved += 1;
+                        refused_in_a_row = 0;
+                    }
+                    Err(TransportError::WouldBlock) => {
+                        refused_in_a_row += 1;
+                        lane.entries.push_front(entry);
+                        queue.total += 1;
+                        break;
+                    }
+                    Err(
+                        TransportError::Unreachable
+                        | TransportError::UnknownPeer
+                        | TransportError::TooLarge,
+                    ) => served.dropped += 1,
+                    Err(e) => {
+                        lane.entries.push_front(entry);
+                        queue.total += 1;
+                        result = Err(e);
+                        break;
+                    }
                 }
             }
+            if !lane.entries.is_empty() {
+                queue.lanes.push_back(lane);
+            }
+            result?;
         }
-        // The unvisited entries are at the front, the kept ones behind them in order:
-        // put the unvisited back behind the kept (they came after them).
-        pending.rotate_left(left);
         Ok(())
     }
 }
@@ -423,8 +450,11 @@ mod tests {
         assert_eq!(port.sent, [(2, 1), (2, 3), (2, 5), (2, 7)]);
         assert_eq!(queue.len(), 4);
         assert!(queue.has(1) && !queue.has(2));
-        assert_eq!(queue.peers_with_at_least(4), [1]);
-        assert!(queue.peers_with_at_least(5).is_empty());
+        assert_eq!(queue.peers_over(4, 1), [1]);
+        assert!(
+            queue.peers_over(5, 1).is_empty(),
+            "replies only: no request kept"
+        );
         // Still no room for peer 1: nothing moves.
         let s = turn(&mut service, &mut port, &mut queue);
         assert_eq!(s.moved, 0);

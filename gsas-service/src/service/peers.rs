@@ -108,6 +108,8 @@ pub(crate) struct JobIndex {
     last_refusal: Option<(NetPeer, Refusal)>,
     /// The secret of the cookies (random keys of a keyed hash, per service).
     cookies: RandomState,
+    /// Frames of the layer's shared pool held for the peers of each job key.
+    frames: HashMap<u64, usize>,
 }
 
 impl JobIndex {
@@ -127,6 +129,15 @@ impl JobIndex {
             .iter()
             .filter(|p| same_address(p.addr, peer.addr))
             .count()
+    }
+
+    /// Frames of the pool held for the jobs of user `uid`.
+    fn user_frames(&self, uid: u32) -> usize {
+        self.jobs
+            .iter()
+            .filter(|(_, s)| s.uid == uid)
+            .map(|(k, _)| self.frames.get(k).copied().unwrap_or(0))
+            .sum()
     }
 
     /// Bounds the peers of all the jobs of one user together (`None`: no bound).
@@ -350,6 +361,29 @@ impl PeerIndex<NetPeer> for JobIndex {
         Admission::Admit
     }
 
+    /// Where users have shares (a shared daemon) and more than one job runs, one job, and
+    /// the jobs of one user together, hold at most half of the pool: peers that never
+    /// acknowledge (4 frames each) cannot take it all from the others.
+    fn may_take_frame(&mut self, peer: NetPeer, pool: usize) -> bool {
+        if self.user_limit.is_none() || self.jobs.len() < 2 {
+            return true;
+        }
+        let Some(share) = self.jobs.get(&peer.key) else {
+            return true;
+        };
+        let half = pool / 2;
+        self.frames.get(&peer.key).copied().unwrap_or(0) < half
+            && self.user_frames(share.uid) < half
+    }
+
+    fn frames_held(&mut self, peer: NetPeer, delta: isize) {
+        let n = self.frames.entry(peer.key).or_insert(0);
+        *n = n.saturating_add_signed(delta);
+        if *n == 0 {
+            self.frames.remove(&peer.key);
+        }
+    }
+
     fn release(&mut self, peer: NetPeer) {
         let Some(slot) = self.map.remove(&peer) else {
             return;
@@ -554,6 +588,36 @@ mod tests {
         assert_eq!(ix.ended.len(), ENDED_KEYS);
         assert_eq!(ix.ended_keys.len(), ENDED_KEYS);
         assert!(!ix.ended_keys.contains(&1000));
+    }
+
+    #[test]
+    fn a_job_and_a_user_hold_at_most_half_the_pool_when_others_run() {
+        let mut ix = JobIndex::default();
+        ix.admit_job(1, 100, 1000);
+        // Alone, without per-user shares, or as the only job: no bound.
+        for _ in 0..8 {
+            assert!(ix.may_take_frame(peer(1, 1), 8));
+            ix.frames_held(peer(1, 1), 1);
+        }
+        ix.set_user_limit(Some(512));
+        assert!(ix.may_take_frame(peer(1, 1), 8), "the only job");
+        ix.admit_job(2, 100, 2000);
+        assert!(
+            !ix.may_take_frame(peer(1, 1), 8),
+            "8 of 8 held, another job runs"
+        );
+        ix.frames_held(peer(1, 1), -5);
+        assert!(ix.may_take_frame(peer(1, 1), 8), "3 of 8");
+        ix.frames_held(peer(2, 1), 1);
+        assert!(!ix.may_take_frame(peer(3, 1), 8), "4 of 8: the job's half");
+        // The other job has its own half, and a second job of the first user shares the
+        // user's half.
+        assert!(ix.may_take_frame(peer(9, 2), 8));
+        ix.admit_job(3, 100, 1000);
+        assert!(!ix.may_take_frame(peer(4, 3), 8), "the user holds 4 of 8");
+        ix.frames_held(peer(1, 1), -4);
+        assert!(ix.may_take_frame(peer(4, 3), 8));
+        assert!(!ix.frames.contains_key(&1), "nothing held, nothing kept");
     }
 
     #[test]

@@ -220,6 +220,11 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "new frames of peers whose replies piled up (they did not acknowledge) left unacknowledged, to be sent again later",
         ),
         (
+            "reliable.pool_share_full",
+            C,
+            "frames not opened because the job (or its user) held half of the shared frame pool while other jobs ran (the reply waits)",
+        ),
+        (
             "net.peers_paused",
             C,
             "times a network peer's new frames stopped being taken: 16 of its replies waited for room (it did not acknowledge)",
@@ -440,6 +445,7 @@ pub fn render(
     line("reliable.challenged", reliable.challenged);
     line("reliable.bad_cookies", reliable.bad_cookies);
     line("reliable.paused_drops", reliable.paused_drops);
+    line("reliable.pool_share_full", reliable.pool_share_full);
     line("net.peers_paused", counters.peers_paused);
     line("reliable.peers_released", reliable.peers_released);
     line("reliable.peers_failed", reliable.peers_failed);

@@ -1148,6 +1148,13 @@ pub(crate) fn attacker() {
             held.push(c);
             "joined a job of 2000 PEs".to_string()
         }
+        // A job of 100 PEs, whose peers the test then makes greedy.
+        Some("job100") => {
+            let mut c = ControlClient::connect(&path, T).unwrap();
+            c.join(0, 0xbad0, 0xbad, info(100)).unwrap();
+            held.push(c);
+            "joined a job of 100 PEs".to_string()
+        }
         // As many one-PE jobs as the service takes.
         Some("pes") => loop {
             let mut c = ControlClient::connect(&path, T).unwrap();
@@ -1416,17 +1423,39 @@ fn a_control_socket_fuzzer_of_another_user_is_refused_and_counted() {
 
 #[test]
 fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
-    // A job of 16 PEs (its share: 20 peers), 20 of them reading 16 KiB at full speed and
-    // never acknowledging; another job's PE reads 8 bytes beside them. Before: the
-    // service executed every request and kept every reply (~48 MB per deadline), and the
-    // other job's replies waited behind them (its operations took seconds). Now each
-    // greedy peer has at most 16 replies waiting, then its new frames wait unacknowledged.
-    let path = dir().join(format!("svc-greedy-{}.sock", std::process::id()));
-    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);
+    const TEST: &str = "peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory";
+    if !gsas_tests::skip::is_root() {
+        gsas_tests::skip::skip(
+            TEST,
+            gsas_tests::skip::REQUIRE_NETNS,
+            "needs root to start the greedy job as another user (nobody)",
+        );
+        return;
+    }
+    // Another user's job of 100 PEs (its share: 104 peers), 80 of them reading 16 KiB at
+    // full speed and never acknowledging; this user's job reads 8 bytes beside them, on a
+    // service set up as gsas-atomicd sets it up (shares per user). Before: the service
+    // executed every request and kept every reply (~48 MB per deadline), and the other
+    // job's replies waited behind them (its operations took seconds). Now each greedy
+    // peer holds 4 frames of the pool (the job, and its user, at most half of it), has at
+    // most 16 replies (1024 kept 32-byte requests) waiting, then its new frames wait
+    // unacknowledged.
+    let dir = std::env::temp_dir().join(format!("gsas-greedy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("attacker");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), dir.join("svc.sock"));
     cfg.deadline = Duration::from_secs(5);
+    cfg.uid_policy = gsas::service::UidPolicy::PerJob;
+    cfg.socket_mode = 0o666;
+    cfg.user_share_percent = Some(50);
     let s = Service::bind(cfg).unwrap().spawn().unwrap();
-    let mut attacker = join(&s, 0, 60, 0xbad, 16);
-    attacker.create_segment(0, SEG_HEAP, 1 << 20).unwrap();
+    let greedy_job = attack(&exe, "job100", s.socket_path());
+    assert_eq!(greedy_job.said, "joined a job of 100 PEs");
     let mut victim = join(&s, 0, 61, 0x900d, 1);
     victim.create_segment(0, SEG_HEAP, 4096).unwrap();
     remote!(r);
@@ -1462,7 +1491,7 @@ fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
             gsas_tests::attack::greedy_readers(
                 addr,
                 0xbad,
-                20,
+                80,
                 GlobalAddr::new(0, SEG_HEAP, 0).unwrap(),
                 16 << 10,
                 &stop,
@@ -1470,25 +1499,41 @@ fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
             )
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // Measured once the attack is at its worst: most greedy peers paused.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let st = victim.stats().unwrap();
+        if st.get("net.peers_paused_now").unwrap() >= 40 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the greedy peers were never paused: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let under_attack = times(rounds, &mut r);
     let st = victim.stats().unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let sent = greedy.join().unwrap();
+    drop(greedy_job);
     eprintln!(
-        "another job's 8-byte read, median of {rounds}: {baseline:?} alone, {under_attack:?} beside 20 peers that never acknowledge ({:.1}x; {sent} greedy frames, {} paused drops, {} replies waiting)",
+        "another job's 8-byte read, median of {rounds}: {baseline:?} alone, {under_attack:?} beside 80 peers that never acknowledge ({:.1}x; {sent} greedy frames, {} paused drops, {} waiting, {} pool share full)",
         under_attack.as_secs_f64() / baseline.as_secs_f64(),
         st.get("reliable.paused_drops").unwrap(),
-        st.get("net.replies_waiting").unwrap()
+        st.get("net.replies_waiting").unwrap(),
+        st.get("reliable.pool_share_full").unwrap()
     );
-    // Bounded: a greedy peer's entries stop growing at 16 (plus what one turn of the
-    // service took before it looked), however long it goes on.
+    // Bounded: a greedy peer's entries stop growing at 16 replies or 1024 kept requests
+    // (plus what one turn of the service took before it looked), however long it goes on.
     let waiting = st.get("net.replies_waiting").unwrap();
-    assert!(waiting <= 20 * 64, "{st}");
+    assert!(waiting <= 80 * (16 + 1024 + 256), "{st}");
+    assert!(st.get("reliable.pool_share_full").unwrap() > 0, "{st}");
     assert!(st.get("net.peers_paused").unwrap() >= 1, "{st}");
     assert!(st.get("reliable.paused_drops").unwrap() > 0, "{st}");
     // The greedy peers' requests mostly never ran.
     let reads = st.get("requests.bulk_read").unwrap_or(0);
     assert!(reads < sent / 2, "{reads} of {sent} executed: {st}");
     s.stop().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }

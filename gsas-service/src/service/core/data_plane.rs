@@ -97,12 +97,15 @@ impl Core {
 
 impl Core {
     /// Stops taking new frames from network peers with [`PEER_QUEUE_CAP`] replies or more
-    /// waiting (they do not acknowledge), and takes them again from those below it.
+    /// waiting (they do not acknowledge), or [`PEER_KEPT_REQUESTS_CAP`] BULK_READ requests
+    /// kept, and takes them again from those below.
     fn pace_net_peers(&mut self) {
         if self.net_pending.is_empty() && self.paused.is_empty() {
             return;
         }
-        let over = self.net_pending.peers_with_at_least(PEER_QUEUE_CAP);
+        let over = self
+            .net_pending
+            .peers_over(PEER_QUEUE_CAP, PEER_KEPT_REQUESTS_CAP);
         for p in &self.paused {
             if !over.contains(p) {
                 self.net.pause_receive(*p, false);

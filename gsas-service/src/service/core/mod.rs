@@ -68,6 +68,11 @@ const NET_FRAMES: usize = 256;
 /// and keep every reply (tens of MB per deadline), and other jobs' replies waited behind
 /// them.
 pub(crate) const PEER_QUEUE_CAP: usize = 16;
+/// BULK_READ requests of one network peer kept (32 bytes each, executed as its window
+/// opens) before the service stops taking its new frames: a get of a well-behaved PE of
+/// up to 60 MiB (1,024 fragments) stays below it; a larger one has its next frame wait
+/// for a retransmission.
+pub(crate) const PEER_KEPT_REQUESTS_CAP: usize = 1024;
 /// Requests served from one transport per loop turn before the others get a turn.
 const BUDGET: usize = 256;
 /// Largest segment (the reach of a 40-bit offset).
