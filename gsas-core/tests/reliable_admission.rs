@@ -28,6 +28,16 @@ struct Gate {
     cookie: Option<u64>,
 }
 
+impl Gate {
+    /// A gate that admits `peer` only.
+    fn admitting(peer: usize) -> Gate {
+        Gate {
+            allowed: vec![peer],
+            ..Gate::default()
+        }
+    }
+}
+
 impl PeerIndex<usize> for Gate {
     fn slot(&mut self, peer: usize, capacity: usize) -> Option<usize> {
         let s = DenseIndex.slot(peer, capacity)?;
@@ -136,6 +146,31 @@ macro_rules! three_endpoints {
     };
 }
 
+/// A loopback hub of two endpoints: `$svc` (endpoint 0, a layer with index `$gate`) and
+/// `$pe` (endpoint 1, a plain layer).
+macro_rules! two_endpoints {
+    ($svc:ident, $pe:ident, $gate:expr) => {
+        let mut net = vec![0u8; 2 * 64 * (MTU + 8)];
+        let hub = LoopbackHub::<2>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+        let (mut ps, mut pp) = (
+            vec![PeerSlot::<usize, W>::new(); 2],
+            vec![PeerSlot::<usize, W>::new(); 2],
+        );
+        let len = buffer_len(MTU, MTU, 16);
+        let (mut bs, mut bp) = (vec![0u8; len], vec![0u8; len]);
+        let mut $svc = Reliable::<_, W, Gate>::with_index(
+            hub.endpoint(0).unwrap(),
+            config(7),
+            &mut ps,
+            &mut bs,
+            $gate,
+        )
+        .unwrap();
+        let mut $pe =
+            Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut pp, &mut bp).unwrap();
+    };
+}
+
 #[test]
 fn a_peer_the_index_refuses_gets_no_slot_and_its_sender_learns_why() {
     three_endpoints!(hub, len, svc, p1, b1, p2, b2);
@@ -198,28 +233,7 @@ fn a_peer_the_index_refuses_gets_no_slot_and_its_sender_learns_why() {
 
 #[test]
 fn a_freed_peer_that_comes_back_is_served_exactly_once_in_both_directions() {
-    let mut net = vec![0u8; 2 * 64 * (MTU + 8)];
-    let hub = LoopbackHub::<2>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
-    let (mut ps, mut pp) = (
-        vec![PeerSlot::<usize, W>::new(); 2],
-        vec![PeerSlot::<usize, W>::new(); 2],
-    );
-    let len = buffer_len(MTU, MTU, 16);
-    let (mut bs, mut bp) = (vec![0u8; len], vec![0u8; len]);
-    let gate = Gate {
-        allowed: vec![1],
-        ..Gate::default()
-    };
-    let mut svc = Reliable::<_, W, Gate>::with_index(
-        hub.endpoint(0).unwrap(),
-        config(7),
-        &mut ps,
-        &mut bs,
-        gate,
-    )
-    .unwrap();
-    let mut pe =
-        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut pp, &mut bp).unwrap();
+    two_endpoints!(svc, pe, Gate::admitting(1));
     let mut now = 10;
     for round in 0..5u8 {
         // A request, its reply, and their acks.
@@ -296,30 +310,16 @@ fn an_idle_victim_is_evicted_for_a_newcomer_but_a_busy_one_is_not() {
 
 #[test]
 fn a_challenged_sender_echoes_the_cookie_and_is_served_once() {
-    let mut net = vec![0u8; 2 * 64 * (MTU + 8)];
-    let hub = LoopbackHub::<2>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
-    let (mut ps, mut pp) = (
-        vec![PeerSlot::<usize, W>::new(); 2],
-        vec![PeerSlot::<usize, W>::new(); 2],
-    );
-    let len = buffer_len(MTU, MTU, 16);
-    let (mut bs, mut bp) = (vec![0u8; len], vec![0u8; len]);
     let cookie = 0xc00c_1e00_0000_0042;
-    let gate = Gate {
-        allowed: vec![1],
-        cookie: Some(cookie),
-        ..Gate::default()
-    };
-    let mut svc = Reliable::<_, W, Gate>::with_index(
-        hub.endpoint(0).unwrap(),
-        config(7),
-        &mut ps,
-        &mut bs,
-        gate,
-    )
-    .unwrap();
-    let mut pe =
-        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut pp, &mut bp).unwrap();
+    two_endpoints!(
+        svc,
+        pe,
+        Gate {
+            allowed: vec![1],
+            cookie: Some(cookie),
+            ..Gate::default()
+        }
+    );
     pe.send(0, 5, |b| b.copy_from_slice(b"hello")).unwrap();
     pe.flush().unwrap();
     // The first frame gets no slot and is not delivered: it is answered with a challenge.
@@ -364,18 +364,7 @@ fn a_challenged_sender_echoes_the_cookie_and_is_served_once() {
 
 #[test]
 fn a_paused_peer_is_not_taken_until_resumed_then_exactly_once() {
-    let mut net = vec![0u8; 2 * 64 * (MTU + 8)];
-    let hub = LoopbackHub::<2>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
-    let (mut ps, mut pp) = (
-        vec![PeerSlot::<usize, W>::new(); 2],
-        vec![PeerSlot::<usize, W>::new(); 2],
-    );
-    let len = buffer_len(MTU, MTU, 16);
-    let (mut bs, mut bp) = (vec![0u8; len], vec![0u8; len]);
-    let mut svc =
-        Reliable::<_, W>::new(hub.endpoint(0).unwrap(), config(7), &mut ps, &mut bs).unwrap();
-    let mut pe =
-        Reliable::<_, W>::new(hub.endpoint(1).unwrap(), config(11), &mut pp, &mut bp).unwrap();
+    two_endpoints!(svc, pe, Gate::admitting(1));
     pe.send(0, 3, |b| b.copy_from_slice(b"one")).unwrap();
     let (_, got) = pump(&mut pe, &mut svc, 1);
     assert_eq!(got, vec![b"one".to_vec()]);

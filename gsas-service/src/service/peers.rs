@@ -411,6 +411,14 @@ mod tests {
         }
     }
 
+    /// Admits each of `peers` (each must be admitted) and gives it a slot.
+    fn admit_all(ix: &mut JobIndex, peers: impl Iterator<Item = NetPeer>) {
+        for p in peers {
+            assert_eq!(ix.admit(p, 1024), Admission::Admit, "{p:?}");
+            ix.slot(p, 1024).unwrap();
+        }
+    }
+
     /// A peer of key `key` on host `n` (its own IP address).
     fn host(n: u16, key: u64) -> NetPeer {
         NetPeer {
@@ -467,13 +475,10 @@ mod tests {
         let mut ix = JobIndex::default();
         ix.serve_host_actions(true);
         let same = |port: u16, key: u64| peer(port, key);
-        for port in 0..HOST_PER_ADDRESS as u16 {
-            assert_eq!(
-                ix.admit(same(port, 500 + u64::from(port)), 1024),
-                Admission::Admit
-            );
-            ix.slot(same(port, 500 + u64::from(port)), 1024).unwrap();
-        }
+        admit_all(
+            &mut ix,
+            (0..HOST_PER_ADDRESS as u16).map(|p| same(p, 500 + u64::from(p))),
+        );
         // The next sender of that address is offered its own oldest, not anyone else's.
         let refusal = figures(RefusalReason::HostFull, HOST_PER_ADDRESS, HOST_PER_ADDRESS);
         assert_eq!(
@@ -485,13 +490,10 @@ mod tests {
             }
         );
         // Other addresses get the rest of the share.
-        for n in 0..(HOST_SHARE - HOST_PER_ADDRESS) as u16 {
-            assert_eq!(
-                ix.admit(host(n, 900 + u64::from(n)), 1024),
-                Admission::Admit
-            );
-            ix.slot(host(n, 900 + u64::from(n)), 1024).unwrap();
-        }
+        admit_all(
+            &mut ix,
+            (0..(HOST_SHARE - HOST_PER_ADDRESS) as u16).map(|n| host(n, 900 + u64::from(n))),
+        );
         assert_eq!(ix.host_peers(), HOST_SHARE);
     }
 
@@ -662,13 +664,10 @@ mod tests {
         // Host peers: admitted while FORK is served, then the oldest is offered.
         let mut ix = JobIndex::default();
         ix.serve_host_actions(true);
-        for port in 0..HOST_SHARE as u16 {
-            assert_eq!(
-                ix.admit(host(port, 100 + u64::from(port)), 1024),
-                Admission::Admit
-            );
-            ix.slot(host(port, 100 + u64::from(port)), 1024).unwrap();
-        }
+        admit_all(
+            &mut ix,
+            (0..HOST_SHARE as u16).map(|p| host(p, 100 + u64::from(p))),
+        );
         let refusal = figures(RefusalReason::HostFull, HOST_SHARE, HOST_SHARE);
         let offer = |victim| Admission::Replace {
             victim,

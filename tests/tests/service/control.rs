@@ -487,6 +487,20 @@ fn jobs_are_reclaimed_on_death_and_on_leave() {
     s.stop().unwrap();
 }
 
+/// Reads 8 bytes of PE 0's heap of job `key` at the service at `addr` from a new socket
+/// (a new peer of the service); the outcome and the layer's peer events.
+fn read_as_a_new_peer(
+    addr: SocketAddr,
+    key: u64,
+) -> (Result<Option<u64>, OpError>, Vec<PeerEvent<UdpPeer>>) {
+    remote!(r);
+    let svc = UdpPeer { addr, key };
+    let res = r
+        .call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, SEG_HEAP, 0).unwrap(), 8))
+        .0;
+    (res, r.events)
+}
+
 /// Checks that a call failed because the service refused its peer for `reason`.
 fn refused_peer(
     (res, events): (Result<Option<u64>, OpError>, Vec<PeerEvent<UdpPeer>>),
@@ -513,17 +527,7 @@ fn peers_are_bounded_per_job_and_give_way_when_the_job_ends() {
     cfg.max_peers = 6;
     let s = Service::bind(cfg).unwrap().spawn().unwrap();
     // One remote PE per call: its own socket, so its own peer.
-    let read = |key: u64| {
-        remote!(r);
-        let svc = UdpPeer {
-            addr: s.udp_addr(),
-            key,
-        };
-        let res = r
-            .call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, SEG_HEAP, 0).unwrap(), 8))
-            .0;
-        (res, r.events)
-    };
+    let read = |key: u64| read_as_a_new_peer(s.udp_addr(), key);
     // A job of 1 PE may have 1 + 4 peers.
     let mut a = join(&s, 0, 30, 300, 1);
     a.create_segment(0, SEG_HEAP, 4096).unwrap();
@@ -1243,23 +1247,20 @@ fn attack(exe: &std::path::Path, attack: &str, socket: &std::path::Path) -> Atta
     Attacker { child, said }
 }
 
-#[test]
-fn a_second_local_user_cannot_take_the_node() {
-    const TEST: &str = "a_second_local_user_cannot_take_the_node";
-    if !gsas_tests::skip::is_root() {
-        gsas_tests::skip::skip(
-            TEST,
-            gsas_tests::skip::REQUIRE_NETNS,
-            "needs root to run the attacker as another user (nobody)",
-        );
-        return;
-    }
-    // A node's daemon as gsas-atomicd sets it up: every user may connect, half of the
-    // node's PEs, peers and connections per user. Small tables keep the test short.
-    let dir = std::env::temp_dir().join(format!("gsas-users-{}", std::process::id()));
+/// A scratch folder other users may enter, a copy of this binary they may run (the
+/// attacker of [`attack`]), and a service configuration as `gsas-atomicd` sets one up:
+/// every user may connect, half of the node's PEs, peers and connections per user.
+struct SharedNode {
+    dir: PathBuf,
+    exe: PathBuf,
+    cfg: ServiceConfig,
+}
+
+fn shared_node(name: &str) -> SharedNode {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("gsas-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = dir.join("attacker");
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
@@ -1267,21 +1268,34 @@ fn a_second_local_user_cannot_take_the_node() {
     let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), dir.join("svc.sock"));
     cfg.uid_policy = gsas::service::UidPolicy::PerJob;
     cfg.socket_mode = 0o666;
+    cfg.user_share_percent = Some(50);
+    SharedNode { dir, exe, cfg }
+}
+
+/// Whether this test runs as root (it can run a process as another user); otherwise a
+/// loud skip of `test`, saying `why`.
+fn as_root(test: &str, why: &str) -> bool {
+    if gsas_tests::skip::is_root() {
+        return true;
+    }
+    gsas_tests::skip::skip(test, gsas_tests::skip::REQUIRE_NETNS, why);
+    false
+}
+
+#[test]
+fn a_second_local_user_cannot_take_the_node() {
+    if !as_root(
+        "a_second_local_user_cannot_take_the_node",
+        "needs root to run the attacker as another user (nobody)",
+    ) {
+        return;
+    }
+    // A node's daemon as gsas-atomicd sets it up. Small tables keep the test short.
+    let SharedNode { dir, exe, mut cfg } = shared_node("users");
     cfg.max_pes = 8;
     cfg.max_peers = 12;
-    cfg.user_share_percent = Some(50);
     let s = Service::bind(cfg).unwrap().spawn().unwrap();
-    let read = |key: u64| {
-        remote!(r);
-        let svc = UdpPeer {
-            addr: s.udp_addr(),
-            key,
-        };
-        let res = r
-            .call(|c, t| c.read(t, svc, 0, 1, GlobalAddr::new(0, SEG_HEAP, 0).unwrap(), 8))
-            .0;
-        (res, r.events)
-    };
+    let read = |key: u64| read_as_a_new_peer(s.udp_addr(), key);
 
     // 1. A made-up job of 2000 PEs, and the attacker's sockets under its key: at most half
     // of the peer table (before: all of it, and every other job was refused "peer table
@@ -1347,15 +1361,7 @@ const FUZZ_SEED: u64 = 0x5eed_c0de;
 fn a_control_socket_fuzzer_of_another_user_is_refused_and_counted() {
     // A daemon as gsas-atomicd sets it up; the fuzzer runs as nobody when this test runs
     // as root, else as this user (then another user's part is not tried).
-    let dir = std::env::temp_dir().join(format!("gsas-cfuzz-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), dir.join("svc.sock"));
-    cfg.uid_policy = gsas::service::UidPolicy::PerJob;
-    cfg.socket_mode = 0o666;
-    cfg.user_share_percent = Some(50);
+    let SharedNode { dir, exe, mut cfg } = shared_node("cfuzz");
     cfg.memory_limit = Some(256 << 20);
     cfg.user_memory_limit = Some(128 << 20);
     let s = Service::bind(cfg).unwrap().spawn().unwrap();
@@ -1365,9 +1371,6 @@ fn a_control_socket_fuzzer_of_another_user_is_refused_and_counted() {
     victim.create_segment(0, SEG_HEAP, 4096).unwrap();
     let before = victim.stats().unwrap();
     let fuzz = if gsas_tests::skip::is_root() {
-        let exe = dir.join("attacker");
-        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let a = attack(&exe, "fuzz", s.socket_path());
         let f: Vec<u64> = a
             .said
@@ -1423,13 +1426,10 @@ fn a_control_socket_fuzzer_of_another_user_is_refused_and_counted() {
 
 #[test]
 fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
-    const TEST: &str = "peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory";
-    if !gsas_tests::skip::is_root() {
-        gsas_tests::skip::skip(
-            TEST,
-            gsas_tests::skip::REQUIRE_NETNS,
-            "needs root to start the greedy job as another user (nobody)",
-        );
+    if !as_root(
+        "peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory",
+        "needs root to start the greedy job as another user (nobody)",
+    ) {
         return;
     }
     // Another user's job of 100 PEs (its share: 104 peers), 80 of them reading 16 KiB at
@@ -1440,19 +1440,8 @@ fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
     // peer holds 4 frames of the pool (the job, and its user, at most half of it), has at
     // most 16 replies (1024 kept 32-byte requests) waiting, then its new frames wait
     // unacknowledged.
-    let dir = std::env::temp_dir().join(format!("gsas-greedy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let exe = dir.join("attacker");
-    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), dir.join("svc.sock"));
+    let SharedNode { dir, exe, mut cfg } = shared_node("greedy");
     cfg.deadline = Duration::from_secs(5);
-    cfg.uid_policy = gsas::service::UidPolicy::PerJob;
-    cfg.socket_mode = 0o666;
-    cfg.user_share_percent = Some(50);
     let s = Service::bind(cfg).unwrap().spawn().unwrap();
     let greedy_job = attack(&exe, "job100", s.socket_path());
     assert_eq!(greedy_job.said, "joined a job of 100 PEs");
