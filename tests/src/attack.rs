@@ -470,8 +470,10 @@ pub fn ping_flood(
 /// `peers` peers of job `key` (one socket each, served round-robin by the calling thread)
 /// that read `len` bytes at `addr` of the service at `to` (BULK_READ) as fast as the
 /// thread can send, and never acknowledge a reply (their frames move their base along
-/// with their sequence number, so the service keeps taking them). Runs until `stop` is
-/// set; returns the frames sent.
+/// with their sequence number, so the service keeps taking them), pausing `pause` after
+/// each round over the peers (zero: none). Runs until `stop` is set; returns the frames
+/// sent.
+#[allow(clippy::too_many_arguments)]
 pub fn greedy_readers(
     to: SocketAddr,
     key: u64,
@@ -480,6 +482,7 @@ pub fn greedy_readers(
     len: u32,
     stop: &std::sync::atomic::AtomicBool,
     epoch: u64,
+    pause: Duration,
 ) -> u64 {
     let mut socks: Vec<UdpTransport> = (0..peers).map(|_| socket()).collect();
     let peer = UdpPeer { addr: to, key };
@@ -515,6 +518,9 @@ pub fn greedy_readers(
             while udp.recv(|_, _| ()).ok().flatten().is_some() {}
         }
         seq = seq.wrapping_add(1);
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
     }
     sent
 }
