@@ -237,6 +237,26 @@ impl JobIndex {
     }
 }
 
+impl JobIndex {
+    /// Offers host peer `victim` (taken out of the host queue) for `peer`'s sake, with
+    /// `full` as the refusal if it is busy; it goes to the back of the queue either way,
+    /// so the next newcomer is offered another.
+    fn offer_host_peer(
+        &mut self,
+        peer: NetPeer,
+        victim: NetPeer,
+        full: Refusal,
+    ) -> Admission<NetPeer> {
+        self.host.push_back(victim);
+        self.last_refusal = Some((peer, full));
+        Admission::Replace {
+            victim,
+            quiet_ns: HOST_QUIET_NS,
+            refusal: full,
+        }
+    }
+}
+
 /// Whether two peer addresses are the same host (UDP: the same IP address).
 fn same_address(a: NetAddr, b: NetAddr) -> bool {
     match (a, b) {
@@ -332,13 +352,7 @@ impl PeerIndex<NetPeer> for JobIndex {
                 return self.refuse(peer, full);
             };
             let victim = self.host.remove(at).expect("found above");
-            self.host.push_back(victim);
-            self.last_refusal = Some((peer, full));
-            return Admission::Replace {
-                victim,
-                quiet_ns: HOST_QUIET_NS,
-                refusal: full,
-            };
+            return self.offer_host_peer(peer, victim, full);
         }
         let full = figures(RefusalReason::HostFull, self.host.len(), HOST_SHARE);
         if self.host.len() < HOST_SHARE && in_use >= capacity && !self.lingering.is_empty() {
@@ -350,13 +364,7 @@ impl PeerIndex<NetPeer> for JobIndex {
             let Some(victim) = self.host.pop_front() else {
                 return self.refuse(peer, figures(RefusalReason::TableFull, in_use, capacity));
             };
-            self.host.push_back(victim);
-            self.last_refusal = Some((peer, full));
-            return Admission::Replace {
-                victim,
-                quiet_ns: HOST_QUIET_NS,
-                refusal: full,
-            };
+            return self.offer_host_peer(peer, victim, full);
         }
         Admission::Admit
     }
@@ -377,6 +385,11 @@ impl PeerIndex<NetPeer> for JobIndex {
     }
 
     fn frames_held(&mut self, peer: NetPeer, delta: isize) {
+        // Counted only where shares are checked (a daemon): the embedded service's frames
+        // pay nothing for it.
+        if self.user_limit.is_none() {
+            return;
+        }
         let n = self.frames.entry(peer.key).or_insert(0);
         *n = n.saturating_add_signed(delta);
         if *n == 0 {
@@ -594,15 +607,20 @@ mod tests {
 
     #[test]
     fn a_job_and_a_user_hold_at_most_half_the_pool_when_others_run() {
+        // Without per-user shares (an embedded service): no bound, nothing counted.
         let mut ix = JobIndex::default();
         ix.admit_job(1, 100, 1000);
-        // Alone, without per-user shares, or as the only job: no bound.
+        ix.admit_job(2, 100, 2000);
+        ix.frames_held(peer(1, 1), 8);
+        assert!(ix.may_take_frame(peer(1, 1), 8) && ix.frames.is_empty());
+        // With shares, the only job has no bound either.
+        let mut ix = JobIndex::default();
+        ix.set_user_limit(Some(512));
+        ix.admit_job(1, 100, 1000);
         for _ in 0..8 {
-            assert!(ix.may_take_frame(peer(1, 1), 8));
+            assert!(ix.may_take_frame(peer(1, 1), 8), "the only job");
             ix.frames_held(peer(1, 1), 1);
         }
-        ix.set_user_limit(Some(512));
-        assert!(ix.may_take_frame(peer(1, 1), 8), "the only job");
         ix.admit_job(2, 100, 2000);
         assert!(
             !ix.may_take_frame(peer(1, 1), 8),
