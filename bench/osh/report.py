@@ -286,6 +286,33 @@ def compare(a, b, out):
     return 0
 
 
+# A flag ping-pong without quiet (`flag_p_wait`, `flag_p_test`) may cost at most this many
+# times the one with quiet, plus FLAG_SLACK_US, on a gsas target (scripts/bench check): a put
+# that leaves only when a timer comes round (the progress keeper's 1 ms tick), or a test loop
+# that keeps the CPU from the service that must apply the partner's put, costs milliseconds
+# per round trip where the quiet one costs tens to hundreds of microseconds. Generous, so
+# that a loaded machine or a debug build does not trip it; not a performance target.
+FLAG_RATIO = 3
+FLAG_SLACK_US = 700
+
+
+def flag_problems(tab, target):
+    """The no-quiet flag ping-pongs of `target` that cost more than the quiet one allows."""
+    bad = []
+    for (t, b, size, pes), v in sorted(tab.items()):
+        if t != target or b not in ("flag_p_wait", "flag_p_test") or "median" not in v:
+            continue
+        quiet = tab.get((t, "flag_quiet", size, pes), {}).get("median")
+        if quiet is None:
+            continue
+        limit = FLAG_RATIO * quiet + FLAG_SLACK_US
+        if v["median"] > limit:
+            bad.append(f"{t}: {b} at {pes} PEs takes {v['median']:.1f} us per round trip, "
+                       f"more than {FLAG_RATIO} x flag_quiet ({quiet:.1f} us) + {FLAG_SLACK_US} us: "
+                       "a put without quiet waits for something (a timer?) before it reaches its PE")
+    return bad
+
+
 def check(d, expect_targets):
     """Is folder d complete? Returns a list of problems (empty: complete)."""
     import osb
@@ -317,6 +344,8 @@ def check(d, expect_targets):
             if None in st or not all(math.isfinite(x) and x > 0 for x in st) \
                     or not st[0] <= st[1] <= st[2]:
                 bad.append(f"{t}: {k[1:]} has bad statistics {st}")
+        if t.startswith("gsas"):
+            bad += flag_problems(tab, t)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.image as mpimg

@@ -183,6 +183,22 @@ class Folder(unittest.TestCase):
         (d / "summary.md").write_text("nothing here")
         self.assertIn("summary.md does not name target one", "\n".join(report.check(d, [])))
 
+    def test_check_catches_a_put_that_waits_for_a_timer(self):
+        rows = report.load_rows(self.good / "results.csv")
+        tab = report.table(rows)
+        # The made-up figures cost the same with and without quiet: nothing to report.
+        self.assertEqual(report.flag_problems(tab, "one"), [])
+        slow = {k: dict(v) for k, v in tab.items()}
+        key = ("gsas-udp", "flag_quiet", 8, 2)
+        slow[key] = {"median": 40.0, "min": 35.0, "max": 50.0, "unit": "us", "family": "flag"}
+        slow[("gsas-udp", "flag_p_wait", 8, 2)] = dict(slow[key], median=100.0)
+        # 2.25 ms per round trip: each put waited for the 1 ms tick.
+        slow[("gsas-udp", "flag_p_test", 8, 2)] = dict(slow[key], median=2250.0)
+        probs = report.flag_problems(slow, "gsas-udp")
+        self.assertEqual(len(probs), 1, probs)
+        self.assertIn("flag_p_test at 2 PEs takes 2250.0 us", probs[0])
+        self.assertIn("a timer?", probs[0])
+
     def test_compare_two_folders(self):
         a, b, out = self.copy("before"), self.copy("after"), self.tmp / "cmp"
         self.assertEqual(report.compare(a, b, out), 0)
