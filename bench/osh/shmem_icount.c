@@ -1,14 +1,17 @@
 /*
  * shmem_icount.c - the instructions one call of shmem_long_p and of an 8-byte shmem_putmem
- * costs, and of a shmem_long_atomic_fetch_add, measured with callgrind (by hand; see docs/bench.md):
+ * costs, of a shmem_long_atomic_fetch_add, of an idle shmem_quiet and of an 8-byte shmem_putmem
+ * followed by shmem_quiet, measured with callgrind (by hand; see docs/bench.md):
  *
  *   oshcc -O2 -g bench/osh/shmem_icount.c -o shmem_icount     # or with -static-shmem
  *   oshrun -n 2 valgrind --tool=callgrind --callgrind-out-file=cg.%p ./shmem_icount 100000
  *   callgrind_annotate --inclusive=yes cg.<pid of PE 0>       # the file with loop_long_p
  *
- * Four loops run N times each, in functions of their own that callgrind counts separately
+ * Six loops run N times each, in functions of their own that callgrind counts separately
  * (inclusive cost): loop_long_p calls shmem_long_p, loop_putmem_8 calls shmem_putmem with 8
- * bytes, loop_fadd calls shmem_long_atomic_fetch_add, loop_empty calls empty_call, an empty function of the same shape kept out of line.
+ * bytes, loop_fadd calls shmem_long_atomic_fetch_add, loop_quiet calls shmem_quiet with
+ * nothing in flight, loop_putmem_quiet calls shmem_putmem with 8 bytes and then shmem_quiet,
+ * loop_empty calls empty_call, an empty function of the same shape kept out of line.
  * The per-call cost of a routine is (Ir(loop) - Ir(loop_empty)) / N + Ir(empty_call) / N:
  * the loop's own instructions and the call/return of the empty function cancel, what is
  * left is the routine (its call, the PLT jump when linked dynamically, and its body).  The
@@ -43,6 +46,18 @@ __attribute__((noinline)) long loop_fadd(long *dest, long n, int pe) {
     return sum;
 }
 
+__attribute__((noinline)) void loop_quiet(long n) {
+    for (long i = 0; i < n; i++)
+        shmem_quiet();
+}
+
+__attribute__((noinline)) void loop_putmem_quiet(long *dest, const long *src, long n, int pe) {
+    for (long i = 0; i < n; i++) {
+        shmem_putmem(dest, src, 8, pe);
+        shmem_quiet();
+    }
+}
+
 __attribute__((noinline)) void loop_empty(long *dest, long n, int pe) {
     for (long i = 0; i < n; i++)
         empty_call(dest, i, pe);
@@ -64,10 +79,12 @@ int main(int argc, char **argv) {
         loop_long_p(dest, n, pe);
         loop_putmem_8(dest + 1, &src, n, pe);
         long sum = loop_fadd(dest + 2, n, pe);
+        loop_quiet(n);
+        loop_putmem_quiet(dest + 3, &src, n, pe);
         loop_empty(dest, n, pe);
         shmem_quiet();
         printf("shmem_icount: %ld calls each of shmem_long_p, shmem_putmem(8 B), "
-               "shmem_long_atomic_fetch_add, empty_call to PE %d (fetch sum %ld)\n",
+               "shmem_long_atomic_fetch_add, shmem_quiet, shmem_putmem(8 B) + shmem_quiet, empty_call to PE %d (fetch sum %ld)\n",
                n, pe, sum);
         for (int p = 1; p < npes; p++)
             shmem_long_atomic_set(sync, 1, p);

@@ -285,7 +285,26 @@ pub unsafe fn get_team(ctx: CtxRef, out: *mut RawTeam, call: &str) -> c_int {
 /// # Safety
 ///
 /// `ctx` a context handle from the library.
+#[inline(always)]
 pub unsafe fn quiet(ctx: CtxRef, call: &str) {
+    // Nothing of any context is in flight or unreported (the node is settled): every
+    // earlier operation was a direct load, store or CPU atomic, or has completed; make
+    // them visible. The default context of a settled node needs no state lookup.
+    if ctx.is_default() && state::HOT.settled() {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        return;
+    }
+    // SAFETY: forwarded.
+    unsafe { quiet_slow(ctx, call) }
+}
+
+/// The rest of [`quiet`].
+///
+/// # Safety
+///
+/// As [`quiet`].
+#[inline(never)]
+unsafe fn quiet_slow(ctx: CtxRef, call: &str) {
     if ctx.is_invalid() {
         return;
     }
@@ -310,7 +329,23 @@ pub unsafe fn quiet(ctx: CtxRef, call: &str) {
 /// # Safety
 ///
 /// `ctx` a context handle from the library.
+#[inline(always)]
 pub unsafe fn fence(ctx: CtxRef, call: &str) {
+    if ctx.is_default() && state::HOT.settled() {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        return;
+    }
+    // SAFETY: forwarded.
+    unsafe { fence_slow(ctx, call) }
+}
+
+/// The rest of [`fence`].
+///
+/// # Safety
+///
+/// As [`fence`].
+#[inline(never)]
+unsafe fn fence_slow(ctx: CtxRef, call: &str) {
     if ctx.is_invalid() {
         return;
     }

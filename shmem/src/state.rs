@@ -75,6 +75,10 @@ pub struct Hot {
     heap_limit: AtomicUsize,
     npes: AtomicU32,
     heap_direct: AtomicPtr<usize>,
+    /// The node's settled word ([`gsas_node::node::Node::settled`]), or null before init
+    /// and after finalize: `shmem_quiet` and `shmem_fence` of the default context only
+    /// fence memory while it is set.
+    settled: AtomicPtr<AtomicBool>,
 }
 
 /// See [`Hot`]. Crate-private so that the hot paths address it directly (RIP-relative),
@@ -84,6 +88,7 @@ pub(crate) static HOT: Hot = Hot {
     heap_limit: AtomicUsize::new(0),
     npes: AtomicU32::new(0),
     heap_direct: AtomicPtr::new(std::ptr::null_mut()),
+    settled: AtomicPtr::new(std::ptr::null_mut()),
 };
 
 impl Hot {
@@ -117,9 +122,24 @@ impl Hot {
         Some((base + off) as *mut u8)
     }
 
+    /// Whether every operation this PE started before the call has completed and been
+    /// reported (the node is settled): then a quiet or fence is a memory fence. False
+    /// before init and after finalize, so that those calls take the slow path and its
+    /// error. Two loads and a test.
+    #[inline(always)]
+    pub fn settled(&self) -> bool {
+        let p = self.settled.load(Ordering::Acquire);
+        // SAFETY: non-null only between `publish` and `retract`, pointing into the node of
+        // the state, which lives in a static and is never dropped.
+        !p.is_null() && unsafe { (*p).load(Ordering::Relaxed) }
+    }
+
     /// Makes the fast paths live: `table` (`npes` entries, never freed) and `heap`, then
-    /// `npes` with `Release` (see the ordering contract on [`Hot`]).
-    fn publish(&self, heap: Range, npes: u32, table: *mut usize) {
+    /// `npes` with `Release` (see the ordering contract on [`Hot`]); `settled` is the
+    /// node's settled word.
+    fn publish(&self, heap: Range, npes: u32, table: *mut usize, settled: &'static AtomicBool) {
+        self.settled
+            .store(std::ptr::from_ref(settled).cast_mut(), Ordering::Release);
         self.heap_direct.store(table, Ordering::Relaxed);
         self.heap_base.store(heap.base, Ordering::Relaxed);
         self.heap_limit
@@ -129,6 +149,7 @@ impl Hot {
 
     /// Sends every later fast-path call to the slow path.
     fn retract(&self) {
+        self.settled.store(std::ptr::null_mut(), Ordering::Release);
         self.npes.store(0, Ordering::Release);
         self.heap_limit.store(0, Ordering::Relaxed);
     }
@@ -284,6 +305,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
         st.segs.heap,
         st.npes,
         st.direct[usize::from(HEAP)].as_ptr().cast_mut(),
+        st.node.settled_word(),
     );
     if st.me == 0 && (st.config.version || st.config.info || st.config.debug) {
         if st.config.info {
@@ -336,6 +358,16 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
     let shared: Vec<u32> = (0..npes)
         .filter(|&pe| pe == me || (node.direct() && node.local_base(pe, HEAP).is_some()))
         .collect();
+    // Whether `shmem_wait_until` and its kin block at once on a crowded machine (see
+    // `crate::wait`): only where what they wait for may need this CPU. A job whose PEs all
+    // share this node's memory directly, no more of them than CPUs, is updated by plain
+    // stores of PEs that run (no atomic service in between, no doorbell): its waits spin,
+    // then yield, then sleep; blocking at once there turned a 0.4-1 us flag ping-pong into
+    // 80-140 us whenever anything else was runnable for a moment, and beside one CPU-bound
+    // process it is 34-41 us instead of 182-189. (The `shmem_test` naps and the
+    // collectives' waits keep the rule: see `crate::wait::tested` and `coll::wait`.)
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let crowd_blocks = shared.len() < npes as usize || npes as usize > cpus;
     let spin_us = gsas_transport::config::RuntimeConfig::from_env()
         .map(|c| c.spin_us)
         .unwrap_or(gsas_transport::config::DEFAULT_SPIN_US);
@@ -354,7 +386,10 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
         shared: Team::new(shared, me, 0),
         config,
         thread_level: options.thread_level,
-        wait: WaitConfig::new().with_spin_us(spin_us),
+        wait: WaitConfig {
+            block_when_crowded: crowd_blocks,
+            ..WaitConfig::new().with_spin_us(spin_us)
+        },
         init_count: AtomicU32::new(1),
         finalized: AtomicBool::new(false),
         node,
@@ -528,6 +563,7 @@ mod tests {
             heap_limit: AtomicUsize::new(0),
             npes: AtomicU32::new(0),
             heap_direct: AtomicPtr::new(std::ptr::null_mut()),
+            settled: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -539,9 +575,18 @@ mod tests {
             len: 0x1000,
         };
         assert_eq!(h.heap_direct(heap.base, 8, 0), None, "before publish");
+        let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(true)));
+        assert!(
+            !h.settled(),
+            "before publish: quiet takes the slow path and its error"
+        );
         // PE 0 mapped at 0x50_0000, PE 1 reached through the service (0).
         let table: &'static mut [usize] = Box::leak(vec![0x50_0000, 0].into_boxed_slice());
-        h.publish(heap, 2, table.as_mut_ptr());
+        h.publish(heap, 2, table.as_mut_ptr(), settled);
+        assert!(h.settled(), "the node's word, read through");
+        settled.store(false, Ordering::Relaxed);
+        assert!(!h.settled(), "an operation in flight");
+        settled.store(true, Ordering::Relaxed);
         assert_eq!(
             h.heap_direct(heap.base + 0x10, 8, 0),
             Some(0x50_0010 as *mut u8)
@@ -559,5 +604,9 @@ mod tests {
         assert_eq!(h.heap_direct(heap.base, SMALL + 1, 0), None, "too large");
         h.retract();
         assert_eq!(h.heap_direct(heap.base + 0x10, 8, 0), None, "after retract");
+        assert!(
+            !h.settled(),
+            "after retract: quiet reports the finalized library"
+        );
     }
 }

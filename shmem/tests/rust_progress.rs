@@ -14,6 +14,12 @@
 //!   spins.
 //! * `lock`: both PEs increment a counter on PE 1 under a lock that lives on PE 0, with a
 //!   non-atomic get + put: exact only if the lock excludes and its release delivers the put.
+//! * `quiet`: PE 0 puts 256 KiB non-blocking to PE 1, calls `quiet` twice (the second has
+//!   nothing left to complete: the fast path of a settled node), then stores the round
+//!   number into its own memory; PE 1 reads that word with `g` (through PE 0's service,
+//!   a path not ordered with the put) and, once it sees the round, checks every word of
+//!   the data; 40 rounds of new values. A quiet that returned before the fragments were
+//!   delivered (many are still in the issuer's queue when `put_nbi` returns) fails it.
 //! * `exit`: finalize at exit. PE 0 puts 64 KiB non-blocking to PE 1 and exits at once
 //!   (`std::process::exit(0)`: no quiet, no finalize, no destructors); PE 1 waits for the
 //!   data and exits the same way. Only the library's exit handler (the implicit finalize:
@@ -52,6 +58,7 @@ fn child_pe() {
         "pingpong" => pingpong(&shmem),
         "nbi" => nbi(&shmem),
         "lock" => lock(&shmem),
+        "quiet" => quiet(&shmem),
         other => panic!("unknown scenario {other}"),
     };
     let me = shmem.my_pe();
@@ -172,6 +179,48 @@ fn lock(shmem: &Shmem) -> String {
     format!("lock ok: {total}")
 }
 
+fn quiet(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let len = 256 * 1024 / 8;
+    let data = shmem.alloc_vec::<u64>(len).unwrap();
+    let ready = shmem.alloc_box(0u64).unwrap();
+    let ack = shmem.alloc_box(0u64).unwrap();
+    shmem.barrier_all();
+    let rounds = 40u64;
+    for round in 1..=rounds {
+        if me == 0 {
+            let payload: Vec<u64> = (0..len).map(|i| word(round, 0, i)).collect();
+            shmem.put_nbi(&data, &payload, 1);
+            shmem.quiet();
+            shmem.quiet();
+            // A store to this PE's own memory: no ordering with the put but the quiet's.
+            shmem.p(&ready, round, 0);
+            assert_eq!(shmem.wait_until(&ack, Cmp::Ge, round), round);
+        } else {
+            // Read PE 0's word through PE 0's service until the round is announced: a path
+            // of its own, not ordered with PE 0's put.
+            let t0 = Instant::now();
+            while shmem.g(&ready, 0) < round {
+                assert!(t0.elapsed() < SPIN_LIMIT, "round {round}: never announced");
+            }
+            let expect: Vec<u64> = (0..len).map(|i| word(round, 0, i)).collect();
+            let wrong = data
+                .to_vec()
+                .iter()
+                .zip(&expect)
+                .filter(|(a, b)| a != b)
+                .count();
+            assert_eq!(
+                wrong, 0,
+                "round {round}: {wrong} of {len} words not delivered at PE 0's quiet"
+            );
+            shmem.p(&ack, round, 0);
+        }
+    }
+    shmem.barrier_all();
+    format!("quiet ok: {rounds} rounds")
+}
+
 fn exit_without_finalize(shmem: &Shmem) -> ! {
     let me = shmem.my_pe();
     let len = 64 * 1024 / 8;
@@ -212,6 +261,12 @@ fn nbi_put_completes_while_issuer_waits() {
 fn lock_across_nodes() {
     let r = run_and_check("lock", PAIR);
     assert!(r.iter().all(|s| s == "lock ok: 200"), "{r:?}");
+}
+
+#[test]
+fn quiet_delivers_nbi_puts_before_it_returns() {
+    let r = run_and_check("quiet", PAIR);
+    assert!(r.iter().all(|s| s == "quiet ok: 40 rounds"), "{r:?}");
 }
 
 #[test]

@@ -1002,6 +1002,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         boot_timeout,
         direct: env.direct,
         ops_started: AtomicU64::new(0),
+        settled: AtomicBool::new(true),
     })
 }
 

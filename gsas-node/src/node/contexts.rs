@@ -47,12 +47,9 @@ impl Node {
             // waiter and no look at the transports, only the fence and the error.
             if remote.outstanding(i) == 0 && remote.book.unsent.is_empty() {
                 atomic::fence(Ordering::SeqCst);
-                return remote
-                    .book
-                    .ctx_error
-                    .get_mut(i)
-                    .and_then(Option::take)
-                    .map_or(Ok(()), Err);
+                let error = remote.book.ctx_error.get_mut(i).and_then(Option::take);
+                self.mark_settled(&remote);
+                return error.map_or(Ok(()), Err);
             }
         }
         let limit = self.op_limit();
@@ -64,16 +61,25 @@ impl Node {
             },
         )?;
         atomic::fence(Ordering::SeqCst);
-        match self
-            .pulse
-            .lock()
-            .book
-            .ctx_error
-            .get_mut(i)
-            .and_then(Option::take)
-        {
-            Some(e) => Err(e),
-            None => Ok(()),
+        let mut remote = self.pulse.lock();
+        let error = remote.book.ctx_error.get_mut(i).and_then(Option::take);
+        self.mark_settled(&remote);
+        error.map_or(Ok(()), Err)
+    }
+
+    /// Marks the node settled ([`Node::settled`]) if nothing of any context is in flight,
+    /// unsent or unreported; called with the remote path's lock held (`remote`).
+    fn mark_settled(&self, remote: &Remote) {
+        let idle = remote.net.client.in_flight() == 0
+            && remote
+                .ring
+                .as_ref()
+                .is_none_or(|r| r.client.in_flight() == 0)
+            && remote.book.unsent.is_empty()
+            && remote.book.ctx_error.iter().all(Option::is_none)
+            && remote.verbs.as_ref().is_none_or(|v| !v.busy());
+        if idle {
+            self.settled.store(true, Ordering::Relaxed);
         }
     }
 

@@ -158,6 +158,22 @@ impl Node {
     pub fn remote_ops_started(&self) -> u64 {
         self.ops_started.load(Ordering::Relaxed)
     }
+
+    /// Whether every operation started before this call, on any context, has completed
+    /// and been reported: a quiet or fence of any context would only fence memory. One
+    /// relaxed load; the OpenSHMEM layer's `shmem_quiet` and `shmem_fence` take their fast
+    /// path on it. It turns true at a [`Node::quiet`] that finds the whole remote path
+    /// idle, and false when an operation starts (both under the remote path's lock, so an
+    /// operation that happens before the caller's load is never missed).
+    #[inline]
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Relaxed)
+    }
+
+    /// The word behind [`Node::settled`], for a fast path that keeps a pointer to it.
+    pub fn settled_word(&self) -> &AtomicBool {
+        &self.settled
+    }
 }
 
 impl Drop for Node {

@@ -330,7 +330,10 @@ impl Node {
         f: impl FnOnce(&mut super::verbs::VerbsPath) -> Result<R, NodeError>,
     ) -> Result<R, NodeError> {
         self.ops_started.fetch_add(1, Ordering::Relaxed);
-        match self.pulse.lock().verbs.as_mut() {
+        let mut remote = self.pulse.lock();
+        // Under the lock: see `Node::settled`.
+        self.settled.store(false, Ordering::Relaxed);
+        match remote.verbs.as_mut() {
             Some(v) => f(v),
             None => Err(NodeError::Transport(
                 "a verbs route without a verbs path".into(),

@@ -688,6 +688,9 @@ mod stub {
         pub(crate) fn fence(&mut self) {
             match *self {}
         }
+        pub(crate) fn busy(&self) -> bool {
+            match *self {}
+        }
         pub(crate) fn before_service(&mut self) -> Result<(), NodeError> {
             match *self {}
         }
