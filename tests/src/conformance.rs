@@ -229,12 +229,15 @@ where
         match sent {
             Ok(()) => break,
             Err(TransportError::WouldBlock) => {
+                // Both ends take in what arrived: the sender its acknowledgements, the
+                // receiver the retransmissions of frames whose acknowledgement was lost
+                // (it answers them with a new one). Without the receiver's part a full
+                // send window never opened again when the last acknowledgement of the
+                // previous check was lost: the sender was declared unreachable after
+                // its deadline (the slow-start window of 4 made that window fill).
                 pair.pump();
-                if reverse {
-                    pair.absorb_b("sizes_up_to_mtu");
-                } else {
-                    pair.absorb_a("sizes_up_to_mtu");
-                }
+                pair.absorb_a("sizes_up_to_mtu");
+                pair.absorb_b("sizes_up_to_mtu");
             }
             Err(e) => panic!("sizes_up_to_mtu: send of {len} bytes {direction} failed: {e}"),
         }
@@ -526,8 +529,11 @@ pub fn back_pressure<A: Transport, B: Transport>(
         {
             Ok(()) => break,
             Err(TransportError::WouldBlock) => {
+                // b takes in retransmissions too (see `one_way`): b drained every packet,
+                // but an acknowledgement it sent may have been lost.
                 pair.pump();
                 pair.absorb_a(CHECK);
+                pair.absorb_b(CHECK);
             }
             Err(e) => panic!("{CHECK}: send after draining failed: {e}"),
         }
