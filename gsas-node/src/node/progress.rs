@@ -23,16 +23,7 @@ impl Node {
         limit: Duration,
         mut step: impl FnMut(&mut Remote) -> Result<Option<R>, NodeError>,
     ) -> Result<R, NodeError> {
-        // A reply comes from a service that is already at work on the request: the
-        // adaptive spin decides (`spin.rs`), not the machine's run queue. Blocking at once
-        // on a crowded machine added a process wake-up to every get, fetching atomic and
-        // quiet of a two-node job on two CPUs, whose own four processes count as a crowd
-        // (fetch-add 50-80 us instead of 20-40).
-        let base = WaitConfig {
-            block_when_crowded: false,
-            ..self.wait
-        };
-        let plan = self.reply_spin.plan(base);
+        let plan = self.reply_spin.plan(self.wait);
         let mut looks = 0u32;
         let (r, stats) = self.wait_with(plan.config, what, limit, |remote| {
             looks = looks.saturating_add(1);

@@ -3,14 +3,6 @@
 
 use super::*;
 
-/// How long an idle service keeps polling (yielding between looks) after its last activity
-/// on a crowded machine ([`crate::poll::oversubscribed`]) before it blocks; see
-/// [`Core::run_loop`]. Two loopback nodes of one PE each on 2 CPUs, 3 rounds of
-/// `scripts/bench` (with the PE's reply waits no longer blocking at once): fetch-add 61 us
-/// with no spin, 20-40 with this, Open MPI over TCP 15; the flag ping-pongs stayed within
-/// their run-to-run spread (90-230 us).
-pub(crate) const CROWDED_SPIN: Duration = Duration::from_micros(20);
-
 impl Core {
     pub(crate) fn run(&mut self) -> Result<(), ServiceError> {
         let slice = u64::try_from(self.cfg.sched_slice.as_micros()).unwrap_or(u64::MAX);
@@ -39,27 +31,15 @@ impl Core {
                 last_activity = now;
                 yields = 0;
             }
-            // On a crowded machine an idle service polls only CROWDED_SPIN, yielding, and
-            // then blocks without more yields: a longer spin would keep a PE off the CPU,
-            // and a blocked service that a datagram wakes preempts. The short phase still
-            // catches the next request of a PE that waits for each reply (a get or
-            // fetch-add loop sends the next one within a few microseconds of its reply).
+            // On a crowded machine an idle service blocks at once: its spin would keep a
+            // PE off the CPU, and a blocked service that a datagram wakes preempts.
             let crowded = !busy && crate::poll::oversubscribed();
-            let spin = if crowded {
-                CROWDED_SPIN.min(self.cfg.spin)
-            } else {
-                self.cfg.spin
-            };
-            if busy || now.duration_since(last_activity) < spin {
+            if busy || (now.duration_since(last_activity) < self.cfg.spin && !crowded) {
                 if now.duration_since(last_control) >= CONTROL_EVERY {
                     self.poll_descriptors(Duration::ZERO)?;
                     last_control = Instant::now();
                 }
-                if crowded {
-                    // Whatever else is runnable on this CPU (often the PE this service
-                    // just woke) goes first; with nothing else the yield returns at once.
-                    std::thread::yield_now();
-                } else if !busy {
+                if !busy {
                     crate::poll::spin_pause(now.duration_since(last_activity));
                 }
                 continue;
