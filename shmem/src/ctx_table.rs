@@ -279,6 +279,13 @@ pub unsafe fn get_team(ctx: CtxRef, out: *mut RawTeam, call: &str) -> c_int {
     0
 }
 
+/// Whether `ctx` is the default context of a settled node (see `state::Hot::settled`):
+/// its quiet and fence then only fence memory.
+#[inline(always)]
+fn settled_default(ctx: CtxRef) -> bool {
+    ctx.is_default() && state::HOT.settled()
+}
+
 /// `shmem_ctx_quiet` (OpenSHMEM 1.5 §9.11.2): completes every operation of the context;
 /// `SHMEM_CTX_INVALID` is a no-op.
 ///
@@ -290,7 +297,7 @@ pub unsafe fn quiet(ctx: CtxRef, call: &str) {
     // Nothing of any context is in flight or unreported (the node is settled): every
     // earlier operation was a direct load, store or CPU atomic, or has completed; make
     // them visible. The default context of a settled node needs no state lookup.
-    if ctx.is_default() && state::HOT.settled() {
+    if settled_default(ctx) {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         return;
     }
@@ -331,7 +338,7 @@ unsafe fn quiet_slow(ctx: CtxRef, call: &str) {
 /// `ctx` a context handle from the library.
 #[inline(always)]
 pub unsafe fn fence(ctx: CtxRef, call: &str) {
-    if ctx.is_default() && state::HOT.settled() {
+    if settled_default(ctx) {
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         return;
     }

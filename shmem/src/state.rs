@@ -75,7 +75,7 @@ pub struct Hot {
     heap_limit: AtomicUsize,
     npes: AtomicU32,
     heap_direct: AtomicPtr<usize>,
-    /// The node's settled word ([`gsas_node::node::Node::settled`]), or null before init
+    /// The node's settled word ([`gsas_node::node::Node::settled_word`]), or null before init
     /// and after finalize: `shmem_quiet` and `shmem_fence` of the default context only
     /// fence memory while it is set.
     settled: AtomicPtr<AtomicBool>,

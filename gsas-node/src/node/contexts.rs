@@ -67,7 +67,7 @@ impl Node {
         error.map_or(Ok(()), Err)
     }
 
-    /// Marks the node settled ([`Node::settled`]) if nothing of any context is in flight,
+    /// Marks the node settled ([`Node::settled_word`]) if nothing of any context is in flight,
     /// unsent or unreported; called with the remote path's lock held (`remote`).
     fn mark_settled(&self, remote: &Remote) {
         let idle = remote.net.client.in_flight() == 0

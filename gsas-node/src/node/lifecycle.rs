@@ -159,18 +159,12 @@ impl Node {
         self.ops_started.load(Ordering::Relaxed)
     }
 
-    /// Whether every operation started before this call, on any context, has completed
-    /// and been reported: a quiet or fence of any context would only fence memory. One
-    /// relaxed load; the OpenSHMEM layer's `shmem_quiet` and `shmem_fence` take their fast
-    /// path on it. It turns true at a [`Node::quiet`] that finds the whole remote path
-    /// idle, and false when an operation starts (both under the remote path's lock, so an
-    /// operation that happens before the caller's load is never missed).
-    #[inline]
-    pub fn settled(&self) -> bool {
-        self.settled.load(Ordering::Relaxed)
-    }
-
-    /// The word behind [`Node::settled`], for a fast path that keeps a pointer to it.
+    /// The *settled* word: true while every operation started on any context has completed
+    /// and been reported, so that a quiet or fence of any context would only fence memory
+    /// (one relaxed load; the OpenSHMEM layer keeps a pointer to it for the fast path of
+    /// `shmem_quiet` and `shmem_fence`). It turns true at a [`Node::quiet`] that finds the
+    /// whole remote path idle, and false when an operation starts (both under the remote
+    /// path's lock, so an operation that happens before the reader's load is never missed).
     pub fn settled_word(&self) -> &AtomicBool {
         &self.settled
     }

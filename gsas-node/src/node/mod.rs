@@ -283,7 +283,7 @@ pub struct Node {
     /// Nothing of any context is in flight or unreported: set by a quiet that found every
     /// engine idle, every context without an error and nothing left to send; cleared when
     /// an operation starts. Both under the remote path's lock, so a reader that sees it
-    /// set (one relaxed load, [`Node::settled`]) has nothing to complete that was started
+    /// set (one relaxed load, [`Node::settled_word`]) has nothing to complete that was started
     /// before its call.
     settled: AtomicBool,
 }

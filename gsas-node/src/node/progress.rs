@@ -265,7 +265,7 @@ impl Node {
             remote.ring_doorbell();
         }
         self.ops_started.fetch_add(1, Ordering::Relaxed);
-        // Under the remote path's lock (`remote`): see `Node::settled`.
+        // Under the remote path's lock (`remote`): see `Node::settled_word`.
         self.settled.store(false, Ordering::Relaxed);
         self.pulse.mark_pending(!send_now);
         if send_now {

@@ -331,7 +331,7 @@ impl Node {
     ) -> Result<R, NodeError> {
         self.ops_started.fetch_add(1, Ordering::Relaxed);
         let mut remote = self.pulse.lock();
-        // Under the lock: see `Node::settled`.
+        // Under the lock: see `Node::settled_word`.
         self.settled.store(false, Ordering::Relaxed);
         match remote.verbs.as_mut() {
             Some(v) => f(v),
