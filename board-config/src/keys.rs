@@ -462,8 +462,8 @@ pub const NODE_MEMORY: KeySpec = KeySpec {
         min: 1 << 20,
         max: 1 << 50,
     },
-    default: DefaultValue::Unset,
-    doc: "Memory the atomic service may hand out on this node (unset: no configured limit).",
+    default: DefaultValue::Derived("90% of the node's physical memory"),
+    doc: "Memory the atomic service may hand out on this node, to all its PEs together; a larger request is refused naming this key. The default leaves a tenth for the operating system and the programs' own memory.",
 };
 /// `nodes[].job_memory`.
 pub const NODE_JOB_MEMORY: KeySpec = KeySpec {
@@ -473,7 +473,9 @@ pub const NODE_JOB_MEMORY: KeySpec = KeySpec {
         min: 1 << 20,
         max: 1 << 50,
     },
-    default: DefaultValue::Derived("half of the node's limit (`memory`, else its physical memory)"),
+    default: DefaultValue::Derived(
+        "half of the node's limit (`memory`, else 90% of its physical memory)",
+    ),
     doc: "Memory one job may book on this node (the full size of its PEs' segments: every page may be touched); a larger request is refused naming this key.",
 };
 /// `nodes[].user_memory`.
@@ -484,7 +486,9 @@ pub const NODE_USER_MEMORY: KeySpec = KeySpec {
         min: 1 << 20,
         max: 1 << 50,
     },
-    default: DefaultValue::Derived("half of the node's limit (`memory`, else its physical memory)"),
+    default: DefaultValue::Derived(
+        "half of the node's limit (`memory`, else 90% of its physical memory)",
+    ),
     doc: "Memory all jobs of one user together may book on this node, so that no one user takes it; a larger request is refused naming this key and the user.",
 };
 /// `nodes[].max_peers`.

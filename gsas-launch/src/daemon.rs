@@ -306,13 +306,13 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
 
 /// A daemon's per-job and per-user memory limits and peer table: the node's
 /// `job_memory`, `user_memory` and `max_peers` in the cluster file, else half of the
-/// node's limit (`memory` or `GSAS_MEMORY_LIMIT`, else the physical memory) for each
+/// node's limit (`memory` or `GSAS_MEMORY_LIMIT`, else 90% of the physical memory) for each
 /// share, so that no one user can book the whole node; and half of the PEs, peers and
 /// control connections per user (`ServiceConfig::user_shares`).
 fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
     let whole = cfg
         .memory_limit
-        .unwrap_or_else(crate::service::physical_memory);
+        .unwrap_or_else(crate::service::default_memory_limit);
     let half = u64::try_from(
         u128::from(whole) * u128::from(board_config::keys::DEFAULT_MEMORY_SHARE_PERCENT) / 100,
     )

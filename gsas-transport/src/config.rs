@@ -314,7 +314,7 @@ pub const GSAS_MEMORY_LIMIT: EnvVar = EnvVar {
         min: 1 << 20,
         max: 1 << 50,
     },
-    default: "`nodes[].memory` of the cluster file, else the machine's physical memory",
+    default: "`nodes[].memory` of the cluster file, else 90% of the machine's physical memory",
     reader: Reader::Service,
     doc: "Memory an atomic service may hand out to all its PEs together (besides: each segment at most 1 TiB, a sync segment at most 16 MiB); larger requests are refused with a message naming the limit.",
 };

@@ -127,7 +127,7 @@ use std::time::Duration;
 use gsas_core::transport::TransportError;
 use gsas_core::wire::{ErrorCode, Fragment};
 
-pub use self::core::physical_memory;
+pub use self::core::{default_memory_limit, physical_memory};
 pub use client::{Answer, ControlClient, Joined, query_stats};
 pub use net::{INITIAL_RTO, MIN_RTO, reliable_config};
 pub use stats::StatsReport;

@@ -1005,6 +1005,30 @@ fn fuzzing_the_wire_leaves_the_service_up_and_every_job_exact() {
 }
 
 #[test]
+fn the_default_node_limit_leaves_a_tenth_of_the_memory_to_the_system() {
+    let phys = gsas::service::physical_memory();
+    assert!(phys != u64::MAX, "sysconf gave no physical memory size");
+    let limit = gsas::service::default_memory_limit();
+    assert_eq!(u128::from(limit), u128::from(phys) * 90 / 100);
+    let s = service("default-limit", None);
+    let mut c = join(&s, 0, 75, 0x750, 1);
+    let st = c.stats().unwrap();
+    assert_eq!(st.get("memory.limit"), Some(limit), "{st}");
+    // More than the limit but less than the machine: refused, naming where the limit is from
+    // and how to raise it (nothing is allocated for a refused request).
+    let ask = limit + (phys - limit) / 2;
+    let (code, msg) = refused(c.create_segment(0, SEG_HEAP, ask));
+    assert_eq!(code, ErrorCode::TooLarge);
+    assert!(
+        msg.contains("90% of this machine's physical memory") && msg.contains("GSAS_MEMORY_LIMIT"),
+        "{msg}"
+    );
+    c.create_segment(0, SEG_HEAP, 4 << 20).unwrap();
+    c.leave(0, 75).unwrap();
+    s.stop().unwrap();
+}
+
+#[test]
 fn per_job_and_per_user_limits_name_the_limit_and_the_user() {
     let path = dir().join(format!("svc-shares-{}.sock", std::process::id()));
     let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), path);

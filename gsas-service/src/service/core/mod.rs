@@ -269,6 +269,23 @@ fn seg_name(s: u8) -> &'static str {
     }
 }
 
+/// The node's memory limit when neither `GSAS_MEMORY_LIMIT` nor `nodes[].memory` sets one,
+/// in percent of its physical memory: the rest stays for the operating system and the
+/// programs' own (not symmetric) memory, so that two users' shares together cannot take
+/// the whole machine.
+pub const DEFAULT_NODE_MEMORY_PERCENT: u64 = 90;
+
+/// The node's memory limit when none is configured: [`DEFAULT_NODE_MEMORY_PERCENT`] of
+/// [`physical_memory`] (`u64::MAX` if unknown).
+pub fn default_memory_limit() -> u64 {
+    let phys = physical_memory();
+    if phys == u64::MAX {
+        return phys;
+    }
+    u64::try_from(u128::from(phys) * u128::from(DEFAULT_NODE_MEMORY_PERCENT) / 100)
+        .unwrap_or(u64::MAX)
+}
+
 /// Bytes of physical memory (`u64::MAX` if unknown).
 pub fn physical_memory() -> u64 {
     // SAFETY: sysconf only reads system parameters.
@@ -366,9 +383,10 @@ impl Core {
                  entry of the cluster file)",
             ),
             None => (
-                physical_memory(),
-                "this machine's physical memory (the node's limit when neither `memory` in \
-                 its nodes[] entry of the cluster file nor GSAS_MEMORY_LIMIT sets one)",
+                default_memory_limit(),
+                "90% of this machine's physical memory (the node's limit when neither \
+                 GSAS_MEMORY_LIMIT nor `memory` in its nodes[] entry of the cluster file \
+                 sets one)",
             ),
         };
         match net.inner().exanet() {
