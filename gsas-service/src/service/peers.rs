@@ -34,9 +34,11 @@
 //!
 //! Thread-safety: a plain value owned by the service loop.
 
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::BuildHasher;
+use std::hash::Hasher as _;
+use std::net::IpAddr;
+
+use siphasher::sip::SipHasher24;
 
 use gsas_core::reliable::{Admission, PeerIndex, Refusal, RefusalReason};
 
@@ -106,8 +108,8 @@ pub(crate) struct JobIndex {
     lingering: VecDeque<NetPeer>,
     /// The last refusal decided here, for the service's log.
     last_refusal: Option<(NetPeer, Refusal)>,
-    /// The secret of the cookies (random keys of a keyed hash, per service).
-    cookies: RandomState,
+    /// The secret of the cookies (see [`CookieKey`]).
+    cookies: CookieKey,
     /// Frames of the layer's shared pool held for the peers of each job key.
     frames: HashMap<u64, usize>,
 }
@@ -120,7 +122,7 @@ impl JobIndex {
 
     /// The cookie of `peer` (with sender epoch `epoch`) in cookie period `period`; never 0.
     fn cookie(&self, peer: NetPeer, epoch: u64, period: u64) -> u64 {
-        self.cookies.hash_one((peer, epoch, period)) | 1
+        self.cookies.cookie(peer, epoch, period)
     }
 
     /// Host peers with a slot whose source address is that of `peer`.
@@ -258,10 +260,86 @@ impl JobIndex {
 }
 
 /// Whether two peer addresses are the same host (UDP: the same IP address).
+/// Whether two senders count as one source for [`HOST_PER_ADDRESS`]: the same IPv4 address,
+/// or IPv6 addresses in the same /64 (the smallest prefix a site is given: one host may
+/// hold all of its 2^64 addresses), or the same Exanet endpoint.
 fn same_address(a: NetAddr, b: NetAddr) -> bool {
     match (a, b) {
-        (NetAddr::Udp(a), NetAddr::Udp(b)) => a.ip() == b.ip(),
+        (NetAddr::Udp(a), NetAddr::Udp(b)) => source(a.ip()) == source(b.ip()),
         (a, b) => a == b,
+    }
+}
+
+/// The source an address belongs to (see [`same_address`]): an IPv4 address (also when
+/// written as an IPv4-mapped IPv6 address) as itself, an IPv6 address as its /64.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let seg = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(
+                    seg[0], seg[1], seg[2], seg[3], 0, 0, 0, 0,
+                ))
+            }
+        },
+    }
+}
+
+/// The secret key of a service's cookies: 128 random bits from the kernel, drawn when the
+/// service starts. A cookie is SipHash-2-4 under this key of the sender's address, job
+/// key, epoch and the cookie period, each in a fixed little-endian layout (so the cookie
+/// does not depend on how the standard library hashes a type): a keyed pseudo-random
+/// function, as the SYN cookies of Linux use, that no sender can compute without the key.
+#[derive(Clone)]
+struct CookieKey([u8; 16]);
+
+impl Default for CookieKey {
+    fn default() -> CookieKey {
+        let mut k = [0u8; 16];
+        for half in k.chunks_exact_mut(8) {
+            // The kernel's generator does not fail after boot; if it ever did, the clock's
+            // nanoseconds and the process id still make a key no remote sender can guess
+            // within the 16 s a cookie is valid.
+            let r = gsas_sys::process::random_u64().unwrap_or_else(|_| {
+                gsas_transport::poll::monotonic_ns() ^ u64::from(std::process::id()) << 40
+            });
+            half.copy_from_slice(&r.to_le_bytes());
+        }
+        CookieKey(k)
+    }
+}
+
+impl std::fmt::Debug for CookieKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CookieKey(..)")
+    }
+}
+
+impl CookieKey {
+    /// The cookie of `peer` with sender epoch `epoch` in period `period`; never 0.
+    fn cookie(&self, peer: NetPeer, epoch: u64, period: u64) -> u64 {
+        let mut h = SipHasher24::new_with_key(&self.0);
+        match peer.addr {
+            NetAddr::Udp(a) => {
+                h.write_u8(0);
+                match a.ip() {
+                    IpAddr::V4(v4) => h.write(&v4.to_ipv6_mapped().octets()),
+                    IpAddr::V6(v6) => h.write(&v6.octets()),
+                }
+                h.write(&a.port().to_le_bytes());
+            }
+            NetAddr::Exanet(d) => {
+                h.write_u8(1);
+                h.write(&d.coord.to_le_bytes());
+                h.write(&d.ep.to_le_bytes());
+            }
+        }
+        h.write(&peer.key.to_le_bytes());
+        h.write(&epoch.to_le_bytes());
+        h.write(&period.to_le_bytes());
+        h.finish() | 1
     }
 }
 
@@ -508,6 +586,78 @@ mod tests {
             (0..(HOST_SHARE - HOST_PER_ADDRESS) as u16).map(|n| host(n, 900 + u64::from(n))),
         );
         assert_eq!(ix.host_peers(), HOST_SHARE);
+    }
+
+    #[test]
+    fn an_ipv6_slash_64_is_one_source_for_the_host_share() {
+        let mut ix = JobIndex::default();
+        ix.serve_host_actions(true);
+        // Every sender in 2001:db8:1:2::/64 has an address of its own; together they are
+        // one source.
+        let v6 = |net: u16, n: u16, key: u64| NetPeer {
+            addr: NetAddr::Udp(
+                (
+                    std::net::Ipv6Addr::new(0x2001, 0xdb8, 1, net, 0, 0, 0x10, n),
+                    7000,
+                )
+                    .into(),
+            ),
+            key,
+        };
+        admit_all(
+            &mut ix,
+            (0..HOST_PER_ADDRESS as u16).map(|n| v6(2, n, 600 + u64::from(n))),
+        );
+        let refusal = figures(RefusalReason::HostFull, HOST_PER_ADDRESS, HOST_PER_ADDRESS);
+        assert_eq!(
+            ix.admit(v6(2, 999, 9), 1024),
+            Admission::Replace {
+                victim: v6(2, 0, 600),
+                quiet_ns: HOST_QUIET_NS,
+                refusal,
+            }
+        );
+        // The next /64 is another source; an IPv4 sender written as an IPv4-mapped IPv6
+        // address is the same source as the plain IPv4 one.
+        assert_eq!(ix.admit(v6(3, 0, 700), 1024), Admission::Admit);
+        let mapped = NetPeer {
+            addr: NetAddr::Udp(
+                (std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped(), 7001).into(),
+            ),
+            key: 800,
+        };
+        assert!(same_address(mapped.addr, host(1, 5).addr));
+        assert!(!same_address(v6(2, 0, 1).addr, v6(3, 0, 1).addr));
+    }
+
+    #[test]
+    fn cookies_are_siphash_of_a_fixed_layout_under_the_service_key() {
+        let key = CookieKey(*b"0123456789abcdef");
+        let p = host(1, 0x1122_3344_5566_7788);
+        let mut h = SipHasher24::new_with_key(b"0123456789abcdef");
+        h.write_u8(0);
+        h.write(
+            &std::net::Ipv4Addr::new(10, 0, 0, 1)
+                .to_ipv6_mapped()
+                .octets(),
+        );
+        h.write(&7000u16.to_le_bytes());
+        h.write(&0x1122_3344_5566_7788u64.to_le_bytes());
+        h.write(&9u64.to_le_bytes());
+        h.write(&5u64.to_le_bytes());
+        assert_eq!(key.cookie(p, 9, 5), h.finish() | 1);
+        // Each input changes it; two services draw different keys.
+        let c = key.cookie(p, 9, 5);
+        for other in [
+            key.cookie(host(2, p.key), 9, 5),
+            key.cookie(NetPeer { key: 1, ..p }, 9, 5),
+            key.cookie(p, 10, 5),
+            key.cookie(p, 9, 6),
+            CookieKey::default().cookie(p, 9, 5),
+        ] {
+            assert_ne!(other, c);
+        }
+        assert_ne!(CookieKey::default().0, CookieKey::default().0);
     }
 
     #[test]
