@@ -530,7 +530,12 @@ impl core::fmt::Display for RefusalReason {
             RefusalReason::Challenge => {
                 f.write_str("it asks the sender to echo a cookie before it keeps any state")
             }
-            RefusalReason::Unknown(c) => write!(f, "refusal code {c}"),
+            RefusalReason::Unknown(c) => write!(
+                f,
+                "refusal code {c}, which this release does not know: the other side runs \
+                 another gsas release (the launcher, the PEs and every node's gsas-atomicd \
+                 must be the same release)"
+            ),
         }
     }
 }
@@ -661,6 +666,12 @@ mod tests {
             Err(FrameError::BadFlags(FLAG_ACK))
         );
         assert_eq!(RefusalReason::from(200), RefusalReason::Unknown(200));
+        // A code of a later release says so, and what to do.
+        let text = std::format!("{}", RefusalReason::from(200));
+        assert!(
+            text.contains("refusal code 200") && text.contains("same release"),
+            "{text}"
+        );
         for c in 1..=7 {
             assert_eq!(RefusalReason::from(c).code(), c);
             assert!(!matches!(RefusalReason::from(c), RefusalReason::Unknown(_)));
