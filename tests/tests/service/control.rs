@@ -1004,6 +1004,15 @@ fn fuzzing_the_wire_leaves_the_service_up_and_every_job_exact() {
     s.stop().unwrap();
 }
 
+/// A `kB` line of `/proc/self/status` (`VmHWM`: the peak resident set), in KiB.
+fn status_kib(key: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/self/status"))
+}
+
 #[test]
 fn the_default_node_limit_leaves_a_tenth_of_the_memory_to_the_system() {
     let phys = gsas::service::physical_memory();
@@ -1502,6 +1511,9 @@ fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
         (400, Duration::ZERO)
     };
     let baseline = times(rounds, &mut r);
+    // The service runs in this process: its memory is this process's growth during the
+    // attack (plus the attacker's few buffers).
+    let peak_before = status_kib("VmHWM");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let addr = s.udp_addr();
     let greedy = {
@@ -1548,6 +1560,14 @@ fn peers_that_never_acknowledge_slow_no_one_else_and_hold_bounded_memory() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let sent = greedy.join().unwrap();
     drop(greedy_job);
+    let peak_after = status_kib("VmHWM");
+    eprintln!(
+        "peak resident memory of the process holding the service: {:.1} MiB before the attack, {:.1} MiB after {:.1} s of it (+{:.1} MiB)",
+        peak_before as f64 / 1024.0,
+        peak_after as f64 / 1024.0,
+        attack_start.elapsed().as_secs_f64(),
+        peak_after.saturating_sub(peak_before) as f64 / 1024.0
+    );
     eprintln!(
         "another job's 8-byte read, median of {rounds}: {baseline:?} alone, {under_attack:?} beside 80 peers that never acknowledge ({:.1}x; {sent} greedy frames, {} paused drops, {} waiting, {} pool share full)",
         under_attack.as_secs_f64() / baseline.as_secs_f64(),
