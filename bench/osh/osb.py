@@ -257,13 +257,20 @@ class Target:
         self.daemons = []
 
 
-class GsasTarget(Target):
-    """gsas from an installed prefix: one node, two UDP nodes, or two emulated Exanet nodes."""
+GSAS_TARGETS = ("gsas-shm", "gsas-udp", "gsas-exanet", "gsas-verbs")
 
-    def __init__(self, name, prefix, transport, emu=None):
+
+class GsasTarget(Target):
+    """gsas from an installed prefix: one node, two UDP nodes, two emulated Exanet nodes, or
+    two nodes on the software verbs device (verbs-emu's softverbs-env sets it up; the
+    prefix must be installed --with-verbs)."""
+
+    def __init__(self, name, prefix, transport, tools=None):
         where = "same node" if transport == "shm" else "other node"
         super().__init__(name, str(prefix / "bin/oshcc"), [], where=where, kind="gsas")
-        self.prefix, self.transport, self.emu = prefix, transport, emu
+        self.prefix, self.transport = prefix, transport
+        self.emu = (tools or {}).get("exanet")
+        self.softverbs_env = (tools or {}).get("verbs")
         self.config = None
 
     def launch(self, n, prog, args, timeout):
@@ -284,12 +291,26 @@ class GsasTarget(Target):
                       f"udp_port = {free_port()}", f'control_socket = "{scratch}/node{i}.sock"']
             if self.transport == "udp":
                 lines.append('transport = "udp"')
+            elif self.transport == "verbs":
+                lines += ['transport = "verbs"', f'verbs_device = "softverbs{i}"']
             else:
                 eps = ", ".join(f'"exanet-ep{k}"' for k in range(6))
                 lines += ['transport = "exanet"', f'coord = "0.0.0.{i}.0"',
                           f"uio_devices = [{eps}]"]
         self.config = scratch / "cluster.toml"
         self.config.write_text("\n".join(lines) + "\n")
+        if self.transport == "verbs":
+            # The software device's library first in LD_LIBRARY_PATH, its fabric directory
+            # and device count, for the daemons and the PEs alike.
+            sv = scratch / "sv"
+            sv.mkdir(exist_ok=True)
+            r = subprocess.run([str(self.softverbs_env), "--devices", "2", "--dir", str(sv)],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"softverbs-env failed: {r.stderr.strip()}")
+            for line in r.stdout.splitlines():
+                key, _, value = line.removeprefix("export ").partition("=")
+                self.env[key] = shlex.split(value)[0] if value else ""
         if self.transport == "exanet":
             root = scratch / "exa"
             self.env["GSAS_EXANET_EMU"] = str(root)
@@ -328,17 +349,18 @@ def wait_for(ready, proc, what, limit=60.0):
         time.sleep(0.02)
 
 
-def make_target(spec, prefix, emu):
-    """A --target value -> Target, or (None, reason) when its implementation is missing."""
-    if spec in ("gsas-shm", "gsas-udp", "gsas-exanet"):
-        return GsasTarget(spec, prefix, spec.split("-")[1], emu), None
+def make_target(spec, prefix, tools):
+    """A --target value -> Target, or (None, reason) when its implementation is missing.
+    `tools`: the emulators' paths ("exanet": exanet-emu, "verbs": softverbs-env)."""
+    if spec in GSAS_TARGETS:
+        return GsasTarget(spec, prefix, spec.split("-")[1], tools), None
     base, _, other = spec.partition("=")
-    if base in ("gsas-shm", "gsas-udp", "gsas-exanet") and other:
+    if base in GSAS_TARGETS and other:
         # Another installed gsas (an earlier build) beside this one: named after its folder.
         alt = Path(other).resolve()
         if not os.access(alt / "bin/oshcc", os.X_OK):
             return None, f"{alt}/bin/oshcc is not an executable"
-        return GsasTarget(f"{base}:{alt.name}", alt, base.split("-")[1], emu), None
+        return GsasTarget(f"{base}:{alt.name}", alt, base.split("-")[1], tools), None
     if spec in ("ompi", "ompi-tcp"):
         if not (os.access("/usr/bin/oshcc", os.X_OK) and os.access("/usr/bin/oshrun", os.X_OK)):
             return None, ("Open MPI's /usr/bin/oshcc and /usr/bin/oshrun are not installed "
@@ -366,7 +388,8 @@ def make_target(spec, prefix, emu):
         if not os.access(oshcc, os.X_OK):
             return None, f"{oshcc} is not an executable"
         return Target(name, oshcc, shlex.split(launcher)), None
-    raise SystemExit(f"bench: unknown target {spec!r} (gsas-shm, gsas-udp, gsas-exanet, ompi, "
+    raise SystemExit(f"bench: unknown target {spec!r} (gsas-shm, gsas-udp, gsas-exanet, "
+                     "gsas-verbs, ompi, "
                      "ompi-tcp, udp-raw, or peer:NAME:OSHCC:LAUNCHER)")
 
 
@@ -448,23 +471,31 @@ def machine_facts(argv, profile):
 
 # ---------------------------------------------------------------- the run
 
-def build_gsas(profile, prefix, need_emu, say):
-    """scripts/install into `prefix`, and exanet-emu when needed; returns the emulator path."""
+def build_gsas(profile, prefix, need_emu, need_verbs, say):
+    """scripts/install into `prefix` (--with-verbs when the verbs target is wanted), and
+    exanet-emu and softverbs-env when needed; returns their paths as make_target's tools."""
     args = [str(ROOT / "scripts/install"), "--prefix", str(prefix), "--quiet"]
     if profile == "debug":
         args.append("--debug")
+    if need_verbs:
+        args.append("--with-verbs")
     say(f"bench: building gsas ({profile}) into {prefix}")
     if subprocess.run(args, cwd=ROOT).returncode != 0:
         raise SystemExit("bench: scripts/install failed")
-    if not need_emu:
-        return None
-    cargo = ["cargo", "build", "--quiet", "-p", "exanet-emu", "--bin", "exanet-emu"]
-    if profile == "release":
-        cargo.append("--release")
-    if subprocess.run(cargo, cwd=ROOT).returncode != 0:
-        raise SystemExit("bench: building exanet-emu failed")
     tdir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    return tdir / profile / "exanet-emu"
+    tools = {}
+    for need, name, pkg in ((need_emu, "exanet", "exanet-emu"),
+                            (need_verbs, "verbs", "softverbs-env")):
+        if not need:
+            continue
+        crate = "verbs-emu" if name == "verbs" else pkg
+        cargo = ["cargo", "build", "--quiet", "-p", crate, "--bin", pkg]
+        if profile == "release":
+            cargo.append("--release")
+        if subprocess.run(cargo, cwd=ROOT).returncode != 0:
+            raise SystemExit(f"bench: building {pkg} failed")
+        tools[name] = tdir / profile / pkg
+    return tools
 
 
 def compile_programs(t, bdir, programs=PROGRAMS):
@@ -526,7 +557,8 @@ def main(argv):
     ap.add_argument("--quick", action="store_true", help="a short run (pipeline check)")
     ap.add_argument("--out", type=Path, help="results folder (default target/bench/results-DATE)")
     ap.add_argument("--target", action="append", default=[],
-                    help="comma-separated: gsas-shm, gsas-udp, gsas-exanet, ompi, ompi-tcp, "
+                    help="comma-separated: gsas-shm, gsas-udp, gsas-exanet, gsas-verbs (two "
+                         "nodes on the software verbs device), ompi, ompi-tcp, "
                          "udp-raw, peer:NAME:OSHCC:LAUNCHER, gsas-udp=PREFIX (another "
                          "installed gsas, e.g. an earlier build) "
                          "(default gsas-shm,gsas-udp,gsas-exanet,ompi)")
@@ -576,25 +608,32 @@ def main(argv):
     profile = a.build
     prefix = a.prefix
     gsas_wanted = any(s.startswith("gsas-") and "=" not in s for s in specs)
-    emu = None
+    tools = {}
     if gsas_wanted:
         if prefix is None:
             prefix = ROOT / "target/bench" / profile / "prefix"
-            emu = build_gsas(profile, prefix, "gsas-exanet" in specs, prog.say)
+            tools = build_gsas(profile, prefix, "gsas-exanet" in specs, "gsas-verbs" in specs,
+                               prog.say)
         else:
             profile = f"installed ({prefix})"
-            emu = os.environ.get("GSAS_EXANET_EMU_BIN") or shutil.which("exanet-emu")
+            tools = {"exanet": os.environ.get("GSAS_EXANET_EMU_BIN") or shutil.which("exanet-emu"),
+                     "verbs": (os.environ.get("GSAS_SOFTVERBS_ENV_BIN")
+                               or shutil.which("softverbs-env"))}
     facts = machine_facts(argv, profile)
     facts.update({"quick": a.quick, "plan": plan, "targets": {}, "skipped": {}, "failed": [],
                   "interrupted": False})
     targets = []
     for s in specs:
-        t, why = make_target(s, prefix, emu)
+        t, why = make_target(s, prefix, tools)
         if t is None:
             prog.say(f"bench: SKIPPED target {s}: {why}")
             facts["skipped"][s] = why
-        elif t.kind == "gsas" and t.transport == "exanet" and not emu:
+        elif t.kind == "gsas" and t.transport == "exanet" and not tools.get("exanet"):
             why = "no exanet-emu (set GSAS_EXANET_EMU_BIN with --prefix)"
+            prog.say(f"bench: SKIPPED target {s}: {why}")
+            facts["skipped"][s] = why
+        elif t.kind == "gsas" and t.transport == "verbs" and not tools.get("verbs"):
+            why = "no softverbs-env (set GSAS_SOFTVERBS_ENV_BIN with --prefix)"
             prog.say(f"bench: SKIPPED target {s}: {why}")
             facts["skipped"][s] = why
         else:

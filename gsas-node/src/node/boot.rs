@@ -966,6 +966,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         local_pes.len(),
         service_path.display()
     );
+    let unbelled = routes.iter().any(|r| matches!(r, Route::Verbs(_)));
     Ok(Node {
         rank,
         size,
@@ -1003,6 +1004,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         direct: env.direct,
         ops_started: AtomicU64::new(0),
         settled: AtomicBool::new(true),
+        unbelled,
     })
 }
 

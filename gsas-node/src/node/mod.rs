@@ -252,6 +252,9 @@ pub struct Node {
     data: Option<crate::shm::DataSegment>,
     /// The remote path behind its lock, and what its callers publish for the keeper.
     pulse: Arc<Pulse>,
+    /// Whether other PEs' updates reach this PE's memory without its service, so that no
+    /// bell rings for them (see [`Node::unbelled_updates`]).
+    unbelled: bool,
     /// This PE's bell in the service's doorbell page (see [`Node::bell`]).
     bell: Option<crate::bell::BellRef>,
     /// The progress keeper (jobs with other nodes), stopped by finalize.

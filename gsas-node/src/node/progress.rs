@@ -169,6 +169,14 @@ impl Node {
         }
     }
 
+    /// Whether PEs of other nodes write into this PE's memory without its service (RDMA
+    /// over verbs: the HCA, or the software device, applies them and no bell rings), so
+    /// that a sleep on [`Node::bell`] is not ended by their updates and should be short.
+    #[inline]
+    pub fn unbelled_updates(&self) -> bool {
+        self.unbelled
+    }
+
     /// This PE's doorbell: the service rings it after applying an update that arrived
     /// from another node (or over the PE ring) to this PE's memory. Hand it to
     /// [`Waiter::wait_bell`](crate::poll::Waiter::wait_bell) when waiting for memory to
