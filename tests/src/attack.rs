@@ -115,7 +115,7 @@ impl gsas::service::ForkHandler for NoFork {
         _: u64,
         _: gsas_core::wire::Fragment,
         _: &[u8],
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<gsas::service::ForkProgress, ErrorCode> {
         Err(ErrorCode::NotSupported)
     }
 }
@@ -523,4 +523,98 @@ pub fn greedy_readers(
         }
     }
     sent
+}
+
+/// A sender on this host that answers the service's challenges (its address is real) but
+/// holds no secret: `keys` made-up job keys from one socket, each sending a CONTROL Ping
+/// to `to` every `period` (a new frame each time, its base moved along), echoing the
+/// cookie of a challenge, and never acknowledging a reply, until `stop` is set: it is
+/// never quiet and always has replies in flight, so it keeps any host slot it gets unless
+/// it must give way at once. Returns the challenges it answered. Before host peers had to
+/// prove themselves, such a sender kept the 8 host slots of its address, and a launcher of
+/// the same host was refused ("share of the peer table for host actions is full").
+pub fn cookie_answering_pingers(
+    to: SocketAddr,
+    keys: u64,
+    period: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+    seed: u64,
+) -> u64 {
+    use gsas_core::reliable::frame::RefusalRepr;
+    use gsas_core::reliable::{Refusal, RefusalReason};
+    use gsas_core::wire::ControlCode;
+    let mut udp = socket();
+    let ping = RequestRepr {
+        sender: SenderId::new(7).unwrap(),
+        token: 1,
+        body: Request::Control {
+            code: ControlCode::Ping,
+            arg0: 0,
+            arg1: 0,
+        },
+    };
+    let mut req = vec![0u8; ping.buffer_len()];
+    ping.emit(&mut Packet::new_unchecked(&mut req[..]));
+    let base_epoch = gsas::service::reliable_config(Duration::from_secs(10)).epoch + (seed << 8);
+    // Per key: its epoch, next sequence number and the cookie to echo.
+    let mut state: Vec<(UdpPeer, u64, u32, Option<u64>)> = (0..keys)
+        .map(|k| {
+            let peer = UdpPeer {
+                addr: to,
+                key: (seed << 32) | (k + 1),
+            };
+            (peer, base_epoch + k, 1u32, None)
+        })
+        .collect();
+    let mut answered = 0u64;
+    let mut next = Instant::now();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if Instant::now() >= next {
+            for (peer, epoch, seq, cookie) in &mut state {
+                let repr = FrameRepr {
+                    epoch: *epoch,
+                    dest_epoch: 0,
+                    seq: Some(Seq(*seq)),
+                    base: Seq(*seq),
+                    ack: None,
+                    cookie: *cookie,
+                };
+                send_frame(&mut udp, *peer, &repr, &[&req]);
+                *seq = seq.wrapping_add(1);
+            }
+            next += period;
+        }
+        // Challenges are answered with their cookie on the next frame; replies are read
+        // and never acknowledged.
+        let mut got: Vec<(u64, u64)> = Vec::new();
+        while udp
+            .recv(|from, data| {
+                let Ok(frame) = Frame::new_checked(data) else {
+                    return;
+                };
+                if let Ok(r) = RefusalRepr::parse(&frame) {
+                    if r.reason == RefusalReason::Challenge {
+                        let c = Refusal {
+                            reason: r.reason,
+                            in_use: r.in_use,
+                            limit: r.limit,
+                        }
+                        .cookie();
+                        got.push((from.key, c));
+                    }
+                }
+            })
+            .ok()
+            .flatten()
+            .is_some()
+        {}
+        for (key, c) in got {
+            if let Some(st) = state.iter_mut().find(|s| s.0.key == key) {
+                st.3 = Some(c);
+                answered += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    answered
 }

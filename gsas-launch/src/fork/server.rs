@@ -54,7 +54,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use gsas_core::wire::{ErrorCode, Fragment};
 
 use crate::config;
-use crate::service::ForkHandler;
+use crate::service::{ForkHandler, ForkProgress};
 
 use super::replay::{DEFAULT_CAPACITY, DEFAULT_WINDOW, ReplayError, ReplayGuard};
 use super::request::{ForkRequest, HEADER_LEN, MAX_BODY, RequestError, TAG_LEN};
@@ -350,10 +350,12 @@ impl ForkHandler for ForkServer {
         job_key: u64,
         frag: Fragment,
         data: &[u8],
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<ForkProgress, ErrorCode> {
         match self.assemble(from, job_key, frag, data)? {
-            None => Ok(()),
-            Some(bytes) => self.accept(from, job_key, &bytes),
+            None => Ok(ForkProgress::Fragment),
+            Some(bytes) => self
+                .accept(from, job_key, &bytes)
+                .map(|()| ForkProgress::Accepted),
         }
     }
 

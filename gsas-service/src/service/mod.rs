@@ -268,19 +268,31 @@ pub trait ForkHandler: Send {
     /// Handles one fragment of a launch specification sent by `from` with job key
     /// `job_key`. `Ok` is answered with ACK, `Err(code)` with ERROR(code) (and counted in
     /// `fork.refused`). Called on the service's thread: it must not block.
+    /// [`ForkProgress::Accepted`] says the sender proved it holds the cluster's secret (a
+    /// whole request with a valid MAC): its host slot is then kept like a job's, while
+    /// senders that proved nothing give way to a newcomer at once (see `peers`).
     fn fork(
         &mut self,
         from: SocketAddr,
         job_key: u64,
         frag: Fragment,
         data: &[u8],
-    ) -> Result<(), ErrorCode>;
+    ) -> Result<ForkProgress, ErrorCode>;
 
     /// Counters added to the service's statistics as `name value` lines (names start
     /// with `fork.`). None by default.
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+}
+
+/// What a [`ForkHandler`] made of a fragment it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkProgress {
+    /// Kept until the request is whole; nothing about the sender is known yet.
+    Fragment,
+    /// A whole request, authenticated and accepted.
+    Accepted,
 }
 
 /// An error of the service or of a client talking to it.

@@ -100,6 +100,10 @@ pub(crate) struct JobIndex {
     user_limit: Option<usize>,
     /// Peers without a known job, oldest first.
     host: VecDeque<NetPeer>,
+    /// The host peers that proved they hold the cluster's secret (a FORK request of theirs
+    /// was accepted): they keep their slot while they talk, where the others give way to a
+    /// newcomer at once.
+    proven: HashSet<NetPeer>,
     /// Keys of jobs that ended cleanly, oldest first (at most [`ENDED_KEYS`]), and the
     /// same as a set.
     ended: VecDeque<u64>,
@@ -123,6 +127,26 @@ impl JobIndex {
     /// The cookie of `peer` (with sender epoch `epoch`) in cookie period `period`; never 0.
     fn cookie(&self, peer: NetPeer, epoch: u64, period: u64) -> u64 {
         self.cookies.cookie(peer, epoch, period)
+    }
+
+    /// Marks host peer `peer` as proven (see [`JobIndex::proven`]); nothing for a peer
+    /// without a host slot.
+    pub(crate) fn prove(&mut self, peer: NetPeer) {
+        if self.host.contains(&peer) {
+            self.proven.insert(peer);
+        }
+    }
+
+    /// The oldest host peer that proved nothing, among those that `pick` selects: offered
+    /// to a newcomer without the quiet time, since a sender that answers cookies but never
+    /// authenticates must not keep a launcher out. Removed from the host list (the offer
+    /// puts it back).
+    fn take_unproven(&mut self, pick: impl Fn(&NetPeer) -> bool) -> Option<NetPeer> {
+        let at = self
+            .host
+            .iter()
+            .position(|p| pick(p) && !self.proven.contains(p))?;
+        self.host.remove(at)
     }
 
     /// Host peers with a slot whose source address is that of `peer`.
@@ -165,6 +189,7 @@ impl JobIndex {
         }
         let before = self.host.len();
         self.host.retain(|p| p.key != key);
+        self.proven.retain(|p| p.key != key);
         let moved = before - self.host.len();
         let used = self.jobs.get(&key).map_or(0, |s| s.used) + moved;
         self.jobs.insert(key, Share { limit, used, uid });
@@ -243,6 +268,8 @@ impl JobIndex {
     /// Offers host peer `victim` (taken out of the host queue) for `peer`'s sake, with
     /// `full` as the refusal if it is busy; it goes to the back of the queue either way,
     /// so the next newcomer is offered another.
+    /// Offers `victim` to newcomer `peer`: at once when it proved nothing, else once it
+    /// was quiet for [`HOST_QUIET_NS`].
     fn offer_host_peer(
         &mut self,
         peer: NetPeer,
@@ -251,15 +278,19 @@ impl JobIndex {
     ) -> Admission<NetPeer> {
         self.host.push_back(victim);
         self.last_refusal = Some((peer, full));
+        let quiet_ns = if self.proven.contains(&victim) {
+            HOST_QUIET_NS
+        } else {
+            0
+        };
         Admission::Replace {
             victim,
-            quiet_ns: HOST_QUIET_NS,
+            quiet_ns,
             refusal: full,
         }
     }
 }
 
-/// Whether two peer addresses are the same host (UDP: the same IP address).
 /// Whether two senders count as one source for [`HOST_PER_ADDRESS`]: the same IPv4 address,
 /// or IPv6 addresses in the same /64 (the smallest prefix a site is given: one host may
 /// hold all of its 2^64 addresses), or the same Exanet endpoint.
@@ -422,11 +453,11 @@ impl PeerIndex<NetPeer> for JobIndex {
         let mine = self.host_peers_of_address(peer);
         if mine >= HOST_PER_ADDRESS {
             let full = figures(RefusalReason::HostFull, mine, HOST_PER_ADDRESS);
-            let Some(at) = self
-                .host
-                .iter()
-                .position(|p| same_address(p.addr, peer.addr))
-            else {
+            let same = |p: &NetPeer| same_address(p.addr, peer.addr);
+            if let Some(victim) = self.take_unproven(same) {
+                return self.offer_host_peer(peer, victim, full);
+            }
+            let Some(at) = self.host.iter().position(same) else {
                 return self.refuse(peer, full);
             };
             let victim = self.host.remove(at).expect("found above");
@@ -437,9 +468,12 @@ impl PeerIndex<NetPeer> for JobIndex {
             return self.make_room(peer, full);
         }
         if self.host.len() >= HOST_SHARE || in_use >= capacity {
-            // Offer the oldest host peer; if it is busy it goes to the back, so the next
-            // newcomer is offered another.
-            let Some(victim) = self.host.pop_front() else {
+            // Offer the oldest host peer that proved nothing, else the oldest; if it is busy
+            // it goes to the back, so the next newcomer is offered another.
+            let Some(victim) = self
+                .take_unproven(|_| true)
+                .or_else(|| self.host.pop_front())
+            else {
                 return self.refuse(peer, figures(RefusalReason::TableFull, in_use, capacity));
             };
             return self.offer_host_peer(peer, victim, full);
@@ -484,6 +518,7 @@ impl PeerIndex<NetPeer> for JobIndex {
             Some(share) => share.used = share.used.saturating_sub(1),
             None => {
                 self.host.retain(|p| *p != peer);
+                self.proven.remove(&peer);
                 self.lingering.retain(|p| *p != peer);
             }
         }
@@ -570,12 +605,35 @@ mod tests {
             &mut ix,
             (0..HOST_PER_ADDRESS as u16).map(|p| same(p, 500 + u64::from(p))),
         );
-        // The next sender of that address is offered its own oldest, not anyone else's.
+        // The next sender of that address is offered its own oldest, not anyone else's, at
+        // once: none of them proved anything.
         let refusal = figures(RefusalReason::HostFull, HOST_PER_ADDRESS, HOST_PER_ADDRESS);
         assert_eq!(
             ix.admit(same(999, 9), 1024),
             Admission::Replace {
                 victim: same(0, 500),
+                quiet_ns: 0,
+                refusal,
+            }
+        );
+        // Senders whose FORK was accepted keep their slot while they talk: the oldest
+        // unproven one is offered first, and a proven one only after its quiet time.
+        for p in 1..HOST_PER_ADDRESS as u16 {
+            ix.prove(same(p, 500 + u64::from(p)));
+        }
+        assert_eq!(
+            ix.admit(same(999, 9), 1024),
+            Admission::Replace {
+                victim: same(0, 500),
+                quiet_ns: 0,
+                refusal,
+            }
+        );
+        ix.prove(same(0, 500));
+        assert_eq!(
+            ix.admit(same(999, 9), 1024),
+            Admission::Replace {
+                victim: same(1, 501),
                 quiet_ns: HOST_QUIET_NS,
                 refusal,
             }
@@ -585,7 +643,11 @@ mod tests {
             &mut ix,
             (0..(HOST_SHARE - HOST_PER_ADDRESS) as u16).map(|n| host(n, 900 + u64::from(n))),
         );
-        assert_eq!(ix.host_peers(), HOST_SHARE);
+        assert_eq!(ix.host_peers(), HOST_SHARE); // A peer that leaves takes its proof with it; a peer without a host slot gets none.
+        ix.release(same(1, 501));
+        assert!(!ix.proven.contains(&same(1, 501)));
+        ix.prove(same(777, 1));
+        assert!(!ix.proven.contains(&same(777, 1)));
     }
 
     #[test]
@@ -613,7 +675,7 @@ mod tests {
             ix.admit(v6(2, 999, 9), 1024),
             Admission::Replace {
                 victim: v6(2, 0, 600),
-                quiet_ns: HOST_QUIET_NS,
+                quiet_ns: 0,
                 refusal,
             }
         );
@@ -837,20 +899,34 @@ mod tests {
             (0..HOST_SHARE as u16).map(|p| host(p, 100 + u64::from(p))),
         );
         let refusal = figures(RefusalReason::HostFull, HOST_SHARE, HOST_SHARE);
+        // Unproven host peers give way at once, the oldest first.
+        assert_eq!(
+            ix.admit(host(999, 5), 1024),
+            Admission::Replace {
+                victim: host(0, 100),
+                quiet_ns: 0,
+                refusal,
+            }
+        );
+        // Proven ones (senders of accepted FORK requests) after their quiet time.
+        for p in 0..HOST_SHARE as u16 {
+            ix.prove(host(p, 100 + u64::from(p)));
+        }
         let offer = |victim| Admission::Replace {
             victim,
             quiet_ns: HOST_QUIET_NS,
             refusal,
         };
-        assert_eq!(ix.admit(host(999, 5), 1024), offer(host(0, 100)));
+        assert_eq!(ix.admit(host(999, 5), 1024), offer(host(1, 101)));
         assert_eq!(
             ix.admit(host(999, 5), 1024),
-            offer(host(1, 101)),
+            offer(host(2, 102)),
             "a busy victim goes to the back"
         );
-        // A job starting takes its host peers into its share.
-        ix.admit_job(102, 5, 0);
+        // A job starting takes its host peers into its share (and their proof).
+        ix.admit_job(103, 5, 0);
         assert_eq!(ix.host_peers(), HOST_SHARE - 1);
-        assert_eq!(ix.jobs[&102].used, 1);
+        assert_eq!(ix.jobs[&103].used, 1);
+        assert!(!ix.proven.contains(&host(3, 103)));
     }
 }

@@ -363,6 +363,75 @@ fn real_pes_through_fork_run_the_full_scenario() {
 }
 
 #[test]
+fn a_same_host_sender_that_answers_cookies_cannot_keep_a_launcher_out() {
+    // A local user who answers the challenges (its address is real) but has no secret:
+    // 12 made-up job keys from one socket of this host, pinging every 100 ms, so that none
+    // is ever quiet for the second after which a host peer gave way. It takes its 8 host
+    // slots of the launcher's own address on each daemon. Before, every FORK launch from
+    // this host was refused ("share of the peer table for host actions is full (8 of 8)")
+    // for as long as the pings went on; now a sender that proved nothing gives way at once
+    // to a newcomer, and a sender whose FORK was accepted keeps its slot.
+    let dir = gsas_tests::node::scratch_dir("fork-cookie-pingers");
+    let (cf, file) = fork_cluster(&dir);
+    let ds = daemons(&cf, &file);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pingers: Vec<_> = (0..2)
+        .map(|n| {
+            let stop = stop.clone();
+            let to: std::net::SocketAddr = ([127, 0, 0, 1], cf.ports[n]).into();
+            std::thread::spawn(move || {
+                gsas_tests::attack::cookie_answering_pingers(
+                    to,
+                    12,
+                    Duration::from_millis(100),
+                    &stop,
+                    91 + n as u64,
+                )
+            })
+        })
+        .collect();
+    // The pingers hold the address's host slots before the launches start.
+    let t0 = std::time::Instant::now();
+    for d in &ds {
+        while d.stats().get("peers.host").unwrap_or(0) < 8 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the pingers never filled the host slots of their address: {}",
+                d.stats()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let launches = 3;
+    let mut ok = 0;
+    let mut failures = Vec::new();
+    let started = std::time::Instant::now();
+    for _ in 0..launches {
+        let out = forked(&file, 4, &["sh", "-c", "echo up $PMI_ID"]);
+        if out.status.success() {
+            ok += 1;
+        } else {
+            failures.push(show(&out));
+        }
+    }
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered: Vec<u64> = pingers.into_iter().map(|p| p.join().unwrap()).collect();
+    eprintln!(
+        "FORK launches beside 12 cookie-answering, never-acknowledging pingers per daemon: {ok} of {launches} in {took:?} (challenges answered {answered:?})"
+    );
+    assert_eq!(ok, launches, "{failures:#?}");
+    for (d, n) in ds.iter().zip(&answered) {
+        let st = d.stats();
+        assert_eq!(st.get("fork.accepted"), Some(launches), "{st}");
+        // The pingers answered challenges (and so held slots).
+        assert!(*n > 0, "no challenge answered: {st}");
+    }
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn fork_launches_get_through_a_flood_of_unauthenticated_senders() {
     // 200 datagrams per second from the launcher's own address (a sender that forges
     // its source can pick any), each a new job key with a CONTROL ping it never

@@ -20,6 +20,7 @@ impl Core {
                 scratch,
                 counters,
                 fork,
+                proven,
                 ..
             } = self;
             let served = service
@@ -30,12 +31,15 @@ impl Core {
                     BUDGET,
                     |p: &NetPeer| p.key,
                     |peer: NetPeer, repr: RequestRepr<'_>, out: &mut [u8]| {
-                        udp_host_action(fork, peer, repr, out, counters)
+                        udp_host_action(fork, peer, repr, out, counters, proven)
                     },
                 )
                 .map_err(net_err)?;
             count_served(counters, served);
             busy |= served.moved > 0;
+        }
+        for peer in self.proven.drain(..) {
+            self.net.index_mut().prove(peer);
         }
         self.pace_net_peers();
         let mut broken = Vec::new();
@@ -140,13 +144,15 @@ pub(super) fn count_served(counters: &mut Counters, served: Served) {
 }
 
 /// Host actions arriving over UDP: Ping is answered, FORK goes to the hook (or is
-/// refused), everything else is refused.
+/// refused), everything else is refused. A sender whose FORK request was accepted is
+/// pushed to `proven` (its host slot is then kept as a job's, see `peers`).
 pub(super) fn udp_host_action(
     fork: &mut Option<Box<dyn ForkHandler>>,
     peer: NetPeer,
     repr: RequestRepr<'_>,
     out: &mut [u8],
     counters: &mut Counters,
+    proven: &mut Vec<NetPeer>,
 ) -> usize {
     match repr.body {
         Request::Control {
@@ -158,7 +164,10 @@ pub(super) fn udp_host_action(
         }
         Request::Fork { frag, data } => match (fork, peer.addr) {
             (Some(handler), NetAddr::Udp(from)) => match handler.fork(from, peer.key, frag, data) {
-                Ok(()) => {
+                Ok(progress) => {
+                    if progress == ForkProgress::Accepted {
+                        proven.push(peer);
+                    }
                     emit_reply_header(out, PacketType::Ack, 0, 0, repr.token);
                     gsas_core::wire::REPLY_HEADER_LEN
                 }

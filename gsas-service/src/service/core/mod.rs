@@ -49,7 +49,7 @@ use super::proto::{
 use super::socket::{self, PeerCred};
 use super::stats::{Counters, Gauges};
 use super::sys::{EventFd, SignalFd};
-use super::{ForkHandler, ServiceConfig, ServiceError, UidPolicy, Wake};
+use super::{ForkHandler, ForkProgress, ServiceConfig, ServiceError, UidPolicy, Wake};
 
 mod control;
 mod data_plane;
@@ -210,6 +210,9 @@ pub(crate) struct Core {
     wake: Arc<Wake>,
     signals: Option<SignalFd>,
     fork: Option<Box<dyn ForkHandler>>,
+    /// Host peers whose FORK request was accepted in the current pass (handed to the peer
+    /// index after it).
+    proven: Vec<NetPeer>,
     counters: Counters,
     scratch: Vec<u8>,
     msg: Vec<u8>,
@@ -432,6 +435,7 @@ impl Core {
             wake,
             signals: None,
             fork: None,
+            proven: Vec::new(),
             counters: Counters::default(),
             uid,
             pid,
