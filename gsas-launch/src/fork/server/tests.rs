@@ -88,17 +88,18 @@ fn an_accepted_request_runs_its_pes_and_reports_to_the_launcher() {
     // In three fragments, out of order.
     let third = bytes.len() / 3;
     let from: SocketAddr = "127.0.0.1:5555".parse().unwrap();
+    // A fragment proves nothing; the whole request, authenticated, is accepted.
     assert_eq!(
         s.fork(from, 77, frag(bytes.len(), third), &bytes[third..2 * third]),
-        Ok(())
+        Ok(ForkProgress::Fragment)
     );
     assert_eq!(
         s.fork(from, 77, frag(bytes.len(), 2 * third), &bytes[2 * third..]),
-        Ok(())
+        Ok(ForkProgress::Fragment)
     );
     assert_eq!(
         s.fork(from, 77, frag(bytes.len(), 0), &bytes[..third]),
-        Ok(())
+        Ok(ForkProgress::Accepted)
     );
     let frames = collect(&listener);
     let hello = &frames[0];
@@ -184,7 +185,10 @@ fn refusals_are_classified_and_counted() {
         Err(ErrorCode::TooLarge)
     );
     // Overlapping fragments of one request.
-    assert_eq!(s.fork(from, 77, frag(100, 0), &[1; 10]), Ok(()));
+    assert_eq!(
+        s.fork(from, 77, frag(100, 0), &[1; 10]),
+        Ok(ForkProgress::Fragment)
+    );
     assert_eq!(
         s.fork(from, 77, frag(100, 0), &[1; 10]),
         Err(ErrorCode::Malformed)
@@ -201,7 +205,10 @@ fn a_program_that_cannot_start_is_reported() {
     let bytes = req.emit(&secret()).unwrap();
     let mut s = server();
     let from: SocketAddr = "127.0.0.1:5557".parse().unwrap();
-    assert_eq!(s.fork(from, 77, frag(bytes.len(), 0), &bytes), Ok(()));
+    assert_eq!(
+        s.fork(from, 77, frag(bytes.len(), 0), &bytes),
+        Ok(ForkProgress::Accepted)
+    );
     let frames = collect(&listener);
     let f = frames
         .iter()
@@ -223,7 +230,10 @@ fn the_pes_end_when_the_launcher_connection_drops() {
     let bytes = req.emit(&secret()).unwrap();
     let mut s = server();
     let from: SocketAddr = "127.0.0.1:5558".parse().unwrap();
-    assert_eq!(s.fork(from, 77, frag(bytes.len(), 0), &bytes), Ok(()));
+    assert_eq!(
+        s.fork(from, 77, frag(bytes.len(), 0), &bytes),
+        Ok(ForkProgress::Accepted)
+    );
     let (mut conn, _) = listener.accept().unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
