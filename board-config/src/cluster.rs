@@ -43,6 +43,9 @@ pub struct JobDefaults {
     pub fork_secret_file: Option<String>,
     /// `verbs_rma = "service"`: RMA between verbs nodes through the atomic services.
     pub verbs_rma_via_service: bool,
+    /// Whether a daemon admits PEs of users other than root only under an allocation the
+    /// resource manager declared (`gsas-atomicd --declare`).
+    pub require_allocation: bool,
 }
 
 impl Default for JobDefaults {
@@ -56,6 +59,7 @@ impl Default for JobDefaults {
             fork_allowed: DEFAULT_FORK_ALLOWED,
             fork_secret_file: None,
             verbs_rma_via_service: false,
+            require_allocation: false,
         }
     }
 }

@@ -357,6 +357,14 @@ pub const DEFAULTS_FORK_ALLOWED: KeySpec = KeySpec {
     default: DefaultValue::Bool(DEFAULT_FORK_ALLOWED),
     doc: "Whether daemons start processes for authenticated remote FORK requests; needs `fork_secret_file`.",
 };
+/// `defaults.require_allocation`.
+pub const DEFAULTS_REQUIRE_ALLOCATION: KeySpec = KeySpec {
+    section: Section::Defaults,
+    name: "require_allocation",
+    kind: ValueKind::Bool,
+    default: DefaultValue::Bool(false),
+    doc: "Whether daemons admit PEs of users other than root only under an allocation that root declared on that node (`gsas-atomicd --declare`, e.g. from a Slurm prolog): its PE count, largest job and memory then bound the user instead of the per-user shares, and a user without one is refused.",
+};
 /// `defaults.fork_secret_file`.
 pub const DEFAULTS_FORK_SECRET_FILE: KeySpec = KeySpec {
     section: Section::Defaults,
@@ -591,6 +599,7 @@ pub static KEYS: &[KeySpec] = &[
     DEFAULTS_UDP_MTU,
     DEFAULTS_FORK_ALLOWED,
     DEFAULTS_FORK_SECRET_FILE,
+    DEFAULTS_REQUIRE_ALLOCATION,
     DEFAULTS_VERBS_RMA,
     NODE_ID,
     NODE_NAME,

@@ -726,6 +726,9 @@ impl<'s> Loader<'s> {
             verbs_rma_via_service: self
                 .choice(t, &keys::DEFAULTS_VERBS_RMA)?
                 .map_or(fallback.verbs_rma_via_service, |w| w == "service"),
+            require_allocation: self
+                .bool(t, &keys::DEFAULTS_REQUIRE_ALLOCATION)?
+                .unwrap_or(fallback.require_allocation),
         })
     }
 

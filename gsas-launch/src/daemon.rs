@@ -73,6 +73,28 @@ pub enum Command {
         /// `--explain`: each line with its kind (counter or gauge) and meaning.
         explain: bool,
     },
+    /// Declare an allocation on the service at `socket` (as root).
+    Declare {
+        /// Its control socket.
+        socket: PathBuf,
+        /// The allocation's id.
+        id: u64,
+        /// The user it is for.
+        uid: u32,
+        /// PEs on this node.
+        pes: u32,
+        /// The largest job it allows (0: any).
+        job_pes: u32,
+        /// Bytes of segments (0: the per-user share).
+        memory: u64,
+    },
+    /// End an allocation on the service at `socket` (as root).
+    Undeclare {
+        /// Its control socket.
+        socket: PathBuf,
+        /// The allocation's id.
+        id: u64,
+    },
     /// `--help`.
     Help,
     /// `--version`.
@@ -89,6 +111,8 @@ Usage:
   gsas-atomicd --listen ADDR:PORT --socket PATH [--node ID] [--fork-secret FILE]
                [--log-level LEVEL]
   gsas-atomicd --stats SOCKET [--explain]     (also: gsas-atomicd stats SOCKET)
+  gsas-atomicd declare SOCKET --id ID --user USER --pes N [--job-pes N] [--memory SIZE]
+  gsas-atomicd undeclare SOCKET --id ID
 
 Serves remote reads, writes and atomics for the PEs of this node over UDP or Exanet,
 and hands out their shared memory over the Unix control socket. With --config, the
@@ -106,6 +130,13 @@ Remote FORK lets a multi-node oshrun start PEs here; it is off unless enabled, a
 only requests signed with the cluster secret (a 0600 file owned by this user) are
 served. The PEs run as this daemon's user: never enable it in a daemon that runs as
 root for other people's jobs.
+
+Allocations: with defaults.require_allocation = true in the cluster file, the daemon
+admits the PEs of a user other than root only under an allocation that root declared
+on this node (declare, e.g. from a Slurm prolog with --id $SLURM_JOB_ID --user
+$SLURM_JOB_USER; undeclare from the epilog): up to --pes PEs here, in jobs of up to
+--job-pes PEs (default: any), with up to --memory of segments (default: the per-user
+share). Running PEs outlive their allocation's end; new ones are refused.
 
 Options:
   --config FILE       cluster file (board-config TOML)
@@ -139,6 +170,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
     let mut stats = None;
     let mut explain = false;
     let mut fork_secret = None;
+    if it
+        .peek()
+        .is_some_and(|a| a == "declare" || a == "undeclare")
+    {
+        let verb = it.next().unwrap_or_default();
+        return parse_allocation(verb == "declare", it);
+    }
     if it.peek().is_some_and(|a| a == "stats") {
         it.next();
         let s = it.next().ok_or("stats needs the service's socket path")?;
@@ -231,6 +269,86 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
     }
 }
 
+/// `declare SOCKET ...` (`declare`) or `undeclare SOCKET --id ID`: the arguments after the
+/// verb.
+fn parse_allocation(
+    declare: bool,
+    mut it: impl Iterator<Item = OsString>,
+) -> Result<Command, String> {
+    let verb = if declare { "declare" } else { "undeclare" };
+    let socket = PathBuf::from(
+        it.next()
+            .ok_or_else(|| format!("{verb} needs the service's socket path"))?,
+    );
+    let (mut id, mut uid, mut pes, mut job_pes, mut memory) = (None, None, None, 0u32, 0u64);
+    while let Some(arg) = it.next() {
+        let a = arg.to_string_lossy().into_owned();
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (a.clone(), None),
+        };
+        let v = match inline.or_else(|| it.next().map(|v| v.to_string_lossy().into_owned())) {
+            Some(v) => v,
+            None => return Err(format!("{flag} needs a value")),
+        };
+        let number = |what: &str| -> Result<u64, String> {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{flag} {v:?}: not {what}"))
+        };
+        match flag.as_str() {
+            "--id" => id = Some(number("a number")?),
+            "--user" | "--uid" if declare => uid = Some(user_id(&v)?),
+            "--pes" if declare => {
+                let n = number("a PE count")?;
+                pes = Some(
+                    u32::try_from(n)
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or(format!("--pes {v:?}: 1..=4294967295"))?,
+                );
+            }
+            "--job-pes" if declare => {
+                job_pes = u32::try_from(number("a PE count")?)
+                    .map_err(|_| format!("--job-pes {v:?}: at most 4294967295"))?;
+            }
+            "--memory" if declare => {
+                memory = board_config::parse_size(&v)
+                    .map_err(|e| format!("--memory {v:?}: {e} (a size such as 16g)"))?;
+            }
+            _ => return Err(format!("{verb}: unknown argument {a:?} (see --help)")),
+        }
+    }
+    let id = id.ok_or_else(|| format!("{verb} needs --id ID (e.g. the Slurm job id)"))?;
+    if !declare {
+        return Ok(Command::Undeclare { socket, id });
+    }
+    Ok(Command::Declare {
+        socket,
+        id,
+        uid: uid.ok_or("declare needs --user USER (a name or a numeric uid)")?,
+        pes: pes.ok_or("declare needs --pes N (PEs the user may run on this node)")?,
+        job_pes,
+        memory,
+    })
+}
+
+/// A user name or numeric uid.
+fn user_id(v: &str) -> Result<u32, String> {
+    if let Ok(n) = v.trim().parse::<u32>() {
+        return Ok(n);
+    }
+    let name = std::ffi::CString::new(v.trim()).map_err(|_| format!("--user {v:?}: not a name"))?;
+    // SAFETY: getpwnam reads the passwd database for a NUL-terminated name; the result is
+    // read at once on this thread (the only one of this command).
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        return Err(format!("--user {v:?}: no such user"));
+    }
+    // SAFETY: a non-null passwd entry from getpwnam.
+    Ok(unsafe { (*pw).pw_uid })
+}
+
 /// Builds the service configuration for node `node` of the cluster file `file`.
 pub fn config_from_file(file: &std::path::Path, node: u16) -> Result<ServiceConfig, String> {
     daemon_config(file, node).map(|d| d.service)
@@ -293,6 +411,7 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
     let d = cluster.defaults();
     cfg.deadline = Duration::from_millis(u64::from(d.service_timeout_ms));
     cfg.udp_mtu = d.udp_mtu as usize;
+    cfg.require_allocation = d.require_allocation;
     Ok(DaemonConfig {
         service: cfg,
         udp_mtu: d.udp_mtu as usize,
@@ -372,6 +491,47 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Version => {
             println!("gsas-atomicd (gsas) {}", env!("CARGO_PKG_VERSION"));
             return 0;
+        }
+        Command::Declare {
+            socket,
+            id,
+            uid,
+            pes,
+            job_pes,
+            memory,
+        } => {
+            let done = crate::service::ControlClient::connect(&socket, Duration::from_secs(5))
+                .and_then(|mut c| c.declare(id, uid, pes, job_pes, memory));
+            return match done {
+                Ok(()) => {
+                    println!(
+                        "gsas-atomicd: allocation {id} declared on {}: uid {uid}, {pes} PEs",
+                        socket.display()
+                    );
+                    0
+                }
+                Err(e) => {
+                    gsas_transport::eprintln_whole!("gsas-atomicd: declare: {e}");
+                    1
+                }
+            };
+        }
+        Command::Undeclare { socket, id } => {
+            let done = crate::service::ControlClient::connect(&socket, Duration::from_secs(5))
+                .and_then(|mut c| c.undeclare(id));
+            return match done {
+                Ok(()) => {
+                    println!(
+                        "gsas-atomicd: allocation {id} ended on {}",
+                        socket.display()
+                    );
+                    0
+                }
+                Err(e) => {
+                    gsas_transport::eprintln_whole!("gsas-atomicd: undeclare: {e}");
+                    1
+                }
+            };
         }
         Command::Stats { socket, explain } => {
             return match crate::service::query_stats(&socket, Duration::from_secs(5)) {
@@ -618,6 +778,81 @@ mod tests {
         assert_eq!(cfg.job_memory_limit, Some(1 << 30));
         assert_eq!(cfg.memory_source.job, "nodes[] entry of node 3: job_memory");
         assert_eq!(cfg.max_peers, 64);
+    }
+
+    #[test]
+    fn allocation_command_lines() {
+        assert_eq!(
+            p(&[
+                "declare",
+                "/run/s",
+                "--id",
+                "42",
+                "--user",
+                "0",
+                "--pes",
+                "8",
+                "--job-pes=64",
+                "--memory",
+                "16g"
+            ])
+            .unwrap(),
+            Command::Declare {
+                socket: "/run/s".into(),
+                id: 42,
+                uid: 0,
+                pes: 8,
+                job_pes: 64,
+                memory: 16 << 30,
+            }
+        );
+        assert_eq!(
+            p(&[
+                "declare", "/run/s", "--id", "1", "--user", "root", "--pes", "1"
+            ])
+            .unwrap(),
+            Command::Declare {
+                socket: "/run/s".into(),
+                id: 1,
+                uid: 0,
+                pes: 1,
+                job_pes: 0,
+                memory: 0,
+            }
+        );
+        assert_eq!(
+            p(&["undeclare", "/run/s", "--id", "42"]).unwrap(),
+            Command::Undeclare {
+                socket: "/run/s".into(),
+                id: 42
+            }
+        );
+        let err = |a: &[&str]| p(a).unwrap_err();
+        assert!(err(&["declare"]).contains("socket path"));
+        assert!(err(&["declare", "/s", "--user", "0", "--pes", "1"]).contains("--id"));
+        assert!(err(&["declare", "/s", "--id", "1", "--pes", "1"]).contains("--user"));
+        assert!(err(&["declare", "/s", "--id", "1", "--user", "0"]).contains("--pes"));
+        assert!(err(&["declare", "/s", "--id", "1", "--user", "0", "--pes", "0"]).contains("1..="));
+        assert!(
+            err(&[
+                "declare",
+                "/s",
+                "--id",
+                "1",
+                "--user",
+                "no-such-user-x",
+                "--pes",
+                "1"
+            ])
+            .contains("no such user")
+        );
+        assert!(err(&["undeclare", "/s", "--id", "1", "--pes", "3"]).contains("unknown argument"));
+        assert!(
+            err(&[
+                "declare", "/s", "--id", "1", "--user", "0", "--pes", "1", "--memory", "lots"
+            ])
+            .contains("--memory")
+        );
     }
 
     #[test]

@@ -309,7 +309,7 @@ fn random_request(rng: &mut Rng) -> gsas::service::proto::ControlRequest {
     let small = |rng: &mut Rng, n: u64| rng.next_u64() % n;
     let pe = small(rng, 4) as u16;
     let segment = small(rng, 5) as u8;
-    match small(rng, 9) {
+    match small(rng, 11) {
         0 | 1 => R::Join {
             rank: pe,
             job_id: small(rng, 6),
@@ -341,6 +341,14 @@ fn random_request(rng: &mut Rng) -> gsas::service::proto::ControlRequest {
             size: small(rng, 1 << 16),
         },
         7 => R::Ping,
+        8 => R::Declare {
+            id: small(rng, 6),
+            uid: small(rng, 3) as u32 + 65533,
+            pes: small(rng, 4) as u32,
+            job_pes: small(rng, 8) as u32,
+            memory: small(rng, 1 << 24),
+        },
+        9 => R::Undeclare { id: small(rng, 6) },
         _ => R::Stats,
     }
 }

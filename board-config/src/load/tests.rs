@@ -226,6 +226,7 @@ udp_mtu = 1472
 fork_allowed = true
 fork_secret_file = "/etc/gsas/fork.secret"
 verbs_rma = "service"
+require_allocation = true
 
 [[nodes]]
 id = 20000
@@ -267,6 +268,8 @@ nodes = [20000]
     assert_eq!(d.udp_mtu, 1472);
     assert!(d.verbs_rma_via_service);
     assert!(!JobDefaults::default().verbs_rma_via_service);
+    assert!(d.require_allocation);
+    assert!(!JobDefaults::default().require_allocation);
     let n = c.node(20000).unwrap();
     assert_eq!(n.name, "n");
     assert_eq!(n.coord.raw(), Coord::RAW_MAX);

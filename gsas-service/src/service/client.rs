@@ -275,6 +275,31 @@ impl ControlClient {
             .map(|_| ())
     }
 
+    /// Declares an allocation (see [`ControlRequest::Declare`]); the service takes it from
+    /// root only.
+    pub fn declare(
+        &mut self,
+        id: u64,
+        uid: u32,
+        pes: u32,
+        job_pes: u32,
+        memory: u64,
+    ) -> Result<(), ServiceError> {
+        self.request(&ControlRequest::Declare {
+            id,
+            uid,
+            pes,
+            job_pes,
+            memory,
+        })
+        .map(|_| ())
+    }
+
+    /// Ends allocation `id` (see [`ControlRequest::Undeclare`]).
+    pub fn undeclare(&mut self, id: u64) -> Result<(), ServiceError> {
+        self.request(&ControlRequest::Undeclare { id }).map(|_| ())
+    }
+
     /// Checks that the service answers.
     pub fn ping(&mut self) -> Result<(), ServiceError> {
         self.request(&ControlRequest::Ping).map(|_| ())
@@ -316,5 +341,9 @@ fn describe(req: &ControlRequest) -> String {
         }
         ControlRequest::Ping => "Ping".into(),
         ControlRequest::Stats => "statistics".into(),
+        ControlRequest::Declare { id, uid, .. } => {
+            format!("declaring allocation {id} for uid {uid}")
+        }
+        ControlRequest::Undeclare { id } => format!("ending allocation {id}"),
     }
 }

@@ -177,6 +177,11 @@ pub struct ServiceConfig {
     pub memory_source: MemorySource,
     /// Who may connect.
     pub uid_policy: UidPolicy,
+    /// PEs of users other than root (and the service's own) join only under an allocation
+    /// that root declared ([`ControlRequest::Declare`](proto::ControlRequest::Declare),
+    /// `defaults.require_allocation`); its figures then bound the user instead of the
+    /// shares.
+    pub require_allocation: bool,
     /// Most network peers (PE sockets of all jobs) the reliability layer keeps state for;
     /// each job may have its PE count + 4 of them.
     pub max_peers: usize,
@@ -213,6 +218,7 @@ impl ServiceConfig {
             user_memory_limit: None,
             memory_source: MemorySource::default(),
             uid_policy: UidPolicy::SameUser,
+            require_allocation: false,
             max_peers: 1024,
             max_pes: 1024,
             user_share_percent: None,

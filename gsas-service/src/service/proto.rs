@@ -75,6 +75,12 @@ pub const MAX_MESSAGE: usize = 4096;
 pub const STATS_CODE: u8 = 0x40;
 /// Packet type of the statistics reply.
 pub const STATS_REPLY: u8 = 0xC0;
+/// CONTROL code of [`ControlRequest::Declare`] (an allocation, from the resource manager).
+pub const DECLARE_CODE: u8 = 0x41;
+/// CONTROL code of [`ControlRequest::Undeclare`].
+pub const UNDECLARE_CODE: u8 = 0x42;
+/// Bytes after the packet of a Declare: version, 2 spare, uid, PEs on this node, PEs of a job.
+const DECLARE_LEN: usize = 16;
 /// Version of [`JoinInfo`] and [`ServiceInfo`].
 pub const PROTO_VERSION: u16 = 1;
 
@@ -300,6 +306,27 @@ pub enum ControlRequest {
     Ping,
     /// Ask for the service's counters.
     Stats,
+    /// An allocation on this node, declared by the resource manager (root): user `uid` may
+    /// run up to `pes` PEs here, in jobs of up to `job_pes` PEs (0: no bound beyond the
+    /// service's), with up to `memory` bytes of segments (0: the per-user share). Replaces
+    /// an allocation of the same `id`.
+    Declare {
+        /// The allocation's id (e.g. the Slurm job id).
+        id: u64,
+        /// The user it is for.
+        uid: u32,
+        /// PEs the user may run on this node under it.
+        pes: u32,
+        /// The largest job (all nodes) it allows; 0: any.
+        job_pes: u32,
+        /// Bytes of segments it allows on this node; 0: the per-user share.
+        memory: u64,
+    },
+    /// Ends allocation `id` (running PEs go on; no new PE joins under it).
+    Undeclare {
+        /// The allocation's id.
+        id: u64,
+    },
 }
 
 /// Why a control message did not parse.
@@ -460,6 +487,43 @@ impl ControlRequest {
                 },
                 None,
             ),
+            ControlRequest::Declare {
+                id,
+                uid,
+                pes,
+                job_pes,
+                memory,
+            } => {
+                let mut t = [0u8; DECLARE_LEN];
+                t[0..2].copy_from_slice(&PROTO_VERSION.to_le_bytes());
+                t[4..8].copy_from_slice(&uid.to_le_bytes());
+                t[8..12].copy_from_slice(&pes.to_le_bytes());
+                t[12..16].copy_from_slice(&job_pes.to_le_bytes());
+                (
+                    RequestRepr {
+                        sender: SenderId::default(),
+                        token,
+                        body: Request::Control {
+                            code: ControlCode::Unknown(DECLARE_CODE),
+                            arg0: id,
+                            arg1: memory,
+                        },
+                    },
+                    Some(t),
+                )
+            }
+            ControlRequest::Undeclare { id } => (
+                RequestRepr {
+                    sender: SenderId::default(),
+                    token,
+                    body: Request::Control {
+                        code: ControlCode::Unknown(UNDECLARE_CODE),
+                        arg0: id,
+                        arg1: 0,
+                    },
+                },
+                None,
+            ),
         };
         let n = repr.buffer_len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..n]));
@@ -538,6 +602,38 @@ impl ControlRequest {
                 code: ControlCode::Unknown(STATS_CODE),
                 ..
             } => ControlRequest::Stats,
+            Request::Control {
+                code: ControlCode::Unknown(DECLARE_CODE),
+                arg0,
+                arg1,
+            } => {
+                let t = bytes
+                    .get(HEADER_LEN..HEADER_LEN + DECLARE_LEN)
+                    .ok_or(ProtoError::Truncated)?;
+                let version = u16::from_le_bytes([t[0], t[1]]);
+                if version != PROTO_VERSION {
+                    return Err(ProtoError::Version(version));
+                }
+                let word = |at: usize| u32::from_le_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]);
+                let pes = word(8);
+                if pes == 0 {
+                    return Err(ProtoError::Malformed(
+                        "an allocation of 0 PEs (end one with Undeclare)".into(),
+                    ));
+                }
+                ControlRequest::Declare {
+                    id: arg0,
+                    uid: word(4),
+                    pes,
+                    job_pes: word(12),
+                    memory: arg1,
+                }
+            }
+            Request::Control {
+                code: ControlCode::Unknown(UNDECLARE_CODE),
+                arg0,
+                ..
+            } => ControlRequest::Undeclare { id: arg0 },
             Request::Control { code, .. } => {
                 return Err(ProtoError::Unexpected(format!(
                     "CONTROL code {}",
@@ -706,6 +802,33 @@ mod tests {
         });
         round_trip(ControlRequest::Ping);
         round_trip(ControlRequest::Stats);
+        round_trip(ControlRequest::Declare {
+            id: u64::MAX,
+            uid: 65534,
+            pes: u32::MAX,
+            job_pes: 0,
+            memory: 1 << 40,
+        });
+        round_trip(ControlRequest::Undeclare { id: 12345 });
+        // An allocation of no PEs, or a Declare cut short, is refused.
+        let mut buf = [0u8; MAX_MESSAGE];
+        let bad = ControlRequest::Declare {
+            id: 1,
+            uid: 1,
+            pes: 1,
+            job_pes: 0,
+            memory: 0,
+        };
+        let n = bad.emit(1, &mut buf);
+        assert_eq!(
+            ControlRequest::parse(&buf[..n - 1]),
+            Err(ProtoError::Truncated)
+        );
+        buf[n - 8..n - 4].copy_from_slice(&0u32.to_le_bytes());
+        assert!(matches!(
+            ControlRequest::parse(&buf[..n]),
+            Err(ProtoError::Malformed(m)) if m.contains("0 PEs")
+        ));
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct Counters {
     /// Connections or Joins refused because their user holds its share of the node
     /// (control connections, PEs).
     pub user_refused: u64,
+    /// Joins refused for want of an allocation, or beyond one, and Declare/Undeclare
+    /// requests refused because they did not come from root.
+    pub allocation_refused: u64,
     /// Times a network peer's new frames stopped being taken because its replies piled
     /// up (it did not acknowledge).
     pub peers_paused: u64,
@@ -80,6 +83,8 @@ pub struct Gauges {
     pub peer_limit: u64,
     /// Total bytes of segments the service may book.
     pub memory_limit: u64,
+    /// Allocations declared on this node.
+    pub allocations: u64,
 }
 
 /// Whether a statistic only grows or says how things are now.
@@ -261,6 +266,16 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "control.user_refused",
             C,
             "control connections or Joins refused because their user holds its share of the node (connections, PEs)",
+        ),
+        (
+            "control.allocation_refused",
+            C,
+            "Joins refused for want of an allocation or beyond it (`defaults.require_allocation`), and allocations declared by a user other than root",
+        ),
+        (
+            "allocations.active",
+            G,
+            "allocations root declared on this node (`gsas-atomicd --declare`)",
         ),
         ("jobs.started", C, "jobs started here (first Join)"),
         ("jobs.ended", C, "jobs ended because every PE left"),
@@ -456,6 +471,8 @@ pub fn render(
     line("control.uid_refused", counters.uid_refused);
     line("control.fd_refused", counters.fd_refused);
     line("control.user_refused", counters.user_refused);
+    line("control.allocation_refused", counters.allocation_refused);
+    line("allocations.active", gauges.allocations);
     line("jobs.started", counters.jobs_started);
     line("jobs.ended", counters.jobs_ended);
     line("jobs.reclaimed", counters.jobs_reclaimed);

@@ -1218,6 +1218,50 @@ pub(crate) fn attacker() {
             }
             assert!(n < 10_000, "never refused");
         },
+        // Joins under the allocations root declared (or none): a job larger than they allow,
+        // then PEs of a 4-PE job until refused, then a segment of 16 MiB.
+        Some("alloc") => {
+            let mut show = |r: Result<ControlClient, ServiceError>| match r {
+                Ok(c) => {
+                    held.push(c);
+                    "joined".to_string()
+                }
+                Err(e) => format!("refused: {e}"),
+            };
+            let join = |rank: u16, key: u64, npes: u32| {
+                let mut c = ControlClient::connect(&path, T)?;
+                c.join(rank, key, key, info(npes))?;
+                Ok(c)
+            };
+            let huge = show(join(0, 0xa110, 2000));
+            let mut pes = 0;
+            let more = loop {
+                match join(pes, 0xa114, 4) {
+                    Ok(c) => {
+                        held.push(c);
+                        pes += 1;
+                    }
+                    Err(e) => break format!("refused: {e}"),
+                }
+                assert!(pes < 4, "never refused");
+            };
+            let segment = match held.last_mut() {
+                Some(c) => match c.create_segment(pes - 1, SEG_HEAP, 16 << 20) {
+                    Ok(_) => "created".to_string(),
+                    Err(e) => format!("refused: {e}"),
+                },
+                None => "no PE".to_string(),
+            };
+            format!("huge {huge} | joined {pes} | next {more} | segment {segment}")
+        }
+        // A user declaring an allocation for itself.
+        Some("declare") => {
+            let mut c = ControlClient::connect(&path, T).unwrap();
+            match c.declare(99, 65534, 1000, 0, 0) {
+                Ok(()) => "declared".to_string(),
+                Err(e) => format!("refused: {e}"),
+            }
+        }
         // The control-socket fuzzer.
         Some("fuzz") => {
             let f = gsas_tests::attack::fuzz_control(&path, FUZZ_MESSAGES, FUZZ_SEED);
@@ -1313,6 +1357,78 @@ fn as_root(test: &str, why: &str) -> bool {
     }
     gsas_tests::skip::skip(test, gsas_tests::skip::REQUIRE_NETNS, why);
     false
+}
+
+#[test]
+fn only_root_declares_what_a_user_may_run() {
+    if !as_root(
+        "only_root_declares_what_a_user_may_run",
+        "needs root to run a user (nobody) beside the resource manager (root)",
+    ) {
+        return;
+    }
+    // A daemon with defaults.require_allocation: a user's PEs join only under an
+    // allocation root declared (a Slurm prolog would), which bounds them.
+    let SharedNode { dir, exe, mut cfg } = shared_node("alloc");
+    cfg.require_allocation = true;
+    cfg.memory_limit = Some(256 << 20);
+    cfg.user_memory_limit = Some(128 << 20);
+    let s = Service::bind(cfg).unwrap().spawn().unwrap();
+    // Without an allocation, nothing.
+    let none = attack(&exe, "alloc", s.socket_path());
+    assert!(
+        none.said.starts_with("huge refused: ")
+            && none.said.contains("uid 65534 (nobody) has no allocation")
+            && none.said.contains("gsas-atomicd --declare")
+            && none.said.contains("| joined 0 |"),
+        "{}",
+        none.said
+    );
+    drop(none);
+    // A user cannot declare one for itself.
+    let own = attack(&exe, "declare", s.socket_path());
+    assert!(
+        own.said
+            .contains("only root (the resource manager) may declare allocations"),
+        "{}",
+        own.said
+    );
+    drop(own);
+    // Root declares 2 PEs, jobs of at most 4 PEs, 8 MiB.
+    let mut root = ControlClient::connect(s.socket_path(), T).unwrap();
+    root.declare(7, 65534, 2, 4, 8 << 20).unwrap();
+    let under = attack(&exe, "alloc", s.socket_path());
+    let said = &under.said;
+    assert!(
+        said.contains("huge refused: ")
+            && said.contains("a job of 2000 PEs, but the allocation(s) [7] of uid 65534 (nobody) allow jobs of at most 4")
+            && said.contains("| joined 2 |")
+            && said.contains("has 2 PEs on this node, as many as its allocation(s) [7] allow")
+            && said.contains("segment refused: ")
+            && said.contains("its allocation(s) [7] on this node"),
+        "{said}"
+    );
+    let st = root.stats().unwrap();
+    assert_eq!(st.get("allocations.active"), Some(1), "{st}");
+    // 2 Joins without one, 1 Declare of a user, 2 Joins beyond it.
+    assert_eq!(st.get("control.allocation_refused"), Some(5), "{st}");
+    assert_eq!(st.get("pes.active"), Some(2), "{st}");
+    // Root's own jobs need no allocation.
+    let mut mine = join(&s, 0, 0x7007, 0x7007, 1);
+    mine.create_segment(0, SEG_HEAP, 4096).unwrap();
+    // Ended: the running PEs go on, no new one joins.
+    root.undeclare(7).unwrap();
+    root.undeclare(7).unwrap();
+    let after = attack(&exe, "alloc", s.socket_path());
+    assert!(after.said.contains("has no allocation"), "{}", after.said);
+    let st = root.stats().unwrap();
+    assert_eq!(st.get("allocations.active"), Some(0), "{st}");
+    assert_eq!(st.get("pes.active"), Some(3), "{st}");
+    drop(after);
+    drop(under);
+    mine.leave(0, 0x7007).unwrap();
+    s.stop().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -109,6 +109,77 @@ fn configuration_problems_are_reported_before_binding() {
 }
 
 #[test]
+fn allocations_are_declared_and_ended_from_the_command_line() {
+    let dir = scratch("alloc");
+    let port = free_port();
+    let socket = dir.join("atomicd.sock");
+    let f = write_config(
+        &dir,
+        &format!(
+            "[cluster]\nname = \"t\"\n\n[defaults]\nrequire_allocation = true\n\n[[nodes]]\nid = 0\nhost = \"127.0.0.1\"\nudp_port = {port}\ncontrol_socket = \"{}\"\n",
+            socket.display()
+        ),
+    );
+    let mut child = atomicd()
+        .arg("--config")
+        .arg(&f)
+        .args(["--node", "0", "--log-level", "info"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let gauge = |name: &str| -> Option<u64> {
+        let o = run(atomicd().arg("--stats").arg(&socket));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(name)).then(|| w.next()?.parse().ok())?
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(120);
+    while gauge("allocations.active").is_none() {
+        assert!(
+            Instant::now() < until && child.try_wait().unwrap().is_none(),
+            "the daemon did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The daemon's own user (this test's) may declare; the counters follow.
+    // SAFETY: getuid cannot fail.
+    let me = unsafe { libc::getuid() }.to_string();
+    let o = run(atomicd()
+        .arg("declare")
+        .arg(&socket)
+        .args(["--id", "5", "--user", &me, "--pes", "2", "--memory", "8m"]));
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("allocation 5 declared"),
+        "{o:?}"
+    );
+    assert_eq!(gauge("allocations.active"), Some(1));
+    let o = run(atomicd().arg("undeclare").arg(&socket).args(["--id", "5"]));
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(gauge("allocations.active"), Some(0));
+    // A bad command line is a usage error before anything is sent.
+    let o = run(atomicd().arg("declare").arg(&socket).args(["--id", "5"]));
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--user"),
+        "{o:?}"
+    );
+    // SAFETY: kill has no memory arguments.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let out = collect_output(child, Duration::from_secs(60)).unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("allocation 5 for uid"), "{log}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn configured_daemon_serves_reports_and_stops_on_sigterm() {
     let dir = scratch("run");
     let port = free_port();

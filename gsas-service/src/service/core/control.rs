@@ -304,6 +304,46 @@ impl Core {
         match req {
             ControlRequest::Ping => Ok(Outcome::Ack),
             ControlRequest::Stats => Ok(Outcome::Stats(self.stats_text())),
+            ControlRequest::Declare {
+                id,
+                uid,
+                pes,
+                job_pes,
+                memory,
+            } => {
+                self.may_allocate(cred, "declare")?;
+                let a = Allocation {
+                    uid,
+                    pes,
+                    job_pes,
+                    memory,
+                };
+                log::info!(
+                    "{}: allocation {id} for uid {uid} ({}): {pes} PEs here, jobs of {} PEs, {} of memory",
+                    self.cfg.name,
+                    gsas_sys::socket::user_name(uid),
+                    if job_pes == 0 {
+                        "any".to_string()
+                    } else {
+                        job_pes.to_string()
+                    },
+                    if memory == 0 {
+                        "the per-user share".to_string()
+                    } else {
+                        show(memory)
+                    }
+                );
+                self.allocations.insert(id, a);
+                Ok(Outcome::Ack)
+            }
+            ControlRequest::Undeclare { id } => {
+                self.may_allocate(cred, "end")?;
+                // Running PEs go on; an unknown id is fine (an epilog may run twice).
+                if let Some(a) = self.allocations.remove(&id) {
+                    log::info!("{}: allocation {id} of uid {} ended", self.cfg.name, a.uid);
+                }
+                Ok(Outcome::Ack)
+            }
             ControlRequest::Join {
                 rank,
                 job_id,
@@ -407,7 +447,9 @@ impl Core {
                 ),
             ));
         }
-        if let Some(shares) = self.cfg.user_shares() {
+        if let Some(bound) = self.allocated(cred.uid) {
+            self.within_allocation(cred.uid, info.npes, bound)?;
+        } else if let Some(shares) = self.cfg.user_shares() {
             let mine: usize = self
                 .jobs
                 .values()
@@ -541,6 +583,95 @@ impl Core {
         Ok(Outcome::Data(info.encode(), vec![page, event]))
     }
 
+    /// Declare and Undeclare come from root (the resource manager) or the service's own
+    /// user only.
+    fn may_allocate(&mut self, cred: PeerCred, what: &str) -> Result<(), (ErrorCode, String)> {
+        if cred.uid == 0 || cred.uid == self.uid {
+            return Ok(());
+        }
+        self.counters.allocation_refused += 1;
+        Err((
+            ErrorCode::BadKey,
+            format!(
+                "only root (the resource manager) may {what} allocations on {}; uid {} ({}) may not",
+                self.cfg.name,
+                cred.uid,
+                gsas_sys::socket::user_name(cred.uid)
+            ),
+        ))
+    }
+
+    /// What the allocations bind user `uid` to when they apply
+    /// ([`ServiceConfig::require_allocation`], and not root or the service's own user):
+    /// their PEs on this node, the largest job they allow (0: any), their memory (0 when
+    /// one of them leaves it to the share), and their ids. `None`: the shares apply.
+    pub(super) fn allocated(&self, uid: u32) -> Option<(u64, u32, u64, Vec<u64>)> {
+        if !self.cfg.require_allocation || uid == 0 || uid == self.uid {
+            return None;
+        }
+        let mut pes = 0u64;
+        let mut job_pes = Some(0u32);
+        let mut memory = Some(0u64);
+        let mut ids = Vec::new();
+        for (&id, a) in self.allocations.iter().filter(|(_, a)| a.uid == uid) {
+            pes += u64::from(a.pes);
+            job_pes = job_pes
+                .zip((a.job_pes > 0).then_some(a.job_pes))
+                .map(|(x, y)| x.max(y));
+            memory = memory
+                .zip((a.memory > 0).then_some(a.memory))
+                .map(|(x, y)| x + y);
+            ids.push(id);
+        }
+        ids.sort_unstable();
+        Some((pes, job_pes.unwrap_or(0), memory.unwrap_or(0), ids))
+    }
+
+    /// Refuses a Join of user `uid` into a job of `npes` PEs beyond its allocations `bound`
+    /// ([`Core::allocated`]).
+    fn within_allocation(
+        &mut self,
+        uid: u32,
+        npes: u32,
+        bound: (u64, u32, u64, Vec<u64>),
+    ) -> Result<(), (ErrorCode, String)> {
+        let (pes, job_pes, _, ids) = bound;
+        let who = format!("uid {uid} ({})", gsas_sys::socket::user_name(uid));
+        let refused = if ids.is_empty() {
+            Some(format!(
+                "{who} has no allocation on {}: this node admits a user's PEs only under one \
+                 that root declared (defaults.require_allocation; gsas-atomicd --declare, \
+                 e.g. from a Slurm prolog)",
+                self.cfg.name
+            ))
+        } else {
+            let mine: u64 = self
+                .jobs
+                .values()
+                .filter(|j| j.uid == uid)
+                .map(|j| j.pes.len() as u64)
+                .sum();
+            if mine >= pes {
+                Some(format!(
+                    "{who} has {mine} PEs on this node, as many as its allocation(s) {ids:?} allow"
+                ))
+            } else if job_pes > 0 && npes > job_pes {
+                Some(format!(
+                    "a job of {npes} PEs, but the allocation(s) {ids:?} of {who} allow jobs of at most {job_pes}"
+                ))
+            } else {
+                None
+            }
+        };
+        match refused {
+            None => Ok(()),
+            Some(why) => {
+                self.counters.allocation_refused += 1;
+                Err((ErrorCode::Busy, why))
+            }
+        }
+    }
+
     pub(super) fn leave(&mut self, i: usize, key: u64, rank: u16) {
         if let Some(Some(c)) = self.conns.get_mut(i) {
             c.state = ConnState::Left;
@@ -579,6 +710,7 @@ impl Core {
             paused_peers: self.paused.len() as u64,
             peer_limit: self.net.peer_capacity() as u64,
             memory_limit: self.memory_limit.0,
+            allocations: self.allocations.len() as u64,
         }
     }
 

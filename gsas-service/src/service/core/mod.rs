@@ -124,6 +124,15 @@ struct Job {
     pes: BTreeMap<u16, Pe>,
 }
 
+/// An allocation root declared: what one user may run on this node under it.
+#[derive(Clone, Copy, Debug)]
+struct Allocation {
+    uid: u32,
+    pes: u32,
+    job_pes: u32,
+    memory: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ConnState {
     Fresh,
@@ -199,6 +208,8 @@ pub(crate) struct Core {
     service: Box<ShmService>,
     conns: Vec<Option<Conn>>,
     jobs: HashMap<u64, Job>,
+    /// Allocations root declared, by id (see [`ServiceConfig::require_allocation`]).
+    allocations: HashMap<u64, Allocation>,
     tombstones: VecDeque<(u64, String)>,
     /// Jobs that ended cleanly whose network peers linger (closed in the layer), oldest
     /// first, with the time from which they may be freed.
@@ -422,6 +433,7 @@ impl Core {
             service,
             conns: Vec::new(),
             jobs: HashMap::new(),
+            allocations: HashMap::new(),
             tombstones: VecDeque::new(),
             lingering: VecDeque::new(),
             next_number: 1,

@@ -174,7 +174,18 @@ impl Core {
                 ));
             }
         }
-        if let Some(limit) = self.cfg.user_memory_limit {
+        // An allocation with a memory figure replaces the per-user share.
+        let (user_limit, user_source) = match self.allocated(job.uid) {
+            Some((_, _, memory, ids)) if memory > 0 => (
+                Some(memory),
+                format!("its allocation(s) {ids:?} on this node, gsas-atomicd --declare --memory"),
+            ),
+            _ => (
+                self.cfg.user_memory_limit,
+                self.cfg.memory_source.user.clone(),
+            ),
+        };
+        if let Some(limit) = user_limit {
             let user_booked: u64 = self
                 .jobs
                 .values()
@@ -191,7 +202,7 @@ impl Core {
                         show(user_booked),
                         show(limit),
                         self.jobs.values().filter(|j| j.uid == job.uid).count(),
-                        self.cfg.memory_source.user
+                        user_source
                     ),
                 ));
             }
