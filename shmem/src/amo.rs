@@ -22,11 +22,9 @@
 //!
 //! **Thread-safety.** Reentrant.
 
-use std::ffi::c_int;
-use std::sync::atomic::{AtomicU32, AtomicU64};
-
-use gsas_core::service::AmoKind;
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_node::node::atomic_at;
+use std::ffi::c_int;
 
 use crate::ctx_table::{self as ctx, CtxRef};
 use crate::fatal::{boundary, fatal};
@@ -39,27 +37,6 @@ fn width(ty: AtomicType) -> usize {
     match ty {
         AtomicType::I32 | AtomicType::U32 | AtomicType::F32 => 4,
         _ => 8,
-    }
-}
-
-/// Runs `op` on the `width`-byte word at `p` with CPU atomics, through gsas-core's atomic
-/// kernel ([`AmoKind`], the one the service runs); returns the old value (zero-extended),
-/// 0 for SET.
-///
-/// # Safety
-///
-/// `p` valid, aligned to `width`, and accessed only atomically by others meanwhile.
-#[inline(always)]
-pub unsafe fn local(p: *mut u8, op: AtomicOp, width: usize, operand: u64, comparand: u64) -> u64 {
-    let (kind, operand) = AmoKind::from_wire(op, operand);
-    if width == 4 {
-        // SAFETY: the caller guarantees a valid, 4-byte aligned, atomically accessed word.
-        let a = unsafe { AtomicU32::from_ptr(p.cast()) };
-        u64::from(kind.run32(a, operand as u32, comparand as u32))
-    } else {
-        // SAFETY: as above, 8-byte aligned.
-        let a = unsafe { AtomicU64::from_ptr(p.cast()) };
-        kind.run64(a, operand, comparand)
     }
 }
 
@@ -87,7 +64,7 @@ pub unsafe fn amo(
         if let Some(p) = HOT.heap_direct(dest as usize, w, pe) {
             // SAFETY: `p` is in a same-node heap mapping, aligned like `dest` (mapping bases
             // are page aligned); heap words targeted by AMOs are accessed atomically.
-            return unsafe { local(p, op, w, operand, comparand) };
+            return unsafe { atomic_at(p, op, w, operand, comparand) };
         }
     }
     // SAFETY: forwarded.
@@ -171,7 +148,7 @@ unsafe fn amo_general_body(
     }
     if let Some(p) = st.direct_ptr(target, sym) {
         // SAFETY: an aligned word in a same-node mapping, accessed atomically.
-        let old = unsafe { local(p, op, w, operand, comparand) };
+        let old = unsafe { atomic_at(p, op, w, operand, comparand) };
         if let Some(f) = fetch {
             // SAFETY: `f` is writable for `w` bytes by the caller's contract.
             unsafe { write_word(f, old, w) };
@@ -285,26 +262,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn local_atomics_of_both_widths() {
-        let mut w = [0u64; 2];
-        let p = w.as_mut_ptr().cast::<u8>();
-        // SAFETY: `w` is a live, aligned local array accessed only through these calls.
+    fn a_word_result_is_written_at_its_width() {
+        // (The atomics themselves are gsas_node::node::atomic_at's, tested there.)
+        // SAFETY: `out` is a live local array of 8 bytes.
         unsafe {
-            assert_eq!(local(p, AtomicOp::Set, 8, 40, 0), 0);
-            assert_eq!(local(p, AtomicOp::FetchInc, 8, 0, 0), 40);
-            assert_eq!(local(p, AtomicOp::FetchAdd, 8, 9, 0), 41);
-            assert_eq!(local(p, AtomicOp::CompareSwap, 8, 7, 1), 50);
-            assert_eq!(local(p, AtomicOp::CompareSwap, 8, 7, 50), 50);
-            assert_eq!(local(p, AtomicOp::FetchXor, 8, 3, 0), 7);
-            assert_eq!(local(p, AtomicOp::FetchOr, 8, 8, 0), 4);
-            assert_eq!(local(p, AtomicOp::FetchAnd, 8, 6, 0), 12);
-            assert_eq!(local(p, AtomicOp::Swap, 8, 99, 0), 4);
-            assert_eq!(local(p, AtomicOp::Fetch, 8, 0, 0), 99);
-            let q = p.add(12);
-            assert_eq!(local(q, AtomicOp::Swap, 4, 0xffff_ffff, 0), 0);
-            assert_eq!(local(q, AtomicOp::FetchAdd, 4, 2, 0), 0xffff_ffff);
-            assert_eq!(local(q, AtomicOp::Fetch, 4, 0, 0), 1);
-            assert_eq!(local(p.add(8), AtomicOp::Fetch, 4, 0, 0), 0);
             let mut out = [0u8; 8];
             write_word(out.as_mut_ptr(), 0x1122_3344_5566_7788, 4);
             assert_eq!(

@@ -67,7 +67,7 @@ impl Node {
             // SAFETY: `p` lies in a live shared mapping, aligned (mapping bases are page
             // aligned and offset is a multiple of the width), accessed atomically by PEs
             // and the service.
-            let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
+            let old = unsafe { local::atomic_at(p, desc.op(), desc.width(), operand, comparand) };
             return Ok(if desc.fetches() { old } else { 0 });
         }
         if let Some(old) = self.nic_atomic(ctx, pe, seg, offset, op, ty, operand, comparand)? {
@@ -149,7 +149,7 @@ impl Node {
         let width = desc.width();
         if let Some(p) = direct {
             // SAFETY: as in `atomic`.
-            let old = unsafe { local::atomic_at(p, desc, operand, comparand) };
+            let old = unsafe { local::atomic_at(p, desc.op(), desc.width(), operand, comparand) };
             if let Some(d) = dest {
                 // SAFETY: the caller guarantees `d` is valid for `width` bytes.
                 unsafe { watched::store_once(old.to_le_bytes().as_ptr(), d, width) };

@@ -115,6 +115,7 @@ mod error;
 mod keeper;
 mod lifecycle;
 mod local;
+pub use local::atomic_at;
 mod progress;
 mod remote;
 mod rma;

@@ -88,6 +88,7 @@ pub(crate) use stub::VerbsPath;
 mod imp {
     use std::time::Duration;
 
+    use gsas_core::service::AmoKind;
     use gsas_core::wire::{AtomicOp, AtomicType};
     use verbs::mesh::{Exchange, Job};
     use verbs::{AtomicCap, Endpoint, Nic, Region, RemoteKey, Selection, Timing};
@@ -531,23 +532,21 @@ mod imp {
             let add = |ep: &mut Endpoint, v: u64| {
                 Self::retry(ep, |ep| ep.fetch_add(s, 0, key, offset, v))
             };
-            let r = match op {
-                AtomicOp::Fetch => add(ep, 0),
-                AtomicOp::FetchAdd | AtomicOp::Add => add(ep, operand),
-                AtomicOp::FetchInc | AtomicOp::Inc => add(ep, 1),
-                AtomicOp::CompareSwap => Self::retry(ep, |ep| {
+            // The wire operation resolved by the one atomic kernel (gsas-core's AmoKind):
+            // what the service and the same-node path run, here as the NIC's fetch-add and
+            // compare-swap.
+            let (kind, operand) = AmoKind::from_wire(op, operand);
+            let r = match kind {
+                AmoKind::Fetch => add(ep, 0),
+                AmoKind::Add => add(ep, operand),
+                AmoKind::CompareSwap => Self::retry(ep, |ep| {
                     ep.compare_swap(s, 0, key, offset, comparand, operand)
                 }),
-                _ => {
-                    let next = |old: u64| match op {
-                        AtomicOp::Set | AtomicOp::Swap => operand,
-                        AtomicOp::FetchAnd | AtomicOp::And => old & operand,
-                        AtomicOp::FetchOr | AtomicOp::Or => old | operand,
-                        _ => old ^ operand,
-                    };
+                AmoKind::Set | AmoKind::Swap | AmoKind::And | AmoKind::Or | AmoKind::Xor => {
                     add(ep, 0).and_then(|mut old| {
                         loop {
-                            let new = next(old);
+                            // Never `None`: only Fetch and a failed compare-swap give none.
+                            let new = kind.apply(old, operand, 0).unwrap_or(old);
                             let got =
                                 Self::retry(ep, |ep| ep.compare_swap(s, 0, key, offset, old, new))?;
                             if got == old {

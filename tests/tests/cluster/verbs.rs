@@ -542,6 +542,55 @@ fn atomics(node: &Node) {
         "PE {me}: u32"
     );
     node.barrier_all().unwrap();
+    // Every 64-bit operation once, from PE 0 on the next PE's word (offloaded to the NIC
+    // with `glob` devices: fetch-add, compare-swap, and compare-swap loops for the rest),
+    // with the old values each returns.
+    if me == 0 {
+        let t = 1 % n;
+        let mut op = |op: AtomicOp, operand: u64, comparand: u64| {
+            node.atomic(
+                CTX,
+                t,
+                HEAP,
+                counters,
+                op,
+                AtomicType::U64,
+                operand,
+                comparand,
+            )
+            .unwrap()
+        };
+        op(AtomicOp::Set, 0, 0);
+        let seen = [
+            op(AtomicOp::Swap, 40, 0),
+            op(AtomicOp::FetchAdd, 2, 0),
+            op(AtomicOp::FetchInc, 0, 0),
+            op(AtomicOp::CompareSwap, 7, 43),
+            op(AtomicOp::CompareSwap, 9, 1),
+            op(AtomicOp::FetchXor, 3, 0),
+            op(AtomicOp::FetchOr, 8, 0),
+            op(AtomicOp::FetchAnd, 6, 0),
+            op(AtomicOp::Fetch, 0, 0),
+            op(AtomicOp::Set, 99, 0),
+            op(AtomicOp::Fetch, 0, 0),
+        ];
+        assert_eq!(
+            seen,
+            [0, 40, 42, 43, 7, 7, 4, 12, 4, 0, 99],
+            "PE 0 on PE {t}"
+        );
+        for (o, x) in [
+            (AtomicOp::Add, 1),
+            (AtomicOp::Inc, 0),
+            (AtomicOp::Xor, 0xf0),
+        ] {
+            op(o, x, 0);
+        }
+        op(AtomicOp::And, 0xff, 0);
+        op(AtomicOp::Or, 0x100, 0);
+        assert_eq!(op(AtomicOp::Fetch, 0, 0), ((99 + 2) ^ 0xf0) & 0xff | 0x100);
+    }
+    node.barrier_all().unwrap();
     node.free(counters).unwrap();
 }
 
