@@ -547,7 +547,7 @@ fn atomics(node: &Node) {
     // with the old values each returns.
     if me == 0 {
         let t = 1 % n;
-        let mut op = |op: AtomicOp, operand: u64, comparand: u64| {
+        let op = |op: AtomicOp, operand: u64, comparand: u64| {
             node.atomic(
                 CTX,
                 t,
