@@ -13,7 +13,7 @@
 //!   40-bit byte offset (1 TiB per region). An NVA whose region is not registered, or whose
 //!   range runs past the region's end, is a translation fault (`LOCAL_XLAT_FAULT` or
 //!   `REMOTE_XLAT_FAULT`).
-//! * **In-process model** ([`crate::io::model::ModelRegistrar`]): the same layout as the
+//! * **In-process model** (`exanet_emu::model::ModelRegistrar`): the same layout as the
 //!   emulator, without a socket.
 //!
 //! # Registration protocol (emulator)

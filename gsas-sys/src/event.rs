@@ -54,9 +54,8 @@ impl SignalFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: signalfd returned a new descriptor that nothing else owns.
-        Ok(SignalFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(SignalFd { fd })
     }
 
     /// The next pending signal, if any (never blocks).
@@ -115,9 +114,8 @@ impl EventFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: a descriptor just created by eventfd and owned by no one else.
-        Ok(EventFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(EventFd { fd })
     }
 
     /// Wraps a descriptor received from elsewhere (it must be an eventfd).

@@ -91,10 +91,8 @@ fn main() {
     assert_eq!(INITIALISED[5].load(Ordering::Acquire), 0x4444);
     assert_eq!(ZEROED[7].load(Ordering::Acquire), 5);
     // SAFETY: single-threaded; a volatile read, since the write came through another mapping.
-    assert_eq!(
-        unsafe { std::ptr::read_volatile(&raw const PLAIN[0]) },
-        0x5555
-    );
+    let got = unsafe { std::ptr::read_volatile(&raw const PLAIN[0]) };
+    assert_eq!(got, 0x5555);
 
     // The process keeps working on remapped statics: threads, allocation, formatting.
     let t = std::thread::spawn(|| {

@@ -75,10 +75,8 @@ fn barrier(shmem: &Shmem) -> String {
     for round in 0..50u64 {
         mine.write(0, round);
         // SAFETY: the shared team's handle.
-        assert_eq!(
-            unsafe { shmem_team_sync((&raw const gsas_shmem_team_shared).cast()) },
-            0
-        );
+        let got = unsafe { shmem_team_sync((&raw const gsas_shmem_team_shared).cast()) };
+        assert_eq!(got, 0);
         for p in 0..shared.n_pes() {
             let world = shared.translate_pe(p, &shmem.team_world()).unwrap();
             let ptr = shmem.ptr(mine.at(0), world).expect("a same-node PE");

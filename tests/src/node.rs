@@ -467,9 +467,9 @@ fn contexts(node: &Node) {
         );
     }
     let mut theirs = vec![0u8; 16 * n as usize];
+    let mut fetched = [0u8; 8];
     // SAFETY: `theirs` and `fetched` live until after the quiets below and are not touched
     // meanwhile.
-    let mut fetched = [0u8; 8];
     unsafe {
         node.get_nbi(c1, right, HEAP, region, theirs.as_mut_ptr(), theirs.len())
             .unwrap();

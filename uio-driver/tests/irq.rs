@@ -240,10 +240,8 @@ fn open_pty() -> Pty {
     assert_eq!(unsafe { libc::unlockpt(fd) }, 0);
     let mut name = [0 as libc::c_char; 128];
     // SAFETY: `name` is a writable buffer of the length passed.
-    assert_eq!(
-        unsafe { libc::ptsname_r(fd, name.as_mut_ptr(), name.len()) },
-        0
-    );
+    let got = unsafe { libc::ptsname_r(fd, name.as_mut_ptr(), name.len()) };
+    assert_eq!(got, 0);
     // SAFETY: ptsname_r wrote a NUL-terminated string into `name`.
     let slave_path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
         .to_str()
@@ -261,10 +259,8 @@ fn open_pty() -> Pty {
     // SAFETY: `tio` is a valid termios obtained above.
     unsafe { libc::cfmakeraw(&mut tio) };
     // SAFETY: `slave` is an open tty and `tio` a valid termios.
-    assert_eq!(
-        unsafe { libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &tio) },
-        0
-    );
+    let got = unsafe { libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &tio) };
+    assert_eq!(got, 0);
     Pty {
         master,
         _slave: slave,

@@ -110,6 +110,8 @@ fn rma_initiator() {
     let a = buf.addr();
     // Unsignaled big WRITE: it completes silently; the READ of the same bytes after it on
     // this QP must see it (the responder executes in order).
+    // SAFETY: the work request's keys and addresses name memory registered on the
+    // two endpoints, alive until its completion is polled below.
     post(&mut ep, 10, WorkRequestFlags::none(), |w| unsafe {
         w.setup_write(peer.rkey, peer.addr)
             .setup_sge(mr.lkey(), a, BIG as u32)
@@ -117,10 +119,14 @@ fn rma_initiator() {
     let mut inline = pattern(2, 32);
     write_inline(&mut ep, 11, &inline, &peer, 200_000);
     inline.fill(0); // the data was taken at post time
+    // SAFETY: the work request's keys and addresses name memory registered on the
+    // two endpoints, alive until its completion is polled below.
     post(&mut ep, 12, WorkRequestFlags::Signaled, |w| unsafe {
         w.setup_write_imm(peer.rkey, peer.addr + 150_000, IMM)
             .setup_sge(mr.lkey(), a + 110_000, 4096)
     });
+    // SAFETY: the work request's keys and addresses name memory registered on the
+    // two endpoints, alive until its completion is polled below.
     post(&mut ep, 13, WorkRequestFlags::Signaled, |w| unsafe {
         w.setup_send().setup_sge(mr.lkey(), a + 120_000, 1000)
     });
@@ -370,6 +376,8 @@ fn errors_initiator() {
         let wcs = wait_cq(&ep.cq, 1);
         assert_eq!(wcs[0].wr_id, 1, "{what}: {wcs:?}");
         assert_eq!(wcs[0].status, status as u32, "{what}: {wcs:?}");
+        // SAFETY: the work request's keys and addresses name memory registered on the
+        // two endpoints, alive until its completion is polled below.
         post(ep, 2, WorkRequestFlags::Signaled, |w| unsafe {
             w.setup_write(0, 0).setup_sge(mr.lkey(), a, 8)
         });
@@ -412,12 +420,16 @@ fn errors_initiator() {
     );
     // Case 5: a local key that does not exist.
     let p = peers[5];
+    // SAFETY: the work request's keys and addresses name memory registered on the
+    // two endpoints, alive until its completion is polled below.
     post(&mut eps[5], 1, WorkRequestFlags::Signaled, |w| unsafe {
         w.setup_write(p.rkey, p.addr)
             .setup_sge(mr.lkey() ^ 0x0010_0000, a, 64)
     });
     expect_fail(&mut eps[5], St::LocalProtectionError, "bad lkey");
     // Case 6: a SEND with no receive posted, RNR retry 1.
+    // SAFETY: the work request's keys and addresses name memory registered on the
+    // two endpoints, alive until its completion is polled below.
     post(&mut eps[6], 1, WorkRequestFlags::Signaled, |w| unsafe {
         w.setup_send().setup_sge(mr.lkey(), a, 64)
     });

@@ -19,7 +19,7 @@
 //!
 //! A driver opens endpoint `k` of node `i` with [`EmuPaths::open_shm`] (or
 //! `uio_driver::EmuSource::new("exanet-ep<k>", "<root>/node<i>/ep<k>")` and
-//! [`crate::Shm::open`]), its interrupt with [`EmuPaths::irq`] and its registrar with
+//! `exanet::io::shm::Shm::open`), its interrupt with [`EmuPaths::irq`] and its registrar with
 //! [`EmuPaths::registrar`].
 //!
 //! The NI work of each node is a [`crate::device::NiDevice`]; frames between nodes keep

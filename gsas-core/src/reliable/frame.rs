@@ -475,7 +475,7 @@ pub enum RefusalReason {
     /// as the receiver allows per user, over all of the user's jobs there.
     UserFull,
     /// Not a refusal for good: the receiver keeps no state for an unknown sender until it
-    /// echoes the cookie this carries ([`Refusal::cookie`]); see the module docs.
+    /// echoes the cookie this carries ([`Refusal::cookie`](super::Refusal::cookie)); see the module docs.
     Challenge,
     /// A code this version does not know.
     Unknown(u8),

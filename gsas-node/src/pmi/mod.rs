@@ -1,7 +1,7 @@
 //! PMI bootstrap: how the processes of a job find each other.
 //!
 //! What it is: the client every PE uses at start-up ([`Client`]) and the server gsas's
-//! launcher runs ([`Server`]), speaking the PMI-1 "simple" wire protocol of MPICH's
+//! launcher runs (`gsas_launch::pmi::Server`), speaking the PMI-1 "simple" wire protocol of MPICH's
 //! Hydra: one ASCII line per request or response, `cmd=<name>( <key>=<value>)*`, strictly
 //! one request at a time. The client also speaks PMI-2 (length-framed
 //! `cmd=<name>;<key>=<value>;` messages) when the launcher offers it, as Slurm's
@@ -17,9 +17,9 @@
 //! What it is not: a PMI-2 or PMIx server (gsas's launcher serves PMI-1), dynamic process
 //! management (`spawn`), or a data channel: a value costs one request per ~470 bytes.
 //!
-//! Thread-safety: [`Client`] and [`Server`] are `Send` and used from one thread at a time
+//! Thread-safety: [`Client`] and `gsas_launch::pmi::Server` are `Send` and used from one thread at a time
 //! (the runtime keeps the client behind a mutex; the launcher runs the server on its
-//! own thread); [`ShutdownHandle`] is `Send + Sync`. Every blocking wait has a timeout.
+//! own thread); `ShutdownHandle` is `Send + Sync`. Every blocking wait has a timeout.
 //!
 //! ```
 //! use gsas_node::pmi::{Client, ClientConfig};

@@ -373,21 +373,24 @@ impl Pmix {
     /// The bytes stored under `key` by `rank` (a byte object or a string).
     pub(crate) fn get_bytes(&self, rank: u32, key: &str) -> Result<Option<Vec<u8>>, PmiError> {
         self.get_with(rank, key, |v| match v.kind {
-            // SAFETY (both arms): the type tag says which union member PMIx filled; a
-            // byte object's pointer covers `size` bytes, a string is NUL-terminated.
             T_BYTE_OBJECT => {
+                // SAFETY: the type tag says PMIx filled the byte object member.
                 let bo = unsafe { v.data.bo };
                 Some(if bo.bytes.is_null() || bo.size == 0 {
                     Vec::new()
                 } else {
+                    // SAFETY: a byte object's non-null pointer covers `size` bytes, alive
+                    // while `v` is.
                     unsafe { std::slice::from_raw_parts(bo.bytes.cast::<u8>(), bo.size) }.to_vec()
                 })
             }
             T_STRING => {
+                // SAFETY: the type tag says PMIx filled the string member.
                 let s = unsafe { v.data.string };
                 Some(if s.is_null() {
                     Vec::new()
                 } else {
+                    // SAFETY: a non-null PMIx string is NUL-terminated, alive while `v` is.
                     unsafe { CStr::from_ptr(s) }.to_bytes().to_vec()
                 })
             }

@@ -78,8 +78,8 @@
 //! 100 ms otherwise.
 //!
 //! **Remote FORK** is served only when a [`ForkHandler`] is installed with
-//! [`Service::set_fork_handler`] (`gsas-atomicd` installs [`crate::fork::server::ForkServer`]
-//! when its configuration enables FORK; see [`crate::fork`] for the security model).
+//! [`Service::set_fork_handler`] (`gsas-atomicd` installs `gsas_launch::fork::server::ForkServer`
+//! when its configuration enables FORK; see `gsas_launch::fork` for the security model).
 //! Without one, FORK requests are answered with ERROR(NotSupported); every refusal is
 //! counted (`fork.refused`) and logged with the sender's address.
 //!
@@ -269,7 +269,7 @@ pub struct MemorySource {
 }
 
 /// Executes remote FORK requests; see [`Service::set_fork_handler`]. The daemon's
-/// implementation is [`crate::fork::server::ForkServer`].
+/// implementation is `gsas_launch::fork::server::ForkServer`.
 pub trait ForkHandler: Send {
     /// Handles one fragment of a launch specification sent by `from` with job key
     /// `job_key`. `Ok` is answered with ACK, `Err(code)` with ERROR(code) (and counted in

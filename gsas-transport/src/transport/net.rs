@@ -4,11 +4,11 @@
 //! [`UdpTransport`] or an [`ExanetLink`] (plus, for a service, its UDP socket for host
 //! actions such as remote FORK), with [`NetPeer`]s whose address is a socket address or an
 //! Exanet endpoint ([`NetAddr`]). The runtime puts one reliability layer
-//! ([`OwnedReliable`](crate::service::net::OwnedReliable)) over it, whatever the choice.
+//! (`OwnedReliable` of `gsas_service`) over it, whatever the choice.
 //! Dispatch is a `match` on the variant (no trait objects): the UDP variant forwards every
 //! call, `send_parts` included, straight to the UDP transport.
 //!
-//! What it is not: the choice itself (a service's [`ServiceConfig::exanet`](crate::service::ServiceConfig),
+//! What it is not: the choice itself (a service's `gsas_service::service::ServiceConfig::exanet`,
 //! the transport its PEs learn when they join).
 //!
 //! Thread-safety: a single-owner value used through `&mut self` (`Send`).

@@ -16,7 +16,7 @@
 //! [`MapIndex`] is a [`PeerIndex`] over a std `HashMap`: no fixed hash-table size to choose,
 //! and slots are handed out in order of first appearance up to the table's capacity; it
 //! admits every peer (PEs and the FORK sender talk only to services they chose). A
-//! service uses its own index ([`super::peers::JobIndex`]).
+//! service uses its own index (`JobIndex` of `gsas_service`).
 //!
 //! Thread-safety: single owner (`Send` when the inner transport and peer type are);
 //! used through `&mut self`.

@@ -94,12 +94,16 @@ macro_rules! abi_fn {
             pub unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef::DEFAULT;
                 let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef::DEFAULT;
                 let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("shmem_ctx_", $(stringify!($p)),+))]
@@ -108,6 +112,8 @@ macro_rules! abi_fn {
             ) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef(ctx_handle);
                 let $call: &'static str = concat!("shmem_ctx_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_ctx_", $(stringify!($p)),+))]
@@ -116,6 +122,8 @@ macro_rules! abi_fn {
             ) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef(ctx_handle);
                 let $call: &'static str = concat!("pshmem_ctx_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
         }
@@ -128,11 +136,15 @@ macro_rules! abi_fn {
             #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
         }
@@ -144,11 +156,15 @@ macro_rules! abi_fn {
             #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn shmem($($arg: $ty),*) -> ! {
                 let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract, which is all the body
+                // needs.
                 $crate::fatal::boundary_noreturn($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
             pub unsafe extern "C" fn pshmem($($arg: $ty),*) -> ! {
                 let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract, which is all the body
+                // needs.
                 $crate::fatal::boundary_noreturn($call, move || unsafe { $body })
             }
         }
@@ -161,11 +177,15 @@ macro_rules! abi_fn {
             #[unsafe(export_name = concat!($(stringify!($p)),+))]
             pub unsafe extern "C" fn legacy($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!($(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("p", $(stringify!($p)),+))]
             pub unsafe extern "C" fn profiling($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!("p", $(stringify!($p)),+);
+                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
+                // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
         }

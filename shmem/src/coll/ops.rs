@@ -138,13 +138,19 @@ macro_rules! int_kernels {
             impl Kernels for $t {
                 fn kernel(op: Op) -> Option<Kernel> {
                     Some(match op {
-                        // SAFETY (all arms): `fold`'s contract is `Kernel`'s.
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::And => |a, x, n| unsafe { fold::<$t>(a, x, n, |p, q| p & q) },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Or => |a, x, n| unsafe { fold::<$t>(a, x, n, |p, q| p | q) },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Xor => |a, x, n| unsafe { fold::<$t>(a, x, n, |p, q| p ^ q) },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Max => |a, x, n| unsafe { fold::<$t>(a, x, n, |p, q| p.max(q)) },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Min => |a, x, n| unsafe { fold::<$t>(a, x, n, |p, q| p.min(q)) },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Sum => |a, x, n| unsafe { fold::<$t>(a, x, n, <$t>::wrapping_add) },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Prod => |a, x, n| unsafe { fold::<$t>(a, x, n, <$t>::wrapping_mul) },
                     })
                 }
@@ -159,14 +165,17 @@ macro_rules! float_kernels {
             impl Kernels for $t {
                 fn kernel(op: Op) -> Option<Kernel> {
                     Some(match op {
-                        // SAFETY (all arms): `fold`'s contract is `Kernel`'s.
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Max => |a, x, n| unsafe {
                             fold::<$t>(a, x, n, |p, q| if q > p { q } else { p })
                         },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Min => |a, x, n| unsafe {
                             fold::<$t>(a, x, n, |p, q| if q < p { q } else { p })
                         },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Sum => |a, x, n| unsafe { fold::<$t>(a, x, n, |p, q| p + q) },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Prod => |a, x, n| unsafe { fold::<$t>(a, x, n, |p, q| p * q) },
                         Op::And | Op::Or | Op::Xor => return None,
                     })
@@ -182,10 +191,11 @@ macro_rules! complex_kernels {
             impl Kernels for $t {
                 fn kernel(op: Op) -> Option<Kernel> {
                     Some(match op {
-                        // SAFETY (both arms): `fold`'s contract is `Kernel`'s.
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Sum => |a, x, n| unsafe {
                             fold::<$t>(a, x, n, |p, q| $t { re: p.re + q.re, im: p.im + q.im })
                         },
+                        // SAFETY: `fold`'s contract is `Kernel`'s.
                         Op::Prod => |a, x, n| unsafe {
                             fold::<$t>(a, x, n, |p, q| $t {
                                 re: p.re * q.re - p.im * q.im,

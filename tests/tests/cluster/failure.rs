@@ -150,10 +150,8 @@ fn kill_9_ends_the_job(name: &str, fork: bool, victim: usize) {
     let mut child = cmd.spawn().unwrap();
     let pids = wait_ready(&dir, 4, &mut child, Duration::from_secs(300));
     // SAFETY: kill has no memory arguments.
-    assert_eq!(
-        unsafe { libc::kill(pids[victim] as libc::pid_t, libc::SIGKILL) },
-        0
-    );
+    let got = unsafe { libc::kill(pids[victim] as libc::pid_t, libc::SIGKILL) };
+    assert_eq!(got, 0);
     let t0 = Instant::now();
     let out = collect_output(child, Duration::from_secs(60)).unwrap();
     let took = t0.elapsed();
@@ -347,10 +345,8 @@ fn node_death_is_explained(
     let mut child = shmem_job(&file, &dir, false, scenario, &[]);
     let pids = wait_ready(&dir, 4, &mut child, Duration::from_secs(300));
     // SAFETY: kill has no memory arguments.
-    assert_eq!(
-        unsafe { libc::kill(ds[node].child.id() as libc::pid_t, signal) },
-        0
-    );
+    let got = unsafe { libc::kill(ds[node].child.id() as libc::pid_t, signal) };
+    assert_eq!(got, 0);
     let out = collect_output(child, Duration::from_secs(300)).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(255), "{err}");

@@ -135,10 +135,8 @@ fn under_hydra_a_pe_says_where_it_waits_on_sigquit_and_goes_on() {
     // Ready a moment before it waits: ask until it answers from its wait.
     'ask: for _ in 0..30 {
         // SAFETY: kill has no memory arguments.
-        assert_eq!(
-            unsafe { libc::kill(pids[1] as libc::pid_t, libc::SIGQUIT) },
-            0
-        );
+        let got = unsafe { libc::kill(pids[1] as libc::pid_t, libc::SIGQUIT) };
+        assert_eq!(got, 0);
         let until = std::time::Instant::now() + Duration::from_secs(5);
         while std::time::Instant::now() < until {
             if let Ok(l) = lines.recv_timeout(Duration::from_millis(100)) {
@@ -154,11 +152,8 @@ fn under_hydra_a_pe_says_where_it_waits_on_sigquit_and_goes_on() {
     // It went on waiting: both PEs still run.
     for pid in &pids {
         // SAFETY: signal 0 only checks that the process exists.
-        assert_eq!(
-            unsafe { libc::kill(*pid as libc::pid_t, 0) },
-            0,
-            "{seen:#?}"
-        );
+        let got = unsafe { libc::kill(*pid as libc::pid_t, 0) };
+        assert_eq!(got, 0, "{seen:#?}");
     }
     for pid in &pids {
         // SAFETY: kill has no memory arguments.

@@ -181,10 +181,8 @@ fn kill_9_of_a_pe_ends_the_job_within_2_s() {
     let (child, pids) = hanging_job(4, &dir);
     let victim = pids[2];
     // SAFETY: kill has no memory arguments.
-    assert_eq!(
-        unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) },
-        0
-    );
+    let got = unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) };
+    assert_eq!(got, 0);
     let t0 = Instant::now();
     let out = collect_output(child, Duration::from_secs(60)).unwrap();
     let took = t0.elapsed();
@@ -217,10 +215,8 @@ fn sigterm_to_oshrun_ends_the_job() {
     let dir = gsas_tests::node::scratch_dir("sigterm");
     let (child, pids) = hanging_job(2, &dir);
     // SAFETY: kill has no memory arguments.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    let got = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(got, 0);
     let out = collect_output(child, Duration::from_secs(60)).unwrap();
     assert_eq!(
         out.status.code(),
@@ -339,10 +335,8 @@ fn sigquit_makes_every_pe_say_where_it_waits_and_the_job_goes_on() {
     // every PE said where it is (each SIGQUIT makes every PE print one line).
     for _ in 0..30 {
         // SAFETY: kill has no memory arguments.
-        assert_eq!(
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGQUIT) },
-            0
-        );
+        let got = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGQUIT) };
+        assert_eq!(got, 0);
         let until = Instant::now() + Duration::from_secs(5);
         while Instant::now() < until && !found.iter().all(|f| *f) {
             if let Ok(l) = lines.recv_timeout(Duration::from_millis(100)) {

@@ -169,10 +169,8 @@ fn allocations_are_declared_and_ended_from_the_command_line() {
         "{o:?}"
     );
     // SAFETY: kill has no memory arguments.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    let got = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(got, 0);
     let out = collect_output(child, Duration::from_secs(60)).unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("allocation 5 for uid"), "{log}");
@@ -243,10 +241,8 @@ fn configured_daemon_serves_reports_and_stops_on_sigterm() {
         "{o:?}"
     );
     // SAFETY: kill has no memory arguments.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-        0
-    );
+    let got = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(got, 0);
     let out = collect_output(child, Duration::from_secs(60)).unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{log}");

@@ -259,11 +259,8 @@ fn the_pes_end_when_the_launcher_connection_drops() {
     }
     for pid in pids {
         // SAFETY: signal 0 only checks whether the process exists.
-        assert_ne!(
-            unsafe { libc::kill(pid as i32, 0) },
-            0,
-            "pid {pid} survived"
-        );
+        let got = unsafe { libc::kill(pid as i32, 0) };
+        assert_ne!(got, 0, "pid {pid} survived");
     }
     let _ = &mut s;
 }

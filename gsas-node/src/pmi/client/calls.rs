@@ -266,7 +266,7 @@ impl Client {
     /// spaces, `=` and `;` replaced by `_`.
     ///
     /// The caller must then exit with `code` itself (Hydra kills the other ranks and
-    /// exits with `code`; gsas's launcher reports an [`super::Event::Abort`]). For a
+    /// exits with `code`; gsas's launcher reports an `Event::Abort` of `gsas_launch::pmi`). For a
     /// singleton there is nobody to tell and this only marks the client finished.
     ///
     /// `abort` is still allowed after an earlier request failed, since that is when a PE
