@@ -1,4 +1,5 @@
-// Over 1,000 lines: `init` is one sequence of steps sharing their locals (listed below), and its unit tests sit beside it.
+// Over 1,000 lines: the steps of `init` (one value per step done, one method per step, the
+// order below) and their unit tests sit together.
 //! How a PE starts: [`Node::init`](super::Node::init) step by step.
 //!
 //! 1. **Data segment** (only with [`NodeOptions::remap_data`](super::NodeOptions)): before
@@ -34,6 +35,11 @@
 //!    `GSAS_DIRECT=0`); the PE's UDP socket is bound on its node's address; the engines and
 //!    the heap allocator are built. **Barrier**: after it every PE of the job is fully set
 //!    up, and the services need no bootstrap state.
+//!
+//! In the code each step is a method of the value the step before made: `init` is
+//! `Started::start` (1-3), `exchange` (4-5), `Placed::join_service` (6 and the joins of 7),
+//! `Serving::create_segments` (the segments of 7 and 8), `Mapped::connect_verbs` (RDMA
+//! between verbs nodes) and `Mapped::connect` (the engines of 8 and the last barrier).
 //!
 //! Every PE passes the same number of PMI barriers whatever its environment, so a
 //! disagreement is reported, not deadlocked. Every wait is bounded by
@@ -486,333 +492,618 @@ fn open_pe_endpoint(
     Ok((link, wake))
 }
 
-/// [`Node::init`](super::Node::init).
+/// [`Node::init`](super::Node::init): the steps of the module docs, each a method of the
+/// value the step before made.
 pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
-    let remapped = if options.remap_data {
-        Some(remap_data()?)
-    } else {
-        None
-    };
-    let env = RuntimeConfig::from_env().map_err(|e| NodeError::Config(e.to_string()))?;
-    let boot_timeout = Duration::from_millis(env.boot_timeout_ms);
-    let mut pmi = pmi::Client::from_env_with(ClientConfig {
-        barrier_timeout: boot_timeout,
-        ..ClientConfig::default()
-    })
-    .map_err(pmi_err("PMI bootstrap"))?;
-    let (rank, size) = (pmi.rank(), pmi.size());
-    if size > MAX_PES {
-        return Err(NodeError::Config(format!(
-            "a job of {size} PEs: at most {} are supported",
-            MAX_PES
-        )));
-    }
-    crate::log::init(&format!("pe{rank}"), env.log);
-    // A PE that sleeps in a wait preempts compute-bound processes when it is woken.
-    crate::config::apply_sched_slice(env.sched_slice_us, &format!("PE {rank}"));
-    log::info!(
-        "PMI: rank {rank} of {size}, {:?} over {:?}",
-        pmi.protocol(),
-        pmi.connection()
-    );
-    let cluster = load_cluster(&env)?;
-    let host = gsas_sys::process::hostname().unwrap_or_else(|_| "localhost".into());
-    let hint = env.node.or_else(|| {
-        let c = cluster.as_ref()?;
-        let mut matches = c
-            .nodes()
-            .iter()
-            .filter(|n| n.host == host || n.name == host);
-        let first = matches.next()?;
-        matches.next().is_none().then_some(first.id)
-    });
+    Started::start(options)?
+        .exchange()?
+        .join_service()?
+        .create_segments()?
+        .connect_verbs()?
+        .connect()
+}
 
-    // Exchange 1: entries.
-    let job_from_env = env.job_id.zip(env.job_key);
-    let rank0_job = if rank == 0 {
-        Some(match job_from_env {
-            Some(j) => j,
-            None => {
-                let r = |what: &str| {
-                    gsas_sys::process::random_nonzero_u64()
-                        .map_err(|e| NodeError::Config(format!("drawing the {what}: {e}")))
-                };
-                (r("job id")?, r("job key")?)
-            }
-        })
-    } else {
-        None
-    };
-    let entry = Entry {
-        hint,
-        job: rank0_job,
-        host: host.clone(),
-    };
-    pmi.kvs_put(&format!("gsas-r{rank}"), &entry.encode())
-        .map_err(pmi_err("publishing this PE's entry"))?;
-    pmi.barrier()
-        .map_err(pmi_err("PMI barrier (exchange of PE entries)"))?;
+/// Steps 1-3 done: the data segment remapped, PMI up, the environment and the cluster file
+/// read, this PE's node hint.
+struct Started {
+    options: NodeOptions,
+    remapped: Option<(DataSegment, Segment)>,
+    env: RuntimeConfig,
+    boot_timeout: Duration,
+    pmi: pmi::Client,
+    rank: u32,
+    size: u32,
+    cluster: Option<Cluster>,
+    host: String,
+    hint: Option<u16>,
+}
 
-    // Exchange 2: the job table.
-    if rank == 0 {
-        let mut entries = Vec::with_capacity(size as usize);
-        let mut bad = None;
-        for r in 0..size {
-            let v = pmi
-                .kvs_get_from(r, &format!("gsas-r{r}"))
-                .map_err(pmi_err(format!("reading the entry of PE {r}")))?;
-            match v.as_deref().and_then(Entry::decode) {
-                Some(e) => entries.push(e),
-                None => {
-                    bad.get_or_insert(format!("PE {r} published no readable entry"));
-                    entries.push(Entry {
-                        hint: None,
-                        job: None,
-                        host: String::new(),
-                    });
-                }
-            }
-        }
-        let job = rank0_job.unwrap_or((0, 0));
-        let launcher = launcher_nodes(&mut pmi, size);
-        let value = match bad.map_or_else(|| make_table(&entries, job, launcher.as_deref()), Err) {
-            Ok(t) => t.encode(),
-            Err(msg) => {
-                let mut v = vec![TABLE_ERROR];
-                v.extend_from_slice(msg.as_bytes());
-                v
-            }
+/// Steps 4-5 done: the job table, and where this PE sits in it.
+struct Placed {
+    started: Started,
+    table: Table,
+    node: u16,
+    nodes: Vec<u16>,
+    leader: u32,
+    local_pes: Vec<u32>,
+    deadline: Duration,
+}
+
+/// Step 6 and 7's joins done: this PE joined its node's service; every node's service
+/// address is known.
+struct Serving {
+    placed: Placed,
+    embedded: Option<ServiceThread>,
+    service_path: PathBuf,
+    control: ControlClient,
+    joined: crate::service::Joined,
+    node_addrs: Vec<(u16, NetAddr)>,
+    verbs_rma: bool,
+    service_mtu: usize,
+}
+
+/// Steps 7 and 8's segments done: this PE's and its same-node peers' mapped, the ring, the
+/// verbs connections.
+struct Mapped {
+    serving: Serving,
+    maps: Vec<Segment>,
+    mappings: Vec<Mapping>,
+    own_sizes: [u64; MAPPED],
+    data: Option<DataSegment>,
+    ring: Option<ShmRing>,
+    udp_mtu: usize,
+    verbs: Option<super::verbs::VerbsPath>,
+}
+
+impl Started {
+    /// Steps 1-3.
+    fn start(options: NodeOptions) -> Result<Started, NodeError> {
+        let remapped = if options.remap_data {
+            Some(remap_data()?)
+        } else {
+            None
         };
-        pmi.kvs_put("gsas-table", &value)
-            .map_err(pmi_err("publishing the job table"))?;
-    }
-    pmi.barrier().map_err(pmi_err("PMI barrier (job table)"))?;
-    let table_bytes = pmi
-        .kvs_get_from(0, "gsas-table")
-        .map_err(pmi_err("reading the job table"))?
-        .ok_or_else(|| NodeError::Config("rank 0 published no job table".into()))?;
-    let table = Table::decode(&table_bytes).map_err(NodeError::Config)?;
-    if let Some((id, key)) = job_from_env {
-        if (id, key) != (table.job_id, table.job_key) {
+        let env = RuntimeConfig::from_env().map_err(|e| NodeError::Config(e.to_string()))?;
+        let boot_timeout = Duration::from_millis(env.boot_timeout_ms);
+        let pmi = pmi::Client::from_env_with(ClientConfig {
+            barrier_timeout: boot_timeout,
+            ..ClientConfig::default()
+        })
+        .map_err(pmi_err("PMI bootstrap"))?;
+        let (rank, size) = (pmi.rank(), pmi.size());
+        if size > MAX_PES {
             return Err(NodeError::Config(format!(
-                "GSAS_JOB_ID/GSAS_JOB_KEY of PE {rank} differ from rank 0's (job {:016x})",
-                table.job_id
+                "a job of {size} PEs: at most {} are supported",
+                MAX_PES
             )));
         }
-    }
-    let node = table.node_of[rank as usize];
-    let mut nodes: Vec<u16> = Vec::new();
-    for &n in &table.node_of {
-        if !nodes.contains(&n) {
-            nodes.push(n);
-        }
-    }
-    let leader = table.node_of.iter().position(|&n| n == node).unwrap_or(0) as u32;
-    let local_pes: Vec<u32> = (0..size)
-        .filter(|&p| table.node_of[p as usize] == node)
-        .collect();
-    let deadline = options
-        .deadline
-        .or(env.deadline_ms.map(Duration::from_millis))
-        .or(cluster
-            .as_ref()
-            .map(|c| Duration::from_millis(u64::from(c.defaults().service_timeout_ms))))
-        .unwrap_or(Duration::from_millis(config::DEFAULT_DEADLINE_MS));
+        crate::log::init(&format!("pe{rank}"), env.log);
+        // A PE that sleeps in a wait preempts compute-bound processes when it is woken.
+        crate::config::apply_sched_slice(env.sched_slice_us, &format!("PE {rank}"));
+        log::info!(
+            "PMI: rank {rank} of {size}, {:?} over {:?}",
+            pmi.protocol(),
+            pmi.connection()
+        );
+        let cluster = load_cluster(&env)?;
+        let host = gsas_sys::process::hostname().unwrap_or_else(|_| "localhost".into());
+        let hint = env.node.or_else(|| {
+            let c = cluster.as_ref()?;
+            let mut matches = c
+                .nodes()
+                .iter()
+                .filter(|n| n.host == host || n.name == host);
+            let first = matches.next()?;
+            matches.next().is_none().then_some(first.id)
+        });
 
-    // Service: the leader finds or starts it and publishes it.
-    let join_info = JoinInfo {
-        npes: size,
-        node,
-        flags: if env.direct { 0 } else { JOIN_RING },
-    };
-    let mut embedded: Option<ServiceThread> = None;
-    let mut joined = None;
-    if rank == leader {
-        let known = service_of_host(&env, &host).or_else(|| {
+        Ok(Started {
+            options,
+            remapped,
+            env,
+            boot_timeout,
+            pmi,
+            rank,
+            size,
+            cluster,
+            host,
+            hint,
+        })
+    }
+
+    /// Steps 4-5: the two exchanges; every rank reads the job table.
+    fn exchange(self) -> Result<Placed, NodeError> {
+        let Started {
+            options,
+            remapped,
+            env,
+            boot_timeout,
+            mut pmi,
+            rank,
+            size,
+            cluster,
+            host,
+            hint,
+        } = self;
+        // Exchange 1: entries.
+        let job_from_env = env.job_id.zip(env.job_key);
+        let rank0_job = if rank == 0 {
+            Some(match job_from_env {
+                Some(j) => j,
+                None => {
+                    let r = |what: &str| {
+                        gsas_sys::process::random_nonzero_u64()
+                            .map_err(|e| NodeError::Config(format!("drawing the {what}: {e}")))
+                    };
+                    (r("job id")?, r("job key")?)
+                }
+            })
+        } else {
+            None
+        };
+        let entry = Entry {
+            hint,
+            job: rank0_job,
+            host: host.clone(),
+        };
+        pmi.kvs_put(&format!("gsas-r{rank}"), &entry.encode())
+            .map_err(pmi_err("publishing this PE's entry"))?;
+        pmi.barrier()
+            .map_err(pmi_err("PMI barrier (exchange of PE entries)"))?;
+
+        // Exchange 2: the job table.
+        if rank == 0 {
+            let mut entries = Vec::with_capacity(size as usize);
+            let mut bad = None;
+            for r in 0..size {
+                let v = pmi
+                    .kvs_get_from(r, &format!("gsas-r{r}"))
+                    .map_err(pmi_err(format!("reading the entry of PE {r}")))?;
+                match v.as_deref().and_then(Entry::decode) {
+                    Some(e) => entries.push(e),
+                    None => {
+                        bad.get_or_insert(format!("PE {r} published no readable entry"));
+                        entries.push(Entry {
+                            hint: None,
+                            job: None,
+                            host: String::new(),
+                        });
+                    }
+                }
+            }
+            let job = rank0_job.unwrap_or((0, 0));
+            let launcher = launcher_nodes(&mut pmi, size);
+            let value =
+                match bad.map_or_else(|| make_table(&entries, job, launcher.as_deref()), Err) {
+                    Ok(t) => t.encode(),
+                    Err(msg) => {
+                        let mut v = vec![TABLE_ERROR];
+                        v.extend_from_slice(msg.as_bytes());
+                        v
+                    }
+                };
+            pmi.kvs_put("gsas-table", &value)
+                .map_err(pmi_err("publishing the job table"))?;
+        }
+        pmi.barrier().map_err(pmi_err("PMI barrier (job table)"))?;
+        let table_bytes = pmi
+            .kvs_get_from(0, "gsas-table")
+            .map_err(pmi_err("reading the job table"))?
+            .ok_or_else(|| NodeError::Config("rank 0 published no job table".into()))?;
+        let table = Table::decode(&table_bytes).map_err(NodeError::Config)?;
+        if let Some((id, key)) = job_from_env {
+            if (id, key) != (table.job_id, table.job_key) {
+                return Err(NodeError::Config(format!(
+                    "GSAS_JOB_ID/GSAS_JOB_KEY of PE {rank} differ from rank 0's (job {:016x})",
+                    table.job_id
+                )));
+            }
+        }
+        let node = table.node_of[rank as usize];
+        let mut nodes: Vec<u16> = Vec::new();
+        for &n in &table.node_of {
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+        let leader = table.node_of.iter().position(|&n| n == node).unwrap_or(0) as u32;
+        let local_pes: Vec<u32> = (0..size)
+            .filter(|&p| table.node_of[p as usize] == node)
+            .collect();
+        let deadline = options
+            .deadline
+            .or(env.deadline_ms.map(Duration::from_millis))
+            .or(cluster
+                .as_ref()
+                .map(|c| Duration::from_millis(u64::from(c.defaults().service_timeout_ms))))
+            .unwrap_or(Duration::from_millis(config::DEFAULT_DEADLINE_MS));
+        Ok(Placed {
+            started: Started {
+                options,
+                remapped,
+                env,
+                boot_timeout,
+                pmi,
+                rank,
+                size,
+                cluster,
+                host,
+                hint,
+            },
+            table,
+            node,
+            nodes,
+            leader,
+            local_pes,
+            deadline,
+        })
+    }
+}
+
+impl Placed {
+    /// Steps 6 and 7's joins: the leader of each node finds or starts the node's service
+    /// ([`Placed::find_or_start_service`]), joins and publishes it; every PE learns every
+    /// node's service and joins its own.
+    fn join_service(self) -> Result<Serving, NodeError> {
+        let leading = if self.started.rank == self.leader {
+            Some(self.find_or_start_service()?)
+        } else {
+            None
+        };
+        let Placed {
+            started:
+                Started {
+                    options,
+                    remapped,
+                    env,
+                    boot_timeout,
+                    mut pmi,
+                    rank,
+                    size,
+                    cluster,
+                    host,
+                    hint,
+                },
+            table,
+            node,
+            nodes,
+            leader,
+            local_pes,
+            deadline,
+        } = self;
+
+        // Service: the leader finds or starts it and publishes it.
+        let join_info = JoinInfo {
+            npes: size,
+            node,
+            flags: if env.direct { 0 } else { JOIN_RING },
+        };
+        let mut embedded: Option<ServiceThread> = None;
+        let mut joined = None;
+        if let Some((path, service)) = leading {
+            embedded = service;
+            let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
+            let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
+            pmi.kvs_put(
+                &format!("gsas-n{node}"),
+                &node_value(
+                    service_addr(&j.info),
+                    &path,
+                    pe_net(&env, cluster.as_ref(), node),
+                ),
+            )
+            .map_err(pmi_err("publishing the node's service"))?;
+            joined = Some((path, c, j));
+        }
+        pmi.barrier().map_err(pmi_err("PMI barrier (services)"))?;
+        let mut node_addrs = Vec::with_capacity(nodes.len());
+        let mut node_nets = Vec::with_capacity(nodes.len());
+        let mut leader_path = None;
+        for &n in &nodes {
+            let node_leader = table.node_of.iter().position(|&m| m == n).unwrap_or(0) as u32;
+            let v = pmi
+                .kvs_get_from(node_leader, &format!("gsas-n{n}"))
+                .map_err(pmi_err(format!("reading the service of node {n}")))?
+                .and_then(|v| parse_node_value(&v))
+                .ok_or_else(|| {
+                    NodeError::Config(format!("the leader of node {n} published no service"))
+                })?;
+            if n == node {
+                leader_path = Some(v.1.clone());
+            }
+            node_addrs.push((n, v.0));
+            node_nets.push((n, v.2));
+        }
+        // Every PE reads the same values, so all agree on the verbs path (and its barriers).
+        let (first, net) = node_nets[0];
+        if let Some(&(other, other_net)) = node_nets.iter().find(|(_, m)| *m != net) {
+            return Err(NodeError::Config(format!(
+                "node {first}'s PEs reach other nodes as `{}` but node {other}'s as `{}`: a job's nodes must all be verbs nodes (with the same GSAS_VERBS_RMA) or none; mixed jobs are not supported",
+                net.word(),
+                other_net.word()
+            )));
+        }
+        let verbs_rma = net == PeNet::Verbs && nodes.len() > 1;
+        let (service_path, control, joined) = match joined {
+            Some(j) => j,
+            None => {
+                let path = service_of_host(&env, &host)
+                    .or(leader_path)
+                    .ok_or_else(|| {
+                        NodeError::Config(format!("no service known for node {node}"))
+                    })?;
+                let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
+                let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
+                (path, c, j)
+            }
+        };
+        if joined.info.node != node {
+            return Err(NodeError::Config(format!(
+                "the service at {} serves node {}, but PE {rank} runs on node {node}",
+                service_path.display(),
+                joined.info.node
+            )));
+        }
+        let service_mtu = joined.info.udp_mtu as usize;
+        if service_mtu != env.udp_mtu && std::env::var_os(config::GSAS_UDP_MTU.name).is_some() {
+            return Err(NodeError::Config(format!(
+                "GSAS_UDP_MTU={} but the atomic service of node {node} ({}) uses {service_mtu}: \
+                 every process of a job must use the same datagram size; unset GSAS_UDP_MTU \
+                 (PEs then take the service's) or start the services with the same `udp_mtu`",
+                env.udp_mtu,
+                service_path.display()
+            )));
+        }
+
+        Ok(Serving {
+            placed: Placed {
+                started: Started {
+                    options,
+                    remapped,
+                    env,
+                    boot_timeout,
+                    pmi,
+                    rank,
+                    size,
+                    cluster,
+                    host,
+                    hint,
+                },
+                table,
+                node,
+                nodes,
+                leader,
+                local_pes,
+                deadline,
+            },
+            embedded,
+            service_path,
+            control,
+            joined,
+            node_addrs,
+            verbs_rma,
+            service_mtu,
+        })
+    }
+
+    /// The leader's part of step 6: the node's service (`GSAS_SERVICE`, the cluster file's
+    /// `control_socket` where a socket exists, else an embedded service started here) and,
+    /// when started here, its thread.
+    fn find_or_start_service(&self) -> Result<(PathBuf, Option<ServiceThread>), NodeError> {
+        let Started {
+            env,
+            rank,
+            cluster,
+            host,
+            ..
+        } = &self.started;
+        let (rank, node) = (*rank, self.node);
+        let known = service_of_host(env, host).or_else(|| {
             let n = cluster.as_ref()?.node(node)?;
             let p = PathBuf::from(&n.control_socket);
             is_socket(&p).then_some(p)
         });
-        let path = match known {
-            Some(p) => p,
-            None => {
-                let dir =
-                    gsas_sys::socket::runtime_dir(std::env::var_os("XDG_RUNTIME_DIR").as_deref())
-                        .map_err(|e| NodeError::Config(format!("socket directory: {e}")))?;
-                let path = dir.join(format!("pe-job{:016x}-node{node}.sock", table.job_id));
-                let bind = embedded_bind(cluster.as_ref(), node, nodes.len(), &host)?;
-                let mut scfg = ServiceConfig::new(node, bind, path);
-                scfg.name = format!("pe{rank} embedded service");
-                scfg.uid_policy = UidPolicy::SameUser;
-                scfg.udp_mtu = env.udp_mtu;
-                scfg.deadline = deadline;
-                scfg.spin = Duration::from_micros(env.service_spin_us);
-                scfg.sched_slice = Duration::from_micros(env.sched_slice_us);
-                scfg.memory_limit = env.memory_limit.or(cluster
-                    .as_ref()
-                    .and_then(|c| c.node(node))
-                    .and_then(|n| n.memory));
-                if let Some(n) = cluster.as_ref().and_then(|c| c.node(node)) {
-                    scfg.exanet = crate::transport::exanet::exanet_site(n, &env)
-                        .map_err(NodeError::Config)?;
-                }
-                let s = Service::bind(scfg).and_then(Service::spawn)?;
-                log::info!(
-                    "started an embedded service for node {node} at {}",
-                    s.socket_path().display()
-                );
-                let p = s.socket_path().to_owned();
-                embedded = Some(s);
-                p
-            }
-        };
-        let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
-        let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
-        pmi.kvs_put(
-            &format!("gsas-n{node}"),
-            &node_value(
-                service_addr(&j.info),
-                &path,
-                pe_net(&env, cluster.as_ref(), node),
-            ),
-        )
-        .map_err(pmi_err("publishing the node's service"))?;
-        joined = Some((path, c, j));
+        if let Some(p) = known {
+            return Ok((p, None));
+        }
+        let dir = gsas_sys::socket::runtime_dir(std::env::var_os("XDG_RUNTIME_DIR").as_deref())
+            .map_err(|e| NodeError::Config(format!("socket directory: {e}")))?;
+        let path = dir.join(format!("pe-job{:016x}-node{node}.sock", self.table.job_id));
+        let bind = embedded_bind(cluster.as_ref(), node, self.nodes.len(), host)?;
+        let mut scfg = ServiceConfig::new(node, bind, path);
+        scfg.name = format!("pe{rank} embedded service");
+        scfg.uid_policy = UidPolicy::SameUser;
+        scfg.udp_mtu = env.udp_mtu;
+        scfg.deadline = self.deadline;
+        scfg.spin = Duration::from_micros(env.service_spin_us);
+        scfg.sched_slice = Duration::from_micros(env.sched_slice_us);
+        scfg.memory_limit = env.memory_limit.or(cluster
+            .as_ref()
+            .and_then(|c| c.node(node))
+            .and_then(|n| n.memory));
+        if let Some(n) = cluster.as_ref().and_then(|c| c.node(node)) {
+            scfg.exanet =
+                crate::transport::exanet::exanet_site(n, env).map_err(NodeError::Config)?;
+        }
+        let s = Service::bind(scfg).and_then(Service::spawn)?;
+        log::info!(
+            "started an embedded service for node {node} at {}",
+            s.socket_path().display()
+        );
+        Ok((s.socket_path().to_owned(), Some(s)))
     }
-    pmi.barrier().map_err(pmi_err("PMI barrier (services)"))?;
-    let mut node_addrs = Vec::with_capacity(nodes.len());
-    let mut node_nets = Vec::with_capacity(nodes.len());
-    let mut leader_path = None;
-    for &n in &nodes {
-        let node_leader = table.node_of.iter().position(|&m| m == n).unwrap_or(0) as u32;
-        let v = pmi
-            .kvs_get_from(node_leader, &format!("gsas-n{n}"))
-            .map_err(pmi_err(format!("reading the service of node {n}")))?
-            .and_then(|v| parse_node_value(&v))
-            .ok_or_else(|| {
-                NodeError::Config(format!("the leader of node {n} published no service"))
+}
+
+impl Serving {
+    /// Step 7's segments and step 8's mappings of the same-node peers' segments, then the
+    /// verbs connections when the job's nodes are verbs nodes.
+    fn create_segments(self) -> Result<Mapped, NodeError> {
+        let Serving {
+            placed:
+                Placed {
+                    started:
+                        Started {
+                            options,
+                            remapped,
+                            env,
+                            boot_timeout,
+                            mut pmi,
+                            rank,
+                            size,
+                            cluster,
+                            host,
+                            hint,
+                        },
+                    table,
+                    node,
+                    nodes,
+                    leader,
+                    local_pes,
+                    deadline,
+                },
+            embedded,
+            service_path,
+            mut control,
+            joined,
+            node_addrs,
+            verbs_rma,
+            service_mtu,
+        } = self;
+        // Own segments.
+        let heap_size = options
+            .heap_size
+            .or(cluster.as_ref().map(|c| c.defaults().symmetric_size))
+            .unwrap_or(DEFAULT_HEAP);
+        let me = rank as u16;
+        let mut maps = Vec::new();
+        let map = |fd, len: u64, what: &str| {
+            let len = usize::try_from(len).map_err(|_| {
+                NodeError::Config(format!(
+                    "{what} of {len} bytes does not fit the address space"
+                ))
             })?;
-        if n == node {
-            leader_path = Some(v.1.clone());
-        }
-        node_addrs.push((n, v.0));
-        node_nets.push((n, v.2));
-    }
-    // Every PE reads the same values, so all agree on the verbs path (and its barriers).
-    let (first, net) = node_nets[0];
-    if let Some(&(other, other_net)) = node_nets.iter().find(|(_, m)| *m != net) {
-        return Err(NodeError::Config(format!(
-            "node {first}'s PEs reach other nodes as `{}` but node {other}'s as `{}`: a job's nodes must all be verbs nodes (with the same GSAS_VERBS_RMA) or none; mixed jobs are not supported",
-            net.word(),
-            other_net.word()
-        )));
-    }
-    let verbs_rma = net == PeNet::Verbs && nodes.len() > 1;
-    let (service_path, mut control, joined) = match joined {
-        Some(j) => j,
-        None => {
-            let path = service_of_host(&env, &host)
-                .or(leader_path)
-                .ok_or_else(|| NodeError::Config(format!("no service known for node {node}")))?;
-            let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
-            let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
-            (path, c, j)
-        }
-    };
-    if joined.info.node != node {
-        return Err(NodeError::Config(format!(
-            "the service at {} serves node {}, but PE {rank} runs on node {node}",
-            service_path.display(),
-            joined.info.node
-        )));
-    }
-    let service_mtu = joined.info.udp_mtu as usize;
-    if service_mtu != env.udp_mtu && std::env::var_os(config::GSAS_UDP_MTU.name).is_some() {
-        return Err(NodeError::Config(format!(
-            "GSAS_UDP_MTU={} but the atomic service of node {node} ({}) uses {service_mtu}: \
-             every process of a job must use the same datagram size; unset GSAS_UDP_MTU \
-             (PEs then take the service's) or start the services with the same `udp_mtu`",
-            env.udp_mtu,
-            service_path.display()
-        )));
-    }
-
-    // Own segments.
-    let heap_size = options
-        .heap_size
-        .or(cluster.as_ref().map(|c| c.defaults().symmetric_size))
-        .unwrap_or(DEFAULT_HEAP);
-    let me = rank as u16;
-    let mut maps = Vec::new();
-    let map = |fd, len: u64, what: &str| {
-        let len = usize::try_from(len).map_err(|_| {
-            NodeError::Config(format!(
-                "{what} of {len} bytes does not fit the address space"
-            ))
-        })?;
-        Segment::map_len(fd, len, what).map_err(shm_err(format!("mapping {what}")))
-    };
-    let mut mappings = vec![Mapping::default(); size as usize * MAPPED];
-    let mut own_sizes = [0u64; MAPPED];
-    for (seg, want) in [(SEG_HEAP, heap_size), (SEG_SYNC, SYNC_SIZE)] {
-        let (len, fd) = control.create_segment(me, seg, want)?;
-        let m = map(fd, len, &format!("segment {seg} of PE {rank}"))?;
-        mappings[rank as usize * MAPPED + usize::from(seg)] = Mapping {
-            base: m.addr(),
-            len,
+            Segment::map_len(fd, len, what).map_err(shm_err(format!("mapping {what}")))
         };
-        own_sizes[usize::from(seg)] = len;
-        maps.push(m);
-    }
-    let mut data = None;
-    if let Some((d, memfd)) = remapped {
-        control.register_segment(me, SEG_DATA, d.len() as u64, memfd.fd())?;
-        mappings[rank as usize * MAPPED + usize::from(SEG_DATA)] = Mapping {
-            base: d.base(),
-            len: d.len() as u64,
+        let mut mappings = vec![Mapping::default(); size as usize * MAPPED];
+        let mut own_sizes = [0u64; MAPPED];
+        for (seg, want) in [(SEG_HEAP, heap_size), (SEG_SYNC, SYNC_SIZE)] {
+            let (len, fd) = control.create_segment(me, seg, want)?;
+            let m = map(fd, len, &format!("segment {seg} of PE {rank}"))?;
+            mappings[rank as usize * MAPPED + usize::from(seg)] = Mapping {
+                base: m.addr(),
+                len,
+            };
+            own_sizes[usize::from(seg)] = len;
+            maps.push(m);
+        }
+        let mut data = None;
+        if let Some((d, memfd)) = remapped {
+            control.register_segment(me, SEG_DATA, d.len() as u64, memfd.fd())?;
+            mappings[rank as usize * MAPPED + usize::from(SEG_DATA)] = Mapping {
+                base: d.base(),
+                len: d.len() as u64,
+            };
+            own_sizes[usize::from(SEG_DATA)] = d.len() as u64;
+            data = Some(d);
+            maps.push(memfd);
+        }
+        let udp_mtu = joined.info.udp_mtu as usize;
+        let ring = if env.direct {
+            None
+        } else {
+            let slot = (udp_mtu - crate::transport::udp::header::HEADER_LEN - 64) as u64;
+            let (len, fd) = control.create_segment(me, SEG_RING, (RING_SLOTS << 32) | slot)?;
+            let seg = map(fd, len, &format!("ring of PE {rank}"))?;
+            Some(ShmRing::pe_side(seg).map_err(shm_err("opening the ring"))?)
         };
-        own_sizes[usize::from(SEG_DATA)] = d.len() as u64;
-        data = Some(d);
-        maps.push(memfd);
-    }
-    let udp_mtu = joined.info.udp_mtu as usize;
-    let ring = if env.direct {
-        None
-    } else {
-        let slot = (udp_mtu - crate::transport::udp::header::HEADER_LEN - 64) as u64;
-        let (len, fd) = control.create_segment(me, SEG_RING, (RING_SLOTS << 32) | slot)?;
-        let seg = map(fd, len, &format!("ring of PE {rank}"))?;
-        Some(ShmRing::pe_side(seg).map_err(shm_err("opening the ring"))?)
-    };
-    pmi.barrier()
-        .map_err(pmi_err("PMI barrier (segments created)"))?;
+        pmi.barrier()
+            .map_err(pmi_err("PMI barrier (segments created)"))?;
 
-    // Same-node peers' segments.
-    if env.direct {
-        for &pe in local_pes.iter().filter(|&&p| p != rank) {
-            for seg in [SEG_HEAP, SEG_DATA, SEG_SYNC] {
-                if seg == SEG_DATA && data.is_none() {
-                    continue;
+        // Same-node peers' segments.
+        if env.direct {
+            for &pe in local_pes.iter().filter(|&&p| p != rank) {
+                for seg in [SEG_HEAP, SEG_DATA, SEG_SYNC] {
+                    if seg == SEG_DATA && data.is_none() {
+                        continue;
+                    }
+                    let (len, fd) = control.open_segment(pe as u16, seg)?;
+                    let m = map(fd, len, &format!("segment {seg} of PE {pe}"))?;
+                    mappings[pe as usize * MAPPED + usize::from(seg)] = Mapping {
+                        base: m.addr(),
+                        len,
+                    };
+                    maps.push(m);
                 }
-                let (len, fd) = control.open_segment(pe as u16, seg)?;
-                let m = map(fd, len, &format!("segment {seg} of PE {pe}"))?;
-                mappings[pe as usize * MAPPED + usize::from(seg)] = Mapping {
-                    base: m.addr(),
-                    len,
-                };
-                maps.push(m);
             }
         }
-    }
+        let verbs = None;
 
-    // RDMA to the other verbs nodes' PEs (two PMI barriers, on every PE of such a job).
-    let verbs = if verbs_rma {
-        let n = cluster.as_ref().and_then(|c| c.node(node));
+        Ok(Mapped {
+            serving: Serving {
+                placed: Placed {
+                    started: Started {
+                        options,
+                        remapped: None,
+                        env,
+                        boot_timeout,
+                        pmi,
+                        rank,
+                        size,
+                        cluster,
+                        host,
+                        hint,
+                    },
+                    table,
+                    node,
+                    nodes,
+                    leader,
+                    local_pes,
+                    deadline,
+                },
+                embedded,
+                service_path,
+                control,
+                joined,
+                node_addrs,
+                verbs_rma,
+                service_mtu,
+            },
+            maps,
+            mappings,
+            own_sizes,
+            data,
+            ring,
+            udp_mtu,
+            verbs,
+        })
+    }
+}
+
+impl Mapped {
+    /// Step 8's RDMA: the connections to the other verbs nodes' PEs, when the job's nodes
+    /// are verbs nodes (two PMI barriers, on every PE of such a job).
+    fn connect_verbs(mut self) -> Result<Mapped, NodeError> {
+        let Serving {
+            placed, verbs_rma, ..
+        } = &mut self.serving;
+        if !*verbs_rma {
+            return Ok(self);
+        }
+        let Placed {
+            started,
+            table,
+            node,
+            deadline,
+            ..
+        } = placed;
+        let rank = started.rank;
+        let n = started.cluster.as_ref().and_then(|c| c.node(*node));
+        let mappings = &self.mappings;
         let own = |seg: u8| {
             let m = mappings[rank as usize * MAPPED + usize::from(seg)];
             (m.base != 0).then_some((m.base, m.len))
         };
-        Some(super::verbs::VerbsPath::connect(
+        let path = super::verbs::VerbsPath::connect(
             super::verbs::Setup {
                 rank,
                 node_of: &table.node_of,
@@ -820,92 +1111,234 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
                 port: n.and_then(|n| n.verbs_port),
                 gid_index: n.map_or(0, |n| n.verbs_gid_index),
                 segments: [own(SEG_HEAP), own(SEG_DATA), own(SEG_SYNC)],
-                deadline,
+                deadline: *deadline,
             },
-            &mut pmi,
-        )?)
-    } else {
-        None
-    };
-
-    // Engines.
-    let own_kind = std::mem::discriminant(&service_addr(&joined.info));
-    if let Some((n, a)) = node_addrs
-        .iter()
-        .find(|(_, a)| std::mem::discriminant(a) != own_kind)
-    {
-        return Err(NodeError::Config(format!(
-            "node {n}'s service is reached at {a}, but node {node}'s at {}: a job's nodes must all use the same inter-node transport (UDP or Exanet)",
-            service_addr(&joined.info)
-        )));
+            &mut started.pmi,
+        )?;
+        self.verbs = Some(path);
+        Ok(self)
     }
-    let mut exanet_wake = None;
-    let net = match &joined.info.exanet {
-        Some(x) => {
-            let site = pe_site(x, &env, cluster.as_ref(), node)?;
-            let (link, wake) = open_pe_endpoint(&site, &local_pes, rank, udp_mtu)?;
-            exanet_wake = Some(wake);
-            NetTransport::Exanet {
-                link: Box::new(link),
-                udp: None,
-            }
-        }
-        None => {
-            let ip = match joined.info.udp.ip() {
-                IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                ip => ip,
-            };
-            let udp = UdpTransport::bind(
-                SocketAddr::new(ip, 0),
-                UdpConfig {
-                    mtu: service_mtu,
-                    ..UdpConfig::default()
+
+    /// Step 8: the engines (the PE's network transport and reliability layer, the routes,
+    /// the doorbell), the progress keeper and the heap allocator; the last barrier.
+    fn connect(self) -> Result<Node, NodeError> {
+        let (net, exanet_wake) = self.pe_transport()?;
+        let Mapped {
+            serving:
+                Serving {
+                    placed:
+                        Placed {
+                            started:
+                                Started {
+                                    options,
+                                    env,
+                                    boot_timeout,
+                                    mut pmi,
+                                    rank,
+                                    size,
+                                    ..
+                                },
+                            table,
+                            node,
+                            nodes,
+                            local_pes,
+                            deadline,
+                            ..
+                        },
+                    embedded,
+                    service_path,
+                    control,
+                    joined,
+                    node_addrs,
+                    ..
                 },
-            )
-            .map_err(|e| NodeError::Transport(format!("PE {rank} UDP socket: {e}")))?;
-            NetTransport::Udp(udp)
-        }
-    };
-    let rc = reliable_config(deadline);
-    let rc_ack_delay = rc.ack_delay_ns;
-    let layer = OwnedReliable::new(net, rc, nodes.len() + 1, PE_FRAMES)
-        .map_err(|e| NodeError::Config(format!("reliability layer: {e}")))?;
-    let udp_fd =
-        match layer.inner().udp() {
+            maps,
+            mappings,
+            own_sizes,
+            data,
+            ring,
+            udp_mtu,
+            verbs,
+        } = self;
+        // Engines.
+        let rc = reliable_config(deadline);
+        let rc_ack_delay = rc.ack_delay_ns;
+        let layer = OwnedReliable::new(net, rc, nodes.len() + 1, PE_FRAMES)
+            .map_err(|e| NodeError::Config(format!("reliability layer: {e}")))?;
+        let udp_fd = match layer.inner().udp() {
             Some(u) => Some(u.as_fd().try_clone_to_owned().map_err(|e| {
                 NodeError::Transport(format!("duplicating the UDP descriptor: {e}"))
             })?),
             None => None,
         };
-    let control_fd = control
-        .fd()
-        .try_clone_to_owned()
-        .map_err(|e| NodeError::Transport(format!("duplicating the control descriptor: {e}")))?;
-    let sender = SenderId::new(u64::from(rank)).unwrap_or_default();
-    let addr_of: HashMap<u16, NetAddr> = node_addrs.iter().copied().collect();
-    let routes: Vec<Route> = (0..size)
-        .map(|p| {
-            let n = table.node_of[p as usize];
-            if n == node {
-                if env.direct {
-                    Route::Direct
-                } else {
-                    Route::Ring
-                }
+        let control_fd = control.fd().try_clone_to_owned().map_err(|e| {
+            NodeError::Transport(format!("duplicating the control descriptor: {e}"))
+        })?;
+        let sender = SenderId::new(u64::from(rank)).unwrap_or_default();
+        let routes = routes(&table, node, env.direct, &node_addrs, verbs.is_some());
+        let (doorbell, bell) = doorbell_and_bell(joined.doorbell, joined.info.bell)?;
+        let remote = Remote {
+            net: ServicePath::new(Box::new(Client::new(sender)), layer),
+            ring: ring.map(|r| ServicePath::new(Box::new(Client::new(sender)), r)),
+            verbs,
+            book: Book::new(deadline),
+            doorbell,
+            last_rx_ns: 0,
+            last_poll_ns: 0,
+            ack_delay_ns: rc_ack_delay,
+        };
+        let pulse = Arc::new(Pulse::new(remote));
+        // Only the network needs retransmissions and acknowledgements while the program
+        // computes.
+        let keeper =
+            if routes
+                .iter()
+                .any(|r| matches!(r, Route::Net(_) | Route::Verbs(_)))
+            {
+                Some(Keeper::spawn(Arc::clone(&pulse)).map_err(|e| {
+                    NodeError::Transport(format!("starting the progress keeper: {e}"))
+                })?)
             } else {
-                let peer = NetPeer {
-                    addr: addr_of[&n],
-                    key: table.job_key,
-                };
-                if verbs.is_some() {
-                    Route::Verbs(peer)
-                } else {
-                    Route::Net(peer)
+                None
+            };
+        let heap = SymHeap::new(
+            own_sizes[usize::from(SEG_HEAP)],
+            vec![Slot::EMPTY; options.heap_slots.max(16)],
+        )
+        .map_err(|e| NodeError::Config(format!("symmetric heap allocator: {e}")))?;
+        pmi.barrier()
+            .map_err(pmi_err("PMI barrier (start-up complete)"))?;
+        let notes = pmi.takes_notes();
+        let pmi = Arc::new(Mutex::new(pmi));
+        let watch_token =
+            crate::watch::attach(rank, control_fd.as_fd(), Arc::clone(&pmi), notes)
+                .map_err(|e| NodeError::Transport(format!("starting the watchdog: {e}")))?;
+        log::debug!(
+            "PE {rank} of {size} ready: node {node}, {} local PEs, service {}",
+            local_pes.len(),
+            service_path.display()
+        );
+        let unbelled = routes.iter().any(|r| matches!(r, Route::Verbs(_)));
+        Ok(Node {
+            rank,
+            size,
+            node,
+            job_id: table.job_id,
+            job_key: table.job_key,
+            udp_mtu,
+            node_of: table.node_of,
+            local_pes,
+            routes,
+            mappings,
+            own_sizes,
+            _maps: maps,
+            data,
+            pulse,
+            bell,
+            keeper: Mutex::new(keeper),
+            control: Mutex::new(control),
+            control_fd,
+            udp_fd,
+            exanet_wake,
+            pmi,
+            watch_token,
+            heap: Mutex::new(heap),
+            contexts: Mutex::new(1),
+            barrier_gen: Mutex::new(0),
+            finalized: AtomicBool::new(false),
+            service: Mutex::new(embedded),
+            service_path,
+            nodes: node_addrs,
+            wait: WaitConfig::new().with_spin_us(env.spin_us),
+            reply_spin: Default::default(),
+            deadline,
+            boot_timeout,
+            direct: env.direct,
+            ops_started: AtomicU64::new(0),
+            settled: AtomicBool::new(true),
+            unbelled,
+        })
+    }
+
+    /// This PE's network transport: its Exanet endpoint when the service is on Exanet, else
+    /// a UDP socket on the service's address (its interrupt line for Exanet).
+    fn pe_transport(&self) -> Result<(NetTransport, Option<super::PeWake>), NodeError> {
+        let Serving {
+            placed,
+            joined,
+            node_addrs,
+            service_mtu,
+            ..
+        } = &self.serving;
+        let Placed {
+            started,
+            node,
+            local_pes,
+            ..
+        } = placed;
+        let (env, cluster, rank, node, service_mtu, udp_mtu) = (
+            &started.env,
+            &started.cluster,
+            started.rank,
+            *node,
+            *service_mtu,
+            self.udp_mtu,
+        );
+        let own_kind = std::mem::discriminant(&service_addr(&joined.info));
+        if let Some((n, a)) = node_addrs
+            .iter()
+            .find(|(_, a)| std::mem::discriminant(a) != own_kind)
+        {
+            return Err(NodeError::Config(format!(
+                "node {n}'s service is reached at {a}, but node {node}'s at {}: a job's nodes must all use the same inter-node transport (UDP or Exanet)",
+                service_addr(&joined.info)
+            )));
+        }
+        let mut exanet_wake = None;
+        let net = match &joined.info.exanet {
+            Some(x) => {
+                let site = pe_site(x, env, cluster.as_ref(), node)?;
+                let (link, wake) = open_pe_endpoint(&site, local_pes, rank, udp_mtu)?;
+                exanet_wake = Some(wake);
+                NetTransport::Exanet {
+                    link: Box::new(link),
+                    udp: None,
                 }
             }
-        })
-        .collect();
-    let doorbell = match joined.doorbell {
+            None => {
+                let ip = match joined.info.udp.ip() {
+                    IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    ip => ip,
+                };
+                let udp = UdpTransport::bind(
+                    SocketAddr::new(ip, 0),
+                    UdpConfig {
+                        mtu: service_mtu,
+                        ..UdpConfig::default()
+                    },
+                )
+                .map_err(|e| NodeError::Transport(format!("PE {rank} UDP socket: {e}")))?;
+                NetTransport::Udp(udp)
+            }
+        };
+        Ok((net, exanet_wake))
+    }
+}
+
+/// The service's doorbell page mapped, and this PE's bell in it (see `crate::bell`): the
+/// bell the service rings after updating this PE's memory.
+#[allow(clippy::type_complexity)]
+fn doorbell_and_bell(
+    doorbell: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    slot: Option<u32>,
+) -> Result<
+    (
+        Option<(Arc<Segment>, std::os::fd::OwnedFd)>,
+        Option<BellRef>,
+    ),
+    NodeError,
+> {
+    let doorbell = match doorbell {
         Some((page, efd)) => Some((
             Arc::new(
                 Segment::map(page, "service doorbell").map_err(shm_err("mapping the doorbell"))?,
@@ -914,8 +1347,7 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         )),
         None => None,
     };
-    // The bell the service rings after updating this PE's memory (see crate::bell).
-    let bell = match (&doorbell, joined.info.bell) {
+    let bell = match (&doorbell, slot) {
         (Some((page, _)), Some(slot)) => Some(
             BellRef::new(Arc::clone(page), slot_offset(slot)).ok_or_else(|| {
                 NodeError::Service(crate::service::ServiceError::Protocol(format!(
@@ -926,86 +1358,39 @@ pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
         ),
         _ => None,
     };
-    let remote = Remote {
-        net: ServicePath::new(Box::new(Client::new(sender)), layer),
-        ring: ring.map(|r| ServicePath::new(Box::new(Client::new(sender)), r)),
-        verbs,
-        book: Book::new(deadline),
-        doorbell,
-        last_rx_ns: 0,
-        last_poll_ns: 0,
-        ack_delay_ns: rc_ack_delay,
-    };
-    let pulse = Arc::new(Pulse::new(remote));
-    // Only the network needs retransmissions and acknowledgements while the program
-    // computes.
-    let keeper = if routes
+    Ok((doorbell, bell))
+}
+
+/// How this PE reaches each PE of the job: same-node PEs directly (or through the ring
+/// with `GSAS_DIRECT=0`), the others through their node's service, or by RDMA between verbs
+/// nodes (`verbs`).
+fn routes(
+    table: &Table,
+    node: u16,
+    direct: bool,
+    node_addrs: &[(u16, NetAddr)],
+    verbs: bool,
+) -> Vec<Route> {
+    let addr_of: HashMap<u16, NetAddr> = node_addrs.iter().copied().collect();
+    table
+        .node_of
         .iter()
-        .any(|r| matches!(r, Route::Net(_) | Route::Verbs(_)))
-    {
-        Some(
-            Keeper::spawn(Arc::clone(&pulse))
-                .map_err(|e| NodeError::Transport(format!("starting the progress keeper: {e}")))?,
-        )
-    } else {
-        None
-    };
-    let heap = SymHeap::new(
-        own_sizes[usize::from(SEG_HEAP)],
-        vec![Slot::EMPTY; options.heap_slots.max(16)],
-    )
-    .map_err(|e| NodeError::Config(format!("symmetric heap allocator: {e}")))?;
-    pmi.barrier()
-        .map_err(pmi_err("PMI barrier (start-up complete)"))?;
-    let notes = pmi.takes_notes();
-    let pmi = Arc::new(Mutex::new(pmi));
-    let watch_token = crate::watch::attach(rank, control_fd.as_fd(), Arc::clone(&pmi), notes)
-        .map_err(|e| NodeError::Transport(format!("starting the watchdog: {e}")))?;
-    log::debug!(
-        "PE {rank} of {size} ready: node {node}, {} local PEs, service {}",
-        local_pes.len(),
-        service_path.display()
-    );
-    let unbelled = routes.iter().any(|r| matches!(r, Route::Verbs(_)));
-    Ok(Node {
-        rank,
-        size,
-        node,
-        job_id: table.job_id,
-        job_key: table.job_key,
-        udp_mtu,
-        node_of: table.node_of,
-        local_pes,
-        routes,
-        mappings,
-        own_sizes,
-        _maps: maps,
-        data,
-        pulse,
-        bell,
-        keeper: Mutex::new(keeper),
-        control: Mutex::new(control),
-        control_fd,
-        udp_fd,
-        exanet_wake,
-        pmi,
-        watch_token,
-        heap: Mutex::new(heap),
-        contexts: Mutex::new(1),
-        barrier_gen: Mutex::new(0),
-        finalized: AtomicBool::new(false),
-        service: Mutex::new(embedded),
-        service_path,
-        nodes: node_addrs,
-        wait: WaitConfig::new().with_spin_us(env.spin_us),
-        reply_spin: Default::default(),
-        deadline,
-        boot_timeout,
-        direct: env.direct,
-        ops_started: AtomicU64::new(0),
-        settled: AtomicBool::new(true),
-        unbelled,
-    })
+        .map(|&n| {
+            if n == node {
+                if direct { Route::Direct } else { Route::Ring }
+            } else {
+                let peer = NetPeer {
+                    addr: addr_of[&n],
+                    key: table.job_key,
+                };
+                if verbs {
+                    Route::Verbs(peer)
+                } else {
+                    Route::Net(peer)
+                }
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
