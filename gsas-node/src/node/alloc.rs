@@ -1,6 +1,9 @@
 //! The symmetric heap: alloc, calloc, align, realloc, free (local calls; see the module docs).
 
-use super::*;
+use super::error::NodeError;
+use gsas_core::symheap::Realloc;
+
+use super::{HEAP, MAPPED, Node, lock};
 
 impl Node {
     /// Allocates `size` bytes of the symmetric heap; `Ok(None)` for size 0. Returns the

@@ -1,6 +1,12 @@
 //! Atomics: validation, direct CPU atomics, and atomics through a service.
 
-use super::*;
+use super::error::NodeError;
+use super::remote::{OpDesc, Route, Target};
+use crate::watched;
+use gsas_core::client::ClientError;
+use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType};
+
+use super::{Ctx, Node, local, remote};
 
 impl Node {
     /// Validates an atomic on `pe`'s segment `seg` at `offset` (defined for the type,

@@ -1,6 +1,11 @@
 //! Contexts and completion: create/destroy, quiet and fence.
 
-use super::*;
+use super::error::NodeError;
+use super::remote::Remote;
+use std::sync::atomic;
+use std::sync::atomic::Ordering;
+
+use super::{Ctx, MAX_CONTEXTS, Node, lock};
 
 impl Node {
     /// Creates a context (up to [`MAX_CONTEXTS`] - 1 besides the default).

@@ -1,6 +1,11 @@
 //! The end of a PE's life in the job: barrier_all, abort, finalize (and settling before leaving).
 
-use super::*;
+use super::error::NodeError;
+use gsas_core::wire::{AtomicOp, AtomicType};
+use std::sync::atomic;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::{Ctx, MAPPED, MAX_CONTEXTS, Node, SETTLE_LIMIT, SYNC, boot, error, lock};
 
 impl Node {
     /// `quiet` on the default context, then a dissemination barrier over all PEs on

@@ -123,28 +123,26 @@ mod spin;
 mod verbs;
 mod wake;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::ptr::NonNull;
-use std::sync::atomic::{self, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use gsas_core::client::{ClientError, Issued};
-use gsas_core::symheap::{Realloc, Slot, SymHeap};
-use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr};
+use gsas_core::symheap::{Slot, SymHeap};
+use gsas_core::wire::GlobalAddr;
 
 use crate::pmi;
-use crate::poll::{PollFd, Progress, WaitConfig, WaitStats, Waiter, monotonic_ns};
+use crate::poll::WaitConfig;
 use crate::service::{ControlClient, ServiceThread};
 use crate::shm::Segment;
 use crate::transport::net::NetAddr;
-use crate::watched;
 
 pub use error::NodeError;
 
 use keeper::{Keeper, Pulse};
-use remote::{OpDesc, Record, Remote, Route, Target};
+use remote::Route;
 pub(crate) use wake::PeWake;
 
 /// Segment id of the symmetric heap.

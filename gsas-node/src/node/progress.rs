@@ -1,7 +1,15 @@
 //! The remote path's machinery: bounded waits that drive progress, and the start,
 //! completion and bookkeeping of one operation through a service (the `Route` matches).
 
-use super::*;
+use super::error::NodeError;
+use super::remote::{OpDesc, Record, Remote, Route, Target};
+use crate::poll::{PollFd, Progress, WaitConfig, WaitStats, Waiter, monotonic_ns};
+use gsas_core::client::{ClientError, Issued};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::Node;
 
 impl Node {
     /// Waits until `step` returns a value, driving progress on the remote path in between.

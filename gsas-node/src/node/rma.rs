@@ -1,6 +1,13 @@
 //! RMA: put and get, blocking and non-blocking, direct or through a service.
 
-use super::*;
+use super::error::NodeError;
+use super::remote::{OpDesc, Route, Target};
+use crate::watched;
+use gsas_core::client::{ClientError, Issued};
+use gsas_core::wire::{AtomicType, GlobalAddr};
+use std::sync::atomic::Ordering;
+
+use super::{Ctx, Node, remote};
 
 use gsas_core::client::Client;
 use gsas_core::transport::Transport;

@@ -2,7 +2,14 @@
 //! and the request each makes in PMI-1, PMI-2, PMIx or the singleton.
 
 use super::conn::encode;
-use super::*;
+use super::conn::{check_rc, protocol};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::{
+    Client, Link, Message, PROCESS_MAPPING_KEY, Plan, PmiError, ProcessMapping, Protocol, State,
+    is_token, pmix, value,
+};
 use crate::pmi::wire;
 
 impl Client {

@@ -1,7 +1,14 @@
 //! The connection to the process manager: the PMI-1 `initack` handshake, the framing of
 //! each protocol (PMI-1 lines, PMI-2 length-prefixed frames), and the checks of a response.
 
-use super::*;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use super::{
+    LineBuf, MAX_RESPONSE_LINE, Message, PmiError, Protocol, check_rank_size, env_err, excerpt,
+    excerpt_bytes, sys,
+};
 
 /// The `initack` handshake of `PMI_PORT` mode: returns (rank, size, debug).
 pub(super) fn initack(

@@ -50,10 +50,10 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::net::TcpStream;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::mapping::ProcessMapping;
 use super::pmix::{self, Pmix};

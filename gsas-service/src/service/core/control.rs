@@ -1,7 +1,18 @@
 //! The control protocol: accepting and serving control connections (join, leave, segments,
 //! stats) and the replies.
 
-use super::*;
+use crate::shm::{ShmError, recv_fds, send_fds};
+use crate::transport::udp::UdpTransport;
+use gsas_core::wire::ErrorCode;
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use super::{
+    Allocation, CONTROL_SEND_TIMEOUT, Conn, ConnState, ControlReply, ControlRequest, Core,
+    ExanetInfo, Gauges, Job, JoinInfo, MAX_MESSAGE, Outcome, Pe, PeerCred, ServiceInfo, UidPolicy,
+    job_share, show, socket,
+};
 
 /// How long the listener rests when the service is out of descriptors and has no spare.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);

@@ -1,7 +1,20 @@
 //! The data plane: one pass that serves the network and every ring through gsas-core's
 //! serve loop, and the host actions (ping, remote FORK) that arrive over UDP.
 
-use super::*;
+use crate::poll::monotonic_ns;
+use crate::transport::net::{NetAddr, NetPeer};
+use crate::transport::shmring::RingPeer;
+use gsas_core::reliable::PeerEvent;
+use gsas_core::service::{Served, refusal, refuse_host_actions};
+use gsas_core::transport::Transport;
+use gsas_core::wire::{
+    ControlCode, ErrorCode, PacketType, Request, RequestRepr, emit_reply_header,
+};
+
+use super::{
+    BUDGET, Core, Counters, ForkHandler, ForkProgress, PEER_KEPT_REQUESTS_CAP, PEER_QUEUE_CAP,
+    ServiceError,
+};
 
 impl Core {
     /// Drives timers and serves UDP and every ring once. Returns whether anything moved.

@@ -1,7 +1,18 @@
 //! The service's event loop: run, one turn (serve, control, sweeps), the poll over every
 //! descriptor, and the cleanup at the end.
 
-use super::*;
+use crate::poll::monotonic_ns;
+use crate::transport::udp::UdpTransport;
+use gsas_core::reliable::RefusalReason;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{
+    BLOCK_IDLE, BLOCK_TIMERS, CONTROL_EVERY, Core, LOGGED_REFUSALS, SWEEP_EVERY, ServiceError,
+    SignalFd,
+};
 
 impl Core {
     pub(crate) fn run(&mut self) -> Result<(), ServiceError> {

@@ -16,28 +16,21 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{self, AtomicU32, Ordering};
+use std::sync::atomic::{self, AtomicU32};
 use std::time::{Duration, Instant};
 
-use gsas_core::reliable::{PeerEvent, RefusalReason};
-use gsas_core::service::{
-    PortQueue, Segment as ServiceSegment, Served, Service as AtomicService, refusal,
-    refuse_host_actions,
-};
+use gsas_core::service::{PortQueue, Service as AtomicService};
 use gsas_core::transport::Transport;
-use gsas_core::wire::{
-    ControlCode, ErrorCode, PacketType, Request, RequestRepr, SenderId, emit_reply_header,
-};
+use gsas_core::wire::SenderId;
 
 use crate::bell::{Bell, BellRef, slot_offset};
-use crate::poll::monotonic_ns;
-use crate::shm::{Segment, ShmError, ShmMemory, recv_fds, send_fds};
+use crate::shm::{Segment, ShmError, ShmMemory};
 use crate::transport::exanet::{HEADER_LEN as EXA_HEADER_LEN, WakeLine};
-use crate::transport::net::{NetAddr, NetPeer, NetTransport};
-use crate::transport::shmring::{RingConfig, RingPeer, ShmRing};
+use crate::transport::net::{NetPeer, NetTransport};
+use crate::transport::shmring::{RingPeer, ShmRing};
 use crate::transport::udp::{UdpConfig, UdpTransport};
 
 use super::net::{OwnedReliable, reliable_config};

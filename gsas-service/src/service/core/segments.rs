@@ -2,7 +2,19 @@
 //! the per-job and per-user limits, and the end of a job: dropping it with its segments and
 //! peers, or, when it ended cleanly, keeping its peers closed for a while (TIME_WAIT).
 
-use super::*;
+use crate::shm::{Segment, ShmError};
+use crate::transport::shmring::{RingConfig, ShmRing};
+use gsas_core::reliable::RefusalReason;
+use gsas_core::service::{PortQueue, Segment as ServiceSegment};
+use gsas_core::wire::ErrorCode;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{
+    Core, LINGERING_JOBS, MAX_RING_BYTES, MAX_SEGMENT, MAX_SYNC, Outcome, RingPort, SEG_DATA,
+    SEG_HEAP, SEG_RING, SEG_SYNC, SEGMENTS, TOMBSTONES, seg_name, show,
+};
 
 impl Core {
     pub(super) fn create_segment(
