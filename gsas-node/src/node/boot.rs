@@ -1,5 +1,4 @@
-// Over 1,000 lines: the steps of `init` (one value per step done, one method per step, the
-// order below) and their unit tests sit together.
+// Over 1,000 lines: `init` is one sequence of steps sharing their locals (listed below), and its unit tests sit beside it.
 //! How a PE starts: [`Node::init`](super::Node::init) step by step.
 //!
 //! 1. **Data segment** (only with [`NodeOptions::remap_data`](super::NodeOptions)): before
@@ -35,11 +34,6 @@
 //!    `GSAS_DIRECT=0`); the PE's UDP socket is bound on its node's address; the engines and
 //!    the heap allocator are built. **Barrier**: after it every PE of the job is fully set
 //!    up, and the services need no bootstrap state.
-//!
-//! In the code each step is a method of the value the step before made: `init` is
-//! `Started::start` (1-3), `exchange` (4-5), `Placed::join_service` (6 and the joins of 7),
-//! `Serving::create_segments` (the segments of 7 and 8), `Mapped::connect_verbs` (RDMA
-//! between verbs nodes) and `Mapped::connect` (the engines of 8 and the last barrier).
 //!
 //! Every PE passes the same number of PMI barriers whatever its environment, so a
 //! disagreement is reported, not deadlocked. Every wait is bounded by
@@ -612,19 +606,19 @@ impl Started {
     }
 
     /// Steps 4-5: the two exchanges; every rank reads the job table.
-    fn exchange(self) -> Result<Placed, NodeError> {
+    fn exchange(mut self) -> Result<Placed, NodeError> {
         let Started {
             options,
-            remapped,
             env,
-            boot_timeout,
-            mut pmi,
+            pmi,
             rank,
             size,
             cluster,
             host,
             hint,
-        } = self;
+            ..
+        } = &mut self;
+        let (rank, size, hint) = (*rank, *size, *hint);
         // Exchange 1: entries.
         let job_from_env = env.job_id.zip(env.job_key);
         let rank0_job = if rank == 0 {
@@ -672,7 +666,7 @@ impl Started {
                 }
             }
             let job = rank0_job.unwrap_or((0, 0));
-            let launcher = launcher_nodes(&mut pmi, size);
+            let launcher = launcher_nodes(pmi, size);
             let value =
                 match bad.map_or_else(|| make_table(&entries, job, launcher.as_deref()), Err) {
                     Ok(t) => t.encode(),
@@ -718,18 +712,7 @@ impl Started {
                 .map(|c| Duration::from_millis(u64::from(c.defaults().service_timeout_ms))))
             .unwrap_or(Duration::from_millis(config::DEFAULT_DEADLINE_MS));
         Ok(Placed {
-            started: Started {
-                options,
-                remapped,
-                env,
-                boot_timeout,
-                pmi,
-                rank,
-                size,
-                cluster,
-                host,
-                hint,
-            },
+            started: self,
             table,
             node,
             nodes,
@@ -744,33 +727,29 @@ impl Placed {
     /// Steps 6 and 7's joins: the leader of each node finds or starts the node's service
     /// ([`Placed::find_or_start_service`]), joins and publishes it; every PE learns every
     /// node's service and joins its own.
-    fn join_service(self) -> Result<Serving, NodeError> {
+    fn join_service(mut self) -> Result<Serving, NodeError> {
         let leading = if self.started.rank == self.leader {
             Some(self.find_or_start_service()?)
         } else {
             None
         };
         let Placed {
-            started:
-                Started {
-                    options,
-                    remapped,
-                    env,
-                    boot_timeout,
-                    mut pmi,
-                    rank,
-                    size,
-                    cluster,
-                    host,
-                    hint,
-                },
+            started,
             table,
             node,
             nodes,
-            leader,
-            local_pes,
-            deadline,
-        } = self;
+            ..
+        } = &mut self;
+        let Started {
+            env,
+            pmi,
+            rank,
+            size,
+            cluster,
+            host,
+            ..
+        } = started;
+        let (rank, size, node) = (*rank, *size, *node);
 
         // Service: the leader finds or starts it and publishes it.
         let join_info = JoinInfo {
@@ -789,7 +768,7 @@ impl Placed {
                 &node_value(
                     service_addr(&j.info),
                     &path,
-                    pe_net(&env, cluster.as_ref(), node),
+                    pe_net(env, cluster.as_ref(), node),
                 ),
             )
             .map_err(pmi_err("publishing the node's service"))?;
@@ -799,7 +778,7 @@ impl Placed {
         let mut node_addrs = Vec::with_capacity(nodes.len());
         let mut node_nets = Vec::with_capacity(nodes.len());
         let mut leader_path = None;
-        for &n in &nodes {
+        for &n in nodes.iter() {
             let node_leader = table.node_of.iter().position(|&m| m == n).unwrap_or(0) as u32;
             let v = pmi
                 .kvs_get_from(node_leader, &format!("gsas-n{n}"))
@@ -827,11 +806,9 @@ impl Placed {
         let (service_path, control, joined) = match joined {
             Some(j) => j,
             None => {
-                let path = service_of_host(&env, &host)
-                    .or(leader_path)
-                    .ok_or_else(|| {
-                        NodeError::Config(format!("no service known for node {node}"))
-                    })?;
+                let path = service_of_host(env, host).or(leader_path).ok_or_else(|| {
+                    NodeError::Config(format!("no service known for node {node}"))
+                })?;
                 let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
                 let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
                 (path, c, j)
@@ -856,26 +833,7 @@ impl Placed {
         }
 
         Ok(Serving {
-            placed: Placed {
-                started: Started {
-                    options,
-                    remapped,
-                    env,
-                    boot_timeout,
-                    pmi,
-                    rank,
-                    size,
-                    cluster,
-                    host,
-                    hint,
-                },
-                table,
-                node,
-                nodes,
-                leader,
-                local_pes,
-                deadline,
-            },
+            placed: self,
             embedded,
             service_path,
             control,
@@ -937,38 +895,27 @@ impl Placed {
 impl Serving {
     /// Step 7's segments and step 8's mappings of the same-node peers' segments, then the
     /// verbs connections when the job's nodes are verbs nodes.
-    fn create_segments(self) -> Result<Mapped, NodeError> {
+    fn create_segments(mut self) -> Result<Mapped, NodeError> {
         let Serving {
-            placed:
-                Placed {
-                    started:
-                        Started {
-                            options,
-                            remapped,
-                            env,
-                            boot_timeout,
-                            mut pmi,
-                            rank,
-                            size,
-                            cluster,
-                            host,
-                            hint,
-                        },
-                    table,
-                    node,
-                    nodes,
-                    leader,
-                    local_pes,
-                    deadline,
-                },
-            embedded,
-            service_path,
-            mut control,
+            placed,
+            control,
             joined,
-            node_addrs,
-            verbs_rma,
-            service_mtu,
-        } = self;
+            ..
+        } = &mut self;
+        let Placed {
+            started, local_pes, ..
+        } = placed;
+        let Started {
+            options,
+            remapped,
+            env,
+            pmi,
+            rank,
+            size,
+            cluster,
+            ..
+        } = started;
+        let (rank, size) = (*rank, *size);
         // Own segments.
         let heap_size = options
             .heap_size
@@ -997,7 +944,7 @@ impl Serving {
             maps.push(m);
         }
         let mut data = None;
-        if let Some((d, memfd)) = remapped {
+        if let Some((d, memfd)) = remapped.take() {
             control.register_segment(me, SEG_DATA, d.len() as u64, memfd.fd())?;
             mappings[rank as usize * MAPPED + usize::from(SEG_DATA)] = Mapping {
                 base: d.base(),
@@ -1039,35 +986,7 @@ impl Serving {
         let verbs = None;
 
         Ok(Mapped {
-            serving: Serving {
-                placed: Placed {
-                    started: Started {
-                        options,
-                        remapped: None,
-                        env,
-                        boot_timeout,
-                        pmi,
-                        rank,
-                        size,
-                        cluster,
-                        host,
-                        hint,
-                    },
-                    table,
-                    node,
-                    nodes,
-                    leader,
-                    local_pes,
-                    deadline,
-                },
-                embedded,
-                service_path,
-                control,
-                joined,
-                node_addrs,
-                verbs_rma,
-                service_mtu,
-            },
+            serving: self,
             maps,
             mappings,
             own_sizes,
