@@ -30,6 +30,20 @@ fn write_config(dir: &Path, body: &str) -> PathBuf {
     f
 }
 
+/// Starts `gsas-atomicd` on node 0 of the cluster file `f` (log level info, standard error
+/// piped).
+fn serve(f: &Path) -> std::process::Child {
+    atomicd()
+        .arg("--config")
+        .arg(f)
+        .args(["--node", "0", "--log-level", "info"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn free_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -120,15 +134,7 @@ fn allocations_are_declared_and_ended_from_the_command_line() {
             socket.display()
         ),
     );
-    let mut child = atomicd()
-        .arg("--config")
-        .arg(&f)
-        .args(["--node", "0", "--log-level", "info"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = serve(&f);
     let gauge = |name: &str| -> Option<u64> {
         let o = run(atomicd().arg("--stats").arg(&socket));
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -189,15 +195,7 @@ fn configured_daemon_serves_reports_and_stops_on_sigterm() {
             socket.display()
         ),
     );
-    let mut child = atomicd()
-        .arg("--config")
-        .arg(&f)
-        .args(["--node", "0", "--log-level", "info"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = serve(&f);
     let until = Instant::now() + Duration::from_secs(120);
     let stats = loop {
         let o = run(atomicd().arg("--stats").arg(&socket));
