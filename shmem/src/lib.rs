@@ -106,8 +106,9 @@
 //!
 //! # What it is not
 //!
-//! Not the launcher or the runtime (the `gsas` crate), and not OpenSHMEM 1.6 (no scans, no
-//! sessions, no `shmem_team_ptr`).
+//! Not the launcher or the runtime (the `gsas` crate), and not OpenSHMEM 1.6: of its
+//! additions only `shmem_team_ptr` is here (no `ibput`/`ibget`, scans, `signal_add`/`set`,
+//! `pe_quiet`, sessions or `query_initialized` yet).
 //!
 //! # Thread safety
 //!
