@@ -44,7 +44,7 @@ pub struct JobDefaults {
     /// `verbs_rma = "service"`: RMA between verbs nodes through the atomic services.
     pub verbs_rma_via_service: bool,
     /// Whether a daemon admits PEs of users other than root only under an allocation the
-    /// resource manager declared (`gsas-atomicd --declare`).
+    /// resource manager declared (`gsas-atomicd declare`).
     pub require_allocation: bool,
 }
 

@@ -363,7 +363,7 @@ pub const DEFAULTS_REQUIRE_ALLOCATION: KeySpec = KeySpec {
     name: "require_allocation",
     kind: ValueKind::Bool,
     default: DefaultValue::Bool(false),
-    doc: "Whether daemons admit PEs of users other than root only under an allocation that root declared on that node (`gsas-atomicd --declare`, e.g. from a Slurm prolog): its PE count, largest job and memory then bound the user instead of the per-user shares, and a user without one is refused.",
+    doc: "Whether daemons admit PEs of users other than root only under an allocation that root declared on that node (`gsas-atomicd declare`, e.g. from a Slurm prolog): its PE count, largest job and memory then bound the user instead of the per-user shares, and a user without one is refused.",
 };
 /// `defaults.fork_secret_file`.
 pub const DEFAULTS_FORK_SECRET_FILE: KeySpec = KeySpec {

@@ -275,7 +275,7 @@ pub const DOCS: &[(&str, Kind, &str)] = {
         (
             "allocations.active",
             G,
-            "allocations root declared on this node (`gsas-atomicd --declare`)",
+            "allocations root declared on this node (`gsas-atomicd declare`)",
         ),
         ("jobs.started", C, "jobs started here (first Join)"),
         ("jobs.ended", C, "jobs ended because every PE left"),

@@ -1379,7 +1379,7 @@ fn only_root_declares_what_a_user_may_run() {
     assert!(
         none.said.starts_with("huge refused: ")
             && none.said.contains("uid 65534 (nobody) has no allocation")
-            && none.said.contains("gsas-atomicd --declare")
+            && none.said.contains("gsas-atomicd declare")
             && none.said.contains("| joined 0 |"),
         "{}",
         none.said

@@ -651,7 +651,7 @@ impl Core {
         let refused = if ids.is_empty() {
             Some(format!(
                 "{who} has no allocation on {}: this node admits a user's PEs only under one \
-                 that root declared (defaults.require_allocation; gsas-atomicd --declare, \
+                 that root declared (defaults.require_allocation; gsas-atomicd declare, \
                  e.g. from a Slurm prolog)",
                 self.cfg.name
             ))

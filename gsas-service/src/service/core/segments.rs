@@ -190,7 +190,7 @@ impl Core {
         let (user_limit, user_source) = match self.allocated(job.uid) {
             Some((_, _, memory, ids)) if memory > 0 => (
                 Some(memory),
-                format!("its allocation(s) {ids:?} on this node, gsas-atomicd --declare --memory"),
+                format!("its allocation(s) {ids:?} on this node, gsas-atomicd declare --memory"),
             ),
             _ => (
                 self.cfg.user_memory_limit,
