@@ -148,6 +148,7 @@ pub(crate) mod amo;
 pub(crate) mod coll;
 pub(crate) mod ctx_table;
 pub(crate) mod fatal;
+pub(crate) mod lifecycle;
 pub(crate) mod memory;
 pub(crate) mod p2p_wait;
 pub(crate) mod rma;

@@ -176,7 +176,7 @@ pub fn init_thread(level: ThreadLevel) -> Result<Shmem, Error> {
 ///
 /// Errors: as [`init`].
 pub fn init_with(options: Options) -> Result<Shmem, Error> {
-    let st = state::init(InitOptions {
+    let st = crate::lifecycle::init(InitOptions {
         remap_data: options.remap_data,
         thread_level: options.thread_level as c_int,
     })?;
@@ -270,7 +270,7 @@ impl Shmem {
     fn finalize_once(&self) {
         if !self.finalized.swap(true, Ordering::AcqRel) {
             crate::fatal::not_while_panicking("shmem::Shmem::finalize");
-            state::finalize("shmem::Shmem::finalize");
+            crate::lifecycle::finalize("shmem::Shmem::finalize");
         }
     }
 

@@ -31,7 +31,7 @@ pub(super) const TEAM_NUM_CONTEXTS: c_long = 1 << 0;
 /// status 2 (as `oshrun`, which checks the variables before it starts PEs, does); a failed
 /// bootstrap ends the job with the reason.
 fn init(call: &str) {
-    match state::init(InitOptions {
+    match crate::lifecycle::init(InitOptions {
         remap_data: true,
         thread_level: THREAD_MULTIPLE,
     }) {
@@ -59,7 +59,7 @@ unsafe fn init_thread(requested: c_int, provided: *mut c_int, call: &str) -> c_i
         );
         return 1;
     }
-    match state::init(InitOptions {
+    match crate::lifecycle::init(InitOptions {
         remap_data: true,
         thread_level: level,
     }) {
@@ -179,7 +179,7 @@ unsafe fn team_get_config(
 abi! {
     const SETUP;
     plain init [init] () => |call| init(call);
-    plain finalize [finalize] () => |call| state::finalize(call);
+    plain finalize [finalize] () => |call| crate::lifecycle::finalize(call);
     plain my_pe [my_pe] () -> c_int => |call| state::live(call).me as c_int;
     plain n_pes [n_pes] () -> c_int => |call| state::live(call).npes as c_int;
     noreturn global_exit [global_exit] (status: c_int) => |call| global_exit(status, call);

@@ -79,7 +79,7 @@ fn spin_time(st: &State) -> Duration {
 /// Whether a spinning PE would keep another off a CPU: this node runs more PEs than this
 /// process may use CPUs, or the machine has more runnable threads than CPUs right now
 /// ([`gsas_transport::poll::oversubscribed`]: several emulated nodes on one machine, other
-/// jobs, or the services at work). Unlike `shmem_wait_until` (see `state::build`) this holds
+/// jobs, or the services at work). Unlike `shmem_wait_until` (see `lifecycle::build`) this holds
 /// in a job whose PEs all share one node's memory directly too: spinning there beside one
 /// CPU-bound process made a 2-PE barrier 64 us instead of 5.
 fn crowded(st: &State) -> bool {
