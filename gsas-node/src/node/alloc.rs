@@ -34,7 +34,7 @@ impl Node {
     }
 
     /// Resizes a block (copying this PE's contents when it moves); see gsas-core's
-    /// [`SymHeap::realloc`].
+    /// [`SymHeap::realloc`](gsas_core::symheap::SymHeap::realloc).
     pub fn realloc(&self, block: Option<u64>, size: u64) -> Result<Option<u64>, NodeError> {
         self.check_live()?;
         let mut heap = lock(&self.heap);

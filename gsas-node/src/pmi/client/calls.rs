@@ -159,7 +159,7 @@ impl Client {
 
     /// Reads a node attribute published with [`Client::node_put`] by a process of this
     /// node; `Ok(None)` when absent. With `wait`, the process manager answers only once
-    /// the attribute exists (bounded by [`ClientConfig::barrier_timeout`]).
+    /// the attribute exists (bounded by [`ClientConfig::barrier_timeout`](super::ClientConfig::barrier_timeout)).
     pub fn node_get(&mut self, key: &str, wait: bool) -> Result<Option<Vec<u8>>, PmiError> {
         self.check_active("node_get")?;
         value::check_key(key, self.maxes.keylen_max)?;
@@ -192,7 +192,7 @@ impl Client {
     }
 
     /// Waits until every rank has entered the barrier (`barrier_in` / `barrier_out`),
-    /// at most [`ClientConfig::barrier_timeout`]. Makes earlier puts visible to all.
+    /// at most [`ClientConfig::barrier_timeout`](super::ClientConfig::barrier_timeout). Makes earlier puts visible to all.
     pub fn barrier(&mut self) -> Result<(), PmiError> {
         self.check_active("barrier")?;
         let (cmd, label, expect) = match (&mut self.link, self.protocol) {
