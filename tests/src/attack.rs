@@ -425,6 +425,22 @@ pub fn fuzz_control(path: &std::path::Path, messages: u64, seed: u64) -> Control
     out
 }
 
+/// A CONTROL Ping request packet (token 1), what the floods below send.
+fn ping_request() -> Vec<u8> {
+    let ping = RequestRepr {
+        sender: SenderId::new(7).unwrap(),
+        token: 1,
+        body: Request::Control {
+            code: gsas_core::wire::ControlCode::Ping,
+            arg0: 0,
+            arg1: 0,
+        },
+    };
+    let mut req = vec![0u8; ping.buffer_len()];
+    ping.emit(&mut Packet::new_unchecked(&mut req[..]));
+    req
+}
+
 /// Sends, from a socket bound to `from` (port 0), `rate` data frames per second to `to`,
 /// each with a new pseudo-random job key and sender epoch and carrying a CONTROL Ping,
 /// never acknowledging anything, until `stop` is set. Returns how many it sent. Without
@@ -436,20 +452,9 @@ pub fn ping_flood(
     stop: &std::sync::atomic::AtomicBool,
     seed: u64,
 ) -> u64 {
-    use gsas_core::wire::ControlCode;
     let mut udp = UdpTransport::bind(SocketAddr::new(from, 0), UdpConfig::default()).unwrap();
     let mut rng = Rng(seed | 1);
-    let ping = RequestRepr {
-        sender: SenderId::new(7).unwrap(),
-        token: 1,
-        body: Request::Control {
-            code: ControlCode::Ping,
-            arg0: 0,
-            arg1: 0,
-        },
-    };
-    let mut req = vec![0u8; ping.buffer_len()];
-    ping.emit(&mut Packet::new_unchecked(&mut req[..]));
+    let req = ping_request();
     let gap = Duration::from_secs(1) / rate.max(1);
     let t0 = Instant::now();
     let mut sent = 0u64;
@@ -550,19 +555,8 @@ pub fn cookie_answering_pingers(
 ) -> u64 {
     use gsas_core::reliable::frame::RefusalRepr;
     use gsas_core::reliable::{Refusal, RefusalReason};
-    use gsas_core::wire::ControlCode;
     let mut udp = socket();
-    let ping = RequestRepr {
-        sender: SenderId::new(7).unwrap(),
-        token: 1,
-        body: Request::Control {
-            code: ControlCode::Ping,
-            arg0: 0,
-            arg1: 0,
-        },
-    };
-    let mut req = vec![0u8; ping.buffer_len()];
-    ping.emit(&mut Packet::new_unchecked(&mut req[..]));
+    let req = ping_request();
     let base_epoch = gsas::service::reliable_config(Duration::from_secs(10)).epoch + (seed << 8);
     // Per key: its epoch, next sequence number and the cookie to echo.
     let mut state: Vec<(UdpPeer, u64, u32, Option<u64>)> = (0..keys)
