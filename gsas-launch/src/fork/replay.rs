@@ -11,6 +11,12 @@
 //! What it is not: authentication (the MAC is checked first, by the caller) or clock
 //! synchronisation: launcher and daemon clocks must agree within the window (NTP).
 //!
+//! Each nonce carries a value of the caller's ([`ReplayGuard::seen`],
+//! [`ReplayGuard::seen_mut`]): the FORK server keeps there who sent the request and what
+//! it was answered, so that the same request coming again from the same sender (its
+//! reliability state was lost with its peer slot, and it sent its last fragment again) gets
+//! the same answer instead of a refusal, and starts nothing twice.
+//!
 //! Thread-safety: a plain value mutated through `&mut self`.
 
 use std::collections::HashMap;
@@ -50,16 +56,17 @@ impl fmt::Display for ReplayError {
     }
 }
 
-/// The timestamp window and nonce cache.
+/// The timestamp window and nonce cache; every nonce remembered carries a `T` of the
+/// caller's.
 #[derive(Debug)]
-pub struct ReplayGuard {
+pub struct ReplayGuard<T = ()> {
     window_ms: u64,
     capacity: usize,
-    /// Nonce -> the daemon time (ms) after which it may be forgotten.
-    seen: HashMap<[u8; 16], u64>,
+    /// Nonce -> the daemon time (ms) after which it may be forgotten, and the caller's value.
+    seen: HashMap<[u8; 16], (u64, T)>,
 }
 
-impl ReplayGuard {
+impl<T> ReplayGuard<T> {
     /// A guard accepting timestamps within `window` of the daemon's clock and remembering
     /// at most `capacity` nonces.
     pub fn new(window: Duration, capacity: usize) -> Self {
@@ -80,13 +87,25 @@ impl ReplayGuard {
         self.seen.is_empty()
     }
 
+    /// The value remembered with `nonce`, if the nonce is remembered.
+    pub fn seen(&self, nonce: &[u8; 16]) -> Option<&T> {
+        self.seen.get(nonce).map(|(_, v)| v)
+    }
+
+    /// The value remembered with `nonce`, to change it.
+    pub fn seen_mut(&mut self, nonce: &[u8; 16]) -> Option<&mut T> {
+        self.seen.get_mut(nonce).map(|(_, v)| v)
+    }
+
     /// Checks a request made at `timestamp_ms` with `nonce`, the daemon's clock reading
-    /// `now_ms` (both in ms since the Unix epoch), and remembers the nonce if accepted.
+    /// `now_ms` (both in ms since the Unix epoch), and remembers the nonce with `value` if
+    /// accepted.
     pub fn check(
         &mut self,
         nonce: [u8; 16],
         timestamp_ms: u64,
         now_ms: u64,
+        value: T,
     ) -> Result<(), ReplayError> {
         let skew = i128::from(timestamp_ms) - i128::from(now_ms);
         if skew.unsigned_abs() > u128::from(self.window_ms) {
@@ -98,13 +117,14 @@ impl ReplayGuard {
             return Err(ReplayError::Replayed);
         }
         if self.seen.len() >= self.capacity {
-            self.seen.retain(|_, &mut forget_at| forget_at > now_ms);
+            self.seen
+                .retain(|_, &mut (forget_at, _)| forget_at > now_ms);
             if self.seen.len() >= self.capacity {
                 return Err(ReplayError::Full);
             }
         }
         self.seen
-            .insert(nonce, timestamp_ms.saturating_add(self.window_ms));
+            .insert(nonce, (timestamp_ms.saturating_add(self.window_ms), value));
         Ok(())
     }
 }
@@ -121,20 +141,20 @@ mod tests {
     fn window_and_replays() {
         let mut g = ReplayGuard::new(Duration::from_secs(120), 8);
         let now = 1_700_000_000_000;
-        assert_eq!(g.check(n(1), now, now), Ok(()));
-        assert_eq!(g.check(n(1), now, now + 5), Err(ReplayError::Replayed));
-        assert_eq!(g.check(n(2), now - 120_000, now), Ok(()));
-        assert_eq!(g.check(n(3), now + 120_000, now), Ok(()));
+        assert_eq!(g.check(n(1), now, now, ()), Ok(()));
+        assert_eq!(g.check(n(1), now, now + 5, ()), Err(ReplayError::Replayed));
+        assert_eq!(g.check(n(2), now - 120_000, now, ()), Ok(()));
+        assert_eq!(g.check(n(3), now + 120_000, now, ()), Ok(()));
         assert_eq!(
-            g.check(n(4), now - 120_001, now),
+            g.check(n(4), now - 120_001, now, ()),
             Err(ReplayError::Stale { skew_ms: -120_001 })
         );
         assert_eq!(
-            g.check(n(5), now + 600_000, now),
+            g.check(n(5), now + 600_000, now, ()),
             Err(ReplayError::Stale { skew_ms: 600_000 })
         );
         assert_eq!(
-            g.check(n(6), 0, u64::MAX),
+            g.check(n(6), 0, u64::MAX, ()),
             Err(ReplayError::Stale { skew_ms: i64::MIN })
         );
         assert!(
@@ -150,17 +170,31 @@ mod tests {
         let mut g = ReplayGuard::new(Duration::from_secs(10), 3);
         let t = 1_000_000;
         for i in 0..3 {
-            g.check(n(i), t, t).unwrap();
+            g.check(n(i), t, t, ()).unwrap();
         }
-        assert_eq!(g.check(n(9), t, t + 1), Err(ReplayError::Full));
+        assert_eq!(g.check(n(9), t, t + 1, ()), Err(ReplayError::Full));
         // Ten seconds later the first three can be forgotten: their timestamps are out of
         // the window, so a replay of them is refused as stale anyway.
-        assert_eq!(g.check(n(9), t + 10_001, t + 10_001), Ok(()));
+        assert_eq!(g.check(n(9), t + 10_001, t + 10_001, ()), Ok(()));
         assert_eq!(g.len(), 1);
         assert!(matches!(
-            g.check(n(0), t, t + 10_001),
+            g.check(n(0), t, t + 10_001, ()),
             Err(ReplayError::Stale { .. })
         ));
         assert!(!g.is_empty());
+    }
+
+    #[test]
+    fn a_nonce_keeps_the_value_it_was_first_seen_with() {
+        let mut g = ReplayGuard::new(Duration::from_secs(10), 4);
+        let t = 5_000_000;
+        g.check(n(1), t, t, "first").unwrap();
+        assert_eq!(g.seen(&n(1)), Some(&"first"));
+        // A second check of the nonce is refused and leaves the value as it was.
+        assert_eq!(g.check(n(1), t, t, "second"), Err(ReplayError::Replayed));
+        assert_eq!(g.seen(&n(1)), Some(&"first"));
+        *g.seen_mut(&n(1)).unwrap() = "answered";
+        assert_eq!(g.seen(&n(1)), Some(&"answered"));
+        assert_eq!(g.seen(&n(2)), None);
     }
 }

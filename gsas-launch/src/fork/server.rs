@@ -13,6 +13,13 @@
 //!    a refusal is answered with ERROR (the code says which class of problem, see
 //!    [`super::request::RequestError::code`]), counted (`fork.refused.<reason>`) and logged
 //!    with the sender's address;
+//!
+//!    the same request again from the same sender and job key (its nonce remembered, its
+//!    MAC valid: the same bytes) is answered as the first time and starts nothing
+//!    (`fork.repeated`): the launcher sends its last fragment again when the daemon's
+//!    reliability state for it was lost, which happens when its peer slot is given to a
+//!    newcomer between the request and its acknowledgement (see the service's peer index);
+//!    a fragment that arrives twice with the same bytes is taken once;
 //! 3. accepts (ACK) and hands the job to a thread of its own, which connects to the
 //!    launcher's stream address, sends the Hello ([`super::stream`]), starts the PEs as
 //!    the daemon's user and forwards their output and exit statuses.
@@ -38,7 +45,7 @@
 //! Thread-safety: [`ForkServer`] is `Send` and lives in the service loop; each accepted
 //! job runs on its own thread and shares only the counters and the set of running jobs.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -141,10 +148,20 @@ enum Reason {
     Busy,
 }
 
+/// Who sent a request whose nonce the daemon remembers, and what it was answered.
+#[derive(Clone, Copy, Debug)]
+struct FirstSeen {
+    from: SocketAddr,
+    job_key: u64,
+    /// `None` while the request is being checked.
+    answer: Option<Result<(), ErrorCode>>,
+}
+
 /// Counters shared with the job threads.
 #[derive(Debug, Default)]
 struct Shared {
     accepted: AtomicU64,
+    repeated: AtomicU64,
     refused: [AtomicU64; REASONS.len()],
     pes_started: AtomicU64,
     start_failures: AtomicU64,
@@ -160,7 +177,8 @@ impl Shared {
 
 struct Assembly {
     buf: Vec<u8>,
-    offsets: BTreeSet<u32>,
+    /// Fragments received: offset -> length.
+    pieces: BTreeMap<usize, usize>,
     received: usize,
     started: Instant,
 }
@@ -168,7 +186,7 @@ struct Assembly {
 /// The FORK handler of a daemon; see the [module docs](self).
 pub struct ForkServer {
     cfg: ForkServerConfig,
-    replay: ReplayGuard,
+    replay: ReplayGuard<FirstSeen>,
     assemblies: HashMap<(SocketAddr, u64, u64), Assembly>,
     shared: Arc<Shared>,
     refusals: u64,
@@ -246,23 +264,37 @@ impl ForkServer {
         }
         let a = self.assemblies.entry(key).or_insert_with(|| Assembly {
             buf: vec![0; total],
-            offsets: BTreeSet::new(),
+            pieces: BTreeMap::new(),
             received: 0,
             started: now,
         });
         let start = frag.offset as usize;
-        let fits = a.buf.len() == total && start + data.len() <= total;
-        if !fits || !a.offsets.insert(frag.offset) {
-            self.assemblies.remove(&key);
-            let why = "fragments that do not fit together";
-            return Err(self.refuse(from, Reason::Malformed, why, ErrorCode::Malformed));
+        let end = start.saturating_add(data.len());
+        if a.buf.len() == total && a.pieces.get(&start) == Some(&data.len()) {
+            if a.buf[start..end] == *data {
+                // The same fragment again (its acknowledgement was lost with the sender's
+                // slot): taken once.
+                return Ok(None);
+            }
+        } else {
+            let before = a.pieces.range(..=start).next_back();
+            let after = a.pieces.range(start..).next();
+            let overlaps = before.is_some_and(|(&o, &l)| o + l > start)
+                || after.is_some_and(|(&o, _)| o < end);
+            if a.buf.len() == total && end <= total && !overlaps {
+                a.pieces.insert(start, data.len());
+                a.buf[start..end].copy_from_slice(data);
+                a.received += data.len();
+                return Ok(if a.received < total {
+                    None
+                } else {
+                    self.assemblies.remove(&key).map(|a| a.buf)
+                });
+            }
         }
-        a.buf[start..start + data.len()].copy_from_slice(data);
-        a.received += data.len();
-        if a.received < total {
-            return Ok(None);
-        }
-        Ok(self.assemblies.remove(&key).map(|a| a.buf))
+        self.assemblies.remove(&key);
+        let why = "fragments that do not fit together";
+        Err(self.refuse(from, Reason::Malformed, why, ErrorCode::Malformed))
     }
 
     /// Checks a whole request and starts its job.
@@ -283,7 +315,18 @@ impl ForkServer {
             let why = "the request's job key differs from its datagrams' key";
             return Err(self.refuse(from, Reason::WrongKey, why, ErrorCode::BadKey));
         }
-        if let Err(e) = self.replay.check(req.nonce, req.timestamp_ms, now_ms()) {
+        let first = FirstSeen {
+            from,
+            job_key,
+            answer: None,
+        };
+        if let Err(e) = self
+            .replay
+            .check(req.nonce, req.timestamp_ms, now_ms(), first)
+        {
+            if let Some(answer) = self.repeat(&req.nonce, from, job_key, e) {
+                return answer;
+            }
             let (reason, code) = match e {
                 ReplayError::Stale { .. } => (Reason::Stale, ErrorCode::BadKey),
                 ReplayError::Replayed => (Reason::Replay, ErrorCode::BadKey),
@@ -291,6 +334,41 @@ impl ForkServer {
             };
             return Err(self.refuse(from, reason, &e.to_string(), code));
         }
+        let nonce = req.nonce;
+        let answer = self.start(from, req);
+        if let Some(seen) = self.replay.seen_mut(&nonce) {
+            seen.answer = Some(answer);
+        }
+        answer
+    }
+
+    /// The answer to a request whose nonce was seen before (`e` is
+    /// [`ReplayError::Replayed`]), when it comes again from the sender and job key that
+    /// sent it first and was answered: the same answer (counted in `fork.repeated`).
+    /// `None`: a replay, refused by the caller.
+    fn repeat(
+        &mut self,
+        nonce: &[u8; 16],
+        from: SocketAddr,
+        job_key: u64,
+        e: ReplayError,
+    ) -> Option<Result<(), ErrorCode>> {
+        if e != ReplayError::Replayed {
+            return None;
+        }
+        let first = self.replay.seen(nonce)?;
+        if first.from != from || first.job_key != job_key {
+            return None;
+        }
+        let answer = first.answer?;
+        self.shared.repeated.fetch_add(1, Ordering::Relaxed);
+        log::info!("FORK from {from}: the same request again, answered as before ({answer:?})");
+        Some(answer)
+    }
+
+    /// Starts the job of an authenticated, fresh request, unless it is for another node,
+    /// runs here already or too many jobs run.
+    fn start(&mut self, from: SocketAddr, req: ForkRequest) -> Result<(), ErrorCode> {
         if req.node != self.cfg.node {
             let why = format!(
                 "the request is for node {}, this daemon serves node {}",
@@ -365,6 +443,10 @@ impl ForkHandler for ForkServer {
             (
                 "fork.accepted".to_owned(),
                 s.accepted.load(Ordering::Relaxed),
+            ),
+            (
+                "fork.repeated".to_owned(),
+                s.repeated.load(Ordering::Relaxed),
             ),
             ("fork.jobs_active".to_owned(), s.jobs().len() as u64),
             (

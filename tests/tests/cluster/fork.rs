@@ -370,7 +370,10 @@ fn a_same_host_sender_that_answers_cookies_cannot_keep_a_launcher_out() {
     // slots of the launcher's own address on each daemon. Before, every FORK launch from
     // this host was refused ("share of the peer table for host actions is full (8 of 8)")
     // for as long as the pings went on; now a sender that proved nothing gives way at once
-    // to a newcomer, and a sender whose FORK was accepted keeps its slot.
+    // to a newcomer, and a sender whose FORK was accepted keeps its slot. A launcher whose
+    // slot goes to a pinger between its request and the acknowledgement sends its last
+    // fragment again, and the daemon answers it as the first time (`fork.repeated`;
+    // before, under qemu and load, that was refused as a replay and the launch failed).
     let dir = gsas_tests::node::scratch_dir("fork-cookie-pingers");
     let (cf, file) = fork_cluster(&dir);
     let ds = daemons(&cf, &file);
@@ -417,8 +420,12 @@ fn a_same_host_sender_that_answers_cookies_cannot_keep_a_launcher_out() {
     let took = started.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let answered: Vec<u64> = pingers.into_iter().map(|p| p.join().unwrap()).collect();
+    let repeated: Vec<u64> = ds
+        .iter()
+        .map(|d| d.stats().get("fork.repeated").unwrap_or(0))
+        .collect();
     eprintln!(
-        "FORK launches beside 12 cookie-answering, never-acknowledging pingers per daemon: {ok} of {launches} in {took:?} (challenges answered {answered:?})"
+        "FORK launches beside 12 cookie-answering, never-acknowledging pingers per daemon: {ok} of {launches} in {took:?} (challenges answered {answered:?}, requests repeated {repeated:?})"
     );
     assert_eq!(ok, launches, "{failures:#?}");
     for (d, n) in ds.iter().zip(&answered) {

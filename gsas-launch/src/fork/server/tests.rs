@@ -85,14 +85,17 @@ fn an_accepted_request_runs_its_pes_and_reports_to_the_launcher() {
     );
     let bytes = req.emit(&secret()).unwrap();
     let mut s = server();
-    // In three fragments, out of order.
+    // In three fragments, out of order, one of them twice (its acknowledgement was lost
+    // with the sender's slot): taken once.
     let third = bytes.len() / 3;
     let from: SocketAddr = "127.0.0.1:5555".parse().unwrap();
     // A fragment proves nothing; the whole request, authenticated, is accepted.
-    assert_eq!(
-        s.fork(from, 77, frag(bytes.len(), third), &bytes[third..2 * third]),
-        Ok(ForkProgress::Fragment)
-    );
+    for _ in 0..2 {
+        assert_eq!(
+            s.fork(from, 77, frag(bytes.len(), third), &bytes[third..2 * third]),
+            Ok(ForkProgress::Fragment)
+        );
+    }
     assert_eq!(
         s.fork(from, 77, frag(bytes.len(), 2 * third), &bytes[2 * third..]),
         Ok(ForkProgress::Fragment)
@@ -132,12 +135,49 @@ fn an_accepted_request_runs_its_pes_and_reports_to_the_launcher() {
     }
     assert_eq!(counter(&s, "fork.accepted"), 1);
     assert_eq!(counter(&s, "fork.pes_started"), 2);
-    // The same bytes again: a replay.
+    // The same request again from the same sender (its reliability state was lost before
+    // the acknowledgement reached it): answered as before, nothing started again.
     assert_eq!(
         s.fork(from, 77, frag(bytes.len(), 0), &bytes),
+        Ok(ForkProgress::Accepted)
+    );
+    assert_eq!(counter(&s, "fork.repeated"), 1);
+    assert_eq!(counter(&s, "fork.accepted"), 1);
+    listener.set_nonblocking(true).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        listener.accept().is_err(),
+        "a repeated request connected to the launcher again"
+    );
+    assert_eq!(counter(&s, "fork.pes_started"), 2);
+    // The same bytes from another sender, or under another job key: a replay.
+    let other: SocketAddr = "127.0.0.1:5557".parse().unwrap();
+    assert_eq!(
+        s.fork(other, 77, frag(bytes.len(), 0), &bytes),
         Err(ErrorCode::BadKey)
     );
     assert_eq!(counter(&s, "fork.refused.replay"), 1);
+    assert_eq!(counter(&s, "fork.repeated"), 1);
+}
+
+#[test]
+fn a_refused_request_sent_again_is_refused_the_same_way_and_counted_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let from: SocketAddr = "127.0.0.1:5558".parse().unwrap();
+    let mut s = server();
+    let mut other_node = request(listener.local_addr().unwrap(), &["true"], 9);
+    other_node.node = 2;
+    let bytes = other_node.emit(&secret()).unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            s.fork(from, 77, frag(bytes.len(), 0), &bytes),
+            Err(ErrorCode::HostFailure)
+        );
+    }
+    assert_eq!(counter(&s, "fork.refused.wrong_node"), 1);
+    assert_eq!(counter(&s, "fork.refused.replay"), 0);
+    assert_eq!(counter(&s, "fork.repeated"), 1);
+    assert_eq!(counter(&s, "fork.accepted"), 0);
 }
 
 #[test]
@@ -184,16 +224,34 @@ fn refusals_are_classified_and_counted() {
         s.fork(from, 77, frag(MAX_REQUEST + 1, 0), b"x"),
         Err(ErrorCode::TooLarge)
     );
-    // Overlapping fragments of one request.
+    // Overlapping fragments of one request: the same offset with other bytes (the same
+    // bytes again are a fragment whose acknowledgement was lost, taken once).
     assert_eq!(
         s.fork(from, 77, frag(100, 0), &[1; 10]),
         Ok(ForkProgress::Fragment)
     );
     assert_eq!(
         s.fork(from, 77, frag(100, 0), &[1; 10]),
+        Ok(ForkProgress::Fragment)
+    );
+    assert_eq!(
+        s.fork(from, 77, frag(100, 0), &[2; 10]),
         Err(ErrorCode::Malformed)
     );
-    assert_eq!(counter(&s, "fork.refused.malformed"), 2);
+    // Fragments at different offsets that cover the same bytes.
+    assert_eq!(
+        s.fork(from, 77, frag(100, 0), &[1; 10]),
+        Ok(ForkProgress::Fragment)
+    );
+    assert_eq!(
+        s.fork(from, 77, frag(100, 20), &[1; 10]),
+        Ok(ForkProgress::Fragment)
+    );
+    assert_eq!(
+        s.fork(from, 77, frag(100, 15), &[1; 10]),
+        Err(ErrorCode::Malformed)
+    );
+    assert_eq!(counter(&s, "fork.refused.malformed"), 3);
     assert_eq!(counter(&s, "fork.accepted"), 0);
     assert_eq!(counter(&s, "fork.refused.too_large"), 1);
 }
