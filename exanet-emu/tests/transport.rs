@@ -630,7 +630,7 @@ fn a_persistent_message_is_resent_after_a_lost_ack_and_given_up_at_its_deadline(
     assert!(start.elapsed() >= Duration::from_millis(20));
 }
 
-/// The runtime's PIO path (`gsas_transport::transport::pio`) over the emulator in
+/// The runtime's PIO path (`gsas_transport::pio`) over the emulator in
 /// process: the reliability layer the services and PEs use, over an Exanet endpoint of
 /// node 0 and one of node 1.
 mod pio_over_the_emulator {
@@ -642,11 +642,11 @@ mod pio_over_the_emulator {
     use gsas_core::reliable::PeerEvent;
     use gsas_core::transport::{Transport, TransportError};
 
+    use gsas_transport::exanet::ExanetSite;
+    use gsas_transport::net::{NetAddr, NetPeer, NetTransport};
+    use gsas_transport::pio::MAX_PACKET;
     use gsas_transport::poll::monotonic_ns;
-    use gsas_transport::transport::exanet::ExanetSite;
-    use gsas_transport::transport::net::{NetAddr, NetPeer, NetTransport};
-    use gsas_transport::transport::pio::MAX_PACKET;
-    use gsas_transport::transport::reliable::{OwnedReliable, reliable_config};
+    use gsas_transport::reliable::{OwnedReliable, reliable_config};
 
     type Layer = OwnedReliable<NetTransport, 8>;
     const KEY: u64 = 0x5EED;

@@ -35,11 +35,11 @@ use std::time::Duration;
 
 use log::LevelFilter;
 
-use crate::config::RuntimeConfig;
 use crate::fork::secret::Secret;
 use crate::fork::server::{ForkServer, ForkServerConfig};
-use crate::service::{Service, ServiceConfig, UidPolicy};
+use gsas_service::{Service, ServiceConfig, UidPolicy};
 use gsas_sys::event::SignalFd;
+use gsas_transport::config::RuntimeConfig;
 
 /// What the daemon was asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -431,7 +431,7 @@ pub fn daemon_config(file: &std::path::Path, node: u16) -> Result<DaemonConfig, 
 fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
     let whole = cfg
         .memory_limit
-        .unwrap_or_else(crate::service::default_memory_limit);
+        .unwrap_or_else(gsas_service::default_memory_limit);
     let half = u64::try_from(
         u128::from(whole) * u128::from(board_config::keys::DEFAULT_MEMORY_SHARE_PERCENT) / 100,
     )
@@ -450,7 +450,7 @@ fn set_shares(cfg: &mut ServiceConfig, node: Option<&board_config::Node>) {
     let (job, user) = node.map_or((None, None), |n| (n.job_memory, n.user_memory));
     cfg.job_memory_limit = Some(job.unwrap_or(half));
     cfg.user_memory_limit = Some(user.unwrap_or(half));
-    cfg.memory_source = crate::service::MemorySource {
+    cfg.memory_source = gsas_service::MemorySource {
         job: source(job, "job_memory"),
         user: source(user, "user_memory"),
     };
@@ -500,7 +500,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             job_pes,
             memory,
         } => {
-            let done = crate::service::ControlClient::connect(&socket, Duration::from_secs(5))
+            let done = gsas_service::ControlClient::connect(&socket, Duration::from_secs(5))
                 .and_then(|mut c| c.declare(id, uid, pes, job_pes, memory));
             return match done {
                 Ok(()) => {
@@ -517,7 +517,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             };
         }
         Command::Undeclare { socket, id } => {
-            let done = crate::service::ControlClient::connect(&socket, Duration::from_secs(5))
+            let done = gsas_service::ControlClient::connect(&socket, Duration::from_secs(5))
                 .and_then(|mut c| c.undeclare(id));
             return match done {
                 Ok(()) => {
@@ -534,7 +534,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             };
         }
         Command::Stats { socket, explain } => {
-            return match crate::service::query_stats(&socket, Duration::from_secs(5)) {
+            return match gsas_service::query_stats(&socket, Duration::from_secs(5)) {
                 Ok(report) if explain => {
                     print!("{}", report.explained());
                     0
@@ -604,7 +604,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             return 2;
         }
     };
-    crate::log::init(
+    gsas_transport::log::init(
         "gsas-atomicd",
         level.or(env.log).or(Some(LevelFilter::Info)),
     );
@@ -624,7 +624,10 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
     cfg.socket_mode = 0o666;
     cfg.spin = Duration::from_micros(env.service_spin_us);
     cfg.sched_slice = Duration::from_micros(env.sched_slice_us);
-    cfg.udp_mtu = match (file_mtu, std::env::var_os(crate::config::GSAS_UDP_MTU.name)) {
+    cfg.udp_mtu = match (
+        file_mtu,
+        std::env::var_os(gsas_transport::config::GSAS_UDP_MTU.name),
+    ) {
         (Some(m), None) => m,
         _ => env.udp_mtu,
     };
@@ -636,14 +639,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         cfg.deadline = Duration::from_millis(ms);
     }
     cfg.exanet = match (&file_node, env.transport) {
-        (Some(n), _) => match crate::transport::exanet::exanet_site(n, &env) {
+        (Some(n), _) => match gsas_transport::exanet::exanet_site(n, &env) {
             Ok(site) => site,
             Err(e) => {
                 gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
                 return 2;
             }
         },
-        (None, Some(crate::config::TransportKind::Exanet)) => {
+        (None, Some(gsas_transport::config::TransportKind::Exanet)) => {
             gsas_transport::eprintln_whole!(
                 "gsas-atomicd: GSAS_TRANSPORT=exanet needs --config: the node's coordinate and Exanet endpoints come from the cluster file"
             );
@@ -935,7 +938,7 @@ mod tests {
         assert_eq!(d.node.verbs_device.as_deref(), Some("softverbs1"));
         assert_eq!(d.service.udp_bind, "127.0.0.1:7481".parse().unwrap());
         assert_eq!(
-            crate::transport::exanet::exanet_site(&d.node, &RuntimeConfig::default()),
+            gsas_transport::exanet::exanet_site(&d.node, &RuntimeConfig::default()),
             Ok(None)
         );
     }
@@ -945,30 +948,27 @@ mod tests {
         let qfdb = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/qfdb.toml");
         let d = daemon_config(std::path::Path::new(qfdb), 2).unwrap();
         let env = RuntimeConfig::default();
-        let site = crate::transport::exanet::exanet_site(&d.node, &env)
+        let site = gsas_transport::exanet::exanet_site(&d.node, &env)
             .unwrap()
             .expect("exanet node");
         assert_eq!(site.coord, 0x2000);
         assert_eq!(
             site.source,
-            crate::transport::exanet::ExanetSource::Uio {
+            gsas_transport::exanet::ExanetSource::Uio {
                 devices: (0..5).map(|k| format!("exanet-ep{k}")).collect()
             }
         );
         // GSAS_TRANSPORT overrides the file; a missing emulator is named.
         let udp = RuntimeConfig {
-            transport: Some(crate::config::TransportKind::Udp),
+            transport: Some(gsas_transport::config::TransportKind::Udp),
             ..RuntimeConfig::default()
         };
-        assert_eq!(
-            crate::transport::exanet::exanet_site(&d.node, &udp),
-            Ok(None)
-        );
+        assert_eq!(gsas_transport::exanet::exanet_site(&d.node, &udp), Ok(None));
         let emu = RuntimeConfig {
             exanet_emu: Some("/nonexistent/exa".into()),
             ..RuntimeConfig::default()
         };
-        let e = crate::transport::exanet::exanet_site(&d.node, &emu).unwrap_err();
+        let e = gsas_transport::exanet::exanet_site(&d.node, &emu).unwrap_err();
         assert!(
             e.contains("node 2 (qfdb0-f2)") && e.contains("no Exanet emulator at /nonexistent/exa"),
             "{e}"

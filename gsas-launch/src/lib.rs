@@ -20,7 +20,3 @@ pub mod daemon;
 pub mod fork;
 pub mod launch;
 pub mod pmi;
-
-// The layers underneath under the names the moved modules use (`crate::shm`, ...).
-use gsas_service::service;
-use gsas_transport::{config, log, poll, transport};

@@ -21,7 +21,3 @@
 pub mod node;
 pub mod pmi;
 pub mod watch;
-
-// The layers underneath under the names the moved modules use (`crate::shm`, ...).
-use gsas_service::service;
-use gsas_transport::{bell, config, log, poll, shm, transport, watched};

@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::pmi;
-use crate::poll::monotonic_ns;
+use gsas_transport::poll::monotonic_ns;
 
 /// [`alert`] bit: the local atomic service closed the control connection.
 pub const GONE: u32 = 1;

@@ -4,7 +4,7 @@
 //! and one PE: `seq`, bumped by every ring, and `sleepers`, the number of the PE's threads
 //! that are about to sleep or sleep on `seq` with `futex(2)`. The service keeps one page of
 //! bells (the *doorbell page*, which also holds the service's own wake word at offset 0,
-//! see `gsas_service::service`); a PE gets a slot in it when it joins ([`slot_offset`]) and maps
+//! see `gsas_service`); a PE gets a slot in it when it joins ([`slot_offset`]) and maps
 //! the page. The protocol:
 //!
 //! * **Service** ([`Bell::ring`]), after applying a WRITE, BULK_WRITE fragment, modifying

@@ -54,13 +54,14 @@
 // The role crates under the module paths this crate had before it was split.
 pub use gsas_launch::{fork, pmi};
 pub use gsas_node::node;
-pub use gsas_transport::{bell, config, log, poll, shm, transport, watched};
+pub use gsas_transport as transport;
+pub use gsas_transport::{bell, config, log, poll, shm, watched};
 
-/// The atomic service (`gsas_service::service`), with the daemon (`gsas_launch::daemon`)
+/// The atomic service (`gsas_service`), with the daemon (`gsas_launch::daemon`)
 /// and the socket and event wrappers (`gsas_sys`) it used to hold.
 pub mod service {
     pub use gsas_launch::daemon;
-    pub use gsas_service::service::*;
+    pub use gsas_service::*;
     pub use gsas_sys::{event as sys, socket};
 }
 

@@ -19,7 +19,6 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdma_mummy_sys as sys;
 use sideway::ibverbs::AccessFlags;
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionQueue};
@@ -297,17 +296,17 @@ impl Endpoint {
                 });
             }
         };
-        let sge = sys::ibv_sge {
+        let sge = rdma_mummy_sys::ibv_sge {
             addr: src.as_ptr() as u64,
             length: src.len() as u32,
             lkey,
         };
         let flags = if inline {
-            sys::ibv_send_flags::IBV_SEND_INLINE.0
+            rdma_mummy_sys::ibv_send_flags::IBV_SEND_INLINE.0
         } else {
             0
         };
-        let write = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+        let write = rdma_mummy_sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
         self.post_rdma(Op::Put, write, flags, sge, dst, offset, false)
             .map(drop)
     }
@@ -356,12 +355,12 @@ impl Endpoint {
             dst_offset + u64::from(len) <= d.len,
             "get beyond its region"
         );
-        let sge = sys::ibv_sge {
+        let sge = rdma_mummy_sys::ibv_sge {
             addr: d.addr + dst_offset,
             length: len,
             lkey: dst.lkey(),
         };
-        let read = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
+        let read = rdma_mummy_sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
         self.post_rdma(Op::Get, read, 0, sge, src, offset, signal)
     }
 
@@ -371,14 +370,14 @@ impl Endpoint {
     fn post_rdma(
         &mut self,
         op: Op,
-        opcode: sys::ibv_wr_opcode::Type,
+        opcode: rdma_mummy_sys::ibv_wr_opcode::Type,
         flags: u32,
-        sge: sys::ibv_sge,
+        sge: rdma_mummy_sys::ibv_sge,
         remote: RemoteKey,
         offset: u64,
         signal: bool,
     ) -> Result<u64, Error> {
-        let rdma = sys::rdma_t {
+        let rdma = rdma_mummy_sys::rdma_t {
             remote_addr: remote.addr + offset,
             rkey: remote.rkey,
         };
@@ -446,7 +445,7 @@ impl Endpoint {
             scratch_offset % 8 == 0 && scratch_offset + 8 <= s.len,
             "atomic result slot"
         );
-        let sge = sys::ibv_sge {
+        let sge = rdma_mummy_sys::ibv_sge {
             addr: s.addr + scratch_offset,
             length: 8,
             lkey: scratch.lkey(),
@@ -458,11 +457,11 @@ impl Endpoint {
             sge,
             |wr| {
                 wr.opcode = if op == Op::FetchAdd {
-                    sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD
+                    rdma_mummy_sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD
                 } else {
-                    sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
+                    rdma_mummy_sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
                 };
-                wr.wr.atomic = sys::atomic_t {
+                wr.wr.atomic = rdma_mummy_sys::atomic_t {
                     remote_addr: dst.addr + offset,
                     compare_add: operand,
                     swap,
@@ -486,8 +485,8 @@ impl Endpoint {
         op: Op,
         flags: u32,
         signal: bool,
-        mut sge: sys::ibv_sge,
-        fill: impl FnOnce(&mut sys::ibv_send_wr),
+        mut sge: rdma_mummy_sys::ibv_sge,
+        fill: impl FnOnce(&mut rdma_mummy_sys::ibv_send_wr),
         target: RemoteKey,
     ) -> Result<u64, Error> {
         if self.posted - self.done >= u64::from(self.depth) {
@@ -501,7 +500,7 @@ impl Endpoint {
         let signal = signal || n + 1 - self.signalled >= u64::from(self.depth / 2);
         // SAFETY: an all-zero ibv_send_wr is valid (null pointers, zero numbers and unions
         // of plain integers).
-        let mut wr: sys::ibv_send_wr = unsafe { MaybeUninit::zeroed().assume_init() };
+        let mut wr: rdma_mummy_sys::ibv_send_wr = unsafe { MaybeUninit::zeroed().assume_init() };
         wr.wr_id = n;
         if sge.length > 0 {
             wr.sg_list = &mut sge;
@@ -510,20 +509,20 @@ impl Endpoint {
 
         wr.send_flags = flags
             | if signal {
-                sys::ibv_send_flags::IBV_SEND_SIGNALED.0
+                rdma_mummy_sys::ibv_send_flags::IBV_SEND_SIGNALED.0
             } else {
                 0
             }
             | if self.fence_next {
-                sys::ibv_send_flags::IBV_SEND_FENCE.0
+                rdma_mummy_sys::ibv_send_flags::IBV_SEND_FENCE.0
             } else {
                 0
             };
         fill(&mut wr);
-        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        let mut bad: *mut rdma_mummy_sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: the queue pair is alive (owned by self); `wr` and `sge` live across the
         // call, and the provider copies them (inline data included) before returning.
-        let rc = unsafe { sys::ibv_post_send(self.qp.qp().as_ptr(), &mut wr, &mut bad) };
+        let rc = unsafe { rdma_mummy_sys::ibv_post_send(self.qp.qp().as_ptr(), &mut wr, &mut bad) };
         if rc == libc::ENOMEM {
             return Err(Error::WouldBlock);
         }
@@ -559,10 +558,11 @@ impl Endpoint {
     pub fn progress(&mut self) -> Result<u64, Error> {
         self.check_failed()?;
         // SAFETY: zeroed completions are valid plain data; the provider fills `n` of them.
-        let mut wc: [sys::ibv_wc; 16] = unsafe { MaybeUninit::zeroed().assume_init() };
+        let mut wc: [rdma_mummy_sys::ibv_wc; 16] = unsafe { MaybeUninit::zeroed().assume_init() };
         // SAFETY: the completion queue is alive (owned by self) and `wc` has 16 entries.
-        let n =
-            unsafe { sys::ibv_poll_cq(self.cq.cq().as_ptr(), wc.len() as i32, wc.as_mut_ptr()) };
+        let n = unsafe {
+            rdma_mummy_sys::ibv_poll_cq(self.cq.cq().as_ptr(), wc.len() as i32, wc.as_mut_ptr())
+        };
         if n < 0 {
             return Err(Error::Verbs(
                 "ibv_poll_cq",
@@ -571,11 +571,11 @@ impl Endpoint {
         }
         let before = self.done;
         for w in &wc[..n as usize] {
-            if w.status != sys::ibv_wc_status::IBV_WC_SUCCESS {
+            if w.status != rdma_mummy_sys::ibv_wc_status::IBV_WC_SUCCESS {
                 let op = self.ops[(w.wr_id % u64::from(self.depth)) as usize];
                 // SAFETY: ibv_wc_status_str returns a static C string (or NULL when the
                 // library lacks it).
-                let s = unsafe { sys::ibv_wc_status_str(w.status) };
+                let s = unsafe { rdma_mummy_sys::ibv_wc_status_str(w.status) };
                 let status = if s.is_null() {
                     format!("status {}", w.status)
                 } else {
@@ -635,12 +635,12 @@ impl Endpoint {
         }
         if self.signalled != self.posted {
             let target = self.last_target.expect("a request was posted");
-            let sge = sys::ibv_sge {
+            let sge = rdma_mummy_sys::ibv_sge {
                 addr: 0,
                 length: 0,
                 lkey: 0,
             };
-            let write = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+            let write = rdma_mummy_sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
             loop {
                 match self.post_rdma(Op::Quiet, write, 0, sge, target, 0, true) {
                     Err(Error::WouldBlock) => self.wait_room()?,

@@ -40,9 +40,9 @@ use gsas_core::reliable::{PeerEvent, Refusal, RefusalReason};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{ErrorCode, GlobalAddr, SenderId};
 
-use crate::poll::monotonic_ns;
-use crate::transport::reliable::{OwnedReliable, reliable_config};
-use crate::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
+use gsas_transport::poll::monotonic_ns;
+use gsas_transport::reliable::{OwnedReliable, reliable_config};
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 use super::request::{ForkRequest, LaunchSpec};
 use super::secret::Secret;
@@ -500,8 +500,8 @@ impl fmt::Debug for RemoteJob {
 }
 
 fn random_nonce() -> std::io::Result<[u8; 16]> {
-    let a = crate::launch::sys::random_u64()?;
-    let b = crate::launch::sys::random_u64()?;
+    let a = gsas_sys::process::random_u64()?;
+    let b = gsas_sys::process::random_u64()?;
     let mut n = [0u8; 16];
     n[..8].copy_from_slice(&a.to_le_bytes());
     n[8..].copy_from_slice(&b.to_le_bytes());

@@ -153,18 +153,18 @@ mod tests {
         let d = scratch("good");
         let f = d.join("secret");
         write(&f, b"0123456789abcdef-cluster\n\n", 0o600);
-        let s = Secret::load(&f, crate::launch::sys::uid()).unwrap();
+        let s = Secret::load(&f, gsas_sys::process::uid()).unwrap();
         assert_eq!(s.bytes(), b"0123456789abcdef-cluster");
         assert_eq!(format!("{s:?}"), "Secret(24 bytes)");
         write(&f, b"0123456789abcdef", 0o400);
-        assert!(Secret::load(&f, crate::launch::sys::uid()).is_ok());
+        assert!(Secret::load(&f, gsas_sys::process::uid()).is_ok());
         std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn every_check_refuses_with_a_reason() {
         let d = scratch("bad");
-        let me = crate::launch::sys::uid();
+        let me = gsas_sys::process::uid();
         let f = d.join("secret");
         let msg = |p: &Path, owner: u32| Secret::load(p, owner).unwrap_err().to_string();
         write(&f, b"0123456789abcdef", 0o644);

@@ -60,8 +60,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gsas_core::wire::{ErrorCode, Fragment};
 
-use crate::config;
-use crate::service::{ForkHandler, ForkProgress};
+use gsas_service::{ForkHandler, ForkProgress};
+use gsas_transport::config;
 
 use super::replay::{DEFAULT_CAPACITY, DEFAULT_WINDOW, ReplayError, ReplayGuard};
 use super::request::{ForkRequest, HEADER_LEN, MAX_BODY, RequestError, TAG_LEN};
@@ -664,8 +664,8 @@ impl JobThread {
         // them blocked; the PEs must not inherit the mask.)
         unsafe {
             cmd.pre_exec(move || {
-                crate::launch::sys::child_clear_signal_mask()?;
-                crate::launch::sys::child_set_pdeathsig(parent)
+                gsas_sys::process::child_clear_signal_mask()?;
+                gsas_sys::process::child_set_pdeathsig(parent)
             });
         }
         let mut child = cmd.spawn().map_err(|e| {
@@ -864,7 +864,7 @@ fn forward_output(pe: &mut Pe, link: &mut Link, buf: &mut [u8], chunks: usize) {
 
 fn terminate(pes: &mut [Pe]) {
     for p in pes.iter().filter(|p| !p.done) {
-        if let Err(e) = crate::launch::sys::kill(p.child.id(), libc::SIGTERM) {
+        if let Err(e) = gsas_sys::process::kill(p.child.id(), libc::SIGTERM) {
             log::warn!("SIGTERM to PE {} (pid {}): {e}", p.rank, p.child.id());
         }
     }
@@ -880,7 +880,7 @@ fn ask_reports(pes: &mut [Pe]) {
                 "PE {} (pid {pid}) has no SIGQUIT handler: not asked",
                 p.rank
             );
-        } else if let Err(e) = crate::launch::sys::kill(pid, libc::SIGQUIT) {
+        } else if let Err(e) = gsas_sys::process::kill(pid, libc::SIGQUIT) {
             log::warn!("SIGQUIT to PE {} (pid {pid}): {e}", p.rank);
         }
     }

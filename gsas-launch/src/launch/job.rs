@@ -40,7 +40,6 @@ use crate::fork::launcher::{RemoteEvent, RemoteJob};
 use crate::pmi::{Event, Server, ServerConfig, Stop};
 
 use super::hangs::{self, Asked, Hangs, rank_list};
-use super::sys;
 use gsas_sys::event::SignalFd;
 
 /// Longest wait for the daemons' last output after every PE has ended.
@@ -212,7 +211,7 @@ impl Failure {
             } => format!(
                 "{} was killed by {}",
                 who(rank, pid, node),
-                sys::describe_signal(*signal)
+                gsas_sys::process::describe_signal(*signal)
             ),
             Failure::Aborted {
                 rank,
@@ -229,7 +228,7 @@ impl Failure {
             },
             Failure::Node { node, message } => format!("{node}: {message}"),
             Failure::Interrupted { signal } => {
-                format!("received {}", sys::describe_signal(*signal))
+                format!("received {}", gsas_sys::process::describe_signal(*signal))
             }
             Failure::TimedOut { limit } => {
                 format!("the job ran longer than {:.1} s", limit.as_secs_f64())
@@ -406,8 +405,8 @@ fn spawn_one(
     // signalfd, and std's spawn keeps the mask: the PEs must not inherit it.)
     unsafe {
         cmd.pre_exec(move || {
-            sys::child_clear_signal_mask()?;
-            sys::child_set_pdeathsig(parent)
+            gsas_sys::process::child_clear_signal_mask()?;
+            gsas_sys::process::child_set_pdeathsig(parent)
         });
     }
     let mut child = endpoint.spawn(&mut cmd)?;
@@ -788,13 +787,13 @@ fn ask_reports(
             continue;
         }
         expected.insert(r.rank);
-        if !sys::catches_signal(r.pid, libc::SIGQUIT) {
+        if !gsas_sys::process::catches_signal(r.pid, libc::SIGQUIT) {
             log::info!(
                 "PE {} (pid {}) has no SIGQUIT handler: not asked",
                 r.rank,
                 r.pid
             );
-        } else if let Err(e) = sys::kill(r.pid, libc::SIGQUIT) {
+        } else if let Err(e) = gsas_sys::process::kill(r.pid, libc::SIGQUIT) {
             log::warn!("SIGQUIT to PE {} (pid {}): {e}", r.rank, r.pid);
         }
     }
@@ -908,7 +907,7 @@ fn terminate(running: &mut [Running], _grace: Duration) {
         .iter()
         .filter(|r| r.status.is_none())
         .filter_map(|r| {
-            sys::kill(r.pid, libc::SIGTERM)
+            gsas_sys::process::kill(r.pid, libc::SIGTERM)
                 .err()
                 .map(|e| (r.rank, e.to_string()))
         })

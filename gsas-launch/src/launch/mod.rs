@@ -8,7 +8,7 @@
 //!    that cannot be executed is reported before anything starts;
 //! 2. a job id and a secret job key are drawn from `getrandom(2)`;
 //! 3. the node's atomic service is started on a thread of the launcher
-//!    ([`crate::service::Service`], the "embedded default"), with its control socket in the
+//!    ([`gsas_service::Service`], the "embedded default"), with its control socket in the
 //!    user's runtime directory (`$XDG_RUNTIME_DIR/gsas/` or `/tmp/gsas-<uid>/`) and its UDP
 //!    socket on `127.0.0.1` (no other node exists);
 //! 4. the PEs are started by [`job::run_job`] with `GSAS_SERVICE`, `GSAS_JOB_ID`,
@@ -54,13 +54,12 @@ pub mod hangs;
 pub mod job;
 pub mod multinode;
 pub mod slurm;
-pub(crate) use gsas_sys::process as sys;
 
 use std::ffi::{OsStr, OsString};
 use std::time::Duration;
 
-use crate::config::{self, RuntimeConfig};
-use crate::service::{Service, ServiceConfig};
+use gsas_service::{Service, ServiceConfig};
+use gsas_transport::config::{self, RuntimeConfig};
 
 use args::{Invocation, RunArgs};
 use job::{JobSpec, PeLaunch};
@@ -100,7 +99,7 @@ pub fn run_cli(name: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
         gsas_transport::eprintln_whole!("{name}: {e}");
         return EXIT_USAGE;
     }
-    crate::log::init(name, run.log_level);
+    gsas_transport::log::init(name, run.log_level);
     match launch(name, &run) {
         Ok(code) => code,
         Err((code, msg)) => {
@@ -230,7 +229,8 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
         return multinode::launch_cluster(name, run, file, &program, &env, signals);
     }
     let random = |what: &str| {
-        sys::random_nonzero_u64().map_err(|e| (EXIT_FAILURE, format!("drawing the {what}: {e}")))
+        gsas_sys::process::random_nonzero_u64()
+            .map_err(|e| (EXIT_FAILURE, format!("drawing the {what}: {e}")))
     };
     let job_id = random("job id")?;
     let job_key = random("job key")?;

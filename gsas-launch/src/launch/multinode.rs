@@ -38,14 +38,13 @@ use std::time::Duration;
 
 use board_config::Cluster;
 
-use crate::config::{self, RuntimeConfig};
 use crate::fork::launcher::{RemoteConfig, RemoteJob, RemoteNode, is_local_ip};
 use crate::fork::secret::Secret;
-use crate::service::ControlClient;
+use gsas_service::ControlClient;
+use gsas_transport::config::{self, RuntimeConfig};
 
 use super::args::RunArgs;
 use super::job::{self, JobSpec, PeLaunch};
-use super::sys;
 use super::{EXIT_FAILURE, EXIT_USAGE, pe_env};
 use gsas_sys::event::SignalFd;
 
@@ -217,11 +216,12 @@ pub fn launch_cluster(
                 )));
             }
         };
-        Some(Secret::load(&path, sys::uid()).map_err(|e| usage(e.to_string()))?)
+        Some(Secret::load(&path, gsas_sys::process::uid()).map_err(|e| usage(e.to_string()))?)
     };
 
     let random = |what: &str| {
-        sys::random_nonzero_u64().map_err(|e| (EXIT_FAILURE, format!("drawing the {what}: {e}")))
+        gsas_sys::process::random_nonzero_u64()
+            .map_err(|e| (EXIT_FAILURE, format!("drawing the {what}: {e}")))
     };
     let job_id = random("job id")?;
     let job_key = random("job key")?;

@@ -366,13 +366,15 @@ pub fn run_job(
     let hosts = hostnames()?;
     let m = nodes_needed(run, hosts.len()).map_err(|e| (EXIT_USAGE, e))?;
     let nodelist = hosts[..m].join(",");
-    let token = super::sys::random_u64().map_err(launcher_err)? as u32;
+    let token = gsas_sys::process::random_u64().map_err(launcher_err)? as u32;
     let prefix = format!("/tmp/gsas-slurm-{}-{token:08x}-", alloc.job_id);
     let mut services = Services::start(m, &nodelist, (&prefix, ".sock"))?;
     let words = srun_args(run, program, Some((m, &nodelist)));
     let mut pes = Command::new("srun");
-    pes.args(&words)
-        .env(crate::config::GSAS_SERVICE.name, format!("{prefix}%h.sock"));
+    pes.args(&words).env(
+        gsas_transport::config::GSAS_SERVICE.name,
+        format!("{prefix}%h.sock"),
+    );
     log::info!("PEs: srun {words:?}");
     let mut child = match pes.spawn() {
         Ok(c) => c,
@@ -407,7 +409,7 @@ pub fn run_job(
                 sig
             };
             log::info!("passing signal {sig} to the PE step's srun (as {to})");
-            let _ = super::sys::kill(child.id(), to);
+            let _ = gsas_sys::process::kill(child.id(), to);
             signalled.get_or_insert_with(Instant::now);
         }
         if signalled.is_some_and(|t| t.elapsed() > STEP_GRACE) {
@@ -415,7 +417,7 @@ pub fn run_job(
                 "the PE step's srun did not end {} s after the signal: SIGKILL",
                 STEP_GRACE.as_secs()
             );
-            let _ = super::sys::kill(child.id(), libc::SIGKILL);
+            let _ = gsas_sys::process::kill(child.id(), libc::SIGKILL);
             signalled = None;
         }
         while let Ok(line) = services.output.try_recv() {

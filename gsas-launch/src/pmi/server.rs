@@ -65,7 +65,6 @@ use std::time::{Duration, Instant};
 use super::PmiError;
 use super::wire::{LineBuf, MAX_REQUEST_LINE, Message, excerpt, excerpt_bytes};
 use super::{PROCESS_MAPPING_KEY, ProcessMapping};
-use gsas_sys::fd as sys;
 
 /// `kvsname_max` announced to clients (Hydra's `PMI_MAXKVSLEN`).
 pub const KVSNAME_MAX: usize = 256;
@@ -186,7 +185,7 @@ impl ShutdownHandle {
     pub fn shutdown(&self) {
         self.0.flag.store(true, Ordering::Release);
         // A full pipe already wakes the poll; any error here changes nothing.
-        let _ = sys::send(self.0.tx.as_fd(), &[1]);
+        let _ = gsas_sys::fd::send(self.0.tx.as_fd(), &[1]);
     }
 
     /// Whether shutdown was requested.
@@ -243,7 +242,7 @@ impl ChildEndpoint {
         // which is async-signal-safe; `raw` stays open in the parent (self.fd is alive
         // until after spawn returns), so the child's copy names the same socket.
         unsafe {
-            cmd.pre_exec(move || sys::clear_cloexec(raw));
+            cmd.pre_exec(move || gsas_sys::fd::clear_cloexec(raw));
         }
         let child = cmd.spawn();
         drop(self);
@@ -364,7 +363,7 @@ impl Server {
             )));
         }
         let (wake_rx, tx) =
-            sys::pipe().map_err(|e| PmiError::io("creating the wake-up pipe", e))?;
+            gsas_sys::fd::pipe().map_err(|e| PmiError::io("creating the wake-up pipe", e))?;
         Ok(Server {
             ranks: vec![RankState::Waiting; config.size as usize],
             initialized: vec![false; config.size as usize],
@@ -407,9 +406,9 @@ impl Server {
     /// Creates the socketpair of `rank` and returns the end to give to its process.
     pub fn add_local_rank(&mut self, rank: u32) -> Result<ChildEndpoint, PmiError> {
         self.check_unclaimed(rank)?;
-        let (ours, theirs) = sys::socketpair()
+        let (ours, theirs) = gsas_sys::fd::socketpair()
             .map_err(|e| PmiError::io(format!("socketpair for rank {rank}"), e))?;
-        sys::set_nonblocking_cloexec(ours.as_fd())
+        gsas_sys::fd::set_nonblocking_cloexec(ours.as_fd())
             .map_err(|e| PmiError::io(format!("configuring the socket of rank {rank}"), e))?;
         let idx = self.insert_conn(Conn {
             fd: ours,
@@ -510,11 +509,12 @@ impl Server {
                 owners.push(i);
             }
         }
-        sys::poll(&mut fds, wait).map_err(|e| PmiError::io("poll in the PMI server", e))?;
+        gsas_sys::fd::poll(&mut fds, wait)
+            .map_err(|e| PmiError::io("poll in the PMI server", e))?;
 
         if fds[0].revents != 0 {
             let mut buf = [0u8; 64];
-            while matches!(sys::read(self.wake_rx.as_fd(), &mut buf), Ok(n) if n > 0) {}
+            while matches!(gsas_sys::fd::read(self.wake_rx.as_fd(), &mut buf), Ok(n) if n > 0) {}
         }
         if self.wake.flag.load(Ordering::Acquire) {
             return Ok(Some(Stop::Shutdown));
@@ -599,7 +599,7 @@ impl Server {
             }
             let _ = stream.set_nodelay(true);
             let fd = OwnedFd::from(stream);
-            if let Err(e) = sys::set_nonblocking_cloexec(fd.as_fd()) {
+            if let Err(e) = gsas_sys::fd::set_nonblocking_cloexec(fd.as_fd()) {
                 self.reject(peer, format!("cannot configure the socket: {e}"));
                 continue;
             }
@@ -650,7 +650,7 @@ impl Server {
             let Some(c) = self.conns[i].as_mut() else {
                 return;
             };
-            let ended = match sys::read(c.fd.as_fd(), &mut buf) {
+            let ended = match gsas_sys::fd::read(c.fd.as_fd(), &mut buf) {
                 Ok(0) => "the process closed its PMI connection (exited or crashed)".to_owned(),
                 Ok(n) => {
                     c.rx.extend(&buf[..n]);
@@ -990,7 +990,7 @@ impl Server {
             return;
         };
         while !c.tx.is_empty() {
-            match sys::send(c.fd.as_fd(), &c.tx) {
+            match gsas_sys::fd::send(c.fd.as_fd(), &c.tx) {
                 Ok(n) => {
                     c.tx.drain(..n);
                 }

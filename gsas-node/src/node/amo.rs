@@ -2,9 +2,9 @@
 
 use super::error::NodeError;
 use super::remote::{OpDesc, Route, Target};
-use crate::watched;
 use gsas_core::client::ClientError;
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType};
+use gsas_transport::watched;
 
 use super::{Ctx, Node, local, remote};
 

@@ -7,7 +7,7 @@
 //! 2. **PMI**: `pmi::Client::from_env` (a launcher's `PMI_FD`/`PMI_PORT` with PMI-1 or
 //!    PMI-2, PMIx through libpmix, or a singleton). Every read names the rank that
 //!    published the key, as PMIx requires.
-//! 3. **Environment and cluster file**: the `GSAS_*` table ([`crate::config`]); the cluster
+//! 3. **Environment and cluster file**: the `GSAS_*` table ([`gsas_transport::config`]); the cluster
 //!    file of `GSAS_CONFIG`, or `/etc/gsas/cluster.toml` if it exists.
 //! 4. **Exchange 1** (PMI put + barrier): every rank publishes its node hint (`GSAS_NODE`,
 //!    or the cluster node whose `host` or `name` is this host name), its host name, and,
@@ -52,20 +52,18 @@ use gsas_core::client::Client;
 use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::SenderId;
 
-use crate::bell::{BellRef, slot_offset};
-use crate::config::{self, RuntimeConfig};
 use crate::pmi::{self, ClientConfig};
-use crate::poll::WaitConfig;
-use crate::service::proto::{
-    JOIN_RING, JoinInfo, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC, SYNC_SIZE,
-};
-use crate::service::{ControlClient, Service, ServiceConfig, ServiceThread, UidPolicy};
-use crate::shm::{DataSegment, Segment};
-use crate::transport::exanet::ExanetSite;
-use crate::transport::net::{NetAddr, NetPeer, NetTransport};
-use crate::transport::reliable::{OwnedReliable, reliable_config};
-use crate::transport::shmring::ShmRing;
-use crate::transport::udp::{UdpConfig, UdpTransport};
+use gsas_service::proto::{JOIN_RING, JoinInfo, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC, SYNC_SIZE};
+use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread, UidPolicy};
+use gsas_transport::bell::{BellRef, slot_offset};
+use gsas_transport::config::{self, RuntimeConfig};
+use gsas_transport::exanet::ExanetSite;
+use gsas_transport::net::{NetAddr, NetPeer, NetTransport};
+use gsas_transport::poll::WaitConfig;
+use gsas_transport::reliable::{OwnedReliable, reliable_config};
+use gsas_transport::shm::{DataSegment, Segment};
+use gsas_transport::shmring::ShmRing;
+use gsas_transport::udp::{UdpConfig, UdpTransport};
 
 use super::error::{pmi as pmi_err, shm as shm_err};
 use super::keeper::{Keeper, Pulse};
@@ -311,7 +309,7 @@ fn embedded_bind(
 pub(crate) fn stop_embedded(service: ServiceThread, limit: Duration) {
     let until = Instant::now() + limit;
     while Instant::now() < until {
-        match crate::service::query_stats(service.socket_path(), Duration::from_secs(1)) {
+        match gsas_service::query_stats(service.socket_path(), Duration::from_secs(1)) {
             Ok(s) if s.get("pes.active") == Some(0) => break,
             Ok(_) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => {
@@ -400,7 +398,7 @@ fn parse_node_value(v: &[u8]) -> Option<(NetAddr, PathBuf, PeNet)> {
 }
 
 /// The service's address for other nodes: its Exanet endpoint 0, or its UDP socket.
-fn service_addr(info: &crate::service::proto::ServiceInfo) -> NetAddr {
+fn service_addr(info: &gsas_service::proto::ServiceInfo) -> NetAddr {
     match &info.exanet {
         Some(site) => NetAddr::Exanet(exanet::Dest {
             coord: site.coord,
@@ -414,12 +412,12 @@ fn service_addr(info: &crate::service::proto::ServiceInfo) -> NetAddr {
 /// `GSAS_EXANET_EMU`, or the UIO devices of the cluster file's node (`exanet-ep<k>` when
 /// there is no file).
 fn pe_site(
-    x: &crate::service::proto::ExanetInfo,
+    x: &gsas_service::proto::ExanetInfo,
     env: &RuntimeConfig,
     cluster: Option<&Cluster>,
     node: u16,
 ) -> Result<ExanetSite, NodeError> {
-    use crate::transport::exanet::ExanetSource;
+    use gsas_transport::exanet::ExanetSource;
     let source = match x.emulated {
         Some(emulated) => ExanetSource::Emulated {
             root: env.exanet_emu.clone().ok_or_else(|| {
@@ -461,7 +459,7 @@ fn open_pe_endpoint(
     local_pes: &[u32],
     rank: u32,
     mtu: usize,
-) -> Result<(crate::transport::exanet::ExanetLink, super::PeWake), NodeError> {
+) -> Result<(gsas_transport::exanet::ExanetLink, super::PeWake), NodeError> {
     let index = local_pes.iter().position(|&p| p == rank).unwrap_or(0);
     if local_pes.len() >= usize::from(site.endpoints) {
         return Err(NodeError::Config(format!(
@@ -530,7 +528,7 @@ struct Serving {
     embedded: Option<ServiceThread>,
     service_path: PathBuf,
     control: ControlClient,
-    joined: crate::service::Joined,
+    joined: gsas_service::Joined,
     node_addrs: Vec<(u16, NetAddr)>,
     verbs_rma: bool,
     service_mtu: usize,
@@ -571,9 +569,9 @@ impl Started {
                 MAX_PES
             )));
         }
-        crate::log::init(&format!("pe{rank}"), env.log);
+        gsas_transport::log::init(&format!("pe{rank}"), env.log);
         // A PE that sleeps in a wait preempts compute-bound processes when it is woken.
-        crate::config::apply_sched_slice(env.sched_slice_us, &format!("PE {rank}"));
+        gsas_transport::config::apply_sched_slice(env.sched_slice_us, &format!("PE {rank}"));
         log::info!(
             "PMI: rank {rank} of {size}, {:?} over {:?}",
             pmi.protocol(),
@@ -880,8 +878,7 @@ impl Placed {
             .and_then(|c| c.node(node))
             .and_then(|n| n.memory));
         if let Some(n) = cluster.as_ref().and_then(|c| c.node(node)) {
-            scfg.exanet =
-                crate::transport::exanet::exanet_site(n, env).map_err(NodeError::Config)?;
+            scfg.exanet = gsas_transport::exanet::exanet_site(n, env).map_err(NodeError::Config)?;
         }
         let s = Service::bind(scfg).and_then(Service::spawn)?;
         log::info!(
@@ -958,7 +955,7 @@ impl Serving {
         let ring = if env.direct {
             None
         } else {
-            let slot = (udp_mtu - crate::transport::udp::header::HEADER_LEN - 64) as u64;
+            let slot = (udp_mtu - gsas_transport::udp::header::HEADER_LEN - 64) as u64;
             let (len, fd) = control.create_segment(me, SEG_RING, (RING_SLOTS << 32) | slot)?;
             let seg = map(fd, len, &format!("ring of PE {rank}"))?;
             Some(ShmRing::pe_side(seg).map_err(shm_err("opening the ring"))?)
@@ -1244,7 +1241,7 @@ impl Mapped {
     }
 }
 
-/// The service's doorbell page mapped, and this PE's bell in it (see `crate::bell`): the
+/// The service's doorbell page mapped, and this PE's bell in it (see `gsas_transport::bell`): the
 /// bell the service rings after updating this PE's memory.
 #[allow(clippy::type_complexity)]
 fn doorbell_and_bell(
@@ -1269,7 +1266,7 @@ fn doorbell_and_bell(
     let bell = match (&doorbell, slot) {
         (Some((page, _)), Some(slot)) => Some(
             BellRef::new(Arc::clone(page), slot_offset(slot)).ok_or_else(|| {
-                NodeError::Service(crate::service::ServiceError::Protocol(format!(
+                NodeError::Service(gsas_service::ServiceError::Protocol(format!(
                     "the service gave bell slot {slot}, outside its {}-byte doorbell page",
                     page.len()
                 )))

@@ -10,8 +10,8 @@ use std::time::Duration;
 use gsas_core::wire::ErrorCode;
 
 use crate::pmi::PmiError;
-use crate::service::ServiceError;
-use crate::shm::ShmError;
+use gsas_service::ServiceError;
+use gsas_transport::shm::ShmError;
 
 /// An error of the node client.
 #[derive(Debug)]
@@ -45,7 +45,7 @@ pub enum NodeError {
         /// The node id.
         node: u16,
         /// Its service's address.
-        addr: crate::transport::net::NetAddr,
+        addr: gsas_transport::net::NetAddr,
         /// The deadline.
         waited: Duration,
     },
@@ -55,7 +55,7 @@ pub enum NodeError {
         /// The node id.
         node: u16,
         /// Its service's address.
-        addr: crate::transport::net::NetAddr,
+        addr: gsas_transport::net::NetAddr,
         /// Why, with the figures.
         refusal: gsas_core::reliable::Refusal,
     },

@@ -49,12 +49,12 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use crate::poll::monotonic_ns;
+use gsas_transport::poll::monotonic_ns;
 
 use super::remote::Remote;
 
 /// How often the keeper looks while something is pending: 1 ms, well below the runtime's
-/// smallest retransmission timeout ([`MIN_RTO`](crate::service::MIN_RTO)), so a
+/// smallest retransmission timeout ([`MIN_RTO`](gsas_service::MIN_RTO)), so a
 /// retransmission or a delayed acknowledgement is late by at most about this much.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
@@ -224,7 +224,7 @@ mod tests {
     fn constants_keep_their_promises() {
         // The tick must not exceed the reliability layer's minimum retransmission timeout,
         // or the keeper would add more than one timeout to a retransmission.
-        let rc = crate::transport::reliable::reliable_config(std::time::Duration::from_secs(10));
+        let rc = gsas_transport::reliable::reliable_config(std::time::Duration::from_secs(10));
         assert!(TICK.as_nanos() as u64 <= rc.min_rto_ns);
         // A delayed acknowledgement is due after ack_delay: the linger of `busy` must keep
         // the keeper looking until then plus a tick.

@@ -134,10 +134,10 @@ use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::GlobalAddr;
 
 use crate::pmi;
-use crate::poll::WaitConfig;
-use crate::service::{ControlClient, ServiceThread};
-use crate::shm::Segment;
-use crate::transport::net::NetAddr;
+use gsas_service::{ControlClient, ServiceThread};
+use gsas_transport::net::NetAddr;
+use gsas_transport::poll::WaitConfig;
+use gsas_transport::shm::Segment;
 
 pub use error::NodeError;
 
@@ -146,11 +146,11 @@ use remote::Route;
 pub(crate) use wake::PeWake;
 
 /// Segment id of the symmetric heap.
-pub const HEAP: u8 = crate::service::proto::SEG_HEAP;
+pub const HEAP: u8 = gsas_service::proto::SEG_HEAP;
 /// Segment id of the data segment (globals; present when remapped).
-pub const DATA: u8 = crate::service::proto::SEG_DATA;
+pub const DATA: u8 = gsas_service::proto::SEG_DATA;
 /// Segment id of the synchronisation area.
-pub const SYNC: u8 = crate::service::proto::SEG_SYNC;
+pub const SYNC: u8 = gsas_service::proto::SEG_SYNC;
 /// Bytes at the start of the sync segment used by [`Node::barrier_all`].
 pub const SYNC_RESERVED: u64 = 4096;
 /// Number of contexts, including [`Ctx::DEFAULT`].
@@ -248,14 +248,14 @@ pub struct Node {
     own_sizes: [u64; MAPPED],
     /// Keeps the mappings alive.
     _maps: Vec<Segment>,
-    data: Option<crate::shm::DataSegment>,
+    data: Option<gsas_transport::shm::DataSegment>,
     /// The remote path behind its lock, and what its callers publish for the keeper.
     pulse: Arc<Pulse>,
     /// Whether other PEs' updates reach this PE's memory without its service, so that no
     /// bell rings for them (see [`Node::unbelled_updates`]).
     unbelled: bool,
     /// This PE's bell in the service's doorbell page (see [`Node::bell`]).
-    bell: Option<crate::bell::BellRef>,
+    bell: Option<gsas_transport::bell::BellRef>,
     /// The progress keeper (jobs with other nodes), stopped by finalize.
     keeper: Mutex<Option<Keeper>>,
     control: Mutex<ControlClient>,
@@ -389,7 +389,7 @@ impl Node {
     }
 
     /// The remapped data segment (address range of the globals), if any.
-    pub fn data_segment(&self) -> Option<crate::shm::DataSegment> {
+    pub fn data_segment(&self) -> Option<gsas_transport::shm::DataSegment> {
         self.data
     }
 

@@ -3,8 +3,8 @@
 
 use super::error::NodeError;
 use super::remote::{OpDesc, Record, Remote, Route, Target};
-use crate::poll::{PollFd, Progress, WaitConfig, WaitStats, Waiter, monotonic_ns};
 use gsas_core::client::{ClientError, Issued};
+use gsas_transport::poll::{PollFd, Progress, WaitConfig, WaitStats, Waiter, monotonic_ns};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -108,7 +108,7 @@ impl Node {
             Ok(Some(v)) => Ok(v),
             Ok(None) => Err(failure
                 .unwrap_or_else(|| NodeError::Transport("wait ended without a result".into()))),
-            Err(crate::poll::WaitError::TimedOut { what, waited }) => {
+            Err(gsas_transport::poll::WaitError::TimedOut { what, waited }) => {
                 if gsas_sys::socket::peer_closed(self.control_fd.as_fd()) {
                     Err(NodeError::ServiceGone {
                         path: self.service_path.clone(),
@@ -117,7 +117,9 @@ impl Node {
                     Err(NodeError::Timeout { what, waited })
                 }
             }
-            Err(crate::poll::WaitError::Poll(e)) => Err(NodeError::Transport(format!("poll: {e}"))),
+            Err(gsas_transport::poll::WaitError::Poll(e)) => {
+                Err(NodeError::Transport(format!("poll: {e}")))
+            }
         };
         (r, stats)
     }
@@ -187,14 +189,14 @@ impl Node {
 
     /// This PE's doorbell: the service rings it after applying an update that arrived
     /// from another node (or over the PE ring) to this PE's memory. Hand it to
-    /// [`Waiter::wait_bell`](crate::poll::Waiter::wait_bell) when waiting for memory to
+    /// [`Waiter::wait_bell`](gsas_transport::poll::Waiter::wait_bell) when waiting for memory to
     /// change, so that the waiter's sleeps end when such an update lands instead of after
     /// their bounded step. Stores of same-node PEs made directly into this PE's mappings
     /// do not ring it. `None` when the service had no free slot (then waits sleep their
     /// bounded steps as without a bell).
     #[inline]
-    pub fn bell(&self) -> Option<&crate::bell::Bell> {
-        self.bell.as_ref().map(crate::bell::BellRef::bell)
+    pub fn bell(&self) -> Option<&gsas_transport::bell::Bell> {
+        self.bell.as_ref().map(gsas_transport::bell::BellRef::bell)
     }
 
     /// Starts an operation through the engine of `route`; returns the record index.

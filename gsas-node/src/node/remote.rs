@@ -19,10 +19,10 @@ use gsas_core::client::{Client, ClientError, Completion, OpError, OpHandle};
 use gsas_core::reliable::{PeerEvent, Refusal, RefusalReason};
 use gsas_core::transport::{Transport, TransportError};
 
-use crate::poll::monotonic_ns;
-use crate::transport::net::{NetAddr, NetPeer, NetTransport};
-use crate::transport::reliable::OwnedReliable;
-use crate::transport::shmring::{RingPeer, ShmRing};
+use gsas_transport::net::{NetAddr, NetPeer, NetTransport};
+use gsas_transport::poll::monotonic_ns;
+use gsas_transport::reliable::OwnedReliable;
+use gsas_transport::shmring::{RingPeer, ShmRing};
 
 use super::NodeError;
 
@@ -36,7 +36,7 @@ pub(crate) const NET_WINDOW: usize = 32;
 /// acknowledges it after its ack delay (200 us) at the next poll, which someone (a caller
 /// or the progress keeper) must still make. 50 ms: beyond the ack delay and two keeper
 /// ticks, it covers a retransmission of the service's last frame after up to twice the
-/// timeout floor ([`MIN_RTO`](crate::service::MIN_RTO), 20 ms), so that an
+/// timeout floor ([`MIN_RTO`](gsas_service::MIN_RTO), 20 ms), so that an
 /// acknowledgement lost or sent late is repaired while the program computes; otherwise
 /// nobody would read those retransmissions and the service would declare the PE
 /// unreachable at its deadline.
@@ -281,7 +281,7 @@ pub(crate) fn on_completion(book: &mut Book, c: Completion<'_>) {
                 // caller waits; nbi: the caller's contract until quiet). The engine checked
                 // that `offset + data.len()` lies within the operation's length.
                 unsafe {
-                    crate::watched::store_once(
+                    gsas_transport::watched::store_once(
                         data.as_ptr(),
                         (dest as *mut u8).add(offset as usize),
                         data.len(),
@@ -305,7 +305,11 @@ pub(crate) fn on_completion(book: &mut Book, c: Completion<'_>) {
                 // SAFETY: `d` points at `width` (4 or 8) writable bytes the caller of
                 // `atomic_fetch_nbi` keeps valid until quiet.
                 unsafe {
-                    crate::watched::store_once(v.to_le_bytes().as_ptr(), *d as *mut u8, *width);
+                    gsas_transport::watched::store_once(
+                        v.to_le_bytes().as_ptr(),
+                        *d as *mut u8,
+                        *width,
+                    );
                 }
             }
             r.result = Some(result);
@@ -341,7 +345,10 @@ pub(crate) struct Remote {
     pub(crate) verbs: Option<super::verbs::VerbsPath>,
     pub(crate) book: Book,
     /// The service's doorbell (page word, eventfd) for ring users.
-    pub(crate) doorbell: Option<(std::sync::Arc<crate::shm::Segment>, std::os::fd::OwnedFd)>,
+    pub(crate) doorbell: Option<(
+        std::sync::Arc<gsas_transport::shm::Segment>,
+        std::os::fd::OwnedFd,
+    )>,
     /// `monotonic_ns` of the last round of progress that received anything over UDP (0:
     /// never); acknowledgements may be owed until [`ACK_LINGER_NS`] after it.
     pub(crate) last_rx_ns: u64,

@@ -2,9 +2,9 @@
 
 use super::error::NodeError;
 use super::remote::{OpDesc, Route, Target};
-use crate::watched;
 use gsas_core::client::{ClientError, Issued};
 use gsas_core::wire::{AtomicType, GlobalAddr};
+use gsas_transport::watched;
 use std::sync::atomic::Ordering;
 
 use super::{Ctx, Node, remote};

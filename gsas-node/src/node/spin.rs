@@ -13,7 +13,7 @@
 //!   blocks in the end anyway, and a yield can hand the core to a compute-bound process
 //!   for a whole time slice. Measured on 2 cores under a load of 15: 270 us per blocking
 //!   get with the full 50 us spin, 145 us with 5 us. (That was before the waiter's spin
-//!   yielded after [`PURE_SPIN`](crate::poll::PURE_SPIN), which hands such a core over
+//!   yielded after [`PURE_SPIN`](gsas_transport::poll::PURE_SPIN), which hands such a core over
 //!   at once; the short mode still saves the spinning time of waits that block anyway.)
 //!
 //! It learns which case holds from the waits themselves, into a history of the last 8
@@ -46,7 +46,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::poll::{WaitConfig, WaitStats};
+use gsas_transport::poll::{WaitConfig, WaitStats};
 
 /// A full-spin wait that blocked and lasted longer than this was slowed by something a
 /// spin cannot help (its verdict is not recorded).

@@ -95,7 +95,7 @@ mod imp {
 
     use super::{NodeError, Setup, pe_name};
     use crate::pmi;
-    use crate::service::proto::{SEG_DATA, SEG_HEAP, SEG_SYNC};
+    use gsas_service::proto::{SEG_DATA, SEG_HEAP, SEG_SYNC};
 
     /// Bytes of the bounce pool (sources and destinations outside registered memory).
     const BOUNCE: usize = 1 << 20;
@@ -480,7 +480,7 @@ mod imp {
                     let p = self.bounce_ptr(at);
                     // SAFETY: the READ completed into the pool at `at`; `to` is valid for
                     // `n` bytes (this function's contract).
-                    unsafe { crate::watched::store_once(p, to, n) };
+                    unsafe { gsas_transport::watched::store_once(p, to, n) };
                 } else {
                     self.pending.push(Pending {
                         from: at,
@@ -571,7 +571,7 @@ mod imp {
                 let p = self.bounce_ptr(c.from);
                 // SAFETY: the READ into the pool completed (quiet above); `c.to` is valid
                 // for `c.len` bytes until this quiet (get_nbi's contract).
-                unsafe { crate::watched::store_once(p, c.to, c.len) };
+                unsafe { gsas_transport::watched::store_once(p, c.to, c.len) };
             }
             self.bounce_used = 0;
             self.fence_pending = false;

@@ -22,7 +22,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
-use crate::transport::exanet::WakeLine;
+use gsas_transport::exanet::WakeLine;
 
 use super::lock;
 

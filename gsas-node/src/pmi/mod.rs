@@ -41,7 +41,6 @@ mod client;
 mod error;
 mod mapping;
 mod pmix;
-use gsas_sys::fd as sys;
 mod value;
 pub mod wire;
 

@@ -18,7 +18,7 @@
 //!
 //! Segment ids by convention (the `segment` field of a global address): 0 symmetric heap,
 //! 1 data segment, 2 runtime sync area, 3 the PE-service request ring
-//! ([`ShmRing`](crate::transport::shmring::ShmRing)).
+//! ([`ShmRing`](crate::shmring::ShmRing)).
 //!
 //! What it is not: the policy of who creates which segment for whom, the control protocol,
 //! or the symmetric allocator (those are the service's and node client's).

@@ -15,7 +15,7 @@ use std::ffi::c_long;
 use super::Error;
 use super::Shmem;
 use super::sym::SymBox;
-use crate::ticket_lock as lock;
+use crate::ticket_lock;
 
 /// A distributed lock; see the [API overview](crate::api).
 #[derive(Debug)]
@@ -47,14 +47,14 @@ impl<'s> SymLock<'s> {
     /// served).
     pub fn lock(&self) -> LockGuard<'_> {
         // SAFETY: the word is a symmetric long used only as this lock.
-        let ticket = unsafe { lock::set_lock(self.word(), "shmem::SymLock::lock") };
+        let ticket = unsafe { ticket_lock::set_lock(self.word(), "shmem::SymLock::lock") };
         LockGuard { lock: self, ticket }
     }
 
     /// `shmem_test_lock` (OpenSHMEM 1.5 §9.12.1): the lock if it is free now.
     pub fn try_lock(&self) -> Option<LockGuard<'_>> {
         // SAFETY: as above.
-        let ticket = unsafe { lock::try_lock(self.word(), "shmem::SymLock::try_lock") }?;
+        let ticket = unsafe { ticket_lock::try_lock(self.word(), "shmem::SymLock::try_lock") }?;
         Some(LockGuard { lock: self, ticket })
     }
 }
@@ -70,6 +70,6 @@ impl LockGuard<'_> {
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         // SAFETY: this guard holds the lock.
-        unsafe { lock::clear_lock(self.lock.word(), "shmem::SymLock::unlock") }
+        unsafe { ticket_lock::clear_lock(self.lock.word(), "shmem::SymLock::unlock") }
     }
 }

@@ -12,7 +12,7 @@ use crate::memory;
 use crate::p2p_wait::{self as p2p, Cmp};
 use crate::state::{self, InitOptions, THREAD_MULTIPLE};
 use crate::team::{self, RawTeam};
-use crate::ticket_lock as lock;
+use crate::ticket_lock;
 use crate::types::ScalarKind;
 
 /// `shmem_team_config_t`.
@@ -281,11 +281,11 @@ abi! {
     twin fence [fence] () => |ctx, call| ctx::fence(ctx, call);
     twin quiet [quiet] () => |ctx, call| ctx::quiet(ctx, call);
     plain set_lock [set_lock] (lock: *mut c_long) => |call| {
-        lock::set_lock(lock, call);
+        ticket_lock::set_lock(lock, call);
     };
-    plain clear_lock [clear_lock] (lock: *mut c_long) => |call| lock::clear_lock(lock, call);
+    plain clear_lock [clear_lock] (lock: *mut c_long) => |call| ticket_lock::clear_lock(lock, call);
     plain test_lock [test_lock] (lock: *mut c_long) -> c_int
-        => |call| lock::test_lock(lock, call);
+        => |call| ticket_lock::test_lock(lock, call);
 }
 
 abi! {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     LineBuf, MAX_RESPONSE_LINE, Message, PmiError, Protocol, check_rank_size, env_err, excerpt,
-    excerpt_bytes, sys,
+    excerpt_bytes,
 };
 
 /// The `initack` handshake of `PMI_PORT` mode: returns (rank, size, debug).
@@ -142,7 +142,7 @@ pub(super) struct Conn {
 
 impl Conn {
     pub(super) fn new(fd: OwnedFd) -> Result<Conn, PmiError> {
-        sys::set_nonblocking_cloexec(fd.as_fd())
+        gsas_sys::fd::set_nonblocking_cloexec(fd.as_fd())
             .map_err(|e| PmiError::io("configuring the PMI connection", e))?;
         Ok(Conn {
             fd,
@@ -160,7 +160,7 @@ impl Conn {
         log::trace!("PMI > {}", excerpt_bytes(bytes));
         let mut rest = bytes;
         while !rest.is_empty() {
-            match sys::send(self.fd.as_fd(), rest) {
+            match gsas_sys::fd::send(self.fd.as_fd(), rest) {
                 Ok(n) => rest = &rest[n..],
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -174,7 +174,7 @@ impl Conn {
                                 .into(),
                         });
                     }
-                    sys::wait_fd(self.fd.as_fd(), libc::POLLOUT, left)
+                    gsas_sys::fd::wait_fd(self.fd.as_fd(), libc::POLLOUT, left)
                         .map_err(|e| PmiError::io(format!("waiting to send {label}"), e))?;
                 }
                 Err(e)
@@ -236,10 +236,10 @@ impl Conn {
                     received: excerpt_bytes(self.rx.pending()),
                 });
             }
-            sys::wait_fd(self.fd.as_fd(), libc::POLLIN, left)
+            gsas_sys::fd::wait_fd(self.fd.as_fd(), libc::POLLIN, left)
                 .map_err(|e| PmiError::io(format!("waiting for the response to {label}"), e))?;
             let mut buf = [0u8; 2048];
-            match sys::read(self.fd.as_fd(), &mut buf) {
+            match gsas_sys::fd::read(self.fd.as_fd(), &mut buf) {
                 Ok(0) => {
                     return Err(PmiError::Closed {
                         command: label.into(),

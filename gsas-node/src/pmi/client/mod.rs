@@ -55,11 +55,11 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::PmiError;
 use super::mapping::ProcessMapping;
 use super::pmix::{self, Pmix};
 use super::value::{self, Plan};
 use super::wire::{LineBuf, MAX_RESPONSE_LINE, Message, excerpt, excerpt_bytes, is_token};
-use super::{PmiError, sys};
 
 mod calls;
 mod conn;
@@ -244,7 +244,7 @@ impl Client {
                         .into(),
                 ));
             }
-            if !sys::is_open(fd) {
+            if !gsas_sys::fd::is_open(fd) {
                 ENV_FD_CLAIMED.store(false, Ordering::Release);
                 return Err(env_err(
                     "PMI_FD",

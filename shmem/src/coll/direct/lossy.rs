@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 
 use gsas_core::reliable::frame::{FLAG_DATA, Frame};
 use gsas_core::transport::{Capabilities, Transport, TransportError};
-use gsas_transport::transport::pio::Pio;
-use gsas_transport::transport::udp::{UdpPeer, UdpTransport};
+use gsas_transport::pio::Pio;
+use gsas_transport::udp::{UdpPeer, UdpTransport};
 
 use super::header::Header;
 

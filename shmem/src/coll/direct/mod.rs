@@ -45,7 +45,7 @@
 //! acknowledged everything, then stops the keeper.
 //!
 //! **Security.** A frame counts only if it carries the job key (the capability the
-//! services check on every request, see `gsas_transport::transport::udp`): the layer
+//! services check on every request, see `gsas_transport::udp`): the layer
 //! gives no peer state to a sender with another key. A packet from a PE outside the job,
 //! from an address other than the one that PE published, or naming memory outside the
 //! receiver's segments is dropped.
@@ -68,9 +68,9 @@ use std::time::{Duration, Instant};
 use gsas_core::reliable::{Admission, PeerEvent, PeerIndex, Refusal, RefusalReason};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_node::node::{Ctx as NodeCtx, SYNC};
-use gsas_transport::transport::net::NetAddr;
-use gsas_transport::transport::reliable::{MapIndex, OwnedReliable, reliable_config};
-use gsas_transport::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
+use gsas_transport::net::NetAddr;
+use gsas_transport::reliable::{MapIndex, OwnedReliable, reliable_config};
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 use super::layout;
 use crate::addr::SymAddr;

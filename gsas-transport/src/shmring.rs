@@ -52,7 +52,7 @@
 //!
 //! ```
 //! use gsas_transport::shm::Segment;
-//! use gsas_transport::transport::shmring::{RingConfig, RingPeer, ShmRing};
+//! use gsas_transport::shmring::{RingConfig, RingPeer, ShmRing};
 //! use gsas_core::transport::{Transport, TransportError};
 //!
 //! let seg = ShmRing::create("job1-pe0-ring", RingConfig::new(2, 64))?;

@@ -1,15 +1,15 @@
 //! The data plane: one pass that serves the network and every ring through gsas-core's
 //! serve loop, and the host actions (ping, remote FORK) that arrive over UDP.
 
-use crate::poll::monotonic_ns;
-use crate::transport::net::{NetAddr, NetPeer};
-use crate::transport::shmring::RingPeer;
 use gsas_core::reliable::PeerEvent;
 use gsas_core::service::{Served, refusal, refuse_host_actions};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{
     ControlCode, ErrorCode, PacketType, Request, RequestRepr, emit_reply_header,
 };
+use gsas_transport::net::{NetAddr, NetPeer};
+use gsas_transport::poll::monotonic_ns;
+use gsas_transport::shmring::RingPeer;
 
 use super::{
     BUDGET, Core, Counters, ForkHandler, ForkProgress, PEER_KEPT_REQUESTS_CAP, PEER_QUEUE_CAP,

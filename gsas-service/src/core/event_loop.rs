@@ -1,9 +1,9 @@
 //! The service's event loop: run, one turn (serve, control, sweeps), the poll over every
 //! descriptor, and the cleanup at the end.
 
-use crate::poll::monotonic_ns;
-use crate::transport::udp::UdpTransport;
 use gsas_core::reliable::RefusalReason;
+use gsas_transport::poll::monotonic_ns;
+use gsas_transport::udp::UdpTransport;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic;
 use std::sync::atomic::Ordering;
@@ -17,7 +17,7 @@ use super::{
 impl Core {
     pub(crate) fn run(&mut self) -> Result<(), ServiceError> {
         let slice = u64::try_from(self.cfg.sched_slice.as_micros()).unwrap_or(u64::MAX);
-        crate::config::apply_sched_slice(slice, &self.cfg.name);
+        gsas_transport::config::apply_sched_slice(slice, &self.cfg.name);
         let result = self.run_loop();
         self.cleanup();
         result
@@ -44,14 +44,14 @@ impl Core {
             }
             // On a crowded machine an idle service blocks at once: its spin would keep a
             // PE off the CPU, and a blocked service that a datagram wakes preempts.
-            let crowded = !busy && crate::poll::oversubscribed();
+            let crowded = !busy && gsas_transport::poll::oversubscribed();
             if busy || (now.duration_since(last_activity) < self.cfg.spin && !crowded) {
                 if now.duration_since(last_control) >= CONTROL_EVERY {
                     self.poll_descriptors(Duration::ZERO)?;
                     last_control = Instant::now();
                 }
                 if !busy {
-                    crate::poll::spin_pause(now.duration_since(last_activity));
+                    gsas_transport::poll::spin_pause(now.duration_since(last_activity));
                 }
                 continue;
             }
@@ -236,7 +236,7 @@ impl Core {
                             events: 0,
                             revents: 0,
                         });
-                        timeout.min(crate::transport::exanet::POLL_FALLBACK)
+                        timeout.min(gsas_transport::exanet::POLL_FALLBACK)
                     }
                 }
             }

@@ -38,7 +38,7 @@
 //!
 //! **What it is not.** No I/O: [`ControlRequest::emit`]/[`ControlRequest::parse`] and
 //! [`ControlReply::emit`]/[`ControlReply::parse`] work on byte buffers; the service and
-//! the node client move them with [`crate::shm::send_fds`] and [`crate::shm::recv_fds`].
+//! the node client move them with [`gsas_transport::shm::send_fds`] and [`gsas_transport::shm::recv_fds`].
 //!
 //! **No-panic contract.** Parsing any bytes returns a [`ProtoError`], never panics (a unit
 //! test feeds it garbage). Emitting needs a buffer of [`MAX_MESSAGE`] bytes.
@@ -46,7 +46,7 @@
 //! **Thread safety.** Plain data.
 //!
 //! ```
-//! use gsas_service::service::proto::{ControlRequest, JoinInfo};
+//! use gsas_service::proto::{ControlRequest, JoinInfo};
 //!
 //! let join = ControlRequest::Join {
 //!     rank: 3,
@@ -54,7 +54,7 @@
 //!     job_key: 0xfeed,
 //!     info: JoinInfo { npes: 8, node: 0, flags: 0 },
 //! };
-//! let mut buf = [0u8; gsas_service::service::proto::MAX_MESSAGE];
+//! let mut buf = [0u8; gsas_service::proto::MAX_MESSAGE];
 //! let n = join.emit(7, &mut buf);
 //! assert_eq!(ControlRequest::parse(&buf[..n]).unwrap(), (7, join));
 //! ```
@@ -62,7 +62,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::transport::exanet::{ExanetSite, ExanetSource};
+use gsas_transport::exanet::{ExanetSite, ExanetSource};
 
 use gsas_core::wire::{
     ControlCode, ErrorCode, GlobalAddr, HEADER_LEN, Packet, PacketType, REPLY_HEADER_LEN, Reply,
@@ -137,8 +137,8 @@ pub struct ServiceInfo {
     pub pid: u32,
     /// Largest UDP payload the service sends and accepts.
     pub udp_mtu: u32,
-    /// The PE's slot in the doorbell page: the [`Bell`](crate::bell::Bell) at
-    /// [`slot_offset`](crate::bell::slot_offset) that the service rings after updating the
+    /// The PE's slot in the doorbell page: the [`Bell`](gsas_transport::bell::Bell) at
+    /// [`slot_offset`](gsas_transport::bell::slot_offset) that the service rings after updating the
     /// PE's memory. `None` when the page has no free slot (waits then sleep unrung).
     pub bell: Option<u32>,
     /// The node's Exanet endpoints when the service serves other nodes over Exanet

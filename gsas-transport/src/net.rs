@@ -8,7 +8,7 @@
 //! Dispatch is a `match` on the variant (no trait objects): the UDP variant forwards every
 //! call, `send_parts` included, straight to the UDP transport.
 //!
-//! What it is not: the choice itself (a service's `gsas_service::service::ServiceConfig::exanet`,
+//! What it is not: the choice itself (a service's `gsas_service::ServiceConfig::exanet`,
 //! the transport its PEs learn when they join).
 //!
 //! Thread-safety: a single-owner value used through `&mut self` (`Send`).
@@ -329,7 +329,7 @@ impl Transport for NetTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::udp::UdpConfig;
+    use crate::udp::UdpConfig;
 
     #[test]
     fn udp_variant_forwards_and_refuses_exanet_peers() {

@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::shm::{ShmError, recv_fds, send_fds};
+use gsas_transport::shm::{ShmError, recv_fds, send_fds};
 
 use super::ServiceError;
 use super::proto::{ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, ServiceInfo};

@@ -42,7 +42,7 @@ use siphasher::sip::SipHasher24;
 
 use gsas_core::reliable::{Admission, PeerIndex, Refusal, RefusalReason};
 
-use crate::transport::net::{NetAddr, NetPeer};
+use gsas_transport::net::{NetAddr, NetPeer};
 
 /// Peers a job may have beyond its PE count (the launcher's FORK sender, a restarted PE).
 pub(crate) const JOB_SLACK: usize = 4;
@@ -528,7 +528,7 @@ impl PeerIndex<NetPeer> for JobIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::net::NetAddr;
+    use gsas_transport::net::NetAddr;
 
     fn peer(port: u16, key: u64) -> NetPeer {
         NetPeer {

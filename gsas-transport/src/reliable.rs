@@ -30,7 +30,7 @@ use gsas_core::reliable::{
 };
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 
-use crate::transport::pio::Pio;
+use crate::pio::Pio;
 
 /// A [`PeerIndex`] backed by a `HashMap`; slots are assigned in order of first appearance.
 #[derive(Debug, Clone)]

@@ -26,14 +26,13 @@ use gsas_core::service::{PortQueue, Service as AtomicService};
 use gsas_core::transport::Transport;
 use gsas_core::wire::SenderId;
 
-use crate::bell::{Bell, BellRef, slot_offset};
-use crate::shm::{Segment, ShmError, ShmMemory};
-use crate::transport::exanet::{HEADER_LEN as EXA_HEADER_LEN, WakeLine};
-use crate::transport::net::{NetPeer, NetTransport};
-use crate::transport::shmring::{RingPeer, ShmRing};
-use crate::transport::udp::{UdpConfig, UdpTransport};
+use gsas_transport::bell::{Bell, BellRef, slot_offset};
+use gsas_transport::exanet::{HEADER_LEN as EXA_HEADER_LEN, WakeLine};
+use gsas_transport::net::{NetPeer, NetTransport};
+use gsas_transport::shm::{Segment, ShmError, ShmMemory};
+use gsas_transport::shmring::{RingPeer, ShmRing};
+use gsas_transport::udp::{UdpConfig, UdpTransport};
 
-use super::net::{OwnedReliable, reliable_config};
 use super::peers::{JobIndex, job_share};
 use super::proto::{
     ControlReply, ControlRequest, ExanetInfo, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING,
@@ -43,6 +42,7 @@ use super::socket::{self, PeerCred};
 use super::stats::{Counters, Gauges};
 use super::sys::{EventFd, SignalFd};
 use super::{ForkHandler, ForkProgress, ServiceConfig, ServiceError, UidPolicy, Wake};
+use gsas_transport::reliable::{OwnedReliable, reliable_config};
 
 mod control;
 mod data_plane;
@@ -148,7 +148,7 @@ struct RingPort {
 }
 
 /// The page PEs look at to decide whether to ring the eventfd; it also holds the PEs'
-/// bells ([`crate::bell`]), one slot per joined PE.
+/// bells ([`gsas_transport::bell`]), one slot per joined PE.
 struct Doorbell {
     page: Arc<Segment>,
     event: EventFd,
@@ -367,7 +367,7 @@ impl Core {
         let bells = cfg.max_pes.min(MAX_BELLS);
         let page = Segment::create(
             &format!("gsas-node{}-doorbell", cfg.node),
-            crate::bell::page_len(bells),
+            gsas_transport::bell::page_len(bells),
         )
         .map_err(shm_err("creating the doorbell page"))?;
         let event = EventFd::new().map_err(io_err("creating the doorbell eventfd"))?;

@@ -1,9 +1,9 @@
 //! The control protocol: accepting and serving control connections (join, leave, segments,
 //! stats) and the replies.
 
-use crate::shm::{ShmError, recv_fds, send_fds};
-use crate::transport::udp::UdpTransport;
 use gsas_core::wire::ErrorCode;
+use gsas_transport::shm::{ShmError, recv_fds, send_fds};
+use gsas_transport::udp::UdpTransport;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -66,7 +66,7 @@ impl Core {
                                     cred.uid,
                                     gsas_sys::socket::user_name(cred.uid),
                                     self.cfg.name,
-                                    crate::service::CONNECTION_SLACK
+                                    crate::CONNECTION_SLACK
                                 ),
                             );
                             self.counters.user_refused += 1;
@@ -726,7 +726,7 @@ impl Core {
     }
 
     pub(super) fn stats_text(&self) -> String {
-        let mut text = crate::service::stats::render(
+        let mut text = crate::stats::render(
             self.service.stats(),
             &self.net.stats(),
             &self

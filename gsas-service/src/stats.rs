@@ -405,7 +405,7 @@ pub fn request_name(ty: PacketType) -> &'static str {
 pub fn render(
     engine: &gsas_core::service::Stats,
     reliable: &gsas_core::reliable::Stats,
-    udp: &crate::transport::udp::UdpStats,
+    udp: &gsas_transport::udp::UdpStats,
     counters: &Counters,
     gauges: &Gauges,
 ) -> String {
@@ -628,7 +628,7 @@ mod tests {
         assert_eq!(doc("peers.known").map(|d| d.0), Some(Kind::Gauge));
         assert_eq!(doc("no.such"), None);
         // The runtime documentation lists every statistic too.
-        let md = include_str!("../../../docs/runtime.md");
+        let md = include_str!("../../docs/runtime.md");
         for (d, _, _) in DOCS {
             assert!(
                 md.contains(&format!("`{d}`")),

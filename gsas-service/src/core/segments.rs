@@ -2,11 +2,11 @@
 //! the per-job and per-user limits, and the end of a job: dropping it with its segments and
 //! peers, or, when it ended cleanly, keeping its peers closed for a while (TIME_WAIT).
 
-use crate::shm::{Segment, ShmError};
-use crate::transport::shmring::{RingConfig, ShmRing};
 use gsas_core::reliable::RefusalReason;
 use gsas_core::service::{PortQueue, Segment as ServiceSegment};
 use gsas_core::wire::ErrorCode;
+use gsas_transport::shm::{Segment, ShmError};
+use gsas_transport::shmring::{RingConfig, ShmRing};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,7 +37,7 @@ impl Core {
                 format!("segment id {segment} (ids are 0..={})", SEGMENTS - 1),
             ));
         }
-        let page = crate::shm::page_size() as u64;
+        let page = gsas_transport::shm::page_size() as u64;
         let (len, ring) = if segment == SEG_RING {
             let slots = (size >> 32) as u32;
             let slot_size = (size as u32).min(self.max_reply as u32);
@@ -235,7 +235,7 @@ impl Core {
         let len = seg.len() as u64;
         let seg = Arc::new(seg);
         let name = seg.name().to_owned();
-        // Updates of the PE's memory ring its bell (see crate::bell).
+        // Updates of the PE's memory ring its bell (see gsas_transport::bell).
         let bell = job.pes.get(&pe).and_then(|p| p.bell);
         match bell.and_then(|b| self.doorbell.bell(b)) {
             Some(bell) => self

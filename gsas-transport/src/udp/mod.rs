@@ -44,7 +44,7 @@
 //! Thread-safety: a single-owner value (`Send`), used through `&mut self`.
 //!
 //! ```
-//! use gsas_transport::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
+//! use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 //! use gsas_core::transport::Transport;
 //!
 //! let mut a = UdpTransport::bind("127.0.0.1:0".parse().unwrap(), UdpConfig::default())?;
@@ -485,7 +485,7 @@ impl AsRawFd for UdpTransport {
 }
 
 /// No PIO path over UDP.
-impl crate::transport::pio::Pio for UdpTransport {}
+impl crate::pio::Pio for UdpTransport {}
 
 impl Transport for UdpTransport {
     type Peer = UdpPeer;
