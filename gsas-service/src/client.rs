@@ -7,7 +7,7 @@
 //! [`ServiceError::Refused`] with the service's code and reason; a closed connection as
 //! [`ServiceError::Closed`] naming the socket.
 //!
-//! What it is not: the node client (see `gsas_node::node`). Thread-safety: `Send`, used
+//! What it is not: the node client (see `gsas_node`). Thread-safety: `Send`, used
 //! through `&mut self` (the protocol is one request at a time).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

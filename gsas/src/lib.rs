@@ -53,7 +53,7 @@
 
 // The role crates under the module paths this crate had before it was split.
 pub use gsas_launch::{fork, pmi};
-pub use gsas_node::node;
+pub use gsas_node as node;
 pub use gsas_transport as transport;
 pub use gsas_transport::{bell, config, log, poll, shm, watched};
 

@@ -2,9 +2,9 @@
 //!
 //! **What it is.** A symmetric object lives at the same *offset* of the same segment on
 //! every PE (OpenSHMEM 1.5 §3.3 "Memory Model"): the symmetric heap (segment
-//! [`gsas_node::node::HEAP`], `[heap_base, heap_base + heap_len)` of this PE) or, in C programs,
+//! [`gsas_node::HEAP`], `[heap_base, heap_base + heap_len)` of this PE) or, in C programs,
 //! the remapped data segment with the executable's globals and statics
-//! ([`gsas_node::node::DATA`]). [`Segments::translate`] finds which one holds a range and its
+//! ([`gsas_node::DATA`]). [`Segments::translate`] finds which one holds a range and its
 //! offset there; the remote address is then `base(pe, segment) + offset` (a table lookup
 //! for same-node PEs, a service request otherwise). Everything else (the stack, `malloc`
 //! memory, shared-library data) is not symmetric.
@@ -15,7 +15,7 @@
 //!
 //! **Thread-safety.** Plain `Copy` data.
 
-use gsas_node::node::{DATA, HEAP};
+use gsas_node::{DATA, HEAP};
 
 /// A segment of this PE: base address and length.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

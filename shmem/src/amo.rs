@@ -23,7 +23,7 @@
 //! **Thread-safety.** Reentrant.
 
 use gsas_core::wire::{AtomicOp, AtomicType};
-use gsas_node::node::atomic_at;
+use gsas_node::atomic_at;
 use std::ffi::c_int;
 
 use crate::ctx_table::{self as ctx, CtxRef};
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_word_result_is_written_at_its_width() {
-        // (The atomics themselves are gsas_node::node::atomic_at's, tested there.)
+        // (The atomics themselves are gsas_node::atomic_at's, tested there.)
         // SAFETY: `out` is a live local array of 8 bytes.
         unsafe {
             let mut out = [0u8; 8];

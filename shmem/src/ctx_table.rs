@@ -1,7 +1,7 @@
 //! Communication contexts (OpenSHMEM 1.5 §9.5 "Communication Management"): handles,
 //! creation, destruction, `shmem_fence` and `shmem_quiet`.
 //!
-//! **What it is.** A context is a node-client context ([`gsas_node::node::Ctx`]: operations are
+//! **What it is.** A context is a node-client context ([`gsas_node::Ctx`]: operations are
 //! counted per context, so `quiet` and `fence` apply to one context) plus the team whose
 //! numbering its RMA and AMO calls use, plus the creation options. `SHMEM_CTX_DEFAULT` is
 //! the address of the exported object `gsas_shmem_ctx_default` and stands for the node's
@@ -23,7 +23,7 @@
 
 use std::ffi::{c_int, c_long, c_void};
 
-use gsas_node::node::Ctx as NodeCtx;
+use gsas_node::Ctx as NodeCtx;
 
 use crate::fatal::fatal;
 use crate::state::{self, State};

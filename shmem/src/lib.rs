@@ -3,7 +3,7 @@
 //! **What it is.** A PGAS library: every PE (process) of a job owns a symmetric heap (and,
 //! in C programs, its globals and statics), and any PE reads, writes and atomically
 //! updates the symmetric objects of any other PE by naming the object and the PE. Under it
-//! is the gsas node client ([`gsas_node::node::Node`]): same-node PEs map each other's segments
+//! is the gsas node client ([`gsas_node::Node`]): same-node PEs map each other's segments
 //! and are reached with plain loads, stores and CPU atomics; other nodes are reached through
 //! their atomic services. This crate provides
 //!

@@ -2,7 +2,7 @@
 //! at exit.
 //!
 //! **What it is.** [`init`] bootstraps the PE through the gsas node client
-//! ([`gsas_node::node::Node::init`], which with `remap_data` first moves the executable's
+//! ([`gsas_node::Node::init`], which with `remap_data` first moves the executable's
 //! globals onto shared memory), builds the [`State`] the routines read, starts the
 //! collectives' endpoint and publishes the fast paths' words ([`crate::state::HOT`]).
 //! [`finalize`] ends it.
@@ -37,7 +37,7 @@ use std::ffi::c_int;
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use gsas_node::node::{DATA, HEAP, Node, NodeOptions, SYNC};
+use gsas_node::{DATA, HEAP, Node, NodeOptions, SYNC};
 use gsas_transport::poll::WaitConfig;
 
 use crate::addr::{Range, Segments};
@@ -98,7 +98,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
             st.node.node_id(),
             st.shared.n_pes(),
             st.segs.describe(),
-            gsas_node::node::MAX_CONTEXTS - 1
+            gsas_node::MAX_CONTEXTS - 1
         );
     }
     Ok(st)

@@ -32,7 +32,7 @@
 use std::ffi::{c_long, c_void};
 
 use gsas_core::symheap::AllocError;
-use gsas_node::node::NodeError;
+use gsas_node::NodeError;
 
 use crate::ctx_table::debug;
 use crate::fatal::fatal;

@@ -184,8 +184,8 @@ pub unsafe fn wait_until(
 /// The name of a symmetric segment in messages.
 fn segment_name(seg: u8) -> &'static str {
     match seg {
-        gsas_node::node::HEAP => "heap",
-        gsas_node::node::DATA => "data",
+        gsas_node::HEAP => "heap",
+        gsas_node::DATA => "data",
         _ => "segment",
     }
 }

@@ -680,7 +680,7 @@ pub unsafe fn put_signal(
 /// Applies SET/ADD to a signal word after the data before it is delivered.
 fn signal_update(
     st: &State,
-    node_ctx: gsas_node::node::Ctx,
+    node_ctx: gsas_node::Ctx,
     target: u32,
     sig: crate::addr::SymAddr,
     op: AtomicOp,

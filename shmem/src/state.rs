@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering}
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use gsas_node::node::{Node, NodeError};
+use gsas_node::{Node, NodeError};
 use gsas_transport::poll::WaitConfig;
 
 use crate::addr::{Range, Segments, SymAddr};
@@ -56,7 +56,7 @@ pub struct Hot {
     heap_limit: AtomicUsize,
     npes: AtomicU32,
     heap_direct: AtomicPtr<usize>,
-    /// The node's settled word ([`gsas_node::node::Node::settled_word`]), or null before init
+    /// The node's settled word ([`gsas_node::Node::settled_word`]), or null before init
     /// and after finalize: `shmem_quiet` and `shmem_fence` of the default context only
     /// fence memory while it is set.
     settled: AtomicPtr<AtomicBool>,

@@ -11,7 +11,7 @@
 //! `SHMEM_WAIT_TIMEOUT`; when that passes the job ends with a message naming the routine
 //! and what it waited for.
 //!
-//! The sleeps are sleeps on this PE's doorbell ([`gsas_node::node::Node::bell`], see
+//! The sleeps are sleeps on this PE's doorbell ([`gsas_node::Node::bell`], see
 //! [`gsas_transport::bell`]): the waiter announces itself, re-evaluates the condition, and sleeps in
 //! `futex(2)` for at most the sleep step. An update that another node's PE makes to this
 //! PE's memory is applied by this node's atomic service, which rings the bell when a waiter

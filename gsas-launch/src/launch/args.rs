@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use log::LevelFilter;
 
-use gsas_node::node::boot::MAX_PES;
+use gsas_node::boot::MAX_PES;
 
 /// A parsed `oshrun` command line.
 #[derive(Debug, Clone, PartialEq, Eq)]

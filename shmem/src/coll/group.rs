@@ -22,7 +22,7 @@ use std::ffi::c_int;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use gsas_node::node::SYNC;
+use gsas_node::SYNC;
 
 use crate::fatal::fatal;
 use crate::state::State;

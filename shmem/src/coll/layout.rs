@@ -1,8 +1,8 @@
 //! Where the collectives keep their flags: team blocks in the sync segment, words of an
 //! active set's `pSync`, and the allocation of team blocks.
 //!
-//! **What it is.** Every PE's sync segment ([`gsas_node::node::SYNC`], 1 MiB) starts with the
-//! node client's barrier area ([`gsas_node::node::SYNC_RESERVED`] bytes); after it come
+//! **What it is.** Every PE's sync segment ([`gsas_node::SYNC`], 1 MiB) starts with the
+//! node client's barrier area ([`gsas_node::SYNC_RESERVED`] bytes); after it come
 //! [`BLOCK`]-byte team blocks, block `b` at the same offset on every PE, so a block is a
 //! symmetric object that same-node PEs map and other nodes reach through their services.
 //! Block 0 belongs to `SHMEM_TEAM_WORLD`, block 1 to `SHMEM_TEAM_SHARED`, the others to
@@ -66,7 +66,7 @@ use std::sync::Mutex;
 /// Bytes of a team block.
 pub const BLOCK: u64 = 16 << 10;
 /// Offset of block 0 in the sync segment.
-pub const FIRST: u64 = gsas_node::node::SYNC_RESERVED;
+pub const FIRST: u64 = gsas_node::SYNC_RESERVED;
 /// Number of team blocks (the sync segment is 1 MiB).
 pub const MAX_BLOCKS: usize = ((1 << 20) - FIRST as usize) / BLOCK as usize;
 /// The block of `SHMEM_TEAM_WORLD`.

@@ -63,7 +63,7 @@ use std::ffi::{c_int, c_long};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use gsas_node::node::SYNC;
+use gsas_node::SYNC;
 
 use crate::ctx_table::{self as ctx, CtxRef, debug};
 use crate::fatal::fatal;

@@ -31,7 +31,7 @@ use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use gsas_core::wire::{AtomicOp, AtomicType};
-use gsas_node::node::{Ctx as NodeCtx, SYNC};
+use gsas_node::{Ctx as NodeCtx, SYNC};
 
 use super::direct;
 use super::group::Group;

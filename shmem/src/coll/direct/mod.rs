@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 
 use gsas_core::reliable::{Admission, PeerEvent, PeerIndex, Refusal, RefusalReason};
 use gsas_core::transport::{Transport, TransportError};
-use gsas_node::node::{Ctx as NodeCtx, SYNC};
+use gsas_node::{Ctx as NodeCtx, SYNC};
 use gsas_transport::net::NetAddr;
 use gsas_transport::reliable::{MapIndex, OwnedReliable, reliable_config};
 use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
