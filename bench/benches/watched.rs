@@ -1,4 +1,4 @@
-//! `gsas::watched` beside `memcpy`: the copy into (and out of) memory other PEs watch must
+//! `gsas_transport::watched` beside `memcpy`: the copy into (and out of) memory other PEs watch must
 //! keep memcpy's bandwidth for large copies (issue 13).
 //!
 //! `cargo bench -p gsas-bench --bench watched` prints, per size, the time of
@@ -26,13 +26,13 @@ fn copies(c: &mut Criterion) {
         g.bench_function("store_once", |b| {
             // SAFETY: as above.
             b.iter(|| unsafe {
-                gsas::watched::store_once(black_box(s), black_box(d), black_box(size))
+                gsas_transport::watched::store_once(black_box(s), black_box(d), black_box(size))
             })
         });
         g.bench_function("load_once", |b| {
             // SAFETY: as above.
             b.iter(|| unsafe {
-                gsas::watched::load_once(black_box(s), black_box(d), black_box(size))
+                gsas_transport::watched::load_once(black_box(s), black_box(d), black_box(size))
             })
         });
         g.finish();

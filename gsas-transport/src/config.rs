@@ -836,7 +836,7 @@ mod tests {
     fn docs_runtime_md_is_current() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/runtime.md");
         let text = std::fs::read_to_string(path).unwrap();
-        let begin = "<!-- BEGIN GENERATED: gsas::config::render_markdown -->\n";
+        let begin = "<!-- BEGIN GENERATED: gsas_transport::config::render_markdown -->\n";
         let end = "<!-- END GENERATED -->";
         let a = text.find(begin).expect("begin marker in docs/runtime.md") + begin.len();
         let b = a + text[a..].find(end).expect("end marker in docs/runtime.md");

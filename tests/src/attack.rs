@@ -6,13 +6,13 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::reliable::frame::{AckRepr, Frame, FrameRepr, HEADER_LEN, emit_packet_prefix};
 use gsas_core::reliable::seq::Seq;
 use gsas_core::transport::Transport;
 use gsas_core::wire::{
     AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, Packet, Request, RequestRepr, SenderId,
 };
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 /// Whether the tests run under qemu-user (the aarch64 stage on an x86_64 host), where
 /// every datagram's path is emulated and long runs are cut short.
@@ -108,14 +108,14 @@ pub fn flood(to: SocketAddr, n: usize, seed: u64) {
 /// peer table (peers of unknown keys get a slot, for remote FORK).
 pub struct NoFork;
 
-impl gsas::service::ForkHandler for NoFork {
+impl gsas_service::ForkHandler for NoFork {
     fn fork(
         &mut self,
         _: SocketAddr,
         _: u64,
         _: gsas_core::wire::Fragment,
         _: &[u8],
-    ) -> Result<gsas::service::ForkProgress, ErrorCode> {
+    ) -> Result<gsas_service::ForkProgress, ErrorCode> {
         Err(ErrorCode::NotSupported)
     }
 }
@@ -304,8 +304,8 @@ pub struct ControlFuzz {
 
 /// A control request with fields drawn from `rng` (small ranks, ids and keys, so that
 /// Joins meet each other and later requests find something to act on).
-fn random_request(rng: &mut Rng) -> gsas::service::proto::ControlRequest {
-    use gsas::service::proto::{ControlRequest as R, JoinInfo};
+fn random_request(rng: &mut Rng) -> gsas_service::proto::ControlRequest {
+    use gsas_service::proto::{ControlRequest as R, JoinInfo};
     let small = |rng: &mut Rng, n: u64| rng.next_u64() % n;
     let pe = small(rng, 4) as u16;
     let segment = small(rng, 5) as u8;
@@ -359,14 +359,14 @@ fn random_request(rng: &mut Rng) -> gsas::service::proto::ControlRequest {
 /// joined or not). Reads every reply; panics when one does not come within 10 s (the
 /// service must answer every message). Reproducible from `seed`.
 pub fn fuzz_control(path: &std::path::Path, messages: u64, seed: u64) -> ControlFuzz {
-    use gsas::service::proto::{ControlReply, MAX_MESSAGE};
+    use gsas_service::proto::{ControlReply, MAX_MESSAGE};
     let t = Duration::from_secs(10);
     let mut rng = Rng(seed | 1);
     let mut out = ControlFuzz::default();
     let mut buf = vec![0u8; MAX_MESSAGE];
     let mut reply = vec![0u8; MAX_MESSAGE];
     while out.sent < messages {
-        let fd = gsas::service::socket::connect(path, t).expect("connecting");
+        let fd = gsas_sys::socket::connect(path, t).expect("connecting");
         out.connections += 1;
         let burst = 1 + rng.next_u64() % 32;
         for _ in 0..burst {
@@ -407,9 +407,9 @@ pub fn fuzz_control(path: &std::path::Path, messages: u64, seed: u64) -> Control
                     n
                 }
             };
-            gsas::shm::send_fds(&fd, &buf[..len], &[], t).expect("sending a message");
+            gsas_transport::shm::send_fds(&fd, &buf[..len], &[], t).expect("sending a message");
             out.sent += 1;
-            let (n, fds) = gsas::shm::recv_fds(&fd, &mut reply, t)
+            let (n, fds) = gsas_transport::shm::recv_fds(&fd, &mut reply, t)
                 .unwrap_or_else(|e| panic!("no reply to message {} ({e})", out.sent));
             out.descriptors += fds.len() as u64;
             match ControlReply::parse(&reply[..n]) {
@@ -557,7 +557,7 @@ pub fn cookie_answering_pingers(
     use gsas_core::reliable::{Refusal, RefusalReason};
     let mut udp = socket();
     let req = ping_request();
-    let base_epoch = gsas::service::reliable_config(Duration::from_secs(10)).epoch + (seed << 8);
+    let base_epoch = gsas_service::reliable_config(Duration::from_secs(10)).epoch + (seed << 8);
     // Per key: its epoch, next sequence number and the cookie to echo.
     let mut state: Vec<(UdpPeer, u64, u32, Option<u64>)> = (0..keys)
         .map(|k| {

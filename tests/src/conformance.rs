@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use gsas_core::transport::{Capabilities, Ordering, Transport, TransportError};
 
-use gsas::poll::monotonic_ns;
+use gsas_transport::poll::monotonic_ns;
 
 /// Two endpoints that reach each other.
 pub struct Pair<A: Transport, B: Transport> {

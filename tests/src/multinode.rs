@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::launch::launch;
-use gsas::service::{ControlClient, Service, ServiceConfig, ServiceThread, StatsReport};
+use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread, StatsReport};
 
 /// `service_timeout_ms` of functional tests: generous, so that a loaded machine (more
 /// processes than cores, qemu) does not turn slowness into "no answer" errors. Failure
@@ -234,7 +234,7 @@ impl Daemon {
 
     /// Its counters.
     pub fn stats(&self) -> StatsReport {
-        gsas::service::query_stats(&self.socket, Duration::from_secs(10)).unwrap()
+        gsas_service::query_stats(&self.socket, Duration::from_secs(10)).unwrap()
     }
 
     /// Kills it (SIGKILL) and reaps it.

@@ -13,8 +13,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gsas::node::{Ctx, HEAP, Node, NodeError, NodeOptions};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_node::{Ctx, HEAP, Node, NodeError, NodeOptions};
 
 /// The variable naming the scenario a child runs.
 pub const SCENARIO: &str = "GSAS_TEST_SCENARIO";

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::launch;
-use gsas::pmi::{Client, ClientConfig, Connection, Event, PmiError, Server, Stop};
+use gsas_launch::pmi::{Client, ClientConfig, Connection, Event, PmiError, Server, Stop};
 
 /// Selects child mode and the role.
 pub const ROLE: &str = "GSAS_PMI_TEST_ROLE";

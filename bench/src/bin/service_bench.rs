@@ -1,5 +1,5 @@
 //! Atomic-service figures on one machine: remote READ round trips and put bandwidth
-//! through a `gsas::service::Service`, beside the raw UDP limits of the same machine.
+//! through a `gsas_service::Service`, beside the raw UDP limits of the same machine.
 //!
 //! ```text
 //! service_bench [--quick] [--bandwidth] [--min-rto-us N]
@@ -33,7 +33,7 @@
 //! repeated before/after comparisons).
 //!
 //! The client's reliability layer uses the runtime's settings
-//! ([`gsas::service::reliable_config`], as a PE does); `--min-rto-us N` replaces its
+//! ([`gsas_service::reliable_config`], as a PE does); `--min-rto-us N` replaces its
 //! retransmission-timeout floor (e.g. `--min-rto-us 1000`, gsas-core's LAN default, to see
 //! the spurious retransmissions a too-short floor causes). Retransmissions of both sides
 //! are printed with the figures.
@@ -46,17 +46,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gsas::poll::monotonic_ns;
-use gsas::service::proto::{JoinInfo, SEG_HEAP};
-use gsas::service::{ControlClient, Service, ServiceConfig};
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, Completion};
 use gsas_core::reliable::{HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, SenderId};
+use gsas_service::proto::{JoinInfo, SEG_HEAP};
+use gsas_service::{ControlClient, Service, ServiceConfig};
+use gsas_transport::poll::monotonic_ns;
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 /// UDP payload per datagram (the runtime's default `udp_mtu`).
-const MTU: usize = gsas::config::DEFAULT_UDP_MTU;
+const MTU: usize = gsas_transport::config::DEFAULT_UDP_MTU;
 /// Largest raw datagram: what a gsas datagram carries (header included).
 const RAW_DATAGRAM: usize = MTU;
 /// Frames in flight per peer.
@@ -257,7 +257,7 @@ fn raw_stream(dgram: usize, time: Duration) -> (f64, f64) {
 /// A service on its own pinned thread with one job of one PE and a heap segment.
 struct Served {
     addr: SocketAddr,
-    shutdown: gsas::service::ShutdownHandle,
+    shutdown: gsas_service::ShutdownHandle,
     thread: Option<thread::JoinHandle<()>>,
     /// Keeps the PE's control connection (and so the job) alive.
     _control: ControlClient,
@@ -344,7 +344,7 @@ impl<'a> Pe<'a> {
             },
         )
         .expect("client UDP");
-        let mut config = gsas::service::reliable_config(STUCK);
+        let mut config = gsas_service::reliable_config(STUCK);
         if let Some(min) = min_rto {
             config.min_rto_ns = min.as_nanos() as u64;
             config.initial_rto_ns = config.initial_rto_ns.max(config.min_rto_ns);
@@ -519,7 +519,7 @@ fn main() {
         pe.read(8);
     }
     let service_rtx = || {
-        gsas::service::query_stats(&served.socket, Duration::from_secs(5))
+        gsas_service::query_stats(&served.socket, Duration::from_secs(5))
             .ok()
             .and_then(|s| s.get("reliable.retransmissions"))
             .unwrap_or(0)
@@ -539,13 +539,13 @@ fn main() {
     let (pe2, svc2) = (pe.layer.stats().retransmissions, service_rtx());
     // Every datagram of the service reaches the client's layer as one frame (data or ack).
     let service_datagrams = pe.layer.stats().frames_received - frames1;
-    let floor = min_rto.unwrap_or(gsas::service::MIN_RTO);
+    let floor = min_rto.unwrap_or(gsas_service::MIN_RTO);
 
     println!("service_bench: 127.0.0.1, two threads pinned to CPUs 0 and 1, both busy-polling");
     println!(
         "client retransmission-timeout floor {} us (runtime default {} us)",
         floor.as_micros(),
-        gsas::service::MIN_RTO.as_micros()
+        gsas_service::MIN_RTO.as_micros()
     );
     if !bandwidth_only {
         println!(

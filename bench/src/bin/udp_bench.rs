@@ -40,10 +40,10 @@ use std::sync::{Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gsas::poll::monotonic_ns;
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::{Transport, TransportError};
+use gsas_transport::poll::monotonic_ns;
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 const KEY: u64 = 0x6265_6e63_6821;
 /// Frames in flight per peer for the reliable runs.

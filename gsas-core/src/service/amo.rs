@@ -4,7 +4,7 @@
 //! operations (INC is ADD 1; fetching and non-fetching variants share one kind), and
 //! [`AmoKind::run32`] / [`AmoKind::run64`] execute a kind on a `core::sync::atomic` word.
 //! The service's memory (the std runtime's shared-memory mappings and [`WordMemory`]), the
-//! PE's direct path to same-node mappings (`gsas::node`, `shmem::amo`) all call these, so
+//! PE's direct path to same-node mappings (`gsas_node`, `shmem::amo`) all call these, so
 //! direct and service atomics are done the same way by construction: same instruction,
 //! same ordering, same result.
 //!

@@ -6,9 +6,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gsas::launch::job::{JobSpec, PeLaunch, run_job};
-use gsas::launch::pe_env;
-use gsas::service::{Service, ServiceConfig};
+use gsas_launch::launch::job::{JobSpec, PeLaunch, run_job};
+use gsas_launch::launch::pe_env;
+use gsas_service::{Service, ServiceConfig};
 
 /// A benchmark job: `nodes` services with `ppn` PEs each.
 pub struct BenchJob<'a> {

@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use exanet_emu::emu::EmuStats;
-use gsas::node::{Ctx, HEAP, Node, NodeError, NodeOptions};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_node::{Ctx, HEAP, Node, NodeError, NodeOptions};
 use gsas_tests::emu::Emu;
 use gsas_tests::launch::{launch, run_with_timeout, self_test_argv};
 use gsas_tests::multinode::{

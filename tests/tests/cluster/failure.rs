@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use gsas::node::{Ctx, HEAP, Node, NodeOptions};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_node::{Ctx, HEAP, Node, NodeOptions};
 use gsas_tests::launch::{collect_output, self_test_argv};
 use gsas_tests::multinode::{
     ClusterFile, SECRET, daemons, oshrun, pid_alive, secret_file, shipped_config, wait_ready,

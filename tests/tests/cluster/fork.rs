@@ -16,11 +16,11 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use gsas::fork::launcher::{ForkError, ForkTarget, send_forks};
-use gsas::fork::request::{ForkRequest, LaunchSpec};
-use gsas::fork::secret::Secret;
-use gsas::fork::stream::{FrameReader, FrameType};
 use gsas_core::wire::ErrorCode;
+use gsas_launch::fork::launcher::{ForkError, ForkTarget, send_forks};
+use gsas_launch::fork::request::{ForkRequest, LaunchSpec};
+use gsas_launch::fork::secret::Secret;
+use gsas_launch::fork::stream::{FrameReader, FrameType};
 use gsas_tests::launch::{launch, run_with_timeout, self_test_argv};
 use gsas_tests::multinode::{
     ClusterFile, Daemon, RELAXED_DEADLINE_MS, SECRET, daemons, oshrun, secret_file, shipped_config,

@@ -29,15 +29,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use gsas::service::proto::{JoinInfo, SEG_HEAP};
-use gsas::service::{ControlClient, Service, ServiceConfig, ServiceThread};
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, ClientError, Completion};
 use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
+use gsas_service::proto::{JoinInfo, SEG_HEAP};
+use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread};
 use gsas_tests::attack::Rng;
 use gsas_tests::netns::run;
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 const T: Duration = Duration::from_secs(10);
 /// Operations in flight.
@@ -250,7 +250,7 @@ fn soak(bind: SocketAddr, to: SocketAddr, key: u64, n: u64) -> Result<SoakReport
     let mtu = udp.capabilities().mtu;
     let mut peers: Vec<PeerSlot<UdpPeer, 32>> = (0..4).map(|_| PeerSlot::new()).collect();
     let mut buf = vec![0u8; buffer_len(mtu, mtu, 64)];
-    let mut config = Config::new(gsas::service::reliable_config(T).epoch);
+    let mut config = Config::new(gsas_service::reliable_config(T).epoch);
     config.deadline_ns = 30_000_000_000;
     let mut rel: Reliable<'_, _, 32, HashIndex<UdpPeer, 8>> =
         Reliable::with_index(udp, config, &mut peers, &mut buf, HashIndex::new())
@@ -430,7 +430,7 @@ pub(super) fn service_with_heap(
     key: u64,
     heap: u64,
 ) -> (ServiceThread, ControlClient, std::os::fd::OwnedFd) {
-    let path = gsas::service::socket::runtime_dir(None)
+    let path = gsas_sys::socket::runtime_dir(None)
         .unwrap()
         .join(format!("soak-{name}-{}.sock", std::process::id()));
     let s = Service::bind(ServiceConfig::new(0, bind, path))

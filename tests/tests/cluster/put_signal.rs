@@ -14,13 +14,13 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gsas::service::proto::SEG_HEAP;
-use gsas::shm::Segment;
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, Completion};
 use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, HEADER_LEN, SIGNAL_LEN, SenderId, Signal, SignalOp};
+use gsas_service::proto::SEG_HEAP;
+use gsas_transport::shm::Segment;
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 use super::lossy_soak::{LossyRelay, service_with_heap};
 
@@ -123,7 +123,7 @@ fn put_signal_over_a_lossy_relay() {
     let mtu = udp.capabilities().mtu;
     let mut peers: Vec<PeerSlot<UdpPeer, 32>> = (0..4).map(|_| PeerSlot::new()).collect();
     let mut buf = vec![0u8; buffer_len(mtu, mtu, 64)];
-    let mut config = Config::new(gsas::service::reliable_config(T).epoch);
+    let mut config = Config::new(gsas_service::reliable_config(T).epoch);
     config.deadline_ns = 30_000_000_000;
     let mut rel: Reliable<'_, _, 32, HashIndex<UdpPeer, 8>> =
         Reliable::with_index(udp, config, &mut peers, &mut buf, HashIndex::new()).unwrap();

@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use gsas::node::{Ctx, HEAP, Node};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_node::{Ctx, HEAP, Node};
 use gsas_tests::launch::run_with_timeout;
 use gsas_tests::load::CpuHogs;
 use gsas_tests::multinode::{

@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gsas::pmi::{Client, ClientConfig, Event, Server, ServerConfig, Stop, tcp_env};
+use gsas_launch::pmi::{Client, ClientConfig, Event, Server, ServerConfig, Stop, tcp_env};
 use gsas_tests::pmi::{ABORT_CODE, BAD_RANK, EXPECT_NODES, HALF_LINE_RANK, child_command, run_job};
 
 const JOB_LIMIT: Duration = Duration::from_secs(300);
@@ -359,7 +359,7 @@ fn bad_tcp_peers_are_rejected_and_good_ones_served() {
             c.kvs_put("tcp", b"works")?;
             let v = c.kvs_get("tcp")?;
             c.finalize()?;
-            Ok::<_, gsas::pmi::PmiError>((c.rank(), c.size(), v))
+            Ok::<_, gsas_launch::pmi::PmiError>((c.rank(), c.size(), v))
         })();
         tx.send(r).unwrap();
     });

@@ -12,23 +12,23 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gsas::service::proto::{JoinInfo, SEG_DATA, SEG_HEAP, SEG_SYNC};
-use gsas::service::{
-    ControlClient, Service, ServiceConfig, ServiceError, ServiceThread, query_stats,
-};
-use gsas::shm::{Segment, send_fds};
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, ClientError, Completion, HostRequest, Issued, OpError};
 use gsas_core::reliable::{
     Config, HashIndex, PeerEvent, PeerSlot, Refusal, RefusalReason, Reliable, buffer_len,
 };
 use gsas_core::transport::Transport;
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, SenderId};
+use gsas_service::proto::{JoinInfo, SEG_DATA, SEG_HEAP, SEG_SYNC};
+use gsas_service::{
+    ControlClient, Service, ServiceConfig, ServiceError, ServiceThread, query_stats,
+};
+use gsas_transport::shm::{Segment, send_fds};
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 const T: Duration = Duration::from_secs(10);
 
 fn dir() -> PathBuf {
-    gsas::service::socket::runtime_dir(None).unwrap()
+    gsas_sys::socket::runtime_dir(None).unwrap()
 }
 
 fn service(name: &str, limit: Option<u64>) -> ServiceThread {
@@ -120,8 +120,7 @@ impl Remote<'_> {
 fn fresh_epoch() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     // The wall clock in ns (what services and PEs use), made distinct per call.
-    gsas::service::reliable_config(T).epoch
-        + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    gsas_service::reliable_config(T).epoch + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 macro_rules! remote {
@@ -302,7 +301,7 @@ fn garbage_control_messages_do_not_hurt() {
     };
     let memfd = Segment::create("stray", 4096).unwrap();
     for round in 0..20 {
-        let sock = gsas::service::socket::connect(s.socket_path(), T).unwrap();
+        let sock = gsas_sys::socket::connect(s.socket_path(), T).unwrap();
         for i in 0..50 {
             let len = 1 + (next() % 120) as usize;
             let mut m: Vec<u8> = (0..len).map(|_| next() as u8).collect();
@@ -315,7 +314,7 @@ fn garbage_control_messages_do_not_hurt() {
             }
             let mut reply = [0u8; 4096];
             // Every message gets an answer (or the connection ends).
-            if gsas::shm::recv_fds(&sock, &mut reply, T).is_err() {
+            if gsas_transport::shm::recv_fds(&sock, &mut reply, T).is_err() {
                 break;
             }
         }
@@ -597,7 +596,7 @@ fn socket_lifecycle() {
 
 #[test]
 fn remote_updates_ring_the_bell_of_the_pe_they_update() {
-    use gsas::bell::{Bell, slot_offset};
+    use gsas_transport::bell::{Bell, slot_offset};
     let s = service("bells", None);
     let key = 0xbe11_0001;
     let info = JoinInfo {
@@ -1015,9 +1014,9 @@ fn status_kib(key: &str) -> u64 {
 
 #[test]
 fn the_default_node_limit_leaves_a_tenth_of_the_memory_to_the_system() {
-    let phys = gsas::service::physical_memory();
+    let phys = gsas_service::physical_memory();
     assert!(phys != u64::MAX, "sysconf gave no physical memory size");
-    let limit = gsas::service::default_memory_limit();
+    let limit = gsas_service::default_memory_limit();
     assert_eq!(u128::from(limit), u128::from(phys) * 90 / 100);
     let s = service("default-limit", None);
     let mut c = join(&s, 0, 75, 0x750, 1);
@@ -1044,14 +1043,14 @@ fn per_job_and_per_user_limits_name_the_limit_and_the_user() {
     cfg.memory_limit = Some(64 << 20);
     cfg.job_memory_limit = Some(8 << 20);
     cfg.user_memory_limit = Some(12 << 20);
-    cfg.memory_source = gsas::service::MemorySource {
+    cfg.memory_source = gsas_service::MemorySource {
         job: "nodes[0].job_memory".into(),
         user: "nodes[0].user_memory".into(),
     };
     let s = Service::bind(cfg).unwrap().spawn().unwrap();
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let user = gsas::service::socket::user_name(uid);
+    let user = gsas_sys::socket::user_name(uid);
     let mut a = join(&s, 0, 70, 0x700, 2);
     a.create_segment(0, SEG_HEAP, 8 << 20).unwrap();
     let mut a1 = join(&s, 1, 70, 0x700, 2);
@@ -1343,7 +1342,7 @@ fn shared_node(name: &str) -> SharedNode {
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut cfg = ServiceConfig::new(0, "127.0.0.1:0".parse().unwrap(), dir.join("svc.sock"));
-    cfg.uid_policy = gsas::service::UidPolicy::PerJob;
+    cfg.uid_policy = gsas_service::UidPolicy::PerJob;
     cfg.socket_mode = 0o666;
     cfg.user_share_percent = Some(50);
     SharedNode { dir, exe, cfg }

@@ -219,12 +219,12 @@ fn configured_daemon_serves_reports_and_stops_on_sigterm() {
     // It bound exactly the configured address: the port is taken on 127.0.0.1.
     assert!(std::net::UdpSocket::bind(("127.0.0.1", port)).is_err());
     // The daemon's memory limit comes from the file.
-    let mut c = gsas::service::ControlClient::connect(&socket, Duration::from_secs(10)).unwrap();
+    let mut c = gsas_service::ControlClient::connect(&socket, Duration::from_secs(10)).unwrap();
     c.join(
         0,
         1,
         2,
-        gsas::service::proto::JoinInfo {
+        gsas_service::proto::JoinInfo {
             npes: 1,
             node: 0,
             flags: 0,
@@ -261,7 +261,7 @@ fn configured_daemon_serves_reports_and_stops_on_sigterm() {
 /// a count; and the daemon serves again as soon as descriptors are free.
 #[test]
 fn a_daemon_out_of_descriptors_refuses_clearly_and_recovers() {
-    use gsas::service::{ControlClient, ServiceError};
+    use gsas_service::{ControlClient, ServiceError};
     use gsas_tests::multinode::{ClusterFile, Daemon};
     let dir = scratch("nofile");
     let cf = ClusterFile::from_template(

@@ -19,16 +19,16 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gsas::service::proto::{JoinInfo, SEG_HEAP};
-use gsas::service::{ControlClient, Service, ServiceConfig, ServiceThread, StatsReport};
-use gsas::shm::Segment;
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::client::{Client, Completion, OpError};
 use gsas_core::reliable::{
     Config, HashIndex, PeerEvent, PeerSlot, Refusal, RefusalReason, Reliable, buffer_len,
 };
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
+use gsas_service::proto::{JoinInfo, SEG_HEAP};
+use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread, StatsReport};
+use gsas_transport::shm::Segment;
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 /// Bound of every wait (a loaded machine is slow; nothing here takes long otherwise).
 const LIMIT: Duration = Duration::from_secs(60);
@@ -115,7 +115,7 @@ fn storage() -> Storage {
 /// A new epoch for every requester: a socket may get the port of a closed one.
 fn fresh_epoch() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    gsas::service::reliable_config(LIMIT).epoch
+    gsas_service::reliable_config(LIMIT).epoch
         + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -227,7 +227,7 @@ impl<'a> Requester<'a> {
 }
 
 fn socket_path(name: &str) -> PathBuf {
-    gsas::service::socket::runtime_dir(None)
+    gsas_sys::socket::runtime_dir(None)
         .unwrap()
         .join(format!("job-end-{name}-{}.sock", std::process::id()))
 }
@@ -261,7 +261,7 @@ fn join_pe0(s: &ServiceThread, key: u64) -> (ControlClient, Segment) {
 }
 
 fn stats(s: &ServiceThread) -> StatsReport {
-    gsas::service::query_stats(s.socket_path(), LIMIT).unwrap()
+    gsas_service::query_stats(s.socket_path(), LIMIT).unwrap()
 }
 
 fn word(heap: &Segment) -> u64 {

@@ -23,10 +23,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gsas::launch::job::{JobSpec, PeLaunch, run_job};
-use gsas::launch::pe_env;
-use gsas::node::{Ctx, HEAP, Node, NodeOptions};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_launch::launch::job::{JobSpec, PeLaunch, run_job};
+use gsas_launch::launch::pe_env;
+use gsas_node::{Ctx, HEAP, Node, NodeOptions};
 use gsas_tests::launch::self_test_argv;
 
 /// The variable naming the scenario a child runs.
@@ -195,7 +195,7 @@ fn two_nodes(scenario: &str) -> Vec<u64> {
     let failed = services
         .iter()
         .map(|s| {
-            gsas::service::query_stats(s.socket_path(), Duration::from_secs(5))
+            gsas_service::query_stats(s.socket_path(), Duration::from_secs(5))
                 .unwrap()
                 .get("reliable.peers_failed")
                 .unwrap()

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use gsas::shm::{Segment, ShmMemory, recv_fds, send_fds, seqpacket_pair};
 use gsas_core::service::{Handled, Segment as ServiceSegment, Service};
 use gsas_core::wire::{
     AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, Packet, Reply, ReplyRepr, Request,
     RequestRepr, SenderId,
 };
+use gsas_transport::shm::{Segment, ShmMemory, recv_fds, send_fds, seqpacket_pair};
 
 const KEY: u64 = 0xabad_cafe;
 const HEAP: usize = 1 << 20;

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use exanet::{Dest, ExanetTransport};
 use exanet_emu::model::{ModelConfig, ModelFabric};
-use gsas::shm::Segment;
-use gsas::transport::shmring::{RingConfig, RingPeer, ShmRing};
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::fault::{FaultConfig, FaultInjector};
 use gsas_core::transport::loopback::{LoopbackConfig, LoopbackHub};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_tests::conformance::{self, Pair, back_pressure, many_packets};
 use gsas_tests::emu::{Emu, small_transport_config};
+use gsas_transport::shm::Segment;
+use gsas_transport::shmring::{RingConfig, RingPeer, ShmRing};
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
 /// Frames in flight per peer in these tests.
 const W: usize = 16;
@@ -87,8 +87,8 @@ fn udp_raw() {
 fn udp_default_mtu_sizes() {
     // The default MTU (60 KiB datagrams): every size class up to it.
     let (a, b) = (
-        udp(gsas::transport::udp::DEFAULT_MTU),
-        udp(gsas::transport::udp::DEFAULT_MTU),
+        udp(gsas_transport::udp::DEFAULT_MTU),
+        udp(gsas_transport::udp::DEFAULT_MTU),
     );
     let (pa, pb) = (peer(&a), peer(&b));
     let mut pair = Pair::new(a, pb, b, pa);

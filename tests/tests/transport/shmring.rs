@@ -7,12 +7,12 @@ use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use gsas::poll::{Progress, WaitConfig, Waiter};
-use gsas::shm::{Segment, recv_fds, send_fds, seqpacket_pair};
-use gsas::transport::shmring::{RingConfig, RingPeer, ShmRing};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_tests::conformance::{check_pattern, fill_pattern};
 use gsas_tests::launch::{self, wait_timeout};
+use gsas_transport::poll::{Progress, WaitConfig, Waiter};
+use gsas_transport::shm::{Segment, recv_fds, send_fds, seqpacket_pair};
+use gsas_transport::shmring::{RingConfig, RingPeer, ShmRing};
 
 /// Packets each test sends through the PE -> service ring and back.
 const PACKETS: u64 = 20_000;

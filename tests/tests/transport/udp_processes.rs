@@ -9,13 +9,13 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use gsas::poll::{PollFd, Progress, WaitConfig, Waiter, monotonic_ns};
-use gsas::transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::fault::{FaultConfig, FaultInjector};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_tests::conformance::{check_pattern, fill_pattern};
 use gsas_tests::launch;
+use gsas_transport::poll::{PollFd, Progress, WaitConfig, Waiter, monotonic_ns};
+use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use std::os::fd::AsFd;
 
 const PACKETS: u64 = 10_000;

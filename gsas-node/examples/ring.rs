@@ -1,7 +1,7 @@
 //! A ring of puts and a global atomic counter, each checked: run it as
 //!
 //! ```text
-//! cargo build --release -p gsas --bins --examples
+//! cargo build --release -p gsas-launch -p gsas-node --bins --examples
 //! target/release/oshrun -n 4 target/release/examples/ring
 //! ```
 //!
@@ -14,8 +14,8 @@
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gsas::node::{Ctx, DATA, HEAP, Node, NodeError, NodeOptions};
 use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_node::{Ctx, DATA, HEAP, Node, NodeError, NodeOptions};
 
 /// A global written by the left neighbour (symmetric: same offset in every PE's data
 /// segment).

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use gsas::shm::{DataSegment, Segment};
+use gsas_transport::shm::{DataSegment, Segment};
 
 /// Initialised statics (`.data`).
 static INITIALISED: [AtomicU64; 64] = [const { AtomicU64::new(0x5a5a_0000_0000_0001) }; 64];
