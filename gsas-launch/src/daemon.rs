@@ -37,7 +37,7 @@ use log::LevelFilter;
 
 use crate::fork::secret::Secret;
 use crate::fork::server::{ForkServer, ForkServerConfig};
-use gsas_service::{Service, ServiceConfig, UidPolicy};
+use gsas_service::{ControlClient, Service, ServiceConfig, UidPolicy};
 use gsas_sys::event::SignalFd;
 use gsas_transport::config::RuntimeConfig;
 
@@ -483,7 +483,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             return 2;
         }
     };
-    let (mut cfg, level, fork_secret, config_file, file_mtu, file_node) = match cmd {
+    let setup = match cmd {
         Command::Help => {
             print!("{}", help());
             return 0;
@@ -500,41 +500,22 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             job_pes,
             memory,
         } => {
-            let done = gsas_service::ControlClient::connect(&socket, Duration::from_secs(5))
+            let done = ControlClient::connect(&socket, CLIENT_TIMEOUT)
                 .and_then(|mut c| c.declare(id, uid, pes, job_pes, memory));
-            return match done {
-                Ok(()) => {
-                    println!(
-                        "gsas-atomicd: allocation {id} declared on {}: uid {uid}, {pes} PEs",
-                        socket.display()
-                    );
-                    0
-                }
-                Err(e) => {
-                    gsas_transport::eprintln_whole!("gsas-atomicd: declare: {e}");
-                    1
-                }
-            };
+            let what = format!(
+                "allocation {id} declared on {}: uid {uid}, {pes} PEs",
+                socket.display()
+            );
+            return client_outcome("declare", done, what);
         }
         Command::Undeclare { socket, id } => {
-            let done = gsas_service::ControlClient::connect(&socket, Duration::from_secs(5))
-                .and_then(|mut c| c.undeclare(id));
-            return match done {
-                Ok(()) => {
-                    println!(
-                        "gsas-atomicd: allocation {id} ended on {}",
-                        socket.display()
-                    );
-                    0
-                }
-                Err(e) => {
-                    gsas_transport::eprintln_whole!("gsas-atomicd: undeclare: {e}");
-                    1
-                }
-            };
+            let done =
+                ControlClient::connect(&socket, CLIENT_TIMEOUT).and_then(|mut c| c.undeclare(id));
+            let what = format!("allocation {id} ended on {}", socket.display());
+            return client_outcome("undeclare", done, what);
         }
         Command::Stats { socket, explain } => {
-            return match gsas_service::query_stats(&socket, Duration::from_secs(5)) {
+            return match gsas_service::query_stats(&socket, CLIENT_TIMEOUT) {
                 Ok(report) if explain => {
                     print!("{}", report.explained());
                     0
@@ -554,17 +535,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             node,
             log_level,
         } => match daemon_config(&file, node) {
-            Ok(d) => {
-                let file = std::path::absolute(&file).unwrap_or(file);
-                (
-                    d.service,
-                    log_level,
-                    d.fork_secret,
-                    Some(file),
-                    Some(d.udp_mtu),
-                    Some(d.node),
-                )
-            }
+            Ok(d) => Setup {
+                cfg: d.service,
+                level: log_level,
+                fork_secret: d.fork_secret,
+                config_file: Some(std::path::absolute(&file).unwrap_or(file)),
+                file_mtu: Some(d.udp_mtu),
+                file_node: Some(d.node),
+            },
             Err(e) => {
                 gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
                 return 2;
@@ -576,34 +554,80 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             node,
             log_level,
             fork_secret,
-        } => (
-            ServiceConfig::new(node, listen, socket),
-            log_level,
+        } => Setup {
+            cfg: ServiceConfig::new(node, listen, socket),
+            level: log_level,
             fork_secret,
-            None,
-            None,
-            None,
-        ),
+            config_file: None,
+            file_mtu: None,
+            file_node: None,
+        },
     };
+    match serve(setup) {
+        Ok(()) => 0,
+        Err((code, message)) => {
+            if !message.is_empty() {
+                gsas_transport::eprintln_whole!("gsas-atomicd: {message}");
+            }
+            code
+        }
+    }
+}
+
+/// How long `declare`, `undeclare` and `stats` wait for the daemon.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The exit status of `declare` / `undeclare`, after saying what happened.
+fn client_outcome(
+    command: &str,
+    done: Result<(), gsas_service::ServiceError>,
+    what: String,
+) -> i32 {
+    match done {
+        Ok(()) => {
+            println!("gsas-atomicd: {what}");
+            0
+        }
+        Err(e) => {
+            gsas_transport::eprintln_whole!("gsas-atomicd: {command}: {e}");
+            1
+        }
+    }
+}
+
+/// What a serving daemon starts from: the service configuration of the command line or the
+/// cluster file, with the cluster file's node entry and MTU when there is one.
+struct Setup {
+    cfg: ServiceConfig,
+    level: Option<LevelFilter>,
+    fork_secret: Option<PathBuf>,
+    config_file: Option<PathBuf>,
+    file_mtu: Option<usize>,
+    file_node: Option<board_config::Node>,
+}
+
+/// Checks the FORK secret, completes the configuration from the environment, binds the
+/// service and serves until a signal stops it. Errors: (exit status, message; an empty
+/// message was logged already).
+fn serve(setup: Setup) -> Result<(), (i32, String)> {
+    let Setup {
+        mut cfg,
+        level,
+        fork_secret,
+        config_file,
+        file_mtu,
+        file_node,
+    } = setup;
     // The secret is checked before anything is bound: a daemon that would serve FORK
     // with an exposed secret does not start at all.
     let secret = match &fork_secret {
         None => None,
-        Some(path) => match Secret::load(path, euid()) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                gsas_transport::eprintln_whole!("gsas-atomicd: remote FORK is enabled, but {e}");
-                return 2;
-            }
-        },
+        Some(path) => Some(
+            Secret::load(path, euid())
+                .map_err(|e| (2, format!("remote FORK is enabled, but {e}")))?,
+        ),
     };
-    let env = match RuntimeConfig::from_env() {
-        Ok(e) => e,
-        Err(e) => {
-            gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
-            return 2;
-        }
-    };
+    let env = RuntimeConfig::from_env().map_err(|e| (2, e.to_string()))?;
     gsas_transport::log::init(
         "gsas-atomicd",
         level.or(env.log).or(Some(LevelFilter::Info)),
@@ -619,56 +643,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         Ok((limit, _)) => log::info!("gsas-atomicd: descriptor limit (RLIMIT_NOFILE) {limit}"),
         Err(e) => log::warn!("gsas-atomicd: raising the descriptor limit (RLIMIT_NOFILE): {e}"),
     }
-    cfg.name = format!("gsas-atomicd node {}", cfg.node);
-    cfg.uid_policy = UidPolicy::PerJob;
-    cfg.socket_mode = 0o666;
-    cfg.spin = Duration::from_micros(env.service_spin_us);
-    cfg.sched_slice = Duration::from_micros(env.sched_slice_us);
-    cfg.udp_mtu = match (
-        file_mtu,
-        std::env::var_os(gsas_transport::config::GSAS_UDP_MTU.name),
-    ) {
-        (Some(m), None) => m,
-        _ => env.udp_mtu,
-    };
-    if let Some(m) = env.memory_limit {
-        cfg.memory_limit = Some(m);
-    }
-    set_shares(&mut cfg, file_node.as_ref());
-    if let Some(ms) = env.deadline_ms {
-        cfg.deadline = Duration::from_millis(ms);
-    }
-    cfg.exanet = match (&file_node, env.transport) {
-        (Some(n), _) => match gsas_transport::exanet::exanet_site(n, &env) {
-            Ok(site) => site,
-            Err(e) => {
-                gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
-                return 2;
-            }
-        },
-        (None, Some(gsas_transport::config::TransportKind::Exanet)) => {
-            gsas_transport::eprintln_whole!(
-                "gsas-atomicd: GSAS_TRANSPORT=exanet needs --config: the node's coordinate and Exanet endpoints come from the cluster file"
-            );
-            return 2;
-        }
-        (None, _) => None,
-    };
+    configure(&mut cfg, &env, file_mtu, file_node.as_ref()).map_err(|e| (2, e))?;
     let (node, deadline) = (cfg.node, cfg.deadline);
-    let signals = match SignalFd::block(&[libc::SIGTERM, libc::SIGINT]) {
-        Ok(s) => s,
-        Err(e) => {
-            gsas_transport::eprintln_whole!("gsas-atomicd: blocking SIGTERM/SIGINT: {e}");
-            return 1;
-        }
-    };
-    let mut service = match Service::bind(cfg) {
-        Ok(s) => s,
-        Err(e) => {
-            gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
-            return 1;
-        }
-    };
+    let signals = SignalFd::block(&[libc::SIGTERM, libc::SIGINT])
+        .map_err(|e| (1, format!("blocking SIGTERM/SIGINT: {e}")))?;
+    let mut service = Service::bind(cfg).map_err(|e| (1, e.to_string()))?;
     if let Some(secret) = secret {
         let socket = std::path::absolute(service.socket_path())
             .unwrap_or_else(|_| service.socket_path().to_owned());
@@ -691,13 +670,47 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     }
     service.stop_on_signals(signals);
-    match service.run() {
-        Ok(()) => 0,
-        Err(e) => {
-            log::error!("{e}");
-            1
-        }
+    service.run().map_err(|e| {
+        log::error!("{e}");
+        (1, String::new())
+    })
+}
+
+/// The daemon's part of the service configuration: its name and policies, and what the
+/// environment (`GSAS_*`) and the cluster file's node entry set.
+fn configure(
+    cfg: &mut ServiceConfig,
+    env: &RuntimeConfig,
+    file_mtu: Option<usize>,
+    file_node: Option<&board_config::Node>,
+) -> Result<(), String> {
+    cfg.name = format!("gsas-atomicd node {}", cfg.node);
+    cfg.uid_policy = UidPolicy::PerJob;
+    cfg.socket_mode = 0o666;
+    cfg.spin = Duration::from_micros(env.service_spin_us);
+    cfg.sched_slice = Duration::from_micros(env.sched_slice_us);
+    cfg.udp_mtu = match (
+        file_mtu,
+        std::env::var_os(gsas_transport::config::GSAS_UDP_MTU.name),
+    ) {
+        (Some(m), None) => m,
+        _ => env.udp_mtu,
+    };
+    if let Some(m) = env.memory_limit {
+        cfg.memory_limit = Some(m);
     }
+    set_shares(cfg, file_node);
+    if let Some(ms) = env.deadline_ms {
+        cfg.deadline = Duration::from_millis(ms);
+    }
+    cfg.exanet = match (file_node, env.transport) {
+        (Some(n), _) => gsas_transport::exanet::exanet_site(n, env)?,
+        (None, Some(gsas_transport::config::TransportKind::Exanet)) => {
+            return Err("GSAS_TRANSPORT=exanet needs --config: the node's coordinate and Exanet endpoints come from the cluster file".into());
+        }
+        (None, _) => None,
+    };
+    Ok(())
 }
 
 #[cfg(test)]

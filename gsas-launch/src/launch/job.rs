@@ -509,63 +509,122 @@ fn supervise(
     spec: &JobSpec,
     server: &mut Server,
     running: &mut [Running],
-    mut remote: Option<&mut RemoteJob>,
+    remote: Option<&mut RemoteJob>,
 ) -> JobReport {
-    let start = Instant::now();
-    let mut failure: Option<Failure> = None;
-    let mut kill_at: Option<Instant> = None;
-    let mut pmi_done = false;
-    let mut events = Vec::new();
-    let mut remote_events = Vec::new();
-    let mut remote_pes = Vec::new();
-    let step = Duration::from_millis(10);
-    let mut ended = Vec::new();
-    let mut hangs = Hangs::default();
-    let mut timed_out = false;
+    let mut s = Supervisor {
+        spec,
+        server,
+        running,
+        remote,
+        start: Instant::now(),
+        failure: None,
+        kill_at: None,
+        pmi_done: false,
+        events: Vec::new(),
+        remote_events: Vec::new(),
+        remote_pes: Vec::new(),
+        ended: Vec::new(),
+        hangs: Hangs::default(),
+        timed_out: false,
+    };
     loop {
-        for r in running.iter_mut().filter(|r| r.status.is_none()) {
+        s.reap_local();
+        s.step_pmi();
+        s.take_pmi_events();
+        // PEs that ended since the last look, classified after the PMI messages: a PE that
+        // aborts writes its abort to PMI before it exits, so an exit seen here has its
+        // abort (if any) already readable, and the abort is what the user must be told.
+        s.take_ended();
+        s.poll_remote();
+        s.take_signals();
+        s.check_time_limit();
+        s.check_hangs();
+        if s.finished() {
+            break;
+        }
+    }
+    s.report()
+}
+
+/// The state of [`supervise`]'s loop, one method per step of a turn.
+struct Supervisor<'a> {
+    spec: &'a JobSpec,
+    server: &'a mut Server,
+    running: &'a mut [Running],
+    remote: Option<&'a mut RemoteJob>,
+    start: Instant,
+    /// The first failure seen: what the user is told and what sets the exit code.
+    failure: Option<Failure>,
+    /// When the PEs still running after the termination get SIGKILL.
+    kill_at: Option<Instant>,
+    pmi_done: bool,
+    events: Vec<Event>,
+    remote_events: Vec<RemoteEvent>,
+    remote_pes: Vec<RemotePe>,
+    /// Local PEs that ended since the last turn: (rank, pid, status).
+    ended: Vec<(u32, u32, ExitStatus)>,
+    hangs: Hangs,
+    timed_out: bool,
+}
+
+/// One turn's wait for PMI messages (or signals, once PMI is done).
+const SUPERVISE_STEP: Duration = Duration::from_millis(10);
+
+impl Supervisor<'_> {
+    /// Local PEs that ended since the last turn go to `ended`.
+    fn reap_local(&mut self) {
+        for r in self.running.iter_mut().filter(|r| r.status.is_none()) {
             match r.child.try_wait() {
                 Ok(Some(status)) => {
                     r.status = Some(status);
                     log::debug!("PE {} (pid {}) ended: {status}", r.rank, r.pid);
-                    ended.push((r.rank, r.pid, status));
+                    self.ended.push((r.rank, r.pid, status));
                 }
                 Ok(None) => {}
                 Err(e) => log::warn!("waiting for PE {} (pid {}): {e}", r.rank, r.pid),
             }
         }
-        if !pmi_done {
-            let wait = if ended.is_empty() {
-                step
-            } else {
-                Duration::ZERO
-            };
-            match server.step(wait, |e| events.push(e)) {
-                Ok(Some(Stop::Done | Stop::Shutdown)) => pmi_done = true,
-                Ok(None) => {}
-                Err(e) => {
-                    log::error!("PMI server failed: {e}");
-                    pmi_done = true;
-                }
-            }
-        } else {
-            wait_briefly(spec.signals.as_ref(), step);
+    }
+
+    /// Serves PMI for up to one step (not at all when a PE just ended).
+    fn step_pmi(&mut self) {
+        if self.pmi_done {
+            wait_briefly(self.spec.signals.as_ref(), SUPERVISE_STEP);
+            return;
         }
-        for e in events.drain(..) {
+        let wait = if self.ended.is_empty() {
+            SUPERVISE_STEP
+        } else {
+            Duration::ZERO
+        };
+        let events = &mut self.events;
+        match self.server.step(wait, |e| events.push(e)) {
+            Ok(Some(Stop::Done | Stop::Shutdown)) => self.pmi_done = true,
+            Ok(None) => {}
+            Err(e) => {
+                log::error!("PMI server failed: {e}");
+                self.pmi_done = true;
+            }
+        }
+    }
+
+    fn take_pmi_events(&mut self) {
+        for e in std::mem::take(&mut self.events) {
             match e {
                 Event::Abort {
                     rank,
                     code,
                     message,
                 } => {
-                    let (pid, node) = match running.iter().find(|r| r.rank == rank) {
+                    let (pid, node) = match self.running.iter().find(|r| r.rank == rank) {
                         Some(r) => (r.pid, None),
-                        None => remote
+                        None => self
+                            .remote
                             .as_deref()
                             .and_then(|rj| rj.describe_rank(rank))
                             .map_or((0, None), |(n, pid)| (pid, Some(n))),
                     };
-                    failure.get_or_insert(Failure::Aborted {
+                    self.failure.get_or_insert(Failure::Aborted {
                         rank,
                         pid,
                         node,
@@ -578,173 +637,204 @@ fn supervise(
                 }
                 Event::Finalized { rank } => {
                     log::debug!("PE {rank} finalized PMI");
-                    hangs.finalized(rank);
+                    self.hangs.finalized(rank);
                 }
-                Event::Note { rank, kind, value } => hangs.note(rank, &kind, &value),
+                Event::Note { rank, kind, value } => self.hangs.note(rank, &kind, &value),
                 Event::Rejected { peer, reason } => {
                     log::warn!("PMI connection from {peer} refused: {reason}")
                 }
             }
         }
-        // PEs that ended since the last look, classified after the PMI messages below: a PE
-        // that aborts writes its abort to PMI before it exits, so an exit seen here has its
-        // abort (if any) already readable, and the abort is what the user must be told.
-        for (rank, pid, status) in ended.drain(..) {
-            hangs.ended(rank, status, server.initialized(rank));
-            if failure.is_none() {
-                failure = failure_of(rank, pid, None, status);
+    }
+
+    fn take_ended(&mut self) {
+        for (rank, pid, status) in std::mem::take(&mut self.ended) {
+            self.hangs
+                .ended(rank, status, self.server.initialized(rank));
+            if self.failure.is_none() {
+                self.failure = failure_of(rank, pid, None, status);
             }
         }
-        if let Some(rj) = remote.as_deref_mut() {
-            rj.poll(&mut remote_events);
-            for e in remote_events.drain(..) {
-                match e {
-                    RemoteEvent::Exited {
+    }
+
+    /// The remote daemons' news: PEs that ended, nodes that failed.
+    fn poll_remote(&mut self) {
+        let Some(rj) = self.remote.as_deref_mut() else {
+            return;
+        };
+        rj.poll(&mut self.remote_events);
+        for e in self.remote_events.drain(..) {
+            match e {
+                RemoteEvent::Exited {
+                    rank,
+                    pid,
+                    node,
+                    status,
+                } => {
+                    log::debug!("PE {rank} (pid {pid} on {node}) ended: {status}");
+                    self.hangs
+                        .ended(rank, status, self.server.initialized(rank));
+                    if self.failure.is_none() {
+                        self.failure = failure_of(rank, pid, Some(node.clone()), status);
+                    }
+                    self.remote_pes.push(RemotePe {
                         rank,
                         pid,
                         node,
                         status,
-                    } => {
-                        log::debug!("PE {rank} (pid {pid} on {node}) ended: {status}");
-                        hangs.ended(rank, status, server.initialized(rank));
-                        if failure.is_none() {
-                            failure = failure_of(rank, pid, Some(node.clone()), status);
-                        }
-                        remote_pes.push(RemotePe {
-                            rank,
-                            pid,
-                            node,
-                            status,
-                        });
-                    }
-                    RemoteEvent::Failed { node, message } => {
-                        failure.get_or_insert(Failure::Node { node, message });
-                    }
+                    });
+                }
+                RemoteEvent::Failed { node, message } => {
+                    self.failure.get_or_insert(Failure::Node { node, message });
                 }
             }
         }
-        while let Some(sig) = spec.signals.as_ref().and_then(|s| s.read().ok().flatten()) {
-            if sig == libc::SIGQUIT {
-                if failure.is_none() {
-                    gsas_transport::eprintln_whole!(
-                        "{}: SIGQUIT: asking every PE where it waits (the job goes on)",
-                        spec.launcher
-                    );
-                    ask_reports(
-                        &mut hangs,
-                        Asked::Quit,
-                        server,
-                        running,
-                        remote.as_deref_mut(),
-                    );
-                }
-            } else {
-                failure.get_or_insert(Failure::Interrupted { signal: sig });
-            }
-        }
-        if let Some(limit) = spec.time_limit {
-            if start.elapsed() > limit && !timed_out && failure.is_none() {
-                timed_out = true;
+    }
+
+    /// SIGQUIT asks every PE where it waits; any other signal ends the job.
+    fn take_signals(&mut self) {
+        while let Some(sig) = self
+            .spec
+            .signals
+            .as_ref()
+            .and_then(|s| s.read().ok().flatten())
+        {
+            if sig != libc::SIGQUIT {
+                self.failure
+                    .get_or_insert(Failure::Interrupted { signal: sig });
+            } else if self.failure.is_none() {
                 gsas_transport::eprintln_whole!(
-                    "{}: the job ran longer than {:.1} s; asking every PE where it waits",
-                    spec.launcher,
-                    limit.as_secs_f64()
+                    "{}: SIGQUIT: asking every PE where it waits (the job goes on)",
+                    self.spec.launcher
                 );
-                ask_reports(
-                    &mut hangs,
-                    Asked::Timeout,
-                    server,
-                    running,
-                    remote.as_deref_mut(),
-                );
+                self.ask(Asked::Quit);
             }
         }
-        let gone = |rank: u32| {
-            running.iter().find(|r| r.rank == rank).map_or_else(
-                || {
-                    remote
-                        .as_deref()
-                        .and_then(|rj| rj.has_ended(rank))
-                        .unwrap_or(true)
-                },
-                |r| r.status.is_some(),
-            )
+    }
+
+    fn ask(&mut self, why: Asked) {
+        ask_reports(
+            &mut self.hangs,
+            why,
+            self.server,
+            self.running,
+            self.remote.as_deref_mut(),
+        );
+    }
+
+    /// Past `--timeout`: every PE is asked where it waits (the job then ends).
+    fn check_time_limit(&mut self) {
+        let Some(limit) = self.spec.time_limit else {
+            return;
         };
-        if let Some((why, missing)) = hangs.asking(gone) {
+        if self.start.elapsed() > limit && !self.timed_out && self.failure.is_none() {
+            self.timed_out = true;
+            gsas_transport::eprintln_whole!(
+                "{}: the job ran longer than {:.1} s; asking every PE where it waits",
+                self.spec.launcher,
+                limit.as_secs_f64()
+            );
+            self.ask(Asked::Timeout);
+        }
+    }
+
+    /// Whether PE `rank` has ended (a rank of nobody's counts as ended).
+    fn gone(running: &[Running], remote: Option<&RemoteJob>, rank: u32) -> bool {
+        running.iter().find(|r| r.rank == rank).map_or_else(
+            || remote.and_then(|rj| rj.has_ended(rank)).unwrap_or(true),
+            |r| r.status.is_some(),
+        )
+    }
+
+    /// The PEs that did not answer where they wait; PEs left waiting for ones that ended.
+    fn check_hangs(&mut self) {
+        let (running, remote) = (&*self.running, self.remote.as_deref());
+        let gone = |rank| Self::gone(running, remote, rank);
+        if let Some((why, missing)) = self.hangs.asking(gone) {
             for rank in missing {
                 gsas_transport::eprintln_whole!(
                     "{}: {} did not say where it waits within {:.1} s",
-                    spec.launcher,
-                    describe_pe(rank, running, remote.as_deref()),
+                    self.spec.launcher,
+                    describe_pe(rank, running, remote),
                     hangs::REPORT_WAIT.as_secs_f64()
                 );
             }
             if why == Asked::Timeout {
-                if let Some(limit) = spec.time_limit {
-                    failure.get_or_insert(Failure::TimedOut { limit });
+                if let Some(limit) = self.spec.time_limit {
+                    self.failure.get_or_insert(Failure::TimedOut { limit });
                 }
             }
         }
-        if failure.is_none() {
-            if let Some(o) = hangs.orphaned(spec.size, |r| !gone(r)) {
+        if self.failure.is_none() {
+            if let Some(o) = self.hangs.orphaned(self.spec.size, |r| !gone(r)) {
                 let left = o
                     .left
                     .iter()
-                    .map(|&rank| pe_identity(rank, running, remote.as_deref()))
+                    .map(|&rank| pe_identity(rank, running, remote))
                     .collect();
-                failure = Some(Failure::Orphaned {
+                self.failure = Some(Failure::Orphaned {
                     left,
                     waiting: o.waiting,
                     free: o.free,
                 });
             }
         }
-        let remote_ended = remote.as_deref().is_none_or(RemoteJob::all_ended);
-        if running.iter().all(|r| r.status.is_some()) && remote_ended {
-            if let (Some(f), None) = (&failure, kill_at) {
+    }
+
+    /// Whether the loop ends: every PE ended, or the grace after the termination of a
+    /// failed job passed (the rest are killed). A failure terminates the job first.
+    fn finished(&mut self) -> bool {
+        let remote_ended = self.remote.as_deref().is_none_or(RemoteJob::all_ended);
+        let launcher = &self.spec.launcher;
+        if self.running.iter().all(|r| r.status.is_some()) && remote_ended {
+            if let (Some(f), None) = (&self.failure, self.kill_at) {
                 // Nothing is left to terminate, but the user must learn what failed.
-                gsas_transport::eprintln_whole!("{}: {}", spec.launcher, f.describe());
+                gsas_transport::eprintln_whole!("{launcher}: {}", f.describe());
             }
-            break;
+            return true;
         }
-        if let Some(f) = &failure {
-            match kill_at {
-                None => {
-                    gsas_transport::eprintln_whole!(
-                        "{}: {}; terminating the job",
-                        spec.launcher,
-                        f.describe()
-                    );
-                    terminate(running, Duration::ZERO);
-                    if let Some(rj) = remote.as_deref_mut() {
-                        rj.terminate(spec.grace);
-                    }
-                    kill_at = Some(Instant::now() + spec.grace);
-                    server.shutdown_handle().shutdown();
+        let Some(f) = &self.failure else {
+            return false;
+        };
+        match self.kill_at {
+            None => {
+                gsas_transport::eprintln_whole!(
+                    "{launcher}: {}; terminating the job",
+                    f.describe()
+                );
+                terminate(self.running, Duration::ZERO);
+                if let Some(rj) = self.remote.as_deref_mut() {
+                    rj.terminate(self.spec.grace);
                 }
-                Some(at) if Instant::now() >= at => {
-                    kill_all(running);
-                    if let Some(rj) = remote.as_deref_mut() {
-                        rj.kill();
-                        wait_remote(rj, &mut remote_pes, REMOTE_KILL_WAIT, &spec.launcher);
-                    }
-                    reap_all(running, Duration::from_secs(5), &spec.launcher);
-                    break;
-                }
-                Some(_) => {}
+                self.kill_at = Some(Instant::now() + self.spec.grace);
+                self.server.shutdown_handle().shutdown();
+                false
             }
+            Some(at) if Instant::now() >= at => {
+                kill_all(self.running);
+                if let Some(rj) = self.remote.as_deref_mut() {
+                    rj.kill();
+                    wait_remote(rj, &mut self.remote_pes, REMOTE_KILL_WAIT, launcher);
+                }
+                reap_all(self.running, Duration::from_secs(5), launcher);
+                true
+            }
+            Some(_) => false,
         }
     }
-    if let Some(rj) = remote {
-        rj.finish(REMOTE_FINISH);
-    }
-    let exit_code = failure.as_ref().map_or(0, Failure::exit_code);
-    JobReport {
-        exit_code,
-        failure,
-        statuses: running.iter().map(|r| r.status).collect(),
-        pids: running.iter().map(|r| r.pid).collect(),
-        remote: remote_pes,
+
+    fn report(self) -> JobReport {
+        if let Some(rj) = self.remote {
+            rj.finish(REMOTE_FINISH);
+        }
+        let exit_code = self.failure.as_ref().map_or(0, Failure::exit_code);
+        JobReport {
+            exit_code,
+            failure: self.failure,
+            statuses: self.running.iter().map(|r| r.status).collect(),
+            pids: self.running.iter().map(|r| r.pid).collect(),
+            remote: self.remote_pes,
+        }
     }
 }
 

@@ -139,85 +139,11 @@ pub fn launch_cluster(
             cluster.nodes().len()
         ))
     })?;
-    let mut blocks = Vec::new();
-    let mut verbs_node: Option<&board_config::Node> = None;
-    let mut other_node: Option<&board_config::Node> = None;
-    for (id, ranks) in placement.blocks() {
-        if ranks.is_empty() {
-            continue;
-        }
-        let Some(node) = cluster.node(id) else {
-            continue;
-        };
-        let seen = if node.transport == board_config::Transport::Verbs {
-            &mut verbs_node
-        } else {
-            &mut other_node
-        };
-        seen.get_or_insert(node);
-        if let (Some(v), Some(o)) = (verbs_node, other_node) {
-            return Err(usage(format!(
-                "{}: the job spans node {} ({}, transport verbs) and node {} ({}, transport {}): a job's nodes must all be verbs nodes or none",
-                file.display(),
-                v.id,
-                v.name,
-                o.id,
-                o.name,
-                o.transport
-            )));
-        }
-        let addr = node_addr(node).map_err(usage)?;
-        blocks.push(Block {
-            node,
-            ranks: ranks.collect(),
-            addr,
-            label: format!("node {id} ({}, {addr})", node.name),
-            local: !run.fork && is_local_ip(addr.ip()),
-        });
-    }
+    let blocks = blocks_of(&cluster, &placement, &file, run)?;
 
-    // Local nodes: their daemons must be up.
-    for b in blocks.iter().filter(|b| b.local) {
-        let socket = Path::new(&b.node.control_socket);
-        ControlClient::connect(socket, PING_TIMEOUT)
-            .and_then(|mut c| c.ping())
-            .map_err(|e| {
-                (
-                    EXIT_FAILURE,
-                    format!(
-                        "{}: no gsas-atomicd answers at {} ({e}); start it with `gsas-atomicd --config {} --node {}`",
-                        b.label,
-                        socket.display(),
-                        file.display(),
-                        b.node.id
-                    ),
-                )
-            })?;
-    }
-
-    // Remote nodes: FORK must be allowed, and the secret readable and private.
+    check_local_daemons(&blocks, &file)?;
     let remote_blocks: Vec<&Block<'_>> = blocks.iter().filter(|b| !b.local).collect();
-    let secret = if remote_blocks.is_empty() {
-        None
-    } else {
-        let d = cluster.defaults();
-        let first = &remote_blocks[0].label;
-        let path = match (&d.fork_secret_file, d.fork_allowed) {
-            (Some(p), true) => PathBuf::from(p),
-            _ => {
-                let why = if run.fork {
-                    format!("{first}: --fork starts its PEs")
-                } else {
-                    format!("{first} is not on this machine: its PEs must be started")
-                };
-                return Err(usage(format!(
-                    "{why} by its gsas-atomicd through remote FORK, which {} does not allow (set defaults.fork_allowed = true and defaults.fork_secret_file)",
-                    file.display()
-                )));
-            }
-        };
-        Some(Secret::load(&path, gsas_sys::process::uid()).map_err(|e| usage(e.to_string()))?)
-    };
+    let secret = fork_secret(&cluster, &remote_blocks, &file, run)?;
 
     let random = |what: &str| {
         gsas_sys::process::random_nonzero_u64()
@@ -282,27 +208,19 @@ pub fn launch_cluster(
     spec.time_limit = run.timeout;
     spec.signals = Some(signals);
     if let Some(secret) = secret {
-        let cwd = std::env::current_dir()
-            .map_err(|e| (EXIT_FAILURE, format!("the working directory: {e}")))?;
-        let remote_program = if run.program.as_bytes().contains(&b'/') {
-            std::path::absolute(program)
-                .unwrap_or_else(|_| program.to_owned())
-                .into_os_string()
-        } else {
-            run.program.clone()
-        };
-        let mut argv = vec![remote_program];
-        argv.extend(run.args.iter().cloned());
-        let mut env_vars = forwarded_env(std::env::vars_os());
-        env_vars.extend(common.iter().cloned());
         let rc = RemoteConfig {
             job_id,
             job_key,
             size: run.n,
             secret,
-            argv,
-            env: env_vars,
-            cwd,
+            argv: remote_argv(run, program),
+            env: {
+                let mut env_vars = forwarded_env(std::env::vars_os());
+                env_vars.extend(common.iter().cloned());
+                env_vars
+            },
+            cwd: std::env::current_dir()
+                .map_err(|e| (EXIT_FAILURE, format!("the working directory: {e}")))?,
             grace: spec.grace,
             deadline: Duration::from_millis(deadline_ms),
             mtu,
@@ -323,6 +241,124 @@ pub fn launch_cluster(
         Ok(report) => Ok(report.exit_code),
         Err(e) => Err((EXIT_FAILURE, e.to_string())),
     }
+}
+
+/// The job's nodes with their ranks, in placement order; refuses a job that mixes verbs
+/// nodes with others.
+fn blocks_of<'c>(
+    cluster: &'c Cluster,
+    placement: &board_config::Placement,
+    file: &Path,
+    run: &RunArgs,
+) -> Result<Vec<Block<'c>>, (i32, String)> {
+    let usage = |m: String| (EXIT_USAGE, m);
+    let mut blocks = Vec::new();
+    let mut verbs_node: Option<&board_config::Node> = None;
+    let mut other_node: Option<&board_config::Node> = None;
+    for (id, ranks) in placement.blocks() {
+        if ranks.is_empty() {
+            continue;
+        }
+        let Some(node) = cluster.node(id) else {
+            continue;
+        };
+        let seen = if node.transport == board_config::Transport::Verbs {
+            &mut verbs_node
+        } else {
+            &mut other_node
+        };
+        seen.get_or_insert(node);
+        if let (Some(v), Some(o)) = (verbs_node, other_node) {
+            return Err(usage(format!(
+                "{}: the job spans node {} ({}, transport verbs) and node {} ({}, transport {}): a job's nodes must all be verbs nodes or none",
+                file.display(),
+                v.id,
+                v.name,
+                o.id,
+                o.name,
+                o.transport
+            )));
+        }
+        let addr = node_addr(node).map_err(usage)?;
+        blocks.push(Block {
+            node,
+            ranks: ranks.collect(),
+            addr,
+            label: format!("node {id} ({}, {addr})", node.name),
+            local: !run.fork && is_local_ip(addr.ip()),
+        });
+    }
+    Ok(blocks)
+}
+
+/// The daemons of the job's nodes on this machine must answer.
+fn check_local_daemons(blocks: &[Block<'_>], file: &Path) -> Result<(), (i32, String)> {
+    for b in blocks.iter().filter(|b| b.local) {
+        let socket = Path::new(&b.node.control_socket);
+        ControlClient::connect(socket, PING_TIMEOUT)
+            .and_then(|mut c| c.ping())
+            .map_err(|e| {
+                (
+                    EXIT_FAILURE,
+                    format!(
+                        "{}: no gsas-atomicd answers at {} ({e}); start it with `gsas-atomicd --config {} --node {}`",
+                        b.label,
+                        socket.display(),
+                        file.display(),
+                        b.node.id
+                    ),
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// The cluster secret when nodes are started through remote FORK: FORK must be allowed,
+/// and the secret readable and private.
+fn fork_secret(
+    cluster: &Cluster,
+    remote_blocks: &[&Block<'_>],
+    file: &Path,
+    run: &RunArgs,
+) -> Result<Option<Secret>, (i32, String)> {
+    let usage = |m: String| (EXIT_USAGE, m);
+    if remote_blocks.is_empty() {
+        return Ok(None);
+    }
+    let d = cluster.defaults();
+    let first = &remote_blocks[0].label;
+    let path = match (&d.fork_secret_file, d.fork_allowed) {
+        (Some(p), true) => PathBuf::from(p),
+        _ => {
+            let why = if run.fork {
+                format!("{first}: --fork starts its PEs")
+            } else {
+                format!("{first} is not on this machine: its PEs must be started")
+            };
+            return Err(usage(format!(
+                "{why} by its gsas-atomicd through remote FORK, which {} does not allow (set defaults.fork_allowed = true and defaults.fork_secret_file)",
+                file.display()
+            )));
+        }
+    };
+    Secret::load(&path, gsas_sys::process::uid())
+        .map(Some)
+        .map_err(|e| usage(e.to_string()))
+}
+
+/// The program and arguments the daemons start: the program as given when it is a bare
+/// name (each node's `PATH` finds it), else made absolute.
+fn remote_argv(run: &RunArgs, program: &Path) -> Vec<OsString> {
+    let remote_program = if run.program.as_bytes().contains(&b'/') {
+        std::path::absolute(program)
+            .unwrap_or_else(|_| program.to_owned())
+            .into_os_string()
+    } else {
+        run.program.clone()
+    };
+    let mut argv = vec![remote_program];
+    argv.extend(run.args.iter().cloned());
+    argv
 }
 
 #[cfg(test)]

@@ -430,6 +430,43 @@ impl Core {
         job_key: u64,
         info: JoinInfo,
     ) -> Result<Outcome, (ErrorCode, String)> {
+        self.may_join(cred, rank, job_key, &info)?;
+        self.job_to_join(cred, rank, job_id, job_key, &info)?;
+        let bell = self.doorbell.take_bell();
+        let job = self
+            .jobs
+            .get_mut(&job_key)
+            .expect("inserted or found above");
+        job.pes.insert(
+            rank,
+            Pe {
+                conn: i,
+                pid: cred.pid,
+                left: false,
+                segments: [None, None, None],
+                bell,
+            },
+        );
+        if let Some(Some(c)) = self.conns.get_mut(i) {
+            c.state = ConnState::Joined { key: job_key, rank };
+        }
+        log::debug!(
+            "{}: PE {rank} (pid {}) joined job {job_id:016x}",
+            self.cfg.name,
+            cred.pid
+        );
+        self.welcome(bell)
+    }
+
+    /// The checks of a Join that do not depend on its job: the node, the rank, the key,
+    /// the service's PE limit and the user's allocation or share.
+    fn may_join(
+        &mut self,
+        cred: PeerCred,
+        rank: u16,
+        job_key: u64,
+        info: &JoinInfo,
+    ) -> Result<(), (ErrorCode, String)> {
         if info.node != self.cfg.node {
             return Err((
                 ErrorCode::NotSupported,
@@ -482,6 +519,19 @@ impl Core {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The job a Join joins: its running job (same id, same user, same size, the rank not
+    /// taken yet), or a new one.
+    fn job_to_join(
+        &mut self,
+        cred: PeerCred,
+        rank: u16,
+        job_id: u64,
+        job_key: u64,
+        info: &JoinInfo,
+    ) -> Result<(), (ErrorCode, String)> {
         if let Some(job) = self.jobs.get(&job_key) {
             if job.id != job_id {
                 return Err((
@@ -543,29 +593,12 @@ impl Core {
                 cred.uid
             );
         }
-        let bell = self.doorbell.take_bell();
-        let job = self
-            .jobs
-            .get_mut(&job_key)
-            .expect("inserted or found above");
-        job.pes.insert(
-            rank,
-            Pe {
-                conn: i,
-                pid: cred.pid,
-                left: false,
-                segments: [None, None, None],
-                bell,
-            },
-        );
-        if let Some(Some(c)) = self.conns.get_mut(i) {
-            c.state = ConnState::Joined { key: job_key, rank };
-        }
-        log::debug!(
-            "{}: PE {rank} (pid {}) joined job {job_id:016x}",
-            self.cfg.name,
-            cred.pid
-        );
+        Ok(())
+    }
+
+    /// The answer to an accepted Join: the service's description (with the PE's doorbell
+    /// slot `bell`), with the doorbell's page and eventfd.
+    fn welcome(&self, bell: Option<u32>) -> Result<Outcome, (ErrorCode, String)> {
         let info = ServiceInfo {
             node: self.cfg.node,
             udp: self.udp_addr,
