@@ -288,6 +288,55 @@ pub fn notification(
     m
 }
 
+/// Where an endpoint's frames come from.
+#[derive(Clone, Copy)]
+struct Origin {
+    pdid: u16,
+    coord: u32,
+    ep: u16,
+}
+
+/// Sends the remote notification (`RDMA_REMOTE_NOTIFY`) of `op`, an operation of channel
+/// `c`, once its data are all acknowledged.
+fn send_notify(
+    op: &Op,
+    c: usize,
+    from: Origin,
+    faults: &FaultPlan,
+    buf: &mut [u8],
+    net: &mut impl Net,
+) {
+    let msg = notification(
+        class::RDMA_REMOTE_NOTIFY,
+        rdma_status::OK,
+        op.cookie,
+        u64::from(op.len),
+        op.remote,
+        from.coord,
+        u32::from(from.ep),
+        0,
+    );
+    let f = FrameRepr {
+        pdid: from.pdid,
+        dst_coord: op.coord,
+        ptype: ptype::NOTIFY,
+        resp: 0,
+        dst_va: u64::from(op.ep),
+        dst_ep: op.ep,
+        sub: 0,
+        no_ack: false,
+        src_coord: from.coord,
+        src_ep: from.ep,
+        tid: (c as u32) << 30 | (op.index & 0x3FFF_FFFF),
+        seq: op.packets,
+        first: true,
+        last: true,
+        notif: true,
+        payload: &msg,
+    };
+    send_frame(faults, buf, net, &f);
+}
+
 impl NiDevice {
     /// An NI at `coord` with no endpoints.
     pub fn new(coord: u32, cfg: DeviceConfig, faults: Arc<FaultPlan>) -> Self {
@@ -687,35 +736,12 @@ impl NiDevice {
                         delay,
                     };
                     op.deadline = now.saturating_add(timeout);
-                    let msg = notification(
-                        class::RDMA_REMOTE_NOTIFY,
-                        rdma_status::OK,
-                        op.cookie,
-                        u64::from(op.len),
-                        op.remote,
-                        coord,
-                        u32::from(src_ep),
-                        0,
-                    );
-                    let f = FrameRepr {
+                    let from = Origin {
                         pdid,
-                        dst_coord: op.coord,
-                        ptype: ptype::NOTIFY,
-                        resp: 0,
-                        dst_va: u64::from(op.ep),
-                        dst_ep: op.ep,
-                        sub: 0,
-                        no_ack: false,
-                        src_coord: coord,
-                        src_ep,
-                        tid: (c as u32) << 30 | (op.index & 0x3FFF_FFFF),
-                        seq: op.packets,
-                        first: true,
-                        last: true,
-                        notif: true,
-                        payload: &msg,
+                        coord,
+                        ep: src_ep,
                     };
-                    send_frame(faults, &mut buf[..], net, &f);
+                    send_notify(op, c, from, faults, &mut buf[..], net);
                 }
                 continue;
             }

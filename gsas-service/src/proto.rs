@@ -373,6 +373,13 @@ impl ProtoError {
     }
 }
 
+/// The longest trailer of a request (Join's or Declare's).
+const TRAILER_MAX: usize = if JOIN_INFO_LEN > DECLARE_LEN {
+    JOIN_INFO_LEN
+} else {
+    DECLARE_LEN
+};
+
 fn seg_addr(pe: u16, segment: u8) -> GlobalAddr {
     GlobalAddr::new(pe, segment, 0).unwrap_or(GlobalAddr::from_raw(0))
 }
@@ -382,111 +389,54 @@ impl ControlRequest {
     /// 48 bytes, the longest request) and returns its length.
     pub fn emit(&self, token: u32, buf: &mut [u8]) -> usize {
         let sender = |rank: u16| SenderId::new(u64::from(rank)).unwrap_or_default();
-        let (repr, trailer) = match *self {
+        let control = |code, arg0, arg1| Request::Control { code, arg0, arg1 };
+        let anyone = SenderId::default();
+        // Join and Declare carry a trailer after the gsas request.
+        let mut t = [0u8; TRAILER_MAX];
+        let mut trailer_len = 0;
+        let (from, body) = match *self {
             ControlRequest::Join {
                 rank,
                 job_id,
                 job_key,
                 info,
             } => {
-                let mut t = [0u8; JOIN_INFO_LEN];
                 t[0..2].copy_from_slice(&PROTO_VERSION.to_le_bytes());
                 t[2..4].copy_from_slice(&info.node.to_le_bytes());
                 t[4..8].copy_from_slice(&info.npes.to_le_bytes());
                 t[8..10].copy_from_slice(&info.flags.to_le_bytes());
-                (
-                    RequestRepr {
-                        sender: sender(rank),
-                        token,
-                        body: Request::Control {
-                            code: ControlCode::Join,
-                            arg0: job_id,
-                            arg1: job_key,
-                        },
-                    },
-                    Some(t),
-                )
+                trailer_len = JOIN_INFO_LEN;
+                (sender(rank), control(ControlCode::Join, job_id, job_key))
             }
-            ControlRequest::Leave { rank, job_id } => (
-                RequestRepr {
-                    sender: sender(rank),
-                    token,
-                    body: Request::Control {
-                        code: ControlCode::Leave,
-                        arg0: job_id,
-                        arg1: 0,
-                    },
-                },
-                None,
-            ),
+            ControlRequest::Leave { rank, job_id } => {
+                (sender(rank), control(ControlCode::Leave, job_id, 0))
+            }
             ControlRequest::CreateSegment { pe, segment, size } => (
-                RequestRepr {
-                    sender: sender(pe),
-                    token,
-                    body: Request::Alloc {
-                        addr: seg_addr(pe, segment),
-                        size,
-                    },
+                sender(pe),
+                Request::Alloc {
+                    addr: seg_addr(pe, segment),
+                    size,
                 },
-                None,
             ),
             ControlRequest::OpenSegment { pe, segment } => (
-                RequestRepr {
-                    sender: SenderId::default(),
-                    token,
-                    body: Request::Alloc {
-                        addr: seg_addr(pe, segment),
-                        size: 0,
-                    },
+                anyone,
+                Request::Alloc {
+                    addr: seg_addr(pe, segment),
+                    size: 0,
                 },
-                None,
             ),
             ControlRequest::RegisterSegment { pe, segment, size } => (
-                RequestRepr {
-                    sender: sender(pe),
-                    token,
-                    body: Request::Control {
-                        code: ControlCode::Register,
-                        arg0: seg_addr(pe, segment).raw(),
-                        arg1: size,
-                    },
-                },
-                None,
+                sender(pe),
+                control(ControlCode::Register, seg_addr(pe, segment).raw(), size),
             ),
             ControlRequest::FreeSegment { pe, segment } => (
-                RequestRepr {
-                    sender: sender(pe),
-                    token,
-                    body: Request::Free {
-                        addr: seg_addr(pe, segment),
-                    },
+                sender(pe),
+                Request::Free {
+                    addr: seg_addr(pe, segment),
                 },
-                None,
             ),
-            ControlRequest::Ping => (
-                RequestRepr {
-                    sender: SenderId::default(),
-                    token,
-                    body: Request::Control {
-                        code: ControlCode::Ping,
-                        arg0: 0,
-                        arg1: 0,
-                    },
-                },
-                None,
-            ),
-            ControlRequest::Stats => (
-                RequestRepr {
-                    sender: SenderId::default(),
-                    token,
-                    body: Request::Control {
-                        code: ControlCode::Unknown(STATS_CODE),
-                        arg0: 0,
-                        arg1: 0,
-                    },
-                },
-                None,
-            ),
+            ControlRequest::Ping => (anyone, control(ControlCode::Ping, 0, 0)),
+            ControlRequest::Stats => (anyone, control(ControlCode::Unknown(STATS_CODE), 0, 0)),
             ControlRequest::Declare {
                 id,
                 uid,
@@ -494,46 +444,29 @@ impl ControlRequest {
                 job_pes,
                 memory,
             } => {
-                let mut t = [0u8; DECLARE_LEN];
                 t[0..2].copy_from_slice(&PROTO_VERSION.to_le_bytes());
                 t[4..8].copy_from_slice(&uid.to_le_bytes());
                 t[8..12].copy_from_slice(&pes.to_le_bytes());
                 t[12..16].copy_from_slice(&job_pes.to_le_bytes());
+                trailer_len = DECLARE_LEN;
                 (
-                    RequestRepr {
-                        sender: SenderId::default(),
-                        token,
-                        body: Request::Control {
-                            code: ControlCode::Unknown(DECLARE_CODE),
-                            arg0: id,
-                            arg1: memory,
-                        },
-                    },
-                    Some(t),
+                    anyone,
+                    control(ControlCode::Unknown(DECLARE_CODE), id, memory),
                 )
             }
-            ControlRequest::Undeclare { id } => (
-                RequestRepr {
-                    sender: SenderId::default(),
-                    token,
-                    body: Request::Control {
-                        code: ControlCode::Unknown(UNDECLARE_CODE),
-                        arg0: id,
-                        arg1: 0,
-                    },
-                },
-                None,
-            ),
+            ControlRequest::Undeclare { id } => {
+                (anyone, control(ControlCode::Unknown(UNDECLARE_CODE), id, 0))
+            }
+        };
+        let repr = RequestRepr {
+            sender: from,
+            token,
+            body,
         };
         let n = repr.buffer_len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..n]));
-        match trailer {
-            Some(t) => {
-                buf[n..n + t.len()].copy_from_slice(&t);
-                n + t.len()
-            }
-            None => n,
-        }
+        buf[n..n + trailer_len].copy_from_slice(&t[..trailer_len]);
+        n + trailer_len
     }
 
     /// Parses a request; returns its token and the request. Never panics.

@@ -465,6 +465,87 @@ fn control_loop(listener: UnixListener, ctx: Ctx, stop: Arc<AtomicBool>) {
     }
 }
 
+/// With [`FabricMode::Sockets`], the links between every two nodes: `links[n][m]` is node
+/// n's end of the link to node m (none to itself); empty otherwise.
+fn socket_links(cfg: &EmuConfig) -> io::Result<Vec<Vec<Option<link::LinkEnd>>>> {
+    if cfg.fabric != FabricMode::Sockets {
+        return Ok(Vec::new());
+    }
+    // Two descriptors per endpoint (listeners) and one per link end, plus slack.
+    let needed = cfg.nodes * cfg.eps * 2 + cfg.nodes * (cfg.nodes - 1) + 64;
+    ensure_descriptors(needed as u64)?;
+    let mut links: Vec<Vec<Option<link::LinkEnd>>> = (0..cfg.nodes)
+        .map(|_| (0..cfg.nodes).map(|_| None).collect())
+        .collect();
+    let pairs = (0..cfg.nodes).flat_map(|a| (a + 1..cfg.nodes).map(move |b| (a, b)));
+    for (a, b) in pairs {
+        let (end_a, end_b) = link::link_pair()?;
+        links[a][b] = Some(end_a);
+        links[b][a] = Some(end_b);
+    }
+    Ok(links)
+}
+
+/// Node `n`: its NI device and, for each endpoint, the register maps (files in the root),
+/// the fabricated UIO sysfs entry, the interrupt and management sockets.
+fn make_node(
+    cfg: &EmuConfig,
+    paths: &EmuPaths,
+    n: usize,
+    faults: &Arc<FaultPlan>,
+) -> io::Result<NodeSlot> {
+    fs::create_dir_all(paths.node_dir(n))?;
+    let mut device = NiDevice::new(
+        crate::node_coord(n),
+        DeviceConfig {
+            ack_timeout_ns: cfg.ack_timeout.as_nanos() as u64,
+        },
+        Arc::clone(faults),
+    );
+    let mut eps = Vec::new();
+    let sysfs = paths.node_dir(n).join("sys/class/uio");
+    for k in 0..cfg.eps {
+        let dir = paths.endpoint_dir(n, k);
+        fs::create_dir_all(&dir)?;
+        let mut maps = Vec::new();
+        let mut infos = Vec::new();
+        for (m, size) in MAP_SIZES.iter().enumerate() {
+            maps.push(map_file(&dir.join(format!("map{m}")), *size)?);
+            infos.push(MapInfo {
+                index: m,
+                name: Some(MAP_NAMES[m].to_owned()),
+                addr: 0xa001_0000 + 0x1_0000 * k as u64 + 0x2000 * m as u64,
+                size: *size as u64,
+                offset: 0,
+            });
+        }
+        fabricate::write_device(&sysfs, k as u32, &format!("exanet-ep{k}"), "0.1", &infos)?;
+        // SAFETY: each mapping is page aligned, MAP_SIZES[m] bytes long, and is kept
+        // alive in `EpIo::_maps` by the fabric thread that uses the views.
+        let views: Vec<DevMem> = maps
+            .iter()
+            .enumerate()
+            .map(|(m, map)| unsafe { DevMem::new(map.as_mut_ptr(), MAP_SIZES[m]) })
+            .collect();
+        device.add_endpoint(
+            EpMaps {
+                regs: views[0],
+                mbox: views[1],
+                pktz: views[2],
+                rdma: views[3],
+            },
+            cfg.pdid,
+        );
+        let irq = gsas_sys::socket::bind_listen(&dir.join("irq"), libc::SOCK_STREAM)?;
+        let mgmt = gsas_sys::socket::bind_listen(&dir.join("mgmt"), libc::SOCK_SEQPACKET)?;
+        for name in [wake::DOZE_FILE, wake::WAKE_SOCKET] {
+            std::os::unix::fs::symlink(Path::new("../..").join(name), dir.join(name))?;
+        }
+        eps.push(EpIo::new(irq, mgmt, maps));
+    }
+    Ok(NodeSlot { device, eps })
+}
+
 impl Emulator {
     /// Creates the root layout, starts the node and control threads and writes `ready`.
     pub fn start(cfg: EmuConfig) -> io::Result<Emulator> {
@@ -497,75 +578,10 @@ impl Emulator {
         let wake = UnixDatagram::bind(&wake_path)?;
         wake.set_nonblocking(true)?;
         let doze = wake::DozeFlag::create(&cfg.root.join(wake::DOZE_FILE))?;
-        let mut nodes = Vec::new();
-        // links[n][m]: node n's end of the link to node m.
-        let mut links: Vec<Vec<Option<link::LinkEnd>>> = Vec::new();
-        if cfg.fabric == FabricMode::Sockets {
-            // Two descriptors per endpoint (listeners) and one per link end, plus slack.
-            let needed = cfg.nodes * cfg.eps * 2 + cfg.nodes * (cfg.nodes - 1) + 64;
-            ensure_descriptors(needed as u64)?;
-            links = (0..cfg.nodes)
-                .map(|_| (0..cfg.nodes).map(|_| None).collect())
-                .collect();
-            let pairs = (0..cfg.nodes).flat_map(|a| (a + 1..cfg.nodes).map(move |b| (a, b)));
-            for (a, b) in pairs {
-                let (end_a, end_b) = link::link_pair()?;
-                links[a][b] = Some(end_a);
-                links[b][a] = Some(end_b);
-            }
-        }
-        for n in 0..cfg.nodes {
-            fs::create_dir_all(paths.node_dir(n))?;
-            let mut device = NiDevice::new(
-                crate::node_coord(n),
-                DeviceConfig {
-                    ack_timeout_ns: cfg.ack_timeout.as_nanos() as u64,
-                },
-                Arc::clone(&faults),
-            );
-            let mut eps = Vec::new();
-            let sysfs = paths.node_dir(n).join("sys/class/uio");
-            for k in 0..cfg.eps {
-                let dir = paths.endpoint_dir(n, k);
-                fs::create_dir_all(&dir)?;
-                let mut maps = Vec::new();
-                let mut infos = Vec::new();
-                for (m, size) in MAP_SIZES.iter().enumerate() {
-                    maps.push(map_file(&dir.join(format!("map{m}")), *size)?);
-                    infos.push(MapInfo {
-                        index: m,
-                        name: Some(MAP_NAMES[m].to_owned()),
-                        addr: 0xa001_0000 + 0x1_0000 * k as u64 + 0x2000 * m as u64,
-                        size: *size as u64,
-                        offset: 0,
-                    });
-                }
-                fabricate::write_device(&sysfs, k as u32, &format!("exanet-ep{k}"), "0.1", &infos)?;
-                // SAFETY: each mapping is page aligned, MAP_SIZES[m] bytes long, and is kept
-                // alive in `EpIo::_maps` by the fabric thread that uses the views.
-                let views: Vec<DevMem> = maps
-                    .iter()
-                    .enumerate()
-                    .map(|(m, map)| unsafe { DevMem::new(map.as_mut_ptr(), MAP_SIZES[m]) })
-                    .collect();
-                device.add_endpoint(
-                    EpMaps {
-                        regs: views[0],
-                        mbox: views[1],
-                        pktz: views[2],
-                        rdma: views[3],
-                    },
-                    cfg.pdid,
-                );
-                let irq = gsas_sys::socket::bind_listen(&dir.join("irq"), libc::SOCK_STREAM)?;
-                let mgmt = gsas_sys::socket::bind_listen(&dir.join("mgmt"), libc::SOCK_SEQPACKET)?;
-                for name in [wake::DOZE_FILE, wake::WAKE_SOCKET] {
-                    std::os::unix::fs::symlink(Path::new("../..").join(name), dir.join(name))?;
-                }
-                eps.push(EpIo::new(irq, mgmt, maps));
-            }
-            nodes.push(NodeSlot { device, eps });
-        }
+        let links = socket_links(&cfg)?;
+        let nodes = (0..cfg.nodes)
+            .map(|n| make_node(&cfg, &paths, n, &faults))
+            .collect::<io::Result<Vec<_>>>()?;
         let (tx, rx) = mpsc::channel();
         let counters = Arc::new(FabricCounters::default());
         let ctx = Ctx {

@@ -722,22 +722,7 @@ impl Server {
                 }
             }
             "init" => {
-                let rc = if msg.get_int("pmi_version") == Ok(Some(1)) {
-                    0
-                } else {
-                    -1
-                };
-                let mut reply = Message::new("response_to_init")
-                    .with("pmi_version", 1)
-                    .with("pmi_subversion", 1)
-                    .with("rc", rc);
-                if rc == 0 {
-                    // gsas's PEs send their notes (cmd=gsas_note) only to a server that
-                    // says it takes them; Hydra's clients ignore the key.
-                    reply = reply.with("gsas_notes", 1);
-                    self.initialized[rank as usize] = true;
-                }
-                self.reply(i, reply);
+                self.on_init(i, rank, &msg);
                 Ok(())
             }
             "gsas_note" => {
@@ -824,27 +809,7 @@ impl Server {
                 Ok(())
             }
             "abort" => {
-                let (code, note) = match msg.get_int("exitcode") {
-                    Ok(Some(c)) => match i32::try_from(c) {
-                        Ok(c) => (c, None),
-                        Err(_) => (1, Some(format!("exit code {c} out of range"))),
-                    },
-                    Ok(None) => (1, Some("no exit code given".to_owned())),
-                    Err(bad) => (1, Some(format!("bad exit code {bad:?}"))),
-                };
-                let message = match (msg.get("message"), note) {
-                    (Some(m), None) => Some(m.to_owned()),
-                    (Some(m), Some(n)) => Some(format!("{m} ({n})")),
-                    (None, n) => n,
-                };
-                log::warn!("PMI server: rank {rank} aborts the job with code {code}: {message:?}");
-                self.ranks[rank as usize] = RankState::Aborted;
-                self.events.push(Event::Abort {
-                    rank,
-                    code,
-                    message,
-                });
-                self.settle_barrier();
+                self.on_abort(rank, &msg);
                 Ok(())
             }
             other => {
@@ -855,6 +820,51 @@ impl Server {
                 Ok(())
             }
         }
+    }
+
+    /// `cmd=init`: PMI version 1 is accepted (and the server says it takes gsas's notes).
+    fn on_init(&mut self, i: usize, rank: u32, msg: &Message) {
+        let rc = if msg.get_int("pmi_version") == Ok(Some(1)) {
+            0
+        } else {
+            -1
+        };
+        let mut reply = Message::new("response_to_init")
+            .with("pmi_version", 1)
+            .with("pmi_subversion", 1)
+            .with("rc", rc);
+        if rc == 0 {
+            // gsas's PEs send their notes (cmd=gsas_note) only to a server that
+            // says it takes them; Hydra's clients ignore the key.
+            reply = reply.with("gsas_notes", 1);
+            self.initialized[rank as usize] = true;
+        }
+        self.reply(i, reply);
+    }
+
+    /// `cmd=abort`: the rank ends the job with its exit code and message.
+    fn on_abort(&mut self, rank: u32, msg: &Message) {
+        let (code, note) = match msg.get_int("exitcode") {
+            Ok(Some(c)) => match i32::try_from(c) {
+                Ok(c) => (c, None),
+                Err(_) => (1, Some(format!("exit code {c} out of range"))),
+            },
+            Ok(None) => (1, Some("no exit code given".to_owned())),
+            Err(bad) => (1, Some(format!("bad exit code {bad:?}"))),
+        };
+        let message = match (msg.get("message"), note) {
+            (Some(m), None) => Some(m.to_owned()),
+            (Some(m), Some(n)) => Some(format!("{m} ({n})")),
+            (None, n) => n,
+        };
+        log::warn!("PMI server: rank {rank} aborts the job with code {code}: {message:?}");
+        self.ranks[rank as usize] = RankState::Aborted;
+        self.events.push(Event::Abort {
+            rank,
+            code,
+            message,
+        });
+        self.settle_barrier();
     }
 
     /// The first line of a TCP connection: `cmd=initack pmiid=<rank>`.
