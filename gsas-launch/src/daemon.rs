@@ -37,7 +37,8 @@ use log::LevelFilter;
 
 use crate::fork::secret::Secret;
 use crate::fork::server::{ForkServer, ForkServerConfig};
-use gsas_service::{ControlClient, Service, ServiceConfig, UidPolicy};
+use gsas_control::ControlClient;
+use gsas_service::{Service, ServiceConfig, UidPolicy};
 use gsas_sys::event::SignalFd;
 use gsas_transport::config::RuntimeConfig;
 
@@ -515,7 +516,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             return client_outcome("undeclare", done, what);
         }
         Command::Stats { socket, explain } => {
-            return match gsas_service::query_stats(&socket, CLIENT_TIMEOUT) {
+            return match gsas_control::query_stats(&socket, CLIENT_TIMEOUT) {
                 Ok(report) if explain => {
                     print!("{}", report.explained());
                     0
@@ -580,7 +581,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The exit status of `declare` / `undeclare`, after saying what happened.
 fn client_outcome(
     command: &str,
-    done: Result<(), gsas_service::ServiceError>,
+    done: Result<(), gsas_control::ControlError>,
     what: String,
 ) -> i32 {
     match done {

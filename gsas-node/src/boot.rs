@@ -53,8 +53,9 @@ use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::SenderId;
 
 use crate::pmi::{self, ClientConfig};
-use gsas_service::proto::{JOIN_RING, JoinInfo, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC, SYNC_SIZE};
-use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread, UidPolicy};
+use gsas_control::ControlClient;
+use gsas_control::proto::{JOIN_RING, JoinInfo, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC, SYNC_SIZE};
+use gsas_service::{Service, ServiceConfig, ServiceThread, UidPolicy};
 use gsas_transport::bell::{BellRef, slot_offset};
 use gsas_transport::config::{self, RuntimeConfig};
 use gsas_transport::exanet::ExanetSite;
@@ -309,7 +310,7 @@ fn embedded_bind(
 pub(crate) fn stop_embedded(service: ServiceThread, limit: Duration) {
     let until = Instant::now() + limit;
     while Instant::now() < until {
-        match gsas_service::query_stats(service.socket_path(), Duration::from_secs(1)) {
+        match gsas_control::query_stats(service.socket_path(), Duration::from_secs(1)) {
             Ok(s) if s.get("pes.active") == Some(0) => break,
             Ok(_) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => {
@@ -398,7 +399,7 @@ fn parse_node_value(v: &[u8]) -> Option<(NetAddr, PathBuf, PeNet)> {
 }
 
 /// The service's address for other nodes: its Exanet endpoint 0, or its UDP socket.
-fn service_addr(info: &gsas_service::proto::ServiceInfo) -> NetAddr {
+fn service_addr(info: &gsas_control::proto::ServiceInfo) -> NetAddr {
     match &info.exanet {
         Some(site) => NetAddr::Exanet(exanet::Dest {
             coord: site.coord,
@@ -412,7 +413,7 @@ fn service_addr(info: &gsas_service::proto::ServiceInfo) -> NetAddr {
 /// `GSAS_EXANET_EMU`, or the UIO devices of the cluster file's node (`exanet-ep<k>` when
 /// there is no file).
 fn pe_site(
-    x: &gsas_service::proto::ExanetInfo,
+    x: &gsas_control::proto::ExanetInfo,
     env: &RuntimeConfig,
     cluster: Option<&Cluster>,
     node: u16,
@@ -528,7 +529,7 @@ struct Serving {
     embedded: Option<ServiceThread>,
     service_path: PathBuf,
     control: ControlClient,
-    joined: gsas_service::Joined,
+    joined: gsas_control::Joined,
     node_addrs: Vec<(u16, NetAddr)>,
     verbs_rma: bool,
     service_mtu: usize,
@@ -880,7 +881,9 @@ impl Placed {
         if let Some(n) = cluster.as_ref().and_then(|c| c.node(node)) {
             scfg.exanet = gsas_transport::exanet::exanet_site(n, env).map_err(NodeError::Config)?;
         }
-        let s = Service::bind(scfg).and_then(Service::spawn)?;
+        let s = Service::bind(scfg)
+            .and_then(Service::spawn)
+            .map_err(|e| NodeError::ServiceStart(e.to_string()))?;
         log::info!(
             "started an embedded service for node {node} at {}",
             s.socket_path().display()
@@ -1266,7 +1269,7 @@ fn doorbell_and_bell(
     let bell = match (&doorbell, slot) {
         (Some((page, _)), Some(slot)) => Some(
             BellRef::new(Arc::clone(page), slot_offset(slot)).ok_or_else(|| {
-                NodeError::Service(gsas_service::ServiceError::Protocol(format!(
+                NodeError::Service(gsas_control::ControlError::Protocol(format!(
                     "the service gave bell slot {slot}, outside its {}-byte doorbell page",
                     page.len()
                 )))

@@ -10,7 +10,7 @@ use std::time::Duration;
 use gsas_core::wire::ErrorCode;
 
 use crate::pmi::PmiError;
-use gsas_service::ServiceError;
+use gsas_control::ControlError;
 use gsas_transport::shm::ShmError;
 
 /// An error of the node client.
@@ -27,7 +27,10 @@ pub enum NodeError {
     /// The environment or the cluster file is wrong, or the PEs disagree about the job.
     Config(String),
     /// The local atomic service refused or failed a control request.
-    Service(ServiceError),
+    Service(ControlError),
+    /// The atomic service this PE starts for its node (no daemon runs there) could not
+    /// start.
+    ServiceStart(String),
     /// Shared memory could not be set up.
     Shm {
         /// What was being done.
@@ -91,6 +94,9 @@ impl fmt::Display for NodeError {
             NodeError::Pmi { context, source } => write!(f, "{context}: {source}"),
             NodeError::Config(m) => f.write_str(m),
             NodeError::Service(e) => e.fmt(f),
+            NodeError::ServiceStart(m) => {
+                write!(f, "starting an atomic service for this node: {m}")
+            }
             NodeError::Shm { context, source } => write!(f, "{context}: {source}"),
             NodeError::ServiceGone { path } => write!(
                 f,
@@ -146,10 +152,10 @@ impl std::error::Error for NodeError {
     }
 }
 
-impl From<ServiceError> for NodeError {
-    fn from(e: ServiceError) -> Self {
+impl From<ControlError> for NodeError {
+    fn from(e: ControlError) -> Self {
         match e {
-            ServiceError::Closed { path } => NodeError::ServiceGone { path },
+            ControlError::Closed { path } => NodeError::ServiceGone { path },
             other => NodeError::Service(other),
         }
     }

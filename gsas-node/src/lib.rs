@@ -142,7 +142,9 @@ use std::time::Duration;
 use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::GlobalAddr;
 
-use gsas_service::{ControlClient, ServiceThread};
+use gsas_service::ServiceThread;
+
+use gsas_control::ControlClient;
 use gsas_transport::net::NetAddr;
 use gsas_transport::poll::WaitConfig;
 use gsas_transport::shm::Segment;
@@ -154,11 +156,11 @@ use remote::Route;
 pub(crate) use wake::PeWake;
 
 /// Segment id of the symmetric heap.
-pub const HEAP: u8 = gsas_service::proto::SEG_HEAP;
+pub const HEAP: u8 = gsas_control::proto::SEG_HEAP;
 /// Segment id of the data segment (globals; present when remapped).
-pub const DATA: u8 = gsas_service::proto::SEG_DATA;
+pub const DATA: u8 = gsas_control::proto::SEG_DATA;
 /// Segment id of the synchronisation area.
-pub const SYNC: u8 = gsas_service::proto::SEG_SYNC;
+pub const SYNC: u8 = gsas_control::proto::SEG_SYNC;
 /// Bytes at the start of the sync segment used by [`Node::barrier_all`].
 pub const SYNC_RESERVED: u64 = 4096;
 /// Number of contexts, including [`Ctx::DEFAULT`].

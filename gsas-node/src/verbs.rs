@@ -95,7 +95,7 @@ mod imp {
 
     use super::{NodeError, Setup, pe_name};
     use crate::pmi;
-    use gsas_service::proto::{SEG_DATA, SEG_HEAP, SEG_SYNC};
+    use gsas_control::proto::{SEG_DATA, SEG_HEAP, SEG_SYNC};
 
     /// Bytes of the bounce pool (sources and destinations outside registered memory).
     const BOUNCE: usize = 1 << 20;

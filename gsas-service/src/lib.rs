@@ -7,7 +7,7 @@
 //! **What it is.** [`Service`] binds a node's two endpoints and runs one loop over them:
 //!
 //! * a Unix `SOCK_SEQPACKET` **control socket** for the PEs of this node
-//!   ([`proto`]: Join, Leave, create/open/free segment, Ping, statistics; descriptors travel
+//!   ([`gsas_control::proto`]: Join, Leave, create/open/free segment, Ping, statistics; descriptors travel
 //!   with `SCM_RIGHTS`). Peer credentials (`SO_PEERCRED`) are logged and checked: by
 //!   default ([`UidPolicy::SameUser`], embedded services) only the service's own user (and
 //!   root) may connect; a daemon uses [`UidPolicy::PerJob`]: anyone may start a job, and
@@ -21,7 +21,7 @@
 //!   other nodes' requests (the same reliability layer over
 //!   [`gsas_transport::net::NetTransport`], the job key in each packet's header), and the
 //!   UDP socket only host actions (ping, remote FORK); PEs that join learn the endpoints
-//!   ([`proto::ExanetInfo`]) and open endpoint 1 + their index on the node.
+//!   ([`gsas_control::proto::ExanetInfo`]) and open endpoint 1 + their index on the node.
 //! * the **shm rings** (segment 3) of local PEs that asked for one (`GSAS_DIRECT=0`),
 //!   served like UDP with the PE's job key.
 //!
@@ -87,7 +87,7 @@
 //! counted (`fork.refused`) and logged with the sender's address.
 //!
 //! **Shutdown.** [`ShutdownHandle::shutdown`] (any thread), or a signal on the
-//! [`sys::SignalFd`] given to [`Service::stop_on_signals`], ends the loop; the socket file is
+//! [`gsas_sys::event::SignalFd`] given to [`Service::stop_on_signals`], ends the loop; the socket file is
 //! removed and every job's memory released.
 //!
 //! **What it is not.** Not multi-threaded (one loop serves everything; run several services
@@ -104,20 +104,17 @@
 //! let config = ServiceConfig::new(0, "127.0.0.1:7470".parse()?, "/tmp/gsas-example.sock".into());
 //! let service = Service::bind(config)?.spawn()?;
 //! println!("serving on {} and {}", service.udp_addr(), service.socket_path().display());
-//! let stats = gsas_service::query_stats(service.socket_path(), std::time::Duration::from_secs(1))?;
+//! let stats = gsas_control::query_stats(service.socket_path(), std::time::Duration::from_secs(1))?;
 //! assert_eq!(stats.get("jobs.active"), Some(0));
 //! service.stop()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod client;
 mod core;
 mod peers;
-pub mod proto;
 pub mod stats;
 
 // The system calls and the reliability runner this module used to hold, now in their crates.
-use gsas_sys::{event as sys, socket};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -130,9 +127,7 @@ use gsas_core::transport::TransportError;
 use gsas_core::wire::{ErrorCode, Fragment};
 
 pub use self::core::{default_memory_limit, physical_memory};
-pub use client::{Answer, ControlClient, Joined, query_stats};
 pub use gsas_transport::reliable::{INITIAL_RTO, MIN_RTO, reliable_config};
-pub use stats::StatsReport;
 
 use gsas_transport::shm::ShmError;
 
@@ -180,7 +175,7 @@ pub struct ServiceConfig {
     /// Who may connect.
     pub uid_policy: UidPolicy,
     /// PEs of users other than root (and the service's own) join only under an allocation
-    /// that root declared ([`ControlRequest::Declare`](proto::ControlRequest::Declare),
+    /// that root declared ([`ControlRequest::Declare`](gsas_control::proto::ControlRequest::Declare),
     /// `defaults.require_allocation`); its figures then bound the user instead of the
     /// shares.
     pub require_allocation: bool,
@@ -330,22 +325,8 @@ pub enum ServiceError {
         /// The error.
         source: TransportError,
     },
-    /// The service refused a request.
-    Refused {
-        /// The request.
-        request: String,
-        /// The service's reason code.
-        code: ErrorCode,
-        /// The service's explanation.
-        message: String,
-    },
-    /// The service closed the control connection (it stopped or died).
-    Closed {
-        /// The control socket.
-        path: PathBuf,
-    },
-    /// A message that does not follow the control protocol.
-    Protocol(String),
+    /// A control request failed (a client of the service's own, e.g. in a test kit).
+    Control(gsas_control::ControlError),
     /// The service thread panicked.
     Panicked(String),
 }
@@ -357,26 +338,7 @@ impl std::fmt::Display for ServiceError {
             ServiceError::Io { context, source } => write!(f, "{context}: {source}"),
             ServiceError::Shm { context, source } => write!(f, "{context}: {source}"),
             ServiceError::Transport { context, source } => write!(f, "{context}: {source}"),
-            ServiceError::Refused {
-                request,
-                code,
-                message,
-            } => {
-                if message.is_empty() {
-                    write!(f, "the atomic service refused {request}: {code}")
-                } else {
-                    write!(
-                        f,
-                        "the atomic service refused {request}: {message} ({code})"
-                    )
-                }
-            }
-            ServiceError::Closed { path } => write!(
-                f,
-                "the atomic service at {} closed the control connection (it stopped or died)",
-                path.display()
-            ),
-            ServiceError::Protocol(m) => write!(f, "control protocol: {m}"),
+            ServiceError::Control(e) => e.fmt(f),
             ServiceError::Panicked(m) => write!(f, "the service thread panicked: {m}"),
         }
     }
@@ -388,8 +350,15 @@ impl std::error::Error for ServiceError {
             ServiceError::Io { source, .. } => Some(source),
             ServiceError::Shm { source, .. } => Some(source),
             ServiceError::Transport { source, .. } => Some(source),
+            ServiceError::Control(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<gsas_control::ControlError> for ServiceError {
+    fn from(e: gsas_control::ControlError) -> Self {
+        ServiceError::Control(e)
     }
 }
 
@@ -397,7 +366,7 @@ impl std::error::Error for ServiceError {
 #[derive(Debug)]
 struct Wake {
     flag: AtomicBool,
-    event: sys::EventFd,
+    event: gsas_sys::event::EventFd,
 }
 
 /// Stops a running service from any thread.
@@ -465,7 +434,7 @@ impl Service {
     }
 
     /// Stops the loop when a signal arrives on `signals` (the daemon's SIGTERM/SIGINT).
-    pub fn stop_on_signals(&mut self, signals: sys::SignalFd) {
+    pub fn stop_on_signals(&mut self, signals: gsas_sys::event::SignalFd) {
         self.core.set_signals(signals);
     }
 

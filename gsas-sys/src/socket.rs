@@ -5,7 +5,7 @@
 //! `SOCK_STREAM`), each wrapped once with its safety argument. Messages and descriptors
 //! travel with `gsas_transport::shm::send_fds`/`recv_fds`.
 //!
-//! What it is not: a protocol (see `gsas_service::proto`). Thread-safety: stateless functions
+//! What it is not: a protocol (see `gsas_control::proto`). Thread-safety: stateless functions
 //! over owned descriptors.
 
 use std::ffi::OsStr;

@@ -304,8 +304,8 @@ pub struct ControlFuzz {
 
 /// A control request with fields drawn from `rng` (small ranks, ids and keys, so that
 /// Joins meet each other and later requests find something to act on).
-fn random_request(rng: &mut Rng) -> gsas_service::proto::ControlRequest {
-    use gsas_service::proto::{ControlRequest as R, JoinInfo};
+fn random_request(rng: &mut Rng) -> gsas_control::proto::ControlRequest {
+    use gsas_control::proto::{ControlRequest as R, JoinInfo};
     let small = |rng: &mut Rng, n: u64| rng.next_u64() % n;
     let pe = small(rng, 4) as u16;
     let segment = small(rng, 5) as u8;
@@ -359,7 +359,7 @@ fn random_request(rng: &mut Rng) -> gsas_service::proto::ControlRequest {
 /// joined or not). Reads every reply; panics when one does not come within 10 s (the
 /// service must answer every message). Reproducible from `seed`.
 pub fn fuzz_control(path: &std::path::Path, messages: u64, seed: u64) -> ControlFuzz {
-    use gsas_service::proto::{ControlReply, MAX_MESSAGE};
+    use gsas_control::proto::{ControlReply, MAX_MESSAGE};
     let t = Duration::from_secs(10);
     let mut rng = Rng(seed | 1);
     let mut out = ControlFuzz::default();

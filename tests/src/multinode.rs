@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::launch::launch;
-use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread, StatsReport};
+use gsas_control::{ControlClient, StatsReport};
+use gsas_service::{Service, ServiceConfig, ServiceThread};
 
 /// `service_timeout_ms` of functional tests: generous, so that a loaded machine (more
 /// processes than cores, qemu) does not turn slowness into "no answer" errors. Failure
@@ -234,7 +235,7 @@ impl Daemon {
 
     /// Its counters.
     pub fn stats(&self) -> StatsReport {
-        gsas_service::query_stats(&self.socket, Duration::from_secs(10)).unwrap()
+        gsas_control::query_stats(&self.socket, Duration::from_secs(10)).unwrap()
     }
 
     /// Kills it (SIGKILL) and reaps it.

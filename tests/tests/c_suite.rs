@@ -77,7 +77,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gsas_service::ControlClient;
+use gsas_control::ControlClient;
 use gsas_tests::install::triple;
 use gsas_tests::launch::{Launch, exanet_emu_command, hydra_fork, launch, run_with_timeout};
 
@@ -839,7 +839,7 @@ fn legacy() {
     }
     if let Some(d) = &daemons {
         for sock in &d.sockets {
-            let stats = gsas_service::client::query_stats(sock, Duration::from_secs(30))
+            let stats = gsas_control::query_stats(sock, Duration::from_secs(30))
                 .unwrap_or_else(|e| panic!("stats of the daemon at {}: {e}", sock.display()));
             assert_eq!(
                 stats.get("jobs.reclaimed"),
@@ -1014,7 +1014,7 @@ fn exanet_programs() {
         }
     }
     for sock in &daemons.sockets {
-        let stats = gsas_service::client::query_stats(sock, Duration::from_secs(30))
+        let stats = gsas_control::query_stats(sock, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("stats of the daemon at {}: {e}", sock.display()));
         // Small requests and replies by PIO, large ones by RDMA.
         for key in [
@@ -1052,7 +1052,7 @@ fn verbs_programs() {
         }
     }
     for sock in &daemons.sockets {
-        let stats = gsas_service::client::query_stats(sock, Duration::from_secs(30))
+        let stats = gsas_control::query_stats(sock, Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("stats of the daemon at {}: {e}", sock.display()));
         // Every job joined the service; no put or get went through it (RDMA); nothing was
         // refused. (Atomics: the 64-bit ones are NIC atomics, the others the service's.)

@@ -46,12 +46,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use gsas_control::ControlClient;
+use gsas_control::proto::{JoinInfo, SEG_HEAP};
 use gsas_core::client::{Client, Completion};
 use gsas_core::reliable::{HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, SenderId};
-use gsas_service::proto::{JoinInfo, SEG_HEAP};
-use gsas_service::{ControlClient, Service, ServiceConfig};
+use gsas_service::{Service, ServiceConfig};
 use gsas_transport::poll::monotonic_ns;
 use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
@@ -519,7 +520,7 @@ fn main() {
         pe.read(8);
     }
     let service_rtx = || {
-        gsas_service::query_stats(&served.socket, Duration::from_secs(5))
+        gsas_control::query_stats(&served.socket, Duration::from_secs(5))
             .ok()
             .and_then(|s| s.get("reliable.retransmissions"))
             .unwrap_or(0)

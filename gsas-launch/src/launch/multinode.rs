@@ -40,7 +40,7 @@ use board_config::Cluster;
 
 use crate::fork::launcher::{RemoteConfig, RemoteJob, RemoteNode, is_local_ip};
 use crate::fork::secret::Secret;
-use gsas_service::ControlClient;
+use gsas_control::ControlClient;
 use gsas_transport::config::{self, RuntimeConfig};
 
 use super::args::RunArgs;

@@ -156,7 +156,7 @@ impl Core {
     }
 
     /// Tells the client of a connection that it is refused (`why`: an error reply of token
-    /// 0, which no request of a client carries, so [`ControlClient`] reports it as a
+    /// 0, which no request of a client carries, so `gsas_control::ControlClient` reports it as a
     /// refusal whatever it asked), and closes it.
     fn refuse_connection(&self, fd: OwnedFd, why: &str) {
         let mut buf = [0u8; MAX_MESSAGE];

@@ -34,14 +34,14 @@ use gsas_transport::shmring::{RingPeer, ShmRing};
 use gsas_transport::udp::{UdpConfig, UdpTransport};
 
 use super::peers::{JobIndex, job_share};
-use super::proto::{
+use super::stats::{Counters, Gauges};
+use super::{ForkHandler, ForkProgress, ServiceConfig, ServiceError, UidPolicy, Wake};
+use gsas_control::proto::{
     ControlReply, ControlRequest, ExanetInfo, JoinInfo, MAX_MESSAGE, SEG_DATA, SEG_HEAP, SEG_RING,
     SEG_SYNC, SEGMENTS, ServiceInfo,
 };
-use super::socket::{self, PeerCred};
-use super::stats::{Counters, Gauges};
-use super::sys::{EventFd, SignalFd};
-use super::{ForkHandler, ForkProgress, ServiceConfig, ServiceError, UidPolicy, Wake};
+use gsas_sys::event::{EventFd, SignalFd};
+use gsas_sys::socket::{self, PeerCred};
 use gsas_transport::reliable::{OwnedReliable, reliable_config};
 
 mod control;

@@ -29,7 +29,7 @@ fn run_scenario(file: &Path, n: u32, extra: &[&str], scenario: &str) -> Output {
 
 /// The daemon of `node` refused no peer for a full table or job share. (A refused unknown
 /// job is possible: a PE's last acknowledgement that arrives after the job ended there.)
-fn no_peer_refused_for_capacity(node: u16, st: &gsas_service::StatsReport) {
+fn no_peer_refused_for_capacity(node: u16, st: &gsas_control::StatsReport) {
     for name in ["reliable.refused_table_full", "reliable.refused_job_full"] {
         assert_eq!(st.get(name), Some(0), "node {node}: {st}");
     }

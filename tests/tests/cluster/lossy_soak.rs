@@ -29,12 +29,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use gsas_control::ControlClient;
+use gsas_control::proto::{JoinInfo, SEG_HEAP};
 use gsas_core::client::{Client, ClientError, Completion};
 use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::{Transport, TransportError};
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
-use gsas_service::proto::{JoinInfo, SEG_HEAP};
-use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread};
+use gsas_service::{Service, ServiceConfig, ServiceThread};
 use gsas_tests::attack::Rng;
 use gsas_tests::netns::run;
 use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};

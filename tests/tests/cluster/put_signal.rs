@@ -14,11 +14,11 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gsas_control::proto::SEG_HEAP;
 use gsas_core::client::{Client, Completion};
 use gsas_core::reliable::{Config, HashIndex, PeerSlot, Reliable, buffer_len};
 use gsas_core::transport::Transport;
 use gsas_core::wire::{GlobalAddr, HEADER_LEN, SIGNAL_LEN, SenderId, Signal, SignalOp};
-use gsas_service::proto::SEG_HEAP;
 use gsas_transport::shm::Segment;
 use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 

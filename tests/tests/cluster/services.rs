@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use gsas_control::ControlClient;
 use gsas_launch::launch::job::{JobReport, JobSpec, PeLaunch, run_job};
 use gsas_launch::launch::pe_env;
-use gsas_service::ControlClient;
 use gsas_tests::launch::{launch, self_test_argv};
 
 fn job(scenario: &str, sockets: &[PathBuf], ppn: u32, extra: &[(&str, &str)]) -> JobSpec {
@@ -66,7 +66,7 @@ fn two_services_four_pes() {
     assert_ok(&report);
     // Requests crossed the network: both services served UDP traffic.
     for s in &svc {
-        let st = gsas_service::query_stats(s.socket_path(), Duration::from_secs(5)).unwrap();
+        let st = gsas_control::query_stats(s.socket_path(), Duration::from_secs(5)).unwrap();
         assert!(st.get("requests.bulk_write").unwrap() > 0, "{st}");
         assert!(st.get("requests.bulk_read").unwrap() > 0, "{st}");
         assert!(st.get("requests.atomic").unwrap() > 0, "{st}");
@@ -88,7 +88,7 @@ fn two_services_through_rings() {
     let report = run_job(job("all", &sockets, 2, &[("GSAS_DIRECT", "0")])).unwrap();
     assert_ok(&report);
     for s in &svc {
-        let st = gsas_service::query_stats(s.socket_path(), Duration::from_secs(5)).unwrap();
+        let st = gsas_control::query_stats(s.socket_path(), Duration::from_secs(5)).unwrap();
         assert!(st.get("ring.requests").unwrap() > 0, "{st}");
     }
     drop(svc);

@@ -12,16 +12,16 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use gsas_control::ControlError;
+use gsas_control::proto::{JoinInfo, SEG_DATA, SEG_HEAP, SEG_SYNC};
+use gsas_control::{ControlClient, query_stats};
 use gsas_core::client::{Client, ClientError, Completion, HostRequest, Issued, OpError};
 use gsas_core::reliable::{
     Config, HashIndex, PeerEvent, PeerSlot, Refusal, RefusalReason, Reliable, buffer_len,
 };
 use gsas_core::transport::Transport;
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, ErrorCode, GlobalAddr, SenderId};
-use gsas_service::proto::{JoinInfo, SEG_DATA, SEG_HEAP, SEG_SYNC};
-use gsas_service::{
-    ControlClient, Service, ServiceConfig, ServiceError, ServiceThread, query_stats,
-};
+use gsas_service::{Service, ServiceConfig, ServiceThread};
 use gsas_transport::shm::{Segment, send_fds};
 use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
@@ -54,9 +54,9 @@ fn join(s: &ServiceThread, rank: u16, job: u64, key: u64, npes: u32) -> ControlC
     c
 }
 
-fn refused(r: Result<impl std::fmt::Debug, ServiceError>) -> (ErrorCode, String) {
+fn refused(r: Result<impl std::fmt::Debug, ControlError>) -> (ErrorCode, String) {
     match r {
-        Err(ServiceError::Refused { code, message, .. }) => (code, message),
+        Err(ControlError::Refused { code, message, .. }) => (code, message),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -1220,7 +1220,7 @@ pub(crate) fn attacker() {
         // Joins under the allocations root declared (or none): a job larger than they allow,
         // then PEs of a 4-PE job until refused, then a segment of 16 MiB.
         Some("alloc") => {
-            let mut show = |r: Result<ControlClient, ServiceError>| match r {
+            let mut show = |r: Result<ControlClient, ControlError>| match r {
                 Ok(c) => {
                     held.push(c);
                     "joined".to_string()

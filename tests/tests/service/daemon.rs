@@ -219,12 +219,12 @@ fn configured_daemon_serves_reports_and_stops_on_sigterm() {
     // It bound exactly the configured address: the port is taken on 127.0.0.1.
     assert!(std::net::UdpSocket::bind(("127.0.0.1", port)).is_err());
     // The daemon's memory limit comes from the file.
-    let mut c = gsas_service::ControlClient::connect(&socket, Duration::from_secs(10)).unwrap();
+    let mut c = gsas_control::ControlClient::connect(&socket, Duration::from_secs(10)).unwrap();
     c.join(
         0,
         1,
         2,
-        gsas_service::proto::JoinInfo {
+        gsas_control::proto::JoinInfo {
             npes: 1,
             node: 0,
             flags: 0,
@@ -261,7 +261,8 @@ fn configured_daemon_serves_reports_and_stops_on_sigterm() {
 /// a count; and the daemon serves again as soon as descriptors are free.
 #[test]
 fn a_daemon_out_of_descriptors_refuses_clearly_and_recovers() {
-    use gsas_service::{ControlClient, ServiceError};
+    use gsas_control::ControlClient;
+    use gsas_control::ControlError;
     use gsas_tests::multinode::{ClusterFile, Daemon};
     let dir = scratch("nofile");
     let cf = ClusterFile::from_template(
@@ -285,7 +286,7 @@ fn a_daemon_out_of_descriptors_refuses_clearly_and_recovers() {
             // Served also after a refusal when a descriptor the daemon held for a moment
             // (a file it read) was free at that accept.
             Ok(_) => held.push(c),
-            Err(e @ ServiceError::Refused { .. }) => refusals.push(e.to_string()),
+            Err(e @ ControlError::Refused { .. }) => refusals.push(e.to_string()),
             Err(e) => panic!("after {} connections: {e}\n{}", held.len(), d.log_text()),
         }
     }

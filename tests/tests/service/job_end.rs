@@ -19,14 +19,15 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use gsas_control::proto::{JoinInfo, SEG_HEAP};
+use gsas_control::{ControlClient, StatsReport};
 use gsas_core::client::{Client, Completion, OpError};
 use gsas_core::reliable::{
     Config, HashIndex, PeerEvent, PeerSlot, Refusal, RefusalReason, Reliable, buffer_len,
 };
 use gsas_core::transport::{Capabilities, Transport, TransportError};
 use gsas_core::wire::{AtomicDesc, AtomicOp, AtomicType, GlobalAddr, SenderId};
-use gsas_service::proto::{JoinInfo, SEG_HEAP};
-use gsas_service::{ControlClient, Service, ServiceConfig, ServiceThread, StatsReport};
+use gsas_service::{Service, ServiceConfig, ServiceThread};
 use gsas_transport::shm::Segment;
 use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 
@@ -261,7 +262,7 @@ fn join_pe0(s: &ServiceThread, key: u64) -> (ControlClient, Segment) {
 }
 
 fn stats(s: &ServiceThread) -> StatsReport {
-    gsas_service::query_stats(s.socket_path(), LIMIT).unwrap()
+    gsas_control::query_stats(s.socket_path(), LIMIT).unwrap()
 }
 
 fn word(heap: &Segment) -> u64 {

@@ -195,7 +195,7 @@ fn two_nodes(scenario: &str) -> Vec<u64> {
     let failed = services
         .iter()
         .map(|s| {
-            gsas_service::query_stats(s.socket_path(), Duration::from_secs(5))
+            gsas_control::query_stats(s.socket_path(), Duration::from_secs(5))
                 .unwrap()
                 .get("reliable.peers_failed")
                 .unwrap()

@@ -4,8 +4,8 @@
 //! [`ControlRequest`] at a time and waits (bounded) for its reply and the descriptors that
 //! come with it; typed helpers for Join, segments, Leave, Ping and statistics; and
 //! [`query_stats`], what `gsas-atomicd --stats` uses. A refusal comes back as
-//! [`ServiceError::Refused`] with the service's code and reason; a closed connection as
-//! [`ServiceError::Closed`] naming the socket.
+//! [`ControlError::Refused`] with the service's code and reason; a closed connection as
+//! [`ControlError::Closed`] naming the socket.
 //!
 //! What it is not: the node client (see `gsas_node`). Thread-safety: `Send`, used
 //! through `&mut self` (the protocol is one request at a time).
@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use gsas_transport::shm::{ShmError, recv_fds, send_fds};
 
-use super::ServiceError;
-use super::proto::{ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, ServiceInfo};
-use super::stats::StatsReport;
+use crate::ControlError;
+use crate::proto::{ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, ServiceInfo};
+use crate::stats::StatsReport;
 
 /// A successful reply, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,8 +53,8 @@ pub struct ControlClient {
 impl ControlClient {
     /// Connects to the socket at `path`; every later request waits at most `timeout` for
     /// its reply.
-    pub fn connect(path: &Path, timeout: Duration) -> Result<ControlClient, ServiceError> {
-        let fd = super::socket::connect(path, timeout).map_err(|source| ServiceError::Io {
+    pub fn connect(path: &Path, timeout: Duration) -> Result<ControlClient, ControlError> {
+        let fd = gsas_sys::socket::connect(path, timeout).map_err(|source| ControlError::Io {
             context: format!("connecting to the atomic service at {}", path.display()),
             source,
         })?;
@@ -73,7 +73,7 @@ impl ControlClient {
 
     /// Whether the service closed the connection (checked without blocking).
     pub fn is_closed(&self) -> bool {
-        super::socket::peer_closed(self.fd.as_fd())
+        gsas_sys::socket::peer_closed(self.fd.as_fd())
     }
 
     /// The connection's descriptor (for `poll(2)`: readable or hung up means the service
@@ -85,7 +85,7 @@ impl ControlClient {
 
     /// The error the service sent with token 0 before it closed the connection (it
     /// refused it, out of descriptors), if one is waiting to be read.
-    fn refusal(&self) -> Option<ServiceError> {
+    fn refusal(&self) -> Option<ControlError> {
         let mut buf = vec![0u8; MAX_MESSAGE];
         // A close with our request unread reports ECONNRESET once, before the queued
         // message: read twice.
@@ -93,7 +93,7 @@ impl ControlClient {
             .or_else(|_| recv_fds(&self.fd, &mut buf, Duration::ZERO))
             .ok()?;
         match ControlReply::parse(&buf[..n]).ok()? {
-            (0, ControlReply::Error { code, message }) => Some(ServiceError::Refused {
+            (0, ControlReply::Error { code, message }) => Some(ControlError::Refused {
                 request: "the connection".into(),
                 code,
                 message: message.to_owned(),
@@ -102,12 +102,12 @@ impl ControlClient {
         }
     }
 
-    fn shm_err(&self, what: &str, e: ShmError) -> ServiceError {
+    fn shm_err(&self, what: &str, e: ShmError) -> ControlError {
         match e {
-            ShmError::Closed { .. } => ServiceError::Closed {
+            ShmError::Closed { .. } => ControlError::Closed {
                 path: self.path.clone(),
             },
-            other => ServiceError::Io {
+            other => ControlError::Io {
                 context: format!("{what} (atomic service at {})", self.path.display()),
                 source: other.into(),
             },
@@ -116,13 +116,13 @@ impl ControlClient {
 
     /// Sends `req` and returns the reply and its descriptors.
     ///
-    /// Errors: [`ServiceError::Refused`] for an ERROR reply, [`ServiceError::Closed`],
-    /// [`ServiceError::Protocol`] for a reply that does not parse or answers another
-    /// request, [`ServiceError::Io`] for timeouts and system errors.
+    /// Errors: [`ControlError::Refused`] for an ERROR reply, [`ControlError::Closed`],
+    /// [`ControlError::Protocol`] for a reply that does not parse or answers another
+    /// request, [`ControlError::Io`] for timeouts and system errors.
     pub fn request(
         &mut self,
         req: &ControlRequest,
-    ) -> Result<(Answer, Vec<OwnedFd>), ServiceError> {
+    ) -> Result<(Answer, Vec<OwnedFd>), ControlError> {
         self.request_with(req, &[])
     }
 
@@ -131,7 +131,7 @@ impl ControlClient {
         &mut self,
         req: &ControlRequest,
         attach: &[BorrowedFd<'_>],
-    ) -> Result<(Answer, Vec<OwnedFd>), ServiceError> {
+    ) -> Result<(Answer, Vec<OwnedFd>), ControlError> {
         // Token 0 is the service's: an error it sends before any request (it refused the
         // connection, out of descriptors).
         self.token = self.token.wrapping_add(1).max(1);
@@ -156,17 +156,17 @@ impl ControlClient {
             }
         };
         let (got, reply) = ControlReply::parse(&buf[..n]).map_err(|e| {
-            ServiceError::Protocol(format!("reply to {what} from {}: {e}", self.path.display()))
+            ControlError::Protocol(format!("reply to {what} from {}: {e}", self.path.display()))
         })?;
         if let (0, ControlReply::Error { code, message }) = (got, &reply) {
-            return Err(ServiceError::Refused {
+            return Err(ControlError::Refused {
                 request: "the connection".into(),
                 code: *code,
                 message: (*message).to_owned(),
             });
         }
         if got != token {
-            return Err(ServiceError::Protocol(format!(
+            return Err(ControlError::Protocol(format!(
                 "reply to {what} from {} carries token {got}, expected {token}",
                 self.path.display()
             )));
@@ -175,7 +175,7 @@ impl ControlClient {
             ControlReply::Ack => Ok((Answer::Ack, fds)),
             ControlReply::Data(d) => Ok((Answer::Data(d.to_vec()), fds)),
             ControlReply::Stats(s) => Ok((Answer::Stats(s.to_owned()), fds)),
-            ControlReply::Error { code, message } => Err(ServiceError::Refused {
+            ControlReply::Error { code, message } => Err(ControlError::Refused {
                 request: what,
                 code,
                 message: message.to_owned(),
@@ -190,7 +190,7 @@ impl ControlClient {
         job_id: u64,
         job_key: u64,
         info: JoinInfo,
-    ) -> Result<Joined, ServiceError> {
+    ) -> Result<Joined, ControlError> {
         let (answer, mut fds) = self.request(&ControlRequest::Join {
             rank,
             job_id,
@@ -198,12 +198,12 @@ impl ControlClient {
             info,
         })?;
         let Answer::Data(d) = answer else {
-            return Err(ServiceError::Protocol(
+            return Err(ControlError::Protocol(
                 "Join answered without service data".into(),
             ));
         };
         let info = ServiceInfo::decode(&d)
-            .map_err(|e| ServiceError::Protocol(format!("Join reply: {e}")))?;
+            .map_err(|e| ControlError::Protocol(format!("Join reply: {e}")))?;
         let doorbell = if fds.len() == 2 {
             let efd = fds.pop();
             let page = fds.pop();
@@ -214,20 +214,20 @@ impl ControlClient {
         Ok(Joined { info, doorbell })
     }
 
-    fn segment_reply(&mut self, req: ControlRequest) -> Result<(u64, OwnedFd), ServiceError> {
+    fn segment_reply(&mut self, req: ControlRequest) -> Result<(u64, OwnedFd), ControlError> {
         let what = describe(&req);
         let (answer, mut fds) = self.request(&req)?;
         let size = match answer {
             Answer::Data(d) if d.len() == 8 => u64::from_le_bytes(d.try_into().unwrap_or([0; 8])),
             _ => {
-                return Err(ServiceError::Protocol(format!(
+                return Err(ControlError::Protocol(format!(
                     "{what}: reply without a segment size"
                 )));
             }
         };
         let fd = fds
             .pop()
-            .ok_or_else(|| ServiceError::Protocol(format!("{what}: no descriptor attached")))?;
+            .ok_or_else(|| ControlError::Protocol(format!("{what}: no descriptor attached")))?;
         Ok((size, fd))
     }
 
@@ -238,12 +238,12 @@ impl ControlClient {
         pe: u16,
         segment: u8,
         size: u64,
-    ) -> Result<(u64, OwnedFd), ServiceError> {
+    ) -> Result<(u64, OwnedFd), ControlError> {
         self.segment_reply(ControlRequest::CreateSegment { pe, segment, size })
     }
 
     /// The size and descriptor of segment `segment` of PE `pe` of the caller's job.
-    pub fn open_segment(&mut self, pe: u16, segment: u8) -> Result<(u64, OwnedFd), ServiceError> {
+    pub fn open_segment(&mut self, pe: u16, segment: u8) -> Result<(u64, OwnedFd), ControlError> {
         self.segment_reply(ControlRequest::OpenSegment { pe, segment })
     }
 
@@ -255,7 +255,7 @@ impl ControlClient {
         segment: u8,
         size: u64,
         fd: BorrowedFd<'_>,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<(), ControlError> {
         self.request_with(
             &ControlRequest::RegisterSegment { pe, segment, size },
             &[fd],
@@ -264,13 +264,13 @@ impl ControlClient {
     }
 
     /// Drops the caller's segment `segment`.
-    pub fn free_segment(&mut self, pe: u16, segment: u8) -> Result<(), ServiceError> {
+    pub fn free_segment(&mut self, pe: u16, segment: u8) -> Result<(), ControlError> {
         self.request(&ControlRequest::FreeSegment { pe, segment })
             .map(|_| ())
     }
 
     /// Leaves the job.
-    pub fn leave(&mut self, rank: u16, job_id: u64) -> Result<(), ServiceError> {
+    pub fn leave(&mut self, rank: u16, job_id: u64) -> Result<(), ControlError> {
         self.request(&ControlRequest::Leave { rank, job_id })
             .map(|_| ())
     }
@@ -284,7 +284,7 @@ impl ControlClient {
         pes: u32,
         job_pes: u32,
         memory: u64,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<(), ControlError> {
         self.request(&ControlRequest::Declare {
             id,
             uid,
@@ -296,20 +296,20 @@ impl ControlClient {
     }
 
     /// Ends allocation `id` (see [`ControlRequest::Undeclare`]).
-    pub fn undeclare(&mut self, id: u64) -> Result<(), ServiceError> {
+    pub fn undeclare(&mut self, id: u64) -> Result<(), ControlError> {
         self.request(&ControlRequest::Undeclare { id }).map(|_| ())
     }
 
     /// Checks that the service answers.
-    pub fn ping(&mut self) -> Result<(), ServiceError> {
+    pub fn ping(&mut self) -> Result<(), ControlError> {
         self.request(&ControlRequest::Ping).map(|_| ())
     }
 
     /// The service's counters.
-    pub fn stats(&mut self) -> Result<StatsReport, ServiceError> {
+    pub fn stats(&mut self) -> Result<StatsReport, ControlError> {
         match self.request(&ControlRequest::Stats)?.0 {
             Answer::Stats(text) => Ok(StatsReport::parse(&text)),
-            _ => Err(ServiceError::Protocol(
+            _ => Err(ControlError::Protocol(
                 "statistics answered without text".into(),
             )),
         }
@@ -317,7 +317,7 @@ impl ControlClient {
 }
 
 /// Connects to the service at `path` and returns its counters.
-pub fn query_stats(path: &Path, timeout: Duration) -> Result<StatsReport, ServiceError> {
+pub fn query_stats(path: &Path, timeout: Duration) -> Result<StatsReport, ControlError> {
     ControlClient::connect(path, timeout)?.stats()
 }
 

@@ -23,7 +23,7 @@
 //! * An ERROR reply carries a human-readable reason after its 8-byte header (gsas-core
 //!   treats bytes after a reply as padding, so the packet still parses).
 //! * A STATS reply is `[0xC0, 0, 0, 0, token u32 LE]` followed by UTF-8 text, one
-//!   `name value` pair per line (see [`super::stats`]).
+//!   `name value` pair per line (see [`crate::stats`]).
 //!
 //! Register is how the data segment arrives: the PE must remap its globals onto a memfd
 //! before any thread runs (an embedded service is a thread), so it creates that memfd
@@ -46,7 +46,7 @@
 //! **Thread safety.** Plain data.
 //!
 //! ```
-//! use gsas_service::proto::{ControlRequest, JoinInfo};
+//! use gsas_control::proto::{ControlRequest, JoinInfo};
 //!
 //! let join = ControlRequest::Join {
 //!     rank: 3,
@@ -54,7 +54,7 @@
 //!     job_key: 0xfeed,
 //!     info: JoinInfo { npes: 8, node: 0, flags: 0 },
 //! };
-//! let mut buf = [0u8; gsas_service::proto::MAX_MESSAGE];
+//! let mut buf = [0u8; gsas_control::proto::MAX_MESSAGE];
 //! let n = join.emit(7, &mut buf);
 //! assert_eq!(ControlRequest::parse(&buf[..n]).unwrap(), (7, join));
 //! ```
