@@ -53,6 +53,9 @@ pub enum Command {
         node: u16,
         /// `--log-level`.
         log_level: Option<LevelFilter>,
+        /// `--private` (see [`Command::Listen::private`]) with `--listen` and `--socket`
+        /// in place of the node entry's UDP address and control socket.
+        private: Option<(SocketAddr, PathBuf)>,
     },
     /// Serve with explicit addresses.
     Listen {
@@ -66,6 +69,10 @@ pub enum Command {
         log_level: Option<LevelFilter>,
         /// `--fork-secret FILE`: serve remote FORK authenticated with this secret.
         fork_secret: Option<PathBuf>,
+        /// `--private`: the node service a PE starts when no daemon serves its node
+        /// (`gsas_node::node_service`): only this user's PEs, a control socket of mode
+        /// 0600, no remote FORK, warnings only unless `--log-level` or `GSAS_LOG` say more.
+        private: bool,
     },
     /// Print a running service's counters.
     Stats {
@@ -111,6 +118,7 @@ Usage:
   gsas-atomicd --config FILE --node ID [--log-level LEVEL]
   gsas-atomicd --listen ADDR:PORT --socket PATH [--node ID] [--fork-secret FILE]
                [--log-level LEVEL]
+  gsas-atomicd --private [--config FILE] --node ID --listen ADDR:PORT --socket PATH
   gsas-atomicd --stats SOCKET [--explain]     (also: gsas-atomicd stats SOCKET)
   gsas-atomicd declare SOCKET --id ID --user USER --pes N [--job-pes N] [--memory SIZE]
   gsas-atomicd undeclare SOCKET --id ID
@@ -145,6 +153,10 @@ Options:
   --listen ADDR:PORT  UDP address to bind (without --config)
   --socket PATH       control socket path (without --config)
   --fork-secret FILE  serve remote FORK signed with the secret in FILE (with --listen)
+  --private           the service a PE starts for its node when no daemon runs there:
+                      only this user's PEs (control socket mode 0600), no remote FORK,
+                      warnings only by default; with --config, --listen and --socket
+                      replace the node entry's addresses
   --log-level LEVEL   off, error, warn, info, debug or trace (default: GSAS_LOG, or info)
   --stats SOCKET      print the counters of the service at SOCKET and exit; counters
                       only grow for the life of the service, gauges say how things are
@@ -171,6 +183,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
     let mut stats = None;
     let mut explain = false;
     let mut fork_secret = None;
+    let mut private = false;
     if it
         .peek()
         .is_some_and(|a| a == "declare" || a == "undeclare")
@@ -224,6 +237,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
             "--socket" => socket = Some(PathBuf::from(value("--socket")?)),
             "--stats" => stats = Some(PathBuf::from(value("--stats")?)),
             "--explain" => explain = true,
+            "--private" => private = true,
             "--fork-secret" => fork_secret = Some(PathBuf::from(value("--fork-secret")?)),
             "--log-level" => {
                 let v = value("--log-level")?;
@@ -240,7 +254,19 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
     if explain {
         return Err("--explain goes with --stats SOCKET".into());
     }
+    if private && fork_secret.is_some() {
+        return Err("--private serves no remote FORK: drop --fork-secret".into());
+    }
     match (config, listen, socket) {
+        (Some(file), Some(listen), Some(socket)) if private => Ok(Command::Config {
+            file,
+            node: node.ok_or("--config needs --node ID")?,
+            log_level,
+            private: Some((listen, socket)),
+        }),
+        (Some(_), _, _) if private => {
+            Err("--private with --config needs --listen ADDR:PORT and --socket PATH".into())
+        }
         (Some(_), _, _) if fork_secret.is_some() => Err(
             "--fork-secret goes with --listen; with --config set defaults.fork_allowed and defaults.fork_secret_file in the cluster file"
                 .into(),
@@ -251,6 +277,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
                 file,
                 node,
                 log_level,
+                private: None,
             })
         }
         (None, Some(listen), Some(socket)) => Ok(Command::Listen {
@@ -259,6 +286,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, String
             node: node.unwrap_or(0),
             log_level,
             fork_secret,
+            private,
         }),
         (Some(_), _, _) => Err("--config cannot be combined with --listen or --socket".into()),
         (None, Some(_), None) => Err("--listen needs --socket PATH".into()),
@@ -535,15 +563,23 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             file,
             node,
             log_level,
+            private,
         } => match daemon_config(&file, node) {
-            Ok(d) => Setup {
-                cfg: d.service,
-                level: log_level,
-                fork_secret: d.fork_secret,
-                config_file: Some(std::path::absolute(&file).unwrap_or(file)),
-                file_mtu: Some(d.udp_mtu),
-                file_node: Some(d.node),
-            },
+            Ok(mut d) => {
+                if let Some((listen, socket)) = &private {
+                    d.service.udp_bind = *listen;
+                    d.service.socket_path = socket.clone();
+                }
+                Setup {
+                    cfg: d.service,
+                    level: log_level,
+                    fork_secret: d.fork_secret.filter(|_| private.is_none()),
+                    config_file: Some(std::path::absolute(&file).unwrap_or(file)),
+                    file_mtu: Some(d.udp_mtu),
+                    file_node: Some(d.node),
+                    private: private.is_some(),
+                }
+            }
             Err(e) => {
                 gsas_transport::eprintln_whole!("gsas-atomicd: {e}");
                 return 2;
@@ -555,6 +591,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             node,
             log_level,
             fork_secret,
+            private,
         } => Setup {
             cfg: ServiceConfig::new(node, listen, socket),
             level: log_level,
@@ -562,6 +599,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
             config_file: None,
             file_mtu: None,
             file_node: None,
+            private,
         },
     };
     match serve(setup) {
@@ -605,6 +643,8 @@ struct Setup {
     config_file: Option<PathBuf>,
     file_mtu: Option<usize>,
     file_node: Option<board_config::Node>,
+    /// `--private`.
+    private: bool,
 }
 
 /// Checks the FORK secret, completes the configuration from the environment, binds the
@@ -618,6 +658,7 @@ fn serve(setup: Setup) -> Result<(), (i32, String)> {
         config_file,
         file_mtu,
         file_node,
+        private,
     } = setup;
     // The secret is checked before anything is bound: a daemon that would serve FORK
     // with an exposed secret does not start at all.
@@ -631,7 +672,11 @@ fn serve(setup: Setup) -> Result<(), (i32, String)> {
     let env = RuntimeConfig::from_env().map_err(|e| (2, e.to_string()))?;
     gsas_transport::log::init(
         "gsas-atomicd",
-        level.or(env.log).or(Some(LevelFilter::Info)),
+        level.or(env.log).or(Some(if private {
+            LevelFilter::Warn
+        } else {
+            LevelFilter::Info
+        })),
     );
     // Every PE holds a control connection and its segments' descriptors here: the soft
     // limit of 1024 that systemd and shells give ran out at about 340 PEs.
@@ -645,6 +690,11 @@ fn serve(setup: Setup) -> Result<(), (i32, String)> {
         Err(e) => log::warn!("gsas-atomicd: raising the descriptor limit (RLIMIT_NOFILE): {e}"),
     }
     configure(&mut cfg, &env, file_mtu, file_node.as_ref()).map_err(|e| (2, e))?;
+    if private {
+        cfg.name = format!("gsas-atomicd node {} (private)", cfg.node);
+        cfg.uid_policy = UidPolicy::SameUser;
+        cfg.socket_mode = 0o600;
+    }
     let (node, deadline) = (cfg.node, cfg.deadline);
     let signals = SignalFd::block(&[libc::SIGTERM, libc::SIGINT])
         .map_err(|e| (1, format!("blocking SIGTERM/SIGINT: {e}")))?;
@@ -729,7 +779,8 @@ mod tests {
             Command::Config {
                 file: "/etc/c.toml".into(),
                 node: 3,
-                log_level: None
+                log_level: None,
+                private: None,
             }
         );
         assert_eq!(
@@ -747,7 +798,46 @@ mod tests {
                 node: 0,
                 log_level: Some(LevelFilter::Debug),
                 fork_secret: None,
+                private: false,
             }
+        );
+        assert_eq!(
+            p(&[
+                "--private",
+                "--config",
+                "/c",
+                "--node",
+                "2",
+                "--listen",
+                "10.0.0.2:0",
+                "--socket",
+                "/run/s"
+            ])
+            .unwrap(),
+            Command::Config {
+                file: "/c".into(),
+                node: 2,
+                log_level: None,
+                private: Some(("10.0.0.2:0".parse().unwrap(), "/run/s".into())),
+            }
+        );
+        assert!(
+            p(&["--private", "--config", "/c", "--node", "2"])
+                .unwrap_err()
+                .contains("--private with --config needs --listen")
+        );
+        assert!(
+            p(&[
+                "--private",
+                "--listen",
+                "127.0.0.1:0",
+                "--socket",
+                "/s",
+                "--fork-secret",
+                "/f"
+            ])
+            .unwrap_err()
+            .contains("no remote FORK")
         );
         assert!(matches!(
             p(&["--listen", "127.0.0.1:7", "--socket", "/tmp/s", "--fork-secret", "/f"]).unwrap(),

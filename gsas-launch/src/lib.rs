@@ -17,6 +17,7 @@
 //! whose daemons run; it picks, binds and queues nothing).
 
 pub mod daemon;
+pub mod embedded;
 pub mod fork;
 pub mod launch;
 pub mod pmi;

@@ -22,8 +22,9 @@
 //!    the same message.
 //! 6. **Service** (barrier): the lowest rank of each node (its leader) finds the node's
 //!    service: `GSAS_SERVICE`; else the cluster file's `control_socket` of the node if a
-//!    socket exists there (a running `gsas-atomicd`); else it starts an embedded service
-//!    thread (control socket in the user's runtime directory, UDP on 127.0.0.1 for a
+//!    socket exists there (a running `gsas-atomicd`); else it starts one for the node
+//!    through [`crate::node_service`] (by default `gsas-atomicd --private`, a child
+//!    process; control socket in the user's runtime directory, UDP on 127.0.0.1 for a
 //!    one-node job, else on the node's configured `bind` address or the address of the
 //!    host name). It joins and publishes the socket path and the service's UDP address.
 //! 7. The other ranks join (their own `GSAS_SERVICE`, else the leader's socket), learn every
@@ -52,10 +53,10 @@ use gsas_core::client::Client;
 use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::SenderId;
 
+use crate::node_service::{self, NodeService, NodeServiceConfig};
 use crate::pmi::{self, ClientConfig};
 use gsas_control::ControlClient;
 use gsas_control::proto::{JOIN_RING, JoinInfo, SEG_DATA, SEG_HEAP, SEG_RING, SEG_SYNC, SYNC_SIZE};
-use gsas_service::{Service, ServiceConfig, ServiceThread, UidPolicy};
 use gsas_transport::bell::{BellRef, slot_offset};
 use gsas_transport::config::{self, RuntimeConfig};
 use gsas_transport::exanet::ExanetSite;
@@ -249,16 +250,20 @@ fn remap_data() -> Result<(DataSegment, Segment), NodeError> {
     Ok((data, seg))
 }
 
-fn load_cluster(env: &RuntimeConfig) -> Result<Option<Cluster>, NodeError> {
-    let path = match &env.config {
-        Some(p) => p.clone(),
+/// The cluster file: `GSAS_CONFIG`, else the default file if it exists.
+fn cluster_path(env: &RuntimeConfig) -> Option<PathBuf> {
+    match &env.config {
+        Some(p) => Some(p.clone()),
         None => {
             let p = PathBuf::from(config::DEFAULT_CONFIG_FILE);
-            if !p.exists() {
-                return Ok(None);
-            }
-            p
+            p.exists().then_some(p)
         }
+    }
+}
+
+fn load_cluster(env: &RuntimeConfig) -> Result<Option<Cluster>, NodeError> {
+    let Some(path) = cluster_path(env) else {
+        return Ok(None);
     };
     Cluster::load(&path)
         .map(Some)
@@ -307,7 +312,7 @@ fn embedded_bind(
 }
 
 /// Stops an embedded service once every PE of the node has left (bounded by `limit`).
-pub(crate) fn stop_embedded(service: ServiceThread, limit: Duration) {
+pub(crate) fn stop_embedded(service: Box<dyn NodeService>, limit: Duration) {
     let until = Instant::now() + limit;
     while Instant::now() < until {
         match gsas_control::query_stats(service.socket_path(), Duration::from_secs(1)) {
@@ -526,7 +531,7 @@ struct Placed {
 /// address is known.
 struct Serving {
     placed: Placed,
-    embedded: Option<ServiceThread>,
+    embedded: Option<Box<dyn NodeService>>,
     service_path: PathBuf,
     control: ControlClient,
     joined: gsas_control::Joined,
@@ -756,7 +761,7 @@ impl Placed {
             node,
             flags: if env.direct { 0 } else { JOIN_RING },
         };
-        let mut embedded: Option<ServiceThread> = None;
+        let mut embedded: Option<Box<dyn NodeService>> = None;
         let mut joined = None;
         if let Some((path, service)) = leading {
             embedded = service;
@@ -846,7 +851,7 @@ impl Placed {
     /// The leader's part of step 6: the node's service (`GSAS_SERVICE`, the cluster file's
     /// `control_socket` where a socket exists, else an embedded service started here) and,
     /// when started here, its thread.
-    fn find_or_start_service(&self) -> Result<(PathBuf, Option<ServiceThread>), NodeError> {
+    fn find_or_start_service(&self) -> Result<(PathBuf, Option<Box<dyn NodeService>>), NodeError> {
         let Started {
             env,
             rank,
@@ -867,25 +872,28 @@ impl Placed {
             .map_err(|e| NodeError::Config(format!("socket directory: {e}")))?;
         let path = dir.join(format!("pe-job{:016x}-node{node}.sock", self.table.job_id));
         let bind = embedded_bind(cluster.as_ref(), node, self.nodes.len(), host)?;
-        let mut scfg = ServiceConfig::new(node, bind, path);
-        scfg.name = format!("pe{rank} embedded service");
-        scfg.uid_policy = UidPolicy::SameUser;
-        scfg.udp_mtu = env.udp_mtu;
-        scfg.deadline = self.deadline;
-        scfg.spin = Duration::from_micros(env.service_spin_us);
-        scfg.sched_slice = Duration::from_micros(env.sched_slice_us);
-        scfg.memory_limit = env.memory_limit.or(cluster
-            .as_ref()
-            .and_then(|c| c.node(node))
-            .and_then(|n| n.memory));
-        if let Some(n) = cluster.as_ref().and_then(|c| c.node(node)) {
-            scfg.exanet = gsas_transport::exanet::exanet_site(n, env).map_err(NodeError::Config)?;
-        }
-        let s = Service::bind(scfg)
-            .and_then(Service::spawn)
-            .map_err(|e| NodeError::ServiceStart(e.to_string()))?;
+        let node_entry = cluster.as_ref().and_then(|c| c.node(node));
+        let exanet = match node_entry {
+            Some(n) => gsas_transport::exanet::exanet_site(n, env).map_err(NodeError::Config)?,
+            None => None,
+        };
+        let cfg = NodeServiceConfig {
+            node,
+            name: format!("pe{rank} node service"),
+            udp_bind: bind,
+            socket: path,
+            udp_mtu: env.udp_mtu,
+            deadline: self.deadline,
+            spin: Duration::from_micros(env.service_spin_us),
+            sched_slice: Duration::from_micros(env.sched_slice_us),
+            memory_limit: env.memory_limit.or(node_entry.and_then(|n| n.memory)),
+            cluster_file: cluster_path(env),
+            exanet,
+            daemon: env.atomicd.clone(),
+        };
+        let s = node_service::start(&cfg).map_err(NodeError::ServiceStart)?;
         log::info!(
-            "started an embedded service for node {node} at {}",
+            "started a service for node {node} at {}",
             s.socket_path().display()
         );
         Ok((s.socket_path().to_owned(), Some(s)))

@@ -3,9 +3,10 @@
 //! client a PE bootstraps with, and [`watch`], what makes a hang explain itself (a dead
 //! local service noticed by every wait, the line each PE prints on SIGQUIT, the notes that
 //! let `oshrun` name who waits for whom). A PE links this crate, the transports
-//! (`gsas-transport`) and the service library (`gsas-service`, which a singleton PE
-//! embeds), and nothing of the launcher, the PMI server, remote FORK or the daemon
-//! (`gsas-launch`).
+//! (`gsas-transport`) and the control protocol (`gsas-control`), and nothing of the
+//! service (`gsas-service`: when no service runs for its node, the node's leader PE starts
+//! `gsas-atomicd --private`, see [`node_service`]), the launcher, the PMI server or remote
+//! FORK (`gsas-launch`).
 //!
 //! **What it is.** [`Node::init`] bootstraps a PE (PMI, job identity, its node, its node's
 //! atomic service, its segments, the mappings of its same-node peers; see [`boot`]) and
@@ -123,6 +124,7 @@ mod keeper;
 mod lifecycle;
 mod local;
 pub use local::atomic_at;
+pub mod node_service;
 pub mod pmi;
 mod progress;
 mod remote;
@@ -142,7 +144,7 @@ use std::time::Duration;
 use gsas_core::symheap::{Slot, SymHeap};
 use gsas_core::wire::GlobalAddr;
 
-use gsas_service::ServiceThread;
+use crate::node_service::NodeService;
 
 use gsas_control::ControlClient;
 use gsas_transport::net::NetAddr;
@@ -282,7 +284,7 @@ pub struct Node {
     contexts: Mutex<u64>,
     barrier_gen: Mutex<u64>,
     finalized: AtomicBool,
-    service: Mutex<Option<ServiceThread>>,
+    service: Mutex<Option<Box<dyn NodeService>>>,
     service_path: PathBuf,
     nodes: Vec<(u16, NetAddr)>,
     wait: WaitConfig,

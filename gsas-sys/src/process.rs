@@ -1,7 +1,8 @@
 //! The system calls the launcher needs, each wrapped once with its safety argument:
 //! `PR_SET_PDEATHSIG`, `kill`, `getrandom`, `gethostname`, the scheduler slice of a thread
 //! (`sched_setattr`), the descriptor limit (`RLIMIT_NOFILE`), and signal names for messages (the signalfd is
-//! [`crate::event::SignalFd`]).
+//! [`crate::event::SignalFd`]), and whether this process runs under qemu-user
+//! ([`user_mode_emulation`]).
 //!
 //! What it is not: process spawning (std's `Command` does that) or a general signal
 //! library. Thread-safety: stateless functions.
@@ -281,6 +282,66 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// How this process is emulated, when it runs under qemu-user on a kernel of another
+/// architecture that cannot run this target's binaries itself (no binfmt_misc handler): a
+/// program of this target it starts must be started as `emulator -L sysroot program`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Emulation {
+    /// The qemu-user binary (the one running this process, else `qemu-<arch>` on `PATH`).
+    pub emulator: std::path::PathBuf,
+    /// Its `-L` prefix for the dynamic loader and libraries (`QEMU_LD_PREFIX`, else `/`).
+    pub sysroot: std::ffi::OsString,
+}
+
+/// Whether this process runs under qemu-user where its children of this target need the
+/// emulator too (see [`Emulation`]); `None` when they can be `exec`ed directly.
+///
+/// The kernel's architecture is read from `/proc/sys/kernel/arch`, which qemu-user does
+/// not emulate (unlike `uname`); when that file is missing, the emulator is recognised
+/// through `/proc/thread-self/exe`, which qemu 7 leaves pointing at `qemu-<arch>` (it
+/// rewrites only `/proc/self/exe`). A foreign kernel with an enabled
+/// `/proc/sys/fs/binfmt_misc/qemu-<arch>` runs such binaries itself.
+pub fn user_mode_emulation() -> Option<Emulation> {
+    let arch = std::env::consts::ARCH;
+    let kernel_arch = std::fs::read_to_string("/proc/sys/kernel/arch")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    let emulator_running_us = std::fs::read_link("/proc/thread-self/exe")
+        .ok()
+        .filter(|p| {
+            p.file_name()
+                .and_then(std::ffi::OsStr::to_str)
+                .is_some_and(|n| n.starts_with("qemu-"))
+        });
+    let foreign = match &kernel_arch {
+        Some(k) => !runs_natively(k, arch),
+        None => emulator_running_us.is_some(),
+    };
+    if !foreign {
+        return None;
+    }
+    let binfmt = format!("/proc/sys/fs/binfmt_misc/qemu-{arch}");
+    let registered = std::fs::read_to_string(binfmt)
+        .is_ok_and(|s| s.lines().next().map(str::trim) == Some("enabled"));
+    if registered {
+        return None;
+    }
+    Some(Emulation {
+        emulator: emulator_running_us
+            .unwrap_or_else(|| std::path::PathBuf::from(format!("qemu-{arch}"))),
+        sysroot: std::env::var_os("QEMU_LD_PREFIX").unwrap_or_else(|| "/".into()),
+    })
+}
+
+/// True when a kernel reporting `kernel` runs code of target architecture `target`.
+pub fn runs_natively(kernel: &str, target: &str) -> bool {
+    kernel == target
+        || matches!(
+            (kernel, target),
+            ("x86_64", "x86") | ("aarch64", "arm") | ("i686" | "i586" | "i386", "x86")
+        )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -368,5 +429,14 @@ mod tests {
         child.wait().unwrap();
         // The pid may be reused in theory; signal 0 only checks existence.
         kill(pid, 0).unwrap();
+    }
+
+    #[test]
+    fn arch_compatibility() {
+        assert!(runs_natively("x86_64", "x86_64"));
+        assert!(runs_natively("x86_64", "x86"));
+        assert!(runs_natively("aarch64", "aarch64"));
+        assert!(!runs_natively("x86_64", "aarch64"));
+        assert!(!runs_natively("aarch64", "x86_64"));
     }
 }

@@ -172,7 +172,15 @@ pub const GSAS_SERVICE: EnvVar = EnvVar {
     kind: Kind::Path,
     default: "unset",
     reader: Reader::SetByLauncher,
-    doc: "Control socket of this node's atomic service (`%h` stands for the host name). Unset: the configured daemon socket if it exists, else the node's lowest rank starts an embedded service.",
+    doc: "Control socket of this node's atomic service (`%h` stands for the host name). Unset: the configured daemon socket if it exists, else the node's lowest rank starts `gsas-atomicd --private` for the node.",
+};
+/// `GSAS_ATOMICD`.
+pub const GSAS_ATOMICD: EnvVar = EnvVar {
+    name: "GSAS_ATOMICD",
+    kind: Kind::Path,
+    default: "the `gsas-atomicd` beside `libshmem.so` or the program, else on `PATH`",
+    reader: Reader::Pe,
+    doc: "The daemon a node's lowest rank starts (`gsas-atomicd --private`, a child process) when no service runs for its node and no launcher gave one.",
 };
 /// `GSAS_CONFIG`.
 pub const GSAS_CONFIG: EnvVar = EnvVar {
@@ -223,7 +231,7 @@ pub const GSAS_TRANSPORT: EnvVar = EnvVar {
     kind: Kind::Choice(&["udp", "exanet", "verbs"]),
     default: "the node's `transport` in the cluster file, else `udp`",
     reader: Reader::All,
-    doc: "Transport between nodes. Services (`gsas-atomicd`, or a PE's embedded service): `exanet` opens the node's Exanet endpoint 0 (UIO devices `uio_devices`, or the emulator of `GSAS_EXANET_EMU`) and keeps UDP for host actions only (ping, remote FORK); `udp` and `verbs` serve UDP. PEs use what their service serves (over Exanet: endpoint 1 + their index among the node's PEs); on `verbs` nodes they also reach the memory of other nodes' PEs by RDMA (the node's `verbs_device`, `verbs_port`, `verbs_gid_index`; see `GSAS_VERBS_RMA`). A job's nodes are all verbs nodes or none.",
+    doc: "Transport between nodes. Services (`gsas-atomicd`, also the one a PE starts): `exanet` opens the node's Exanet endpoint 0 (UIO devices `uio_devices`, or the emulator of `GSAS_EXANET_EMU`) and keeps UDP for host actions only (ping, remote FORK); `udp` and `verbs` serve UDP. PEs use what their service serves (over Exanet: endpoint 1 + their index among the node's PEs); on `verbs` nodes they also reach the memory of other nodes' PEs by RDMA (the node's `verbs_device`, `verbs_port`, `verbs_gid_index`; see `GSAS_VERBS_RMA`). A job's nodes are all verbs nodes or none.",
 };
 /// `GSAS_VERBS_RMA`.
 pub const GSAS_VERBS_RMA: EnvVar = EnvVar {
@@ -323,6 +331,7 @@ pub const GSAS_MEMORY_LIMIT: EnvVar = EnvVar {
 pub static VARS: &[EnvVar] = &[
     GSAS_LOG,
     GSAS_SERVICE,
+    GSAS_ATOMICD,
     GSAS_CONFIG,
     GSAS_NODE,
     GSAS_JOB_ID,
@@ -443,6 +452,8 @@ pub struct RuntimeConfig {
     pub service: Option<PathBuf>,
     /// `GSAS_CONFIG`.
     pub config: Option<PathBuf>,
+    /// `GSAS_ATOMICD`.
+    pub atomicd: Option<PathBuf>,
     /// `GSAS_NODE`.
     pub node: Option<u16>,
     /// `GSAS_JOB_ID`.
@@ -480,6 +491,7 @@ impl Default for RuntimeConfig {
             log: None,
             service: None,
             config: None,
+            atomicd: None,
             node: None,
             job_id: None,
             job_key: None,
@@ -634,6 +646,7 @@ impl RuntimeConfig {
         match (name, value) {
             ("GSAS_LOG", Value::Level(l)) => self.log = Some(l),
             ("GSAS_SERVICE", Value::Path(p)) => self.service = Some(p),
+            ("GSAS_ATOMICD", Value::Path(p)) => self.atomicd = Some(p),
             ("GSAS_CONFIG", Value::Path(p)) => self.config = Some(p),
             ("GSAS_NODE", Value::Int(v)) => self.node = u16::try_from(v).ok(),
             ("GSAS_JOB_ID", Value::Int(v)) => self.job_id = Some(v),
@@ -757,6 +770,7 @@ mod tests {
             ("GSAS_LOG", "debug"),
             ("GSAS_SERVICE", "/run/x.sock"),
             ("GSAS_CONFIG", "/etc/c.toml"),
+            ("GSAS_ATOMICD", "/opt/gsas/bin/gsas-atomicd"),
             ("GSAS_NODE", "3"),
             ("GSAS_JOB_ID", "0xabc"),
             ("GSAS_JOB_KEY", "00000000000000ff"),
@@ -777,6 +791,7 @@ mod tests {
             log: Some(LevelFilter::Debug),
             service: Some("/run/x.sock".into()),
             config: Some("/etc/c.toml".into()),
+            atomicd: Some("/opt/gsas/bin/gsas-atomicd".into()),
             node: Some(3),
             job_id: Some(0xabc),
             job_key: Some(0xff),
@@ -794,7 +809,7 @@ mod tests {
         };
         assert_eq!(cfg, want);
         // Every table entry was exercised above.
-        assert_eq!(VARS.len(), 17);
+        assert_eq!(VARS.len(), 18);
         let verbs = from(&[("GSAS_TRANSPORT", "verbs"), ("GSAS_VERBS_RMA", "rdma")]).unwrap();
         assert_eq!(verbs.transport, Some(TransportKind::Verbs));
         assert_eq!(verbs.verbs_rma_via_service, Some(false));

@@ -8,17 +8,12 @@
 //! `qemu-aarch64` handler; containers and CI machines often have none. [`Launch::detect`]
 //! therefore decides:
 //!
-//! 1. The host kernel's architecture is read from `/proc/sys/kernel/arch`, which qemu-user
-//!    does not emulate (unlike `uname`); when that file is missing, the emulator is
-//!    recognised through `/proc/thread-self/exe`, which qemu 7 leaves pointing at
-//!    `qemu-<arch>` (it rewrites only `/proc/self/exe`). If the kernel runs this
-//!    target's code natively: [`Launch::Native`].
-//! 2. Foreign kernel, but `/proc/sys/fs/binfmt_misc/qemu-<arch>` is registered and
-//!    enabled: the kernel itself hands the binary to qemu, [`Launch::Native`] again.
-//! 3. Otherwise [`Launch::Emulated`]: children are started as
-//!    `<emulator> -L <sysroot> <program> <args>`, where the emulator is the one running
-//!    us (from `/proc/thread-self/exe`) or `qemu-<arch>` from `PATH`, and the sysroot is
-//!    `QEMU_LD_PREFIX` (which `cross/aarch64.sh` exports) or `/`.
+//! with `gsas_sys::process::user_mode_emulation` (the runtime asks the same when a PE
+//! starts its node's daemon): [`Launch::Native`] when the kernel runs this target's code
+//! (natively, or through a binfmt_misc handler), else [`Launch::Emulated`]: children are
+//! started as `<emulator> -L <sysroot> <program> <args>`, where the emulator is the one
+//! running us or `qemu-<arch>` from `PATH`, and the sysroot is `QEMU_LD_PREFIX` (which
+//! `cross/aarch64.sh` exports) or `/`.
 //!
 //! For programs that are started by someone else (`mpiexec.hydra` starting ranks),
 //! [`Launch::prefix`] gives the words to put in front of the program.
@@ -62,33 +57,12 @@ pub enum Launch {
 impl Launch {
     /// Examines the running process and host (see the module documentation).
     pub fn detect() -> Launch {
-        let arch = std::env::consts::ARCH;
-        let kernel_arch = std::fs::read_to_string("/proc/sys/kernel/arch")
-            .ok()
-            .map(|s| s.trim().to_owned());
-        let emulator_running_us = std::fs::read_link("/proc/thread-self/exe")
-            .ok()
-            .filter(|p| {
-                p.file_name()
-                    .and_then(OsStr::to_str)
-                    .is_some_and(|n| n.starts_with("qemu-"))
-            });
-        let foreign = match &kernel_arch {
-            Some(k) => !runs_natively(k, arch),
-            None => emulator_running_us.is_some(),
-        };
-        if !foreign {
-            return Launch::Native;
-        }
-        let binfmt = format!("/proc/sys/fs/binfmt_misc/qemu-{arch}");
-        let registered = std::fs::read_to_string(binfmt)
-            .is_ok_and(|s| s.lines().next().map(str::trim) == Some("enabled"));
-        if registered {
-            return Launch::Native;
-        }
-        Launch::Emulated {
-            emulator: emulator_running_us.unwrap_or_else(|| PathBuf::from(format!("qemu-{arch}"))),
-            sysroot: std::env::var_os("QEMU_LD_PREFIX").unwrap_or_else(|| OsString::from("/")),
+        match gsas_sys::process::user_mode_emulation() {
+            None => Launch::Native,
+            Some(e) => Launch::Emulated {
+                emulator: e.emulator,
+                sysroot: e.sysroot,
+            },
         }
     }
 
@@ -115,15 +89,6 @@ impl Launch {
             }
         }
     }
-}
-
-/// True when a kernel reporting `kernel` runs code of target architecture `target`.
-fn runs_natively(kernel: &str, target: &str) -> bool {
-    kernel == target
-        || matches!(
-            (kernel, target),
-            ("x86_64", "x86") | ("aarch64", "arm") | ("i686" | "i586" | "i386", "x86")
-        )
 }
 
 /// The variable naming an `exanet-emu` for the end-to-end tests to run *as it is* (see
@@ -472,15 +437,6 @@ mod tests {
         let c = e.command("/bin/prog");
         assert_eq!(c.get_program(), "/usr/bin/qemu-aarch64");
         assert_eq!(c.get_args().collect::<Vec<_>>(), ["-L", "/", "/bin/prog"]);
-    }
-
-    #[test]
-    fn arch_compatibility() {
-        assert!(runs_natively("x86_64", "x86_64"));
-        assert!(runs_natively("x86_64", "x86"));
-        assert!(runs_natively("aarch64", "aarch64"));
-        assert!(!runs_natively("x86_64", "aarch64"));
-        assert!(!runs_natively("aarch64", "x86_64"));
     }
 
     #[test]

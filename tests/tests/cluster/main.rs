@@ -59,3 +59,112 @@ fn every_scenario_in_a_singleton_job() {
     assert!(gsas_tests::node::scenario().is_none());
     gsas_tests::node::run("all");
 }
+
+/// The variable that makes [`a_pe_without_a_service_starts_one_and_ends_it`] play the PE
+/// (`process`: the default starter; `thread`: `gsas_launch::embedded::start_in_process`).
+const NODE_SERVICE_CHILD: &str = "GSAS_TEST_NODE_SERVICE";
+
+/// A PE that finds no service for its node (no launcher, no daemon) starts
+/// `gsas-atomicd --private` as its child process (the PE links no service code), its
+/// operations go through it (`GSAS_DIRECT=0`: puts, gets and atomics through the service),
+/// and `finalize` ends it; a program that installs
+/// `gsas_launch::embedded::start_in_process` gets a thread instead and no process.
+#[test]
+fn a_pe_without_a_service_starts_one_and_ends_it() {
+    if let Some(mode) = std::env::var_os(NODE_SERVICE_CHILD) {
+        node_service_child(&mode.to_string_lossy());
+    }
+    for mode in ["process", "thread"] {
+        let mut cmd =
+            gsas_tests::launch::self_test("a_pe_without_a_service_starts_one_and_ends_it").unwrap();
+        cmd.env(NODE_SERVICE_CHILD, mode)
+            .env("GSAS_DIRECT", "0")
+            .env_remove("GSAS_SERVICE")
+            .env_remove("GSAS_CONFIG")
+            .env_remove("PMI_FD")
+            .env_remove("PMI_PORT");
+        let out =
+            gsas_tests::launch::run_with_timeout(&mut cmd, std::time::Duration::from_secs(300))
+                .unwrap();
+        let shown = gsas_tests::multinode::show(&out);
+        assert!(out.status.success(), "{mode}: {shown}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("node service ok: {mode}")),
+            "{mode}: {shown}"
+        );
+    }
+}
+
+/// The child processes of this process whose command line names `gsas-atomicd`: (pid,
+/// command line).
+fn daemon_children() -> Vec<(u32, String)> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        pids.extend(
+            children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    pids.into_iter()
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            line.contains("gsas-atomicd").then_some((pid, line))
+        })
+        .collect()
+}
+
+fn node_service_child(mode: &str) -> ! {
+    use gsas_core::wire::{AtomicOp, AtomicType};
+    use gsas_node::{Ctx, HEAP, Node, NodeOptions};
+    if mode == "thread" {
+        assert!(gsas_node::node_service::set_service_starter(
+            gsas_launch::embedded::start_in_process
+        ));
+    }
+    let node = Node::init(NodeOptions {
+        heap_size: Some(1 << 20),
+        ..NodeOptions::default()
+    })
+    .unwrap();
+    let daemons = daemon_children();
+    match mode {
+        "process" => {
+            assert_eq!(daemons.len(), 1, "{daemons:?}");
+            assert!(daemons[0].1.contains("--private"), "{daemons:?}");
+        }
+        _ => assert!(daemons.is_empty(), "a thread was asked for: {daemons:?}"),
+    }
+    let slot = node.calloc(1, 8).unwrap().expect("8 bytes");
+    node.put(Ctx::DEFAULT, 0, HEAP, slot, &41u64.to_le_bytes())
+        .unwrap();
+    node.quiet(Ctx::DEFAULT).unwrap();
+    let old = node
+        .atomic(
+            Ctx::DEFAULT,
+            0,
+            HEAP,
+            slot,
+            AtomicOp::FetchInc,
+            AtomicType::U64,
+            0,
+            0,
+        )
+        .unwrap();
+    assert_eq!(old, 41);
+    let mut back = [0u8; 8];
+    node.get(Ctx::DEFAULT, 0, HEAP, slot, &mut back).unwrap();
+    assert_eq!(u64::from_le_bytes(back), 42);
+    node.finalize().unwrap();
+    for (pid, line) in &daemons {
+        // Reaped by finalize: no such process any more (not even a zombie).
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "{line} (pid {pid}) outlived finalize"
+        );
+    }
+    println!("node service ok: {mode}");
+    std::process::exit(0);
+}

@@ -601,8 +601,8 @@ enum NodeServices {
 
 /// What a job of program `name` that passed shows: exit 0, every PE's `ok` line, every
 /// PE bootstrapped through `protocol` (`Pmi2`, `Pmix`: the PEs' `GSAS_LOG=info` line),
-/// and the node services: one embedded service on each of the four nodes, or `oshrun`'s
-/// service step on all four and no embedded service.
+/// and the node services: one `gsas-atomicd --private` started by the first PE of each of
+/// the four nodes, or `oshrun`'s service step on all four and none started by a PE.
 fn check_passed(
     what: &str,
     out: &Output,
@@ -637,7 +637,7 @@ fn check_passed(
     // GSAS_LOG=info: each node's first PE says it started the node's service.
     let mut nodes: Vec<&str> = stderr
         .lines()
-        .filter_map(|l| l.split("started an embedded service for node ").nth(1))
+        .filter_map(|l| l.split("started a service for node ").nth(1))
         .map(|r| r.split_whitespace().next().unwrap_or(""))
         .collect();
     nodes.sort_unstable();
@@ -656,7 +656,7 @@ fn check_passed(
     };
     if nodes != expected {
         return Err(format!(
-            "{}: expected embedded services on nodes {expected:?}, saw {nodes:?}\n{}",
+            "{}: expected services started by PEs on nodes {expected:?}, saw {nodes:?}\n{}",
             all.join(" "),
             text(out)
         ));
