@@ -120,7 +120,13 @@
 //!
 //! # Example
 //!
+//! Without a launcher (and no daemon configured) the program is a job of one PE that
+//! starts `gsas-atomicd --private` for its node (found beside the program, through
+//! `GSAS_ATOMICD`, or on `PATH`); a Rust program that links `gsas-launch` can run that
+//! service as a thread instead, as this example does (the hidden first line).
+//!
 //! ```
+//! # gsas_node::node_service::set_service_starter(gsas_launch::embedded::start_in_process);
 //! // Without a launcher this is a job of one PE; under `oshrun -n N` every PE runs it.
 //! let shmem = shmem::init()?;
 //! let (me, n) = (shmem.my_pe(), shmem.n_pes());
