@@ -691,9 +691,15 @@ fn serve(setup: Setup) -> Result<(), (i32, String)> {
     }
     configure(&mut cfg, &env, file_mtu, file_node.as_ref()).map_err(|e| (2, e))?;
     if private {
+        // One user's service: no shares between users, no allocations (as a service
+        // thread of oshrun).
         cfg.name = format!("gsas-atomicd node {} (private)", cfg.node);
         cfg.uid_policy = UidPolicy::SameUser;
         cfg.socket_mode = 0o600;
+        cfg.user_share_percent = None;
+        cfg.job_memory_limit = None;
+        cfg.user_memory_limit = None;
+        cfg.require_allocation = false;
     }
     let (node, deadline) = (cfg.node, cfg.deadline);
     let signals = SignalFd::block(&[libc::SIGTERM, libc::SIGINT])

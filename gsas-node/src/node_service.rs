@@ -12,8 +12,12 @@
 //!   binary is `GSAS_ATOMICD` when set, else the `gsas-atomicd` installed beside the
 //!   library or program (`DIR/../bin`, `DIR`, and `DIR/..` of the shared object or
 //!   executable that holds this code, which finds `PREFIX/bin` from `PREFIX/lib` and
-//!   `target/debug` from `target/debug/deps`), else the first on `PATH`; a PE that runs
-//!   under qemu-user starts it under the same emulator;
+//!   `target/debug` from `target/debug/deps`; only a file and directory that belong to root
+//!   or this user and that nobody else may write), else the first on `PATH`; a PE that runs
+//!   under qemu-user starts it under the same emulator. It is started from a thread that
+//!   lasts as long as the process (`PR_SET_PDEATHSIG` follows the forking thread), and a
+//!   daemon not stopped (a failed `init`, a node client dropped without `finalize`) is
+//!   ended when its handle is dropped;
 //! * a program that embeds the service library can install another starter with
 //!   [`set_service_starter`] before `init` (`gsas_launch::embedded::start_in_process` runs
 //!   it as a thread of the leader, as the test kit does for Rust PEs).
@@ -139,25 +143,32 @@ pub fn start_private_daemon(cfg: &NodeServiceConfig) -> Result<Box<dyn NodeServi
         env.push((config::GSAS_MEMORY_LIMIT.name, m.to_string().into()));
     }
     cmd.envs(env);
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // `prctl`, which is async-signal-safe.
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and calls only `prctl`,
+    // `getppid` and `_exit`, which are async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             // The service ends with the PE that started it (its PEs are gone or going).
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            if libc::getppid() != parent {
+                // The PE died before the request took effect: serve nobody.
+                libc::_exit(1);
+            }
             Ok(())
         });
     }
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", bin.display()))?;
+    let child =
+        spawn_from_lasting_thread(cmd).map_err(|e| format!("starting {}: {e}", bin.display()))?;
     let mut daemon = PrivateDaemon {
         child,
         socket: cfg.socket.clone(),
         bin,
+        reaped: false,
     };
+    // On an error the daemon is dropped, which ends it.
     daemon.wait_ready(cfg.deadline.max(READY_AT_LEAST))?;
     log::info!(
         "started {} --private for node {} (pid {}) at {}",
@@ -175,11 +186,30 @@ const READY_AT_LEAST: Duration = Duration::from_secs(10);
 /// How long a private daemon gets to stop on SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// `gsas-atomicd --private`, a child of this PE.
+/// Spawns `cmd` from a thread that lasts as long as the process: `PR_SET_PDEATHSIG` fires
+/// when the *thread* that forked ends, and the thread that calls `init` may end long before
+/// the PEs are done with their service.
+fn spawn_from_lasting_thread(mut cmd: Command) -> std::io::Result<Child> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("gsas-node-service".into())
+        .spawn(move || {
+            let _ = tx.send(cmd.spawn());
+            loop {
+                std::thread::park();
+            }
+        })?;
+    rx.recv()
+        .map_err(|_| std::io::Error::other("the spawning thread ended"))?
+}
+
+/// `gsas-atomicd --private`, a child of this PE; ended when dropped unless stopped.
 struct PrivateDaemon {
     child: Child,
     socket: PathBuf,
     bin: PathBuf,
+    /// Whether the child was reaped.
+    reaped: bool,
 }
 
 impl PrivateDaemon {
@@ -189,7 +219,9 @@ impl PrivateDaemon {
         let start = Instant::now();
         let mut nap = Duration::from_micros(200);
         loop {
-            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+            let exited = self.child.try_wait().map_err(|e| e.to_string())?;
+            if let Some(status) = exited {
+                self.reaped = true;
                 return Err(format!(
                     "{} --private ended before serving ({status}); its message is above",
                     self.bin.display()
@@ -203,8 +235,6 @@ impl PrivateDaemon {
                 return Ok(());
             }
             if start.elapsed() > limit {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
                 return Err(format!(
                     "{} --private did not serve {} within {:.1} s",
                     self.bin.display(),
@@ -216,14 +246,13 @@ impl PrivateDaemon {
             nap = (nap * 2).min(Duration::from_millis(20));
         }
     }
-}
 
-impl NodeService for PrivateDaemon {
-    fn socket_path(&self) -> &Path {
-        &self.socket
-    }
-
-    fn stop(mut self: Box<Self>) -> Result<(), String> {
+    /// SIGTERM, then SIGKILL after [`STOP_GRACE`]; reaps the child.
+    fn terminate(&mut self) -> Result<(), String> {
+        if self.reaped {
+            return Ok(());
+        }
+        self.reaped = true;
         let pid = self.child.id();
         // SAFETY: `kill` on the pid of our own child, which we have not reaped.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
@@ -243,9 +272,33 @@ impl NodeService for PrivateDaemon {
                         STOP_GRACE.as_secs_f64()
                     ));
                 }
-                Err(e) => return Err(format!("waiting for the node's service (pid {pid}): {e}")),
+                Err(e) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return Err(format!("waiting for the node's service (pid {pid}): {e}"));
+                }
             }
         }
+    }
+}
+
+impl Drop for PrivateDaemon {
+    /// A daemon not stopped (a failed `init` after it started, a node client dropped
+    /// without `finalize`) is ended, not left behind.
+    fn drop(&mut self) {
+        if let Err(e) = self.terminate() {
+            log::warn!("{e}");
+        }
+    }
+}
+
+impl NodeService for PrivateDaemon {
+    fn socket_path(&self) -> &Path {
+        &self.socket
+    }
+
+    fn stop(mut self: Box<Self>) -> Result<(), String> {
+        self.terminate()
     }
 }
 
@@ -263,23 +316,29 @@ fn daemon_binary(given: Option<&Path>) -> Result<PathBuf, String> {
             ))
         };
     }
-    let mut dirs = Vec::new();
+    // Beside the library or program: only where nobody but root and this user can put a
+    // file (a program in /tmp must not run another user's /tmp/gsas-atomicd).
+    let mut beside = Vec::new();
     for file in [own_object(), std::env::current_exe().ok()]
         .into_iter()
         .flatten()
     {
         if let Some(dir) = file.parent() {
-            dirs.push(dir.join("../bin"));
-            dirs.push(dir.to_owned());
-            dirs.push(dir.join(".."));
+            beside.push(dir.join("../bin"));
+            beside.push(dir.to_owned());
+            beside.push(dir.join(".."));
         }
     }
-    if let Some(path) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    dirs.iter()
+    let on_path = || {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(NAME))
+            .find(|p| is_executable(p))
+    };
+    beside
+        .iter()
         .map(|d| d.join(NAME))
-        .find(|p| is_executable(p))
+        .find(|p| is_executable(p) && trusted(p))
+        .or_else(on_path)
         .ok_or_else(|| {
             format!(
                 "no {NAME} found to serve this node (beside the library or program, or on PATH); \
@@ -287,6 +346,23 @@ fn daemon_binary(given: Option<&Path>) -> Result<PathBuf, String> {
                  daemon for the node (gsas-atomicd --config FILE --node ID)"
             )
         })
+}
+
+/// Whether `p` and its directory belong to root or this user, and nobody else may write
+/// them.
+fn trusted(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let ok = |m: std::fs::Metadata| (m.uid() == 0 || m.uid() == me) && m.mode() & 0o022 == 0;
+    let Ok(file) = std::fs::canonicalize(p) else {
+        return false;
+    };
+    let dir_ok = file
+        .parent()
+        .and_then(|d| std::fs::metadata(d).ok())
+        .is_some_and(ok);
+    dir_ok && std::fs::metadata(&file).is_ok_and(ok)
 }
 
 fn is_executable(p: &Path) -> bool {

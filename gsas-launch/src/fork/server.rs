@@ -15,7 +15,8 @@
 //!    with the sender's address;
 //!
 //!    the same request again from the same sender and job key (its nonce remembered, its
-//!    MAC valid: the same bytes) is answered as the first time and starts nothing
+//!    MAC valid: the same bytes), or a fragment again of a request of several that was
+//!    reassembled lately, is answered as the first time and starts nothing
 //!    (`fork.repeated`): the launcher sends its last fragment again when the daemon's
 //!    reliability state for it was lost, which happens when its peer slot is given to a
 //!    newcomer between the request and its acknowledgement (see the service's peer index);
@@ -175,6 +176,9 @@ impl Shared {
     }
 }
 
+/// A request of fragments: the sender, the job key and the request's base address.
+type RequestId = (SocketAddr, u64, u64);
+
 struct Assembly {
     buf: Vec<u8>,
     /// Fragments received: offset -> length.
@@ -187,7 +191,11 @@ struct Assembly {
 pub struct ForkServer {
     cfg: ForkServerConfig,
     replay: ReplayGuard<FirstSeen>,
-    assemblies: HashMap<(SocketAddr, u64, u64), Assembly>,
+    assemblies: HashMap<RequestId, Assembly>,
+    /// Requests of several fragments reassembled lately, with their answer: a fragment of
+    /// one coming again (its acknowledgement was lost with the sender's slot) gets that
+    /// answer (at most [`MAX_ASSEMBLIES`] of them, each for [`ASSEMBLY_TIMEOUT`]).
+    completed: HashMap<RequestId, (Instant, Result<(), ErrorCode>)>,
     shared: Arc<Shared>,
     refusals: u64,
 }
@@ -214,6 +222,7 @@ impl ForkServer {
             replay: ReplayGuard::new(cfg.window, DEFAULT_CAPACITY),
             cfg,
             assemblies: HashMap::new(),
+            completed: HashMap::new(),
             shared: Arc::new(Shared::default()),
             refusals: 0,
         }
@@ -361,8 +370,13 @@ impl ForkServer {
             return None;
         }
         let answer = first.answer?;
-        self.shared.repeated.fetch_add(1, Ordering::Relaxed);
-        log::info!("FORK from {from}: the same request again, answered as before ({answer:?})");
+        let n = self.shared.repeated.fetch_add(1, Ordering::Relaxed) + 1;
+        // Counted always; logged so that a flood of copies keeps the log readable.
+        if n <= 32 || n.is_power_of_two() {
+            log::info!(
+                "FORK from {from}: the same request again, answered as before ({answer:?}; {n} so far)"
+            );
+        }
         Some(answer)
     }
 
@@ -429,12 +443,31 @@ impl ForkHandler for ForkServer {
         frag: Fragment,
         data: &[u8],
     ) -> Result<ForkProgress, ErrorCode> {
-        match self.assemble(from, job_key, frag, data)? {
-            None => Ok(ForkProgress::Fragment),
-            Some(bytes) => self
-                .accept(from, job_key, &bytes)
-                .map(|()| ForkProgress::Accepted),
+        let whole = frag.offset == 0 && data.len() == frag.total as usize;
+        let key = (from, job_key, frag.base.raw());
+        if !whole {
+            let now = Instant::now();
+            self.completed
+                .retain(|_, (at, _)| now.duration_since(*at) < ASSEMBLY_TIMEOUT);
+            if let Some(&(_, answer)) = self.completed.get(&key) {
+                self.shared.repeated.fetch_add(1, Ordering::Relaxed);
+                return answer.map(|()| ForkProgress::Accepted);
+            }
         }
+        let Some(bytes) = self.assemble(from, job_key, frag, data)? else {
+            return Ok(ForkProgress::Fragment);
+        };
+        let answer = self.accept(from, job_key, &bytes);
+        if !whole {
+            if self.completed.len() >= MAX_ASSEMBLIES {
+                let oldest = self.completed.iter().min_by_key(|(_, (at, _))| *at);
+                if let Some(k) = oldest.map(|(k, _)| *k) {
+                    self.completed.remove(&k);
+                }
+            }
+            self.completed.insert(key, (Instant::now(), answer));
+        }
+        answer.map(|()| ForkProgress::Accepted)
     }
 
     fn counters(&self) -> Vec<(String, u64)> {

@@ -161,6 +161,40 @@ fn an_accepted_request_runs_its_pes_and_reports_to_the_launcher() {
 }
 
 #[test]
+fn a_fragment_of_a_reassembled_request_sent_again_gets_its_answer() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let req = request(listener.local_addr().unwrap(), &["true"], 11);
+    let bytes = req.emit(&secret()).unwrap();
+    let from: SocketAddr = "127.0.0.1:5560".parse().unwrap();
+    let mut s = server();
+    let half = bytes.len() / 2;
+    let first = |s: &mut ForkServer| s.fork(from, 77, frag(bytes.len(), 0), &bytes[..half]);
+    let last = |s: &mut ForkServer| s.fork(from, 77, frag(bytes.len(), half), &bytes[half..]);
+    assert_eq!(first(&mut s), Ok(ForkProgress::Fragment));
+    assert_eq!(last(&mut s), Ok(ForkProgress::Accepted));
+    let _ = collect(&listener);
+    // The last fragment again (the daemon lost the datagrams' state with the sender's slot),
+    // then the first: both get the request's answer; nothing starts again.
+    assert_eq!(last(&mut s), Ok(ForkProgress::Accepted));
+    assert_eq!(first(&mut s), Ok(ForkProgress::Accepted));
+    assert_eq!(counter(&s, "fork.repeated"), 2);
+    assert_eq!(counter(&s, "fork.accepted"), 1);
+    assert_eq!(counter(&s, "fork.pes_started"), 2);
+    // From another port it is a new request: its fragments are reassembled and refused as a
+    // replay.
+    let other: SocketAddr = "127.0.0.1:5561".parse().unwrap();
+    assert_eq!(
+        s.fork(other, 77, frag(bytes.len(), 0), &bytes[..half]),
+        Ok(ForkProgress::Fragment)
+    );
+    assert_eq!(
+        s.fork(other, 77, frag(bytes.len(), half), &bytes[half..]),
+        Err(ErrorCode::BadKey)
+    );
+    assert_eq!(counter(&s, "fork.refused.replay"), 1);
+}
+
+#[test]
 fn a_refused_request_sent_again_is_refused_the_same_way_and_counted_once() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let from: SocketAddr = "127.0.0.1:5558".parse().unwrap();
