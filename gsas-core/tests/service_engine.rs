@@ -475,42 +475,43 @@ fn bulk_transfers_in_any_fragment_order() {
     rig.assert_matches_reference();
 }
 
-#[test]
-fn refusals_are_answered_and_counted() {
-    let rig = Rig::new();
-    let mut s = service(&rig.words);
+/// Sends `packet` under `key` and checks that it is refused with `code`.
+fn check_refused(s: &mut Service<WordMemory<'_>, 8>, key: u64, packet: &[u8], code: ErrorCode) {
+    let reply = run(s, key, packet);
+    assert_eq!(
+        ReplyRepr::parse(&reply).unwrap().body,
+        Reply::Error(code),
+        "packet {packet:02x?}"
+    );
+}
+
+/// Refusals for the key, the segment and the bounds (11 of them).
+fn refuse_addresses(s: &mut Service<WordMemory<'_>, 8>) {
     let read = |addr: GlobalAddr, len: u8| encode(Request::Read { addr, len }, 0x77);
-    let check = |s: &mut Service<WordMemory<'_>, 8>, key: u64, packet: &[u8], code: ErrorCode| {
-        let reply = run(s, key, packet);
-        assert_eq!(
-            ReplyRepr::parse(&reply).unwrap().body,
-            Reply::Error(code),
-            "packet {packet:02x?}"
-        );
-    };
-    check(&mut s, OTHER_KEY, &read(a(0), 8), ErrorCode::BadKey);
+    let check = check_refused;
+    check(s, OTHER_KEY, &read(a(0), 8), ErrorCode::BadKey);
     check(
-        &mut s,
+        s,
         KEY,
         &read(GlobalAddr::new(4, 0, 0).unwrap(), 8),
         ErrorCode::NoSegment,
     );
     check(
-        &mut s,
+        s,
         KEY,
         &read(GlobalAddr::new(3, 2, 0).unwrap(), 8),
         ErrorCode::NoSegment,
     );
-    check(&mut s, KEY, &read(a(121), 8), ErrorCode::OutOfBounds);
-    check(&mut s, KEY, &read(a(128), 1), ErrorCode::OutOfBounds);
+    check(s, KEY, &read(a(121), 8), ErrorCode::OutOfBounds);
+    check(s, KEY, &read(a(128), 1), ErrorCode::OutOfBounds);
     check(
-        &mut s,
+        s,
         KEY,
         &read(a(GlobalAddr::MAX_OFFSET), 56),
         ErrorCode::OutOfBounds,
     );
     check(
-        &mut s,
+        s,
         KEY,
         &encode(
             Request::Write {
@@ -529,7 +530,7 @@ fn refusals_are_answered_and_counted() {
         offset: 0,
     };
     check(
-        &mut s,
+        s,
         KEY,
         &encode(
             Request::BulkWrite {
@@ -541,7 +542,7 @@ fn refusals_are_answered_and_counted() {
         ErrorCode::OutOfBounds,
     );
     check(
-        &mut s,
+        s,
         KEY,
         &encode(Request::BulkRead { frag, len: 8 }, 1),
         ErrorCode::OutOfBounds,
@@ -552,16 +553,21 @@ fn refusals_are_answered_and_counted() {
         offset: u32::MAX - 1,
     };
     check(
-        &mut s,
+        s,
         KEY,
         &encode(Request::BulkRead { frag: far, len: 1 }, 1),
         ErrorCode::OutOfBounds,
     );
+}
+
+/// Refusals of atomics: misaligned (5), out of bounds (1), bad descriptor (2).
+fn refuse_atomics(s: &mut Service<WordMemory<'_>, 8>) {
+    let check = check_refused;
     let u64d = AtomicDesc::new(AtomicOp::FetchAdd, AtomicType::U64).unwrap();
     let i32d = AtomicDesc::new(AtomicOp::Inc, AtomicType::I32).unwrap();
     for off in [1u64, 2, 4, 7] {
         check(
-            &mut s,
+            s,
             KEY,
             &encode(
                 Request::Atomic {
@@ -576,7 +582,7 @@ fn refusals_are_answered_and_counted() {
         );
     }
     check(
-        &mut s,
+        s,
         KEY,
         &encode(
             Request::Atomic {
@@ -590,7 +596,7 @@ fn refusals_are_answered_and_counted() {
         ErrorCode::Misaligned,
     );
     check(
-        &mut s,
+        s,
         KEY,
         &encode(
             Request::Atomic {
@@ -613,9 +619,19 @@ fn refusals_are_answered_and_counted() {
         0x55,
     );
     bad[1] = 0x44; // F32 FETCH_ADD
-    check(&mut s, KEY, &bad, ErrorCode::BadAtomic);
+    check(s, KEY, &bad, ErrorCode::BadAtomic);
     bad[1] = 0x0f; // op 15
-    check(&mut s, KEY, &bad, ErrorCode::BadAtomic);
+    check(s, KEY, &bad, ErrorCode::BadAtomic);
+}
+
+#[test]
+fn refusals_are_answered_and_counted() {
+    let rig = Rig::new();
+    let mut s = service(&rig.words);
+    refuse_addresses(&mut s);
+    refuse_atomics(&mut s);
+    let read = |addr: GlobalAddr, len: u8| encode(Request::Read { addr, len }, 0x77);
+    let check = check_refused;
     let mut unknown = read(a(0), 8);
     unknown[0] = 0x42;
     check(&mut s, KEY, &unknown, ErrorCode::UnknownType);

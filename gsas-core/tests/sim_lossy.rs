@@ -1187,10 +1187,194 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
-fn simulate(seed: u64, total_ops: usize) {
-    let wall = Instant::now();
-    let (mut sim, memories) = Sim::new(seed, total_ops);
-    let mut services: Vec<Engine<'_>> = memories
+/// One peer's share of a round of [`simulate`]: its node, client and service, and its
+/// entries of the per-peer state.
+struct PeerTurn<'p, 'a, 'h, 's, 'm> {
+    me: usize,
+    node: &'p mut Node<'a, 'h, 's>,
+    client: &'p mut Cli,
+    service: &'p mut Engine<'m>,
+    /// Requests whose reply the transport refused earlier.
+    deferred: &'p mut VecDeque<(usize, Vec<u8>)>,
+    /// The service's counts inflated by serving deferred requests again: (requests, refusals).
+    recounted: &'p mut (u64, u64),
+    packets: &'p mut u64,
+    /// Bulk writes with fragments left.
+    resume: &'p mut Vec<usize>,
+    /// An operation the client could not start yet.
+    next: &'p mut Option<Draft>,
+}
+
+/// A completion as the client reports it: tag, context, kind, result.
+type Done = (u64, usize, OpKind, Result<Option<u64>, OpError>);
+
+impl PeerTurn<'_, '_, '_, '_, '_> {
+    /// Polls the node, serves deferred requests, continues and starts operations, and
+    /// handles everything that arrived. `backlog` counts deferrals (total, largest queue).
+    fn turn(
+        self,
+        sim: &mut Sim,
+        now: u64,
+        scratch: &mut Vec<u8>,
+        events: &mut Vec<Done>,
+        backlog: &mut (u64, usize),
+    ) {
+        let PeerTurn {
+            me,
+            node,
+            client,
+            service,
+            deferred,
+            recounted,
+            packets,
+            resume,
+            next,
+        } = self;
+        node.poll(now).unwrap();
+
+        // Requests whose reply the transport refused earlier.
+        if !deferred.is_empty() {
+            let before = (
+                service.stats().total_requests(),
+                service.stats().total_refusals(),
+            );
+            for _ in 0..deferred.len() {
+                let (from, packet) = deferred.pop_front().unwrap();
+                if !serve(service, node, from, &packet) {
+                    deferred.push_back((from, packet));
+                }
+            }
+            let stats = service.stats();
+            recounted.0 += stats.total_requests() - before.0;
+            recounted.1 += stats.total_refusals() - before.1;
+        }
+
+        // Continue bulk writes and reads that have fragments left.
+        let ops = &mut sim.ops;
+        resume.retain(|&id| {
+            let rec = &ops[id];
+            let Body::Write { payload, .. } = &rec.draft.body else {
+                unreachable!("only writes are resumed")
+            };
+            if rec.completions > 0 {
+                return false;
+            }
+            match client.resume(node, rec.handle, payload) {
+                Ok(issued) => {
+                    *packets += u64::from(issued.packets);
+                    !issued.all_sent
+                }
+                Err(e) => panic!("resume of op {id}: {e}"),
+            }
+        });
+        *packets += u64::from(client.pump(node).unwrap());
+
+        // New operations.
+        for _ in 0..ISSUE_BURST {
+            let Some(draft) = next.take().or_else(|| sim.next_draft(me)) else {
+                break;
+            };
+            let id = sim.ops.len();
+            match issue(client, node, id, &draft) {
+                Ok(issued) => {
+                    *packets += u64::from(issued.packets);
+                    // Reads with fragments left are continued by `pump`.
+                    if !issued.all_sent && draft.kind() == OpKind::Write {
+                        resume.push(id);
+                    }
+                    sim.started(me, id % CTXS, issued.handle, draft);
+                }
+                Err(ClientError::Busy | ClientError::WouldBlock) => {
+                    *next = Some(draft);
+                    break;
+                }
+                Err(e) => panic!("peer {me} could not start {draft:?}: {e}"),
+            }
+        }
+        node.flush().unwrap();
+
+        // Everything that arrived: replies to the client, requests to the service.
+        while let Some(from) = node
+            .recv(|from, data| {
+                scratch.clear();
+                scratch.extend_from_slice(data);
+                from
+            })
+            .unwrap()
+        {
+            if peek_type(scratch).is_some_and(|t| t.is_reply()) {
+                let outcome = client.handle_reply(scratch, |c| match c {
+                    Completion::Data {
+                        tag,
+                        ctx,
+                        offset,
+                        data,
+                    } => sim.on_data(tag, ctx, offset, data),
+                    Completion::Done {
+                        tag,
+                        ctx,
+                        kind,
+                        result,
+                    } => events.push((tag, ctx, kind, result)),
+                });
+                assert!(
+                    matches!(outcome, gsas_core::client::ReplyOutcome::Matched { .. }),
+                    "peer {me}: reply from {from} not matched: {outcome:?}"
+                );
+                for (tag, ctx, kind, result) in events.drain(..) {
+                    let handle = sim.ops[tag as usize].handle;
+                    assert!(!client.is_pending(handle), "op {tag} pending after Done");
+                    sim.on_done(tag, ctx, kind, result);
+                }
+            } else if !serve(service, node, from, scratch) {
+                deferred.push_back((from, scratch.clone()));
+                backlog.0 += 1;
+                backlog.1 = backlog.1.max(deferred.len());
+            }
+        }
+        node.flush().unwrap();
+    }
+}
+
+/// The final memory: the atomics analysed, then every byte of every target against the
+/// reference model, and every guard word untouched.
+fn check_final_memory(sim: &mut Sim, memories: &[Vec<AtomicU64>]) {
+    sim.check_atomics(memories);
+    for (i, t) in sim.targets.iter().enumerate() {
+        let words = &memories[t.peer][t.base / 8..(t.base + SEG_LEN as usize) / 8];
+        for (k, (word, want)) in words.iter().zip(t.image.chunks_exact(8)).enumerate() {
+            let got = word.load(Mem::Relaxed).to_le_bytes();
+            if got[..] != want[..] {
+                let b = (0..8).find(|&b| got[b] != want[b]).unwrap_or(0);
+                panic!(
+                    "target {i} (PE {} segment {}): memory differs from the model at byte {}: \
+                     {:#04x} != {:#04x}",
+                    t.pe,
+                    t.seg,
+                    8 * k + b,
+                    got[b],
+                    want[b]
+                );
+            }
+        }
+    }
+    for (peer, words) in memories.iter().enumerate() {
+        for local in 0..=PES_PER_PEER * SEGS_PER_PE {
+            let start = local * (SEG_LEN as usize + GUARD) / 8;
+            for w in &words[start..start + GUARD / 8] {
+                assert_eq!(
+                    w.load(Mem::Relaxed),
+                    GUARD_WORD,
+                    "peer {peer}: guard word changed"
+                );
+            }
+        }
+    }
+}
+
+/// The service engine of each peer, with the segments of its targets registered.
+fn services_for<'m>(sim: &Sim, memories: &'m [Vec<AtomicU64>]) -> Vec<Engine<'m>> {
+    memories
         .iter()
         .enumerate()
         .map(|(peer, words)| {
@@ -1209,7 +1393,106 @@ fn simulate(seed: u64, total_ops: usize) {
             }
             service
         })
-        .collect();
+        .collect()
+}
+
+/// Every client started and completed its operations, sent the packets counted, and is
+/// quiet; no service dropped a packet; no peer failed; and every request packet reached a
+/// service exactly once. Returns the request packets executed.
+fn check_counts(
+    sim: &Sim,
+    clients: &[Cli],
+    services: &[Engine<'_>],
+    nodes: &mut [Node<'_, '_, '_>],
+    packets: &[u64],
+    recounted: &[(u64, u64)],
+) -> u64 {
+    let mut sent_total = 0;
+    let mut executed_total = 0;
+    for me in 0..PEERS {
+        let c = clients[me].stats();
+        let mine = sim.ops.iter().filter(|r| r.issuer == me).count() as u64;
+        assert_eq!(
+            (c.started, c.completed),
+            (mine, mine),
+            "peer {me}: client counts"
+        );
+        assert_eq!(
+            (c.stale, c.malformed, c.bad_replies),
+            (0, 0, 0),
+            "peer {me}: replies"
+        );
+        assert_eq!(c.packets_sent, packets[me], "peer {me}: packets");
+        assert_eq!(clients[me].in_flight(), 0);
+        assert!(
+            (0..CTXS).all(|ctx| clients[me].outstanding(ctx) == 0),
+            "quiet on every context"
+        );
+        let s = services[me].stats();
+        assert_eq!(s.dropped(), 0, "peer {me}: service dropped packets");
+        sent_total += c.packets_sent;
+        executed_total += s.total_requests() - recounted[me].0;
+        assert_eq!(
+            nodes[me].next_event(),
+            None,
+            "peer {me}: no peer failed or restarted"
+        );
+    }
+    assert_eq!(
+        executed_total, sent_total,
+        "every request packet reached a service exactly once"
+    );
+    executed_total
+}
+
+/// Prints each peer's reliability, fault and service counts; returns the totals of frames
+/// sent, retransmissions, duplicates dropped, reply-cache hits, frames dropped and
+/// duplicated by the faults.
+fn report_peers(
+    nodes: &[Node<'_, '_, '_>],
+    services: &[Engine<'_>],
+    clients: &[Cli],
+    recounted: &[(u64, u64)],
+) -> [u64; 6] {
+    let mut totals = [0u64; 6];
+    for (i, node) in nodes.iter().enumerate() {
+        let r = node.stats();
+        let f = node.inner().stats();
+        let s = services[i].stats();
+        eprintln!(
+            "sim peer {i}: frames sent {} retransmitted {} | duplicates dropped {} | \
+             reply-cache hits {} | pure acks {} | faults: dropped {} duplicated {} reordered {} \
+             | service requests {} refused {} | client packets {}",
+            r.frames_sent,
+            r.retransmissions,
+            r.duplicates,
+            r.reply_cache_hits,
+            r.acks_sent,
+            f.dropped,
+            f.duplicated,
+            f.reordered,
+            s.total_requests() - recounted[i].0,
+            s.total_refusals() - recounted[i].1,
+            clients[i].stats().packets_sent
+        );
+        for (t, v) in totals.iter_mut().zip([
+            r.frames_sent,
+            r.retransmissions,
+            r.duplicates,
+            r.reply_cache_hits,
+            f.dropped,
+            f.duplicated,
+        ]) {
+            *t += v;
+        }
+    }
+    totals
+}
+
+fn simulate(seed: u64, total_ops: usize) {
+    let wall = Instant::now();
+    let (mut sim, memories) = Sim::new(seed, total_ops);
+    let mut services = services_for(&sim, &memories);
     let mut clients: Vec<Cli> = (0..PEERS)
         .map(|peer| Client::new(SenderId::new(1 + peer as u64).unwrap()))
         .collect();
@@ -1252,8 +1535,8 @@ fn simulate(seed: u64, total_ops: usize) {
     // Counts of the service engines inflated by preparing deferred requests again:
     // (requests, refusals) per peer.
     let mut recounted = [(0u64, 0u64); PEERS];
-    let mut deferrals = 0u64;
-    let mut max_deferred = 0;
+    // Replies deferred by back-pressure: (total, largest queue).
+    let mut backlog = (0u64, 0usize);
     let mut packets = [0u64; PEERS];
     let mut resume: Vec<Vec<usize>> = vec![Vec::new(); PEERS];
     let mut next: Vec<Option<Draft>> = vec![None; PEERS];
@@ -1284,112 +1567,18 @@ fn simulate(seed: u64, total_ops: usize) {
             deferred.iter().map(VecDeque::len).collect::<Vec<_>>()
         );
         for me in 0..PEERS {
-            let node = &mut nodes[me];
-            let client = &mut clients[me];
-            let service = &mut services[me];
-            node.poll(now).unwrap();
-
-            // Requests whose reply the transport refused earlier.
-            if !deferred[me].is_empty() {
-                let before = (
-                    service.stats().total_requests(),
-                    service.stats().total_refusals(),
-                );
-                for _ in 0..deferred[me].len() {
-                    let (from, packet) = deferred[me].pop_front().unwrap();
-                    if !serve(service, node, from, &packet) {
-                        deferred[me].push_back((from, packet));
-                    }
-                }
-                let stats = service.stats();
-                recounted[me].0 += stats.total_requests() - before.0;
-                recounted[me].1 += stats.total_refusals() - before.1;
-            }
-
-            // Continue bulk writes and reads that have fragments left.
-            let ops = &mut sim.ops;
-            resume[me].retain(|&id| {
-                let rec = &ops[id];
-                let Body::Write { payload, .. } = &rec.draft.body else {
-                    unreachable!("only writes are resumed")
-                };
-                if rec.completions > 0 {
-                    return false;
-                }
-                match client.resume(node, rec.handle, payload) {
-                    Ok(issued) => {
-                        packets[me] += u64::from(issued.packets);
-                        !issued.all_sent
-                    }
-                    Err(e) => panic!("resume of op {id}: {e}"),
-                }
-            });
-            packets[me] += u64::from(client.pump(node).unwrap());
-
-            // New operations.
-            for _ in 0..ISSUE_BURST {
-                let Some(draft) = next[me].take().or_else(|| sim.next_draft(me)) else {
-                    break;
-                };
-                let id = sim.ops.len();
-                match issue(client, node, id, &draft) {
-                    Ok(issued) => {
-                        packets[me] += u64::from(issued.packets);
-                        // Reads with fragments left are continued by `pump`.
-                        if !issued.all_sent && draft.kind() == OpKind::Write {
-                            resume[me].push(id);
-                        }
-                        sim.started(me, id % CTXS, issued.handle, draft);
-                    }
-                    Err(ClientError::Busy | ClientError::WouldBlock) => {
-                        next[me] = Some(draft);
-                        break;
-                    }
-                    Err(e) => panic!("peer {me} could not start {draft:?}: {e}"),
-                }
-            }
-            node.flush().unwrap();
-
-            // Everything that arrived: replies to the client, requests to the service.
-            while let Some(from) = node
-                .recv(|from, data| {
-                    scratch.clear();
-                    scratch.extend_from_slice(data);
-                    from
-                })
-                .unwrap()
-            {
-                if peek_type(&scratch).is_some_and(|t| t.is_reply()) {
-                    let outcome = client.handle_reply(&scratch, |c| match c {
-                        Completion::Data {
-                            tag,
-                            ctx,
-                            offset,
-                            data,
-                        } => sim.on_data(tag, ctx, offset, data),
-                        Completion::Done {
-                            tag,
-                            ctx,
-                            kind,
-                            result,
-                        } => events.push((tag, ctx, kind, result)),
-                    });
-                    assert!(
-                        matches!(outcome, gsas_core::client::ReplyOutcome::Matched { .. }),
-                        "peer {me}: reply from {from} not matched: {outcome:?}"
-                    );
-                    for (tag, ctx, kind, result) in events.drain(..) {
-                        let handle = sim.ops[tag as usize].handle;
-                        assert!(!client.is_pending(handle), "op {tag} pending after Done");
-                        sim.on_done(tag, ctx, kind, result);
-                    }
-                } else if !serve(service, node, from, &scratch) {
-                    deferred[me].push_back((from, scratch.clone()));
-                    deferrals += 1;
-                    max_deferred = max_deferred.max(deferred[me].len());
-                }
-            }
-            node.flush().unwrap();
+            let peer = PeerTurn {
+                me,
+                node: &mut nodes[me],
+                client: &mut clients[me],
+                service: &mut services[me],
+                deferred: &mut deferred[me],
+                recounted: &mut recounted[me],
+                packets: &mut packets[me],
+                resume: &mut resume[me],
+                next: &mut next[me],
+            };
+            peer.turn(&mut sim, now, &mut scratch, &mut events, &mut backlog);
         }
     }
 
@@ -1398,41 +1587,7 @@ fn simulate(seed: u64, total_ops: usize) {
     assert!(sim.ops.iter().all(|r| r.completions == 1));
     let workload = sim.generated.iter().sum::<usize>();
     assert!(workload >= total_ops);
-    let mut sent_total = 0;
-    let mut executed_total = 0;
-    for me in 0..PEERS {
-        let c = clients[me].stats();
-        let mine = sim.ops.iter().filter(|r| r.issuer == me).count() as u64;
-        assert_eq!(
-            (c.started, c.completed),
-            (mine, mine),
-            "peer {me}: client counts"
-        );
-        assert_eq!(
-            (c.stale, c.malformed, c.bad_replies),
-            (0, 0, 0),
-            "peer {me}: replies"
-        );
-        assert_eq!(c.packets_sent, packets[me], "peer {me}: packets");
-        assert_eq!(clients[me].in_flight(), 0);
-        assert!(
-            (0..CTXS).all(|ctx| clients[me].outstanding(ctx) == 0),
-            "quiet on every context"
-        );
-        let s = services[me].stats();
-        assert_eq!(s.dropped(), 0, "peer {me}: service dropped packets");
-        sent_total += c.packets_sent;
-        executed_total += s.total_requests() - recounted[me].0;
-        assert_eq!(
-            nodes[me].next_event(),
-            None,
-            "peer {me}: no peer failed or restarted"
-        );
-    }
-    assert_eq!(
-        executed_total, sent_total,
-        "every request packet reached a service exactly once"
-    );
+    let executed_total = check_counts(&sim, &clients, &services, &mut nodes, &packets, &recounted);
     let refusals: u64 = services
         .iter()
         .zip(&recounted)
@@ -1443,71 +1598,10 @@ fn simulate(seed: u64, total_ops: usize) {
     assert!(refusals >= sim.bad_ops.iter().sum::<u64>());
 
     // Final memory: atomics analysed, then every byte against the reference model.
-    sim.check_atomics(&memories);
-    for (i, t) in sim.targets.iter().enumerate() {
-        let words = &memories[t.peer][t.base / 8..(t.base + SEG_LEN as usize) / 8];
-        for (k, (word, want)) in words.iter().zip(t.image.chunks_exact(8)).enumerate() {
-            let got = word.load(Mem::Relaxed).to_le_bytes();
-            if got[..] != want[..] {
-                let b = (0..8).find(|&b| got[b] != want[b]).unwrap_or(0);
-                panic!(
-                    "target {i} (PE {} segment {}): memory differs from the model at byte {}: \
-                     {:#04x} != {:#04x}",
-                    t.pe,
-                    t.seg,
-                    8 * k + b,
-                    got[b],
-                    want[b]
-                );
-            }
-        }
-    }
-    for (peer, words) in memories.iter().enumerate() {
-        for local in 0..=PES_PER_PEER * SEGS_PER_PE {
-            let start = local * (SEG_LEN as usize + GUARD) / 8;
-            for w in &words[start..start + GUARD / 8] {
-                assert_eq!(
-                    w.load(Mem::Relaxed),
-                    GUARD_WORD,
-                    "peer {peer}: guard word changed"
-                );
-            }
-        }
-    }
+    check_final_memory(&mut sim, &memories);
 
     // Report.
-    let mut totals = [0u64; 6];
-    for (i, node) in nodes.iter().enumerate() {
-        let r = node.stats();
-        let f = node.inner().stats();
-        let s = services[i].stats();
-        eprintln!(
-            "sim peer {i}: frames sent {} retransmitted {} | duplicates dropped {} | \
-             reply-cache hits {} | pure acks {} | faults: dropped {} duplicated {} reordered {} \
-             | service requests {} refused {} | client packets {}",
-            r.frames_sent,
-            r.retransmissions,
-            r.duplicates,
-            r.reply_cache_hits,
-            r.acks_sent,
-            f.dropped,
-            f.duplicated,
-            f.reordered,
-            s.total_requests() - recounted[i].0,
-            s.total_refusals() - recounted[i].1,
-            clients[i].stats().packets_sent
-        );
-        for (t, v) in totals.iter_mut().zip([
-            r.frames_sent,
-            r.retransmissions,
-            r.duplicates,
-            r.reply_cache_hits,
-            f.dropped,
-            f.duplicated,
-        ]) {
-            *t += v;
-        }
-    }
+    let totals = report_peers(&nodes, &services, &clients, &recounted);
     let mix: Vec<String> = sim
         .categories
         .iter()
@@ -1526,14 +1620,16 @@ fn simulate(seed: u64, total_ops: usize) {
         "sim: {} operations ({workload} workload + {} lock follow-ups; {grants} of {attempts} \
          lock attempts granted), {executed_total} request packets, {refusals} refused; \
          {rounds} rounds, {} ms simulated; wall: setup {:.1} s, run {:.1} s, checks {:.1} s; largest write area use {} KiB; \
-         {deferrals} replies deferred by back-pressure (at most {max_deferred} at once)",
+         {} replies deferred by back-pressure (at most {} at once)",
         sim.ops.len(),
         sim.ops.len() - workload,
         now / 1_000_000,
         setup.as_secs_f64(),
         (ran - setup).as_secs_f64(),
         (wall.elapsed() - ran).as_secs_f64(),
-        fill / 1024
+        fill / 1024,
+        backlog.0,
+        backlog.1
     );
     eprintln!(
         "sim totals: frames sent {} retransmissions {} duplicates dropped {} reply-cache hits {} \

@@ -185,6 +185,124 @@ fn apply<S: AsRef<[Slot]> + AsMut<[Slot]>>(h: &mut SymHeap<S>, r: &Reference, op
     }
 }
 
+/// What the workload did: allocated, in place, moved, freed, out of memory, bad free; and
+/// the heap utilisation when allocations failed (lowest, sum).
+struct Tally {
+    counts: [usize; 6],
+    oom_use: (f64, f64),
+}
+
+/// Checks the outcome `out` of `op` at `step` (the heap's statistics were `before`) and
+/// records it in `reference` and `tally`.
+fn account(
+    a: &SymHeap<Vec<Slot>>,
+    reference: &mut Reference,
+    op: Op,
+    out: Outcome,
+    before: HeapStats,
+    step: usize,
+    tally: &mut Tally,
+) {
+    match (op, out) {
+        (_, Outcome::Alloc(Err(e)) | Outcome::Realloc(Err(e)) | Outcome::Free(Err(e))) => {
+            assert_eq!(
+                a.stats(),
+                before,
+                "step {step}: refused {op:?} changed the heap"
+            );
+            match (op, e) {
+                (Op::BadFree(_), AllocError::UnknownBlock { .. }) => tally.counts[5] += 1,
+                (_, AllocError::OutOfMemory { largest_free, .. }) => {
+                    assert_eq!(largest_free, before.largest_free, "step {step}");
+                    let wanted = match op {
+                        Op::Malloc(n) | Op::ReallocNull(n) | Op::Realloc(_, n) => Some(n),
+                        Op::Calloc(c, n) => Some(c * n),
+                        _ => None,
+                    };
+                    // Exact best fit: it fails only if no free block has the rounded size.
+                    if let Some(n) = wanted {
+                        assert!(largest_free < n.div_ceil(16) * 16, "step {step}: {op:?}");
+                    }
+                    tally.counts[4] += 1;
+                    let used = before.bytes_in_use as f64 / HEAP as f64;
+                    tally.oom_use = (tally.oom_use.0.min(used), tally.oom_use.1 + used);
+                }
+                (op, e) => panic!("step {step}: unexpected error {e:?} for {op:?}"),
+            }
+        }
+        (_, Outcome::Alloc(Ok(Some(offset)))) => {
+            let (requested, alignment) = match op {
+                Op::Malloc(n) => (n, 16),
+                Op::Calloc(c, n) => (c * n, 16),
+                Op::Align(al, n) => (n, al),
+                _ => unreachable!("{op:?} is not an allocation"),
+            };
+            let usable = a.usable_size(offset).unwrap();
+            reference.insert(offset, usable, requested, alignment, step);
+            tally.counts[0] += 1;
+        }
+        (Op::ReallocNull(n), Outcome::Realloc(Ok(Realloc::Allocated { offset }))) => {
+            let usable = a.usable_size(offset).unwrap();
+            reference.insert(offset, usable, n, 16, step);
+            tally.counts[0] += 1;
+        }
+        (Op::Realloc(i, 0), Outcome::Realloc(Ok(Realloc::Freed)))
+        | (Op::Free(i), Outcome::Free(Ok(()))) => {
+            let (offset, _) = reference.remove(i);
+            assert_eq!(
+                a.usable_size(offset),
+                Err(AllocError::UnknownBlock { offset })
+            );
+            tally.counts[3] += 1;
+        }
+        (Op::Realloc(i, n), Outcome::Realloc(Ok(Realloc::InPlace { offset }))) => {
+            assert_eq!(offset, reference.order[i], "step {step}");
+            let (_, old) = reference.remove(i);
+            let usable = a.usable_size(offset).unwrap();
+            reference.insert(offset, usable, n, old.alignment, step);
+            tally.counts[1] += 1;
+        }
+        (Op::Realloc(i, n), Outcome::Realloc(Ok(Realloc::Moved { from, to, copy_len }))) => {
+            assert_eq!(from, reference.order[i], "step {step}");
+            let (_, old) = reference.remove(i);
+            assert_eq!(copy_len, (old.end - from).min(n), "step {step}");
+            let usable = a.usable_size(to).unwrap();
+            assert!(
+                to + usable <= from || old.end <= to,
+                "step {step}: move overlaps"
+            );
+            reference.insert(to, usable, n, 16, step);
+            tally.counts[2] += 1;
+        }
+        (op, out) => panic!("step {step}: unexpected outcome {out:?} for {op:?}"),
+    }
+}
+
+/// Both heaps verify, and the live blocks are the reference's, aligned and large enough.
+fn check_against_reference(
+    a: &SymHeap<Vec<Slot>>,
+    b: &SymHeap<Box<[Slot]>>,
+    reference: &Reference,
+    step: usize,
+) {
+    a.verify().unwrap();
+    b.verify().unwrap();
+    let live: Vec<(u64, u64)> = a
+        .blocks()
+        .filter(|blk| blk.live)
+        .map(|blk| (blk.offset, blk.offset + blk.size))
+        .collect();
+    let expected: Vec<(u64, u64)> = reference.blocks.iter().map(|(&o, l)| (o, l.end)).collect();
+    assert_eq!(
+        live, expected,
+        "step {step}: live blocks differ from the reference"
+    );
+    for (&o, l) in &reference.blocks {
+        assert_eq!(o % l.alignment, 0);
+        assert!(l.end - o >= l.requested);
+    }
+}
+
 #[test]
 fn same_sequence_same_offsets_and_no_overlap() {
     // PE A: a Vec of 1 Mi slots. PE B: a smaller boxed slice, full of stale metadata. Real
@@ -204,9 +322,10 @@ fn same_sequence_same_offsets_and_no_overlap() {
     let mut reference = Reference::default();
     let (mut peak_frag, mut peak_frag_10, mut frag_sum) = (0.0f64, 0.0f64, 0.0f64);
     let mut peak_live = 0usize;
-    // Heap utilisation when allocations failed: (lowest, sum).
-    let mut oom_use = (1.0f64, 0.0f64);
-    let mut counts = [0usize; 6]; // allocated, in place, moved, freed, out of memory, bad free
+    let mut tally = Tally {
+        counts: [0; 6],
+        oom_use: (1.0, 0.0),
+    };
 
     for step in 0..STEPS {
         let filling = (step / 25_000) % 2 == 0;
@@ -216,80 +335,7 @@ fn same_sequence_same_offsets_and_no_overlap() {
         let out_b = apply(&mut b, &reference, op);
         assert_eq!(out_a, out_b, "step {step}: {op:?} diverged");
 
-        match (op, out_a) {
-            (_, Outcome::Alloc(Err(e)) | Outcome::Realloc(Err(e)) | Outcome::Free(Err(e))) => {
-                assert_eq!(
-                    a.stats(),
-                    before,
-                    "step {step}: refused {op:?} changed the heap"
-                );
-                match (op, e) {
-                    (Op::BadFree(_), AllocError::UnknownBlock { .. }) => counts[5] += 1,
-                    (_, AllocError::OutOfMemory { largest_free, .. }) => {
-                        assert_eq!(largest_free, before.largest_free, "step {step}");
-                        let wanted = match op {
-                            Op::Malloc(n) | Op::ReallocNull(n) | Op::Realloc(_, n) => Some(n),
-                            Op::Calloc(c, n) => Some(c * n),
-                            _ => None,
-                        };
-                        // Exact best fit: it fails only if no free block has the rounded size.
-                        if let Some(n) = wanted {
-                            assert!(largest_free < n.div_ceil(16) * 16, "step {step}: {op:?}");
-                        }
-                        counts[4] += 1;
-                        let used = before.bytes_in_use as f64 / HEAP as f64;
-                        oom_use = (oom_use.0.min(used), oom_use.1 + used);
-                    }
-                    (op, e) => panic!("step {step}: unexpected error {e:?} for {op:?}"),
-                }
-            }
-            (_, Outcome::Alloc(Ok(Some(offset)))) => {
-                let (requested, alignment) = match op {
-                    Op::Malloc(n) => (n, 16),
-                    Op::Calloc(c, n) => (c * n, 16),
-                    Op::Align(al, n) => (n, al),
-                    _ => unreachable!("{op:?} is not an allocation"),
-                };
-                let usable = a.usable_size(offset).unwrap();
-                reference.insert(offset, usable, requested, alignment, step);
-                counts[0] += 1;
-            }
-            (Op::ReallocNull(n), Outcome::Realloc(Ok(Realloc::Allocated { offset }))) => {
-                let usable = a.usable_size(offset).unwrap();
-                reference.insert(offset, usable, n, 16, step);
-                counts[0] += 1;
-            }
-            (Op::Realloc(i, 0), Outcome::Realloc(Ok(Realloc::Freed)))
-            | (Op::Free(i), Outcome::Free(Ok(()))) => {
-                let (offset, _) = reference.remove(i);
-                assert_eq!(
-                    a.usable_size(offset),
-                    Err(AllocError::UnknownBlock { offset })
-                );
-                counts[3] += 1;
-            }
-            (Op::Realloc(i, n), Outcome::Realloc(Ok(Realloc::InPlace { offset }))) => {
-                assert_eq!(offset, reference.order[i], "step {step}");
-                let (_, old) = reference.remove(i);
-                let usable = a.usable_size(offset).unwrap();
-                reference.insert(offset, usable, n, old.alignment, step);
-                counts[1] += 1;
-            }
-            (Op::Realloc(i, n), Outcome::Realloc(Ok(Realloc::Moved { from, to, copy_len }))) => {
-                assert_eq!(from, reference.order[i], "step {step}");
-                let (_, old) = reference.remove(i);
-                assert_eq!(copy_len, (old.end - from).min(n), "step {step}");
-                let usable = a.usable_size(to).unwrap();
-                assert!(
-                    to + usable <= from || old.end <= to,
-                    "step {step}: move overlaps"
-                );
-                reference.insert(to, usable, n, 16, step);
-                counts[2] += 1;
-            }
-            (op, out) => panic!("step {step}: unexpected outcome {out:?} for {op:?}"),
-        }
-
+        account(&a, &mut reference, op, out_a, before, step, &mut tally);
         let st = a.stats();
         let st_b = b.stats();
         assert_eq!(
@@ -312,27 +358,12 @@ fn same_sequence_same_offsets_and_no_overlap() {
         frag_sum += frag;
 
         if step % 1000 == 999 {
-            a.verify().unwrap();
-            b.verify().unwrap();
-            let live: Vec<(u64, u64)> = a
-                .blocks()
-                .filter(|blk| blk.live)
-                .map(|blk| (blk.offset, blk.offset + blk.size))
-                .collect();
-            let expected: Vec<(u64, u64)> =
-                reference.blocks.iter().map(|(&o, l)| (o, l.end)).collect();
-            assert_eq!(
-                live, expected,
-                "step {step}: live blocks differ from the reference"
-            );
-            for (&o, l) in &reference.blocks {
-                assert_eq!(o % l.alignment, 0);
-                assert!(l.end - o >= l.requested);
-            }
+            check_against_reference(&a, &b, &reference, step);
         }
     }
     assert!(a.blocks().eq(b.blocks()), "final layouts differ");
-    let [allocated, in_place, moved, freed, oom, bad] = counts;
+    let [allocated, in_place, moved, freed, oom, bad] = tally.counts;
+    let oom_use = tally.oom_use;
     eprintln!(
         "symheap determinism: {STEPS} steps, {allocated} allocations, {in_place} in-place and \
          {moved} moved reallocs, {freed} frees, {oom} out-of-memory, {bad} refused frees; \

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use gsas_core::symheap::{AllocError, Realloc, Slot, SymHeap};
+use gsas_core::symheap::{AllocError, HeapStats, Realloc, Slot, SymHeap};
 use proptest::prelude::*;
 
 #[derive(Clone, Copy, Debug)]
@@ -133,6 +133,70 @@ impl Model {
     }
 }
 
+/// One `realloc(offset, n)` of a live block on both heaps, checked against the model;
+/// returns whether it was refused (and so changed nothing).
+fn realloc_step<S: AsRef<[Slot]> + AsMut<[Slot]>, T: AsRef<[Slot]> + AsMut<[Slot]>>(
+    heap: &mut SymHeap<S>,
+    twin: &mut SymHeap<T>,
+    model: &mut Model,
+    step: usize,
+    offset: u64,
+    n: u64,
+    before: &HeapStats,
+) -> bool {
+    let result = heap.realloc(Some(offset), n);
+    assert_eq!(
+        result,
+        twin.realloc(Some(offset), n),
+        "step {step}: realloc({offset}, {n})"
+    );
+    match result {
+        Ok(Realloc::Freed) => {
+            assert_eq!(n, 0);
+            model.remove(offset);
+            false
+        }
+        Ok(Realloc::InPlace { offset: o }) => {
+            assert_eq!(o, offset);
+            let old = model.remove(offset);
+            let usable = heap.usable_size(offset).unwrap();
+            // The kept prefix must still be intact where it is.
+            let kept = old.requested.min(n);
+            model.insert(offset, usable, 0, 16);
+            let new = model.blocks.get_mut(&offset).unwrap();
+            new.tag = old.tag;
+            new.requested = kept;
+            model.check_contents(offset, &model.blocks[&offset], kept);
+            false
+        }
+        Ok(Realloc::Moved { from, to, copy_len }) => {
+            assert_eq!(from, offset);
+            let old_usable = model.blocks[&from].end - from;
+            assert_eq!(copy_len, old_usable.min(n));
+            // The caller's copy, done before any other allocator call.
+            let (f, t) = (from as usize, to as usize);
+            model.memory.copy_within(f..f + copy_len as usize, t);
+            let old = model.remove(from);
+            let usable = heap.usable_size(to).unwrap();
+            model.insert(to, usable, 0, 16);
+            let new = model.blocks.get_mut(&to).unwrap();
+            new.tag = old.tag;
+            new.requested = old.requested.min(n);
+            model.check_contents(to, &model.blocks[&to], old.requested.min(n));
+            false
+        }
+        Err(AllocError::OutOfMemory { largest_free, .. }) => {
+            assert!(largest_free < n.div_ceil(16) * 16);
+            true
+        }
+        Err(AllocError::MetadataFull { capacity }) => {
+            assert!(before.slots_in_use + 1 > capacity, "step {step}");
+            true
+        }
+        other => panic!("step {step}: unexpected {other:?} for realloc({offset}, {n})"),
+    }
+}
+
 fn run<S: AsRef<[Slot]> + AsMut<[Slot]>, T: AsRef<[Slot]> + AsMut<[Slot]>>(
     heap: &mut SymHeap<S>,
     twin: &mut SymHeap<T>,
@@ -189,53 +253,7 @@ fn run<S: AsRef<[Slot]> + AsMut<[Slot]>, T: AsRef<[Slot]> + AsMut<[Slot]>>(
                 let Some(offset) = model.nth(i) else {
                     continue;
                 };
-                let result = heap.realloc(Some(offset), n);
-                assert_eq!(result, twin.realloc(Some(offset), n), "step {step}: {op:?}");
-                match result {
-                    Ok(Realloc::Freed) => {
-                        assert_eq!(n, 0);
-                        model.remove(offset);
-                        false
-                    }
-                    Ok(Realloc::InPlace { offset: o }) => {
-                        assert_eq!(o, offset);
-                        let old = model.remove(offset);
-                        let usable = heap.usable_size(offset).unwrap();
-                        // The kept prefix must still be intact where it is.
-                        let kept = old.requested.min(n);
-                        model.insert(offset, usable, 0, 16);
-                        let new = model.blocks.get_mut(&offset).unwrap();
-                        new.tag = old.tag;
-                        new.requested = kept;
-                        model.check_contents(offset, &model.blocks[&offset], kept);
-                        false
-                    }
-                    Ok(Realloc::Moved { from, to, copy_len }) => {
-                        assert_eq!(from, offset);
-                        let old_usable = model.blocks[&from].end - from;
-                        assert_eq!(copy_len, old_usable.min(n));
-                        // The caller's copy, done before any other allocator call.
-                        let (f, t) = (from as usize, to as usize);
-                        model.memory.copy_within(f..f + copy_len as usize, t);
-                        let old = model.remove(from);
-                        let usable = heap.usable_size(to).unwrap();
-                        model.insert(to, usable, 0, 16);
-                        let new = model.blocks.get_mut(&to).unwrap();
-                        new.tag = old.tag;
-                        new.requested = old.requested.min(n);
-                        model.check_contents(to, &model.blocks[&to], old.requested.min(n));
-                        false
-                    }
-                    Err(AllocError::OutOfMemory { largest_free, .. }) => {
-                        assert!(largest_free < n.div_ceil(16) * 16);
-                        true
-                    }
-                    Err(AllocError::MetadataFull { capacity }) => {
-                        assert!(before.slots_in_use + 1 > capacity, "step {step}");
-                        true
-                    }
-                    other => panic!("step {step}: unexpected {other:?} for {op:?}"),
-                }
+                realloc_step(heap, twin, model, step, offset, n, &before)
             }
             Op::Free(i) => {
                 let Some(offset) = model.nth(i) else {
