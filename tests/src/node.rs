@@ -169,6 +169,18 @@ fn amo(node: &Node) {
     let counters = node.calloc(4, 8).unwrap().expect("counters");
     let slots = node.calloc(8, 8).unwrap().expect("slots");
     node.barrier_all().unwrap();
+    counters_from_everyone(node, counters);
+    integer_sequence(node, slots, right);
+    floats_and_refusal(node, slots, right);
+    node.barrier_all().unwrap();
+    node.free(slots).unwrap();
+    node.free(counters).unwrap();
+}
+
+/// Every PE adds, increments and ors into the counters of every PE; each PE then checks
+/// its own.
+fn counters_from_everyone(node: &Node, counters: u64) {
+    let (me, n) = (node.rank(), node.size());
     // Everyone adds into everyone.
     let total = u64::from(n) * u64::from(n + 1) / 2;
     for t in 0..n {
@@ -237,8 +249,11 @@ fn amo(node: &Node) {
     assert_eq!(word(2), u64::from(n), "PE {me}: inc counter");
     let mask = (0..n).fold(0u64, |m, p| m | 1 << (p % 64));
     assert_eq!(word(3), mask, "PE {me}: or counter");
+}
 
-    // The full sequence on my slot of my right neighbour (only I touch it).
+/// The full sequence of integer operations, for every integer type, on my slots of my
+/// right neighbour (only I touch them).
+fn integer_sequence(node: &Node, slots: u64, right: u32) {
     for (k, ty) in [
         AtomicType::I32,
         AtomicType::U32,
@@ -301,6 +316,10 @@ fn amo(node: &Node) {
         node.quiet(CTX).unwrap();
         assert_eq!(u64::from_le_bytes(out), 0xfd, "{ty:?} final value");
     }
+}
+
+/// Set, fetch and swap of floats; a float add, which the wire does not have, is refused.
+fn floats_and_refusal(node: &Node, slots: u64, right: u32) {
     for (k, ty) in [(4u64, AtomicType::F32), (5, AtomicType::F64)] {
         let at = slots + 8 * k;
         let (one, two) = if ty == AtomicType::F32 {
@@ -340,9 +359,6 @@ fn amo(node: &Node) {
         )
         .unwrap_err();
     assert!(matches!(e, NodeError::Invalid(_)), "{e}");
-    node.barrier_all().unwrap();
-    node.free(slots).unwrap();
-    node.free(counters).unwrap();
 }
 
 /// Many barriers, each checked with a put that must have arrived.

@@ -243,6 +243,60 @@ fn pattern(slot: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The fetch-adds saw each value of 0..fadds once.
+fn check_fetched(mut fetched: Vec<u64>, fadds: u64) -> Result<(), String> {
+    fetched.sort_unstable();
+    if fetched.iter().copied().ne(0..fadds) {
+        let wrong = fetched
+            .iter()
+            .enumerate()
+            .find(|&(i, &v)| v != i as u64)
+            .map(|(i, v)| (i, *v));
+        return Err(format!(
+            "fetch-add results are not 0..{}: first mismatch {wrong:?}",
+            fadds
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the counter (a request with tag `tag`) and waits for its value (bounded).
+fn read_counter(
+    rel: &mut Reliable<'_, UdpTransport, 32, HashIndex<UdpPeer, 8>>,
+    client: &mut Client<UdpPeer, 64, 1>,
+    svc: UdpPeer,
+    counter: GlobalAddr,
+    tag: u64,
+    t0: Instant,
+) -> Result<u64, String> {
+    client
+        .read(rel, svc, 0, tag, counter, 8)
+        .map_err(|e| e.to_string())?;
+    rel.flush().map_err(|e| e.to_string())?;
+    let until = Instant::now() + T * 3;
+    let mut end = None;
+    while end.is_none() {
+        if Instant::now() > until {
+            return Err("no answer to the final read".into());
+        }
+        rel.poll(t0.elapsed().as_nanos() as u64)
+            .map_err(|e| e.to_string())?;
+        let mut data = Vec::new();
+        rel.recv(|_, bytes| {
+            client.handle_reply(bytes, |c| match c {
+                Completion::Data { data: d, .. } => data.extend_from_slice(d),
+                Completion::Done { result, .. } => end = Some((result, data.clone())),
+            });
+        })
+        .map_err(|e| e.to_string())?;
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let (result, data) = end.expect("loop ends with a value");
+    result.map_err(|e| format!("final read: {e:?}"))?;
+    let total = u64::from_le_bytes(data.try_into().map_err(|d| format!("final read {d:?}"))?);
+    Ok(total)
+}
+
 /// Runs `n` mixed operations against the service at `to` (job `key`, PE 0's heap) from a
 /// socket bound to `bind`, `WINDOW` in flight, checking every result; the heap holds
 /// `n / 3 + 1` put slots and then the counter.
@@ -367,44 +421,8 @@ fn soak(bind: SocketAddr, to: SocketAddr, key: u64, n: u64) -> Result<SoakReport
         }
     }
     // Each fetch-add saw a distinct value, 0..fadds, and the counter ends at fadds.
-    fetched.sort_unstable();
-    if fetched.iter().copied().ne(0..report.fadds) {
-        let wrong = fetched
-            .iter()
-            .enumerate()
-            .find(|&(i, &v)| v != i as u64)
-            .map(|(i, v)| (i, *v));
-        return Err(format!(
-            "fetch-add results are not 0..{}: first mismatch {wrong:?}",
-            report.fadds
-        ));
-    }
-    let tag_end = tag;
-    client
-        .read(&mut rel, svc, 0, tag_end, counter, 8)
-        .map_err(|e| e.to_string())?;
-    rel.flush().map_err(|e| e.to_string())?;
-    let until = Instant::now() + T * 3;
-    let mut end = None;
-    while end.is_none() {
-        if Instant::now() > until {
-            return Err("no answer to the final read".into());
-        }
-        rel.poll(t0.elapsed().as_nanos() as u64)
-            .map_err(|e| e.to_string())?;
-        let mut data = Vec::new();
-        rel.recv(|_, bytes| {
-            client.handle_reply(bytes, |c| match c {
-                Completion::Data { data: d, .. } => data.extend_from_slice(d),
-                Completion::Done { result, .. } => end = Some((result, data.clone())),
-            });
-        })
-        .map_err(|e| e.to_string())?;
-        std::thread::sleep(Duration::from_micros(100));
-    }
-    let (result, data) = end.expect("loop ends with a value");
-    result.map_err(|e| format!("final read: {e:?}"))?;
-    let total = u64::from_le_bytes(data.try_into().map_err(|d| format!("final read {d:?}"))?);
+    check_fetched(fetched, report.fadds)?;
+    let total = read_counter(&mut rel, &mut client, svc, counter, tag, t0)?;
     if total != report.fadds {
         return Err(format!("the counter is {total}, not {}", report.fadds));
     }
