@@ -196,79 +196,19 @@ fn child(scenario: &str) {
     }
 }
 
-fn globals() {
-    // SAFETY: this function is the whole PE: C ABI calls on globals and heap memory of this
-    // program, as a C test would make them; the Rust handle only adds barriers.
+/// shmem_ptr and shmem_addr_accessible on globals (`data`, `stat`), the heap (`heap`) and
+/// the stack: this PE and same-node PEs.
+fn pointers(
+    me: c_int,
+    n: c_int,
+    right: c_int,
+    data: *mut c_long,
+    heap: *mut c_long,
+    stat: *mut u64,
+) {
+    // SAFETY: C ABI calls on this program's globals and heap; a pointer is read only where
+    // shmem_ptr gave one, in a mapping of the same-node PE that is as long as the object.
     unsafe {
-        start_pes(0);
-        shmem_init(); // a second init is counted (OpenSHMEM 1.6 semantics), as start_pes again
-        let shmem = shmem::init().unwrap();
-        let (me, n) = (shmem_my_pe(), shmem_n_pes());
-        assert_eq!((me, n), (_my_pe(), _num_pes()));
-        assert_eq!(pshmem_my_pe(), me);
-        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-        let mut provided = -1;
-        shmem_query_thread(&mut provided);
-        assert_eq!(provided, 3);
-        let (mut major, mut minor) = (0, 0);
-        shmem_info_get_version(&mut major, &mut minor);
-        assert_eq!((major, minor), (1, 5));
-        let mut name = [1 as c_char; 256];
-        shmem_info_get_name(name.as_mut_ptr());
-        assert_eq!(
-            std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap(),
-            "gsas"
-        );
-        assert_eq!(shmem_pe_accessible(n - 1), 1);
-        assert_eq!(shmem_pe_accessible(n), 0);
-        assert_eq!(shmem_pe_accessible(-1), 0);
-
-        // Globals as targets: .data, .bss and a function-scope static.
-        static mut LOCAL_STATIC: [u64; 4] = [0; 4];
-        let data = addr_of_mut!(DATA_ARRAY).cast::<c_long>();
-        let bss = addr_of_mut!(BSS_ARRAY).cast::<c_int>();
-        assert_eq!(
-            shmem_long_g(data.add(2), right),
-            33,
-            ".data is symmetric with its initial values"
-        );
-        shmem_long_p(data.add(me as usize % 8), 1000 + me as c_long, right);
-        let src: Vec<c_int> = (0..1024).map(|i| i * 3 + me).collect();
-        shmem_int_put(bss, src.as_ptr(), 1024, right);
-        let stat = addr_of_mut!(LOCAL_STATIC).cast::<u64>();
-        let word = 0xdead_0000_u64 + me as u64;
-        shmem_putmem(stat.add(1).cast(), (&raw const word).cast(), 8, right);
-        shmem_quiet();
-        shmem.barrier_all();
-        assert_eq!(*data.add(left as usize % 8), 1000 + left as c_long);
-        let bss_now: Vec<c_int> = (0..1024)
-            .map(|i| std::ptr::read_volatile(bss.add(i)))
-            .collect();
-        assert_eq!(bss_now, (0..1024).map(|i| i * 3 + left).collect::<Vec<_>>());
-        assert_eq!(
-            std::ptr::read_volatile(stat.add(1)),
-            0xdead_0000 + left as u64
-        );
-        let mut back = vec![0 as c_int; 1024];
-        shmem_int_get(back.as_mut_ptr(), bss, 1024, right);
-        assert_eq!(back, src);
-        // Strided get from a global: every 4th int.
-        let mut every4 = vec![0 as c_int; 16];
-        shmem_int_iget(every4.as_mut_ptr(), bss, 1, 4, 16, right);
-        assert_eq!(every4, (0..16).map(|i| i * 12 + me).collect::<Vec<_>>());
-        let mut words = [0u64; 2];
-        shmem_iget64(words.as_mut_ptr().cast(), stat.cast(), 1, 1, 2, right);
-        assert_eq!(words[1], 0xdead_0000 + me as u64);
-        // Zero-length with NULL pointers.
-        shmem_putmem(null_mut(), null(), 0, 0);
-        shmem_int_iget(null_mut(), null(), 1, 1, 0, 0);
-        shmem.barrier_all();
-
-        // shmem_ptr on globals and heap: this PE and same-node PEs.
-        let heap = shmem_malloc(64).cast::<c_long>();
-        assert!(!heap.is_null());
-        *heap = me as c_long;
-        shmem.barrier_all();
         assert_eq!(shmem_ptr(data.cast(), me), data.cast());
         assert_eq!(shmem_ptr(heap.cast(), me), heap.cast());
         let shared = shmem_team_n_pes((&raw const gsas_shmem_team_shared).cast());
@@ -298,7 +238,15 @@ fn globals() {
         assert_eq!(shmem_addr_accessible(heap.cast(), right), 1);
         assert_eq!(shmem_addr_accessible((&raw const stack).cast(), right), 0);
         assert_eq!(shmem_addr_accessible(heap.cast(), n), 0);
+    }
+}
 
+/// The allocator rules of the C ABI: zero sizes, alignments, calloc, hints, realloc,
+/// symmetric offsets on every PE, exhaustion; frees `heap`.
+fn allocator_rules(me: c_int, n: c_int, right: c_int, heap: *mut c_long) {
+    // SAFETY: C ABI calls on heap memory of this program, as a C test would make them; every
+    // pointer dereferenced comes from the symmetric allocator and is in bounds.
+    unsafe {
         // The allocator rules.
         assert!(shmem_malloc(0).is_null());
         assert!(shmem_calloc(0, 8).is_null() && shmem_calloc(8, 0).is_null());
@@ -388,31 +336,14 @@ fn globals() {
         let tiny = shmem_realloc(null_mut(), 8);
         assert!(!tiny.is_null(), "realloc(NULL) allocates");
         pshfree(tiny);
+    }
+}
 
-        // AMOs on globals and typed AMOs of several kinds.
-        let counter = addr_of_mut!(COUNTER);
-        for _ in 0..10 {
-            shmem_long_finc(counter, 0);
-        }
-        let bss0 = bss.add(1000);
-        shmem_int_atomic_fetch_add(bss0, 1, 0);
-        shmem.barrier_all();
-        if me == 0 {
-            assert_eq!(std::ptr::read_volatile(counter), 10 * n as c_long);
-        }
-        let d = shmem_malloc(8).cast::<f64>();
-        *d = 1.5;
-        shmem.barrier_all();
-        let old = shmem_double_atomic_swap(d, me as f64, right);
-        assert!(old == 1.5, "{old}");
-        shmem.barrier_all();
-        assert_eq!(*d, left as f64);
-        assert_eq!(
-            shmem_long_atomic_compare_swap(counter, -1, 5, 0),
-            10 * n as c_long
-        );
-        shmem.barrier_all();
-
+/// Contexts (create, use, team, destroy; invalid and default handles), teams through C,
+/// and fence ordering two puts to a global flag.
+fn contexts_and_fences(shmem: &shmem::Shmem, me: c_int, right: c_int) {
+    // SAFETY: C ABI calls on this program's globals and on handles the library gave.
+    unsafe {
         // Contexts: create, use, team, destroy; invalid and default handles.
         let mut ctx: Ctx = null();
         assert_eq!(shmem_ctx_create(1 << 1, &mut ctx), 0);
@@ -466,7 +397,13 @@ fn globals() {
             "fence orders the two puts"
         );
         shmem.barrier_all();
+    }
+}
 
+/// Put with signal, signal waits and the typed waits and tests through C.
+fn signals_and_waits(shmem: &shmem::Shmem, me: c_int, left: c_int, right: c_int) {
+    // SAFETY: C ABI calls on this program's globals and on local arrays that outlive them.
+    unsafe {
         // Signals and waits through C.
         let sig = addr_of_mut!(SIG);
         let payload = [me as u8; 100];
@@ -507,6 +444,113 @@ fn globals() {
             usize::MAX
         );
         shmem.barrier_all();
+    }
+}
+
+fn globals() {
+    // SAFETY: this function is the whole PE: C ABI calls on globals and heap memory of this
+    // program, as a C test would make them; the Rust handle only adds barriers.
+    unsafe {
+        start_pes(0);
+        shmem_init(); // a second init is counted (OpenSHMEM 1.6 semantics), as start_pes again
+        let shmem = shmem::init().unwrap();
+        let (me, n) = (shmem_my_pe(), shmem_n_pes());
+        assert_eq!((me, n), (_my_pe(), _num_pes()));
+        assert_eq!(pshmem_my_pe(), me);
+        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+        let mut provided = -1;
+        shmem_query_thread(&mut provided);
+        assert_eq!(provided, 3);
+        let (mut major, mut minor) = (0, 0);
+        shmem_info_get_version(&mut major, &mut minor);
+        assert_eq!((major, minor), (1, 5));
+        let mut name = [1 as c_char; 256];
+        shmem_info_get_name(name.as_mut_ptr());
+        assert_eq!(
+            std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap(),
+            "gsas"
+        );
+        assert_eq!(shmem_pe_accessible(n - 1), 1);
+        assert_eq!(shmem_pe_accessible(n), 0);
+        assert_eq!(shmem_pe_accessible(-1), 0);
+
+        // Globals as targets: .data, .bss and a function-scope static.
+        static mut LOCAL_STATIC: [u64; 4] = [0; 4];
+        let data = addr_of_mut!(DATA_ARRAY).cast::<c_long>();
+        let bss = addr_of_mut!(BSS_ARRAY).cast::<c_int>();
+        assert_eq!(
+            shmem_long_g(data.add(2), right),
+            33,
+            ".data is symmetric with its initial values"
+        );
+        shmem_long_p(data.add(me as usize % 8), 1000 + me as c_long, right);
+        let src: Vec<c_int> = (0..1024).map(|i| i * 3 + me).collect();
+        shmem_int_put(bss, src.as_ptr(), 1024, right);
+        let stat = addr_of_mut!(LOCAL_STATIC).cast::<u64>();
+        let word = 0xdead_0000_u64 + me as u64;
+        shmem_putmem(stat.add(1).cast(), (&raw const word).cast(), 8, right);
+        shmem_quiet();
+        shmem.barrier_all();
+        assert_eq!(*data.add(left as usize % 8), 1000 + left as c_long);
+        let bss_now: Vec<c_int> = (0..1024)
+            .map(|i| std::ptr::read_volatile(bss.add(i)))
+            .collect();
+        assert_eq!(bss_now, (0..1024).map(|i| i * 3 + left).collect::<Vec<_>>());
+        assert_eq!(
+            std::ptr::read_volatile(stat.add(1)),
+            0xdead_0000 + left as u64
+        );
+        let mut back = vec![0 as c_int; 1024];
+        shmem_int_get(back.as_mut_ptr(), bss, 1024, right);
+        assert_eq!(back, src);
+        // Strided get from a global: every 4th int.
+        let mut every4 = vec![0 as c_int; 16];
+        shmem_int_iget(every4.as_mut_ptr(), bss, 1, 4, 16, right);
+        assert_eq!(every4, (0..16).map(|i| i * 12 + me).collect::<Vec<_>>());
+        let mut words = [0u64; 2];
+        shmem_iget64(words.as_mut_ptr().cast(), stat.cast(), 1, 1, 2, right);
+        assert_eq!(words[1], 0xdead_0000 + me as u64);
+        // Zero-length with NULL pointers.
+        shmem_putmem(null_mut(), null(), 0, 0);
+        shmem_int_iget(null_mut(), null(), 1, 1, 0, 0);
+        shmem.barrier_all();
+
+        // shmem_ptr on globals and heap: this PE and same-node PEs.
+        let heap = shmem_malloc(64).cast::<c_long>();
+        assert!(!heap.is_null());
+        *heap = me as c_long;
+        shmem.barrier_all();
+        pointers(me, n, right, data, heap, stat);
+
+        allocator_rules(me, n, right, heap);
+
+        // AMOs on globals and typed AMOs of several kinds.
+        let counter = addr_of_mut!(COUNTER);
+        for _ in 0..10 {
+            shmem_long_finc(counter, 0);
+        }
+        let bss0 = bss.add(1000);
+        shmem_int_atomic_fetch_add(bss0, 1, 0);
+        shmem.barrier_all();
+        if me == 0 {
+            assert_eq!(std::ptr::read_volatile(counter), 10 * n as c_long);
+        }
+        let d = shmem_malloc(8).cast::<f64>();
+        *d = 1.5;
+        shmem.barrier_all();
+        let old = shmem_double_atomic_swap(d, me as f64, right);
+        assert!(old == 1.5, "{old}");
+        shmem.barrier_all();
+        assert_eq!(*d, left as f64);
+        assert_eq!(
+            shmem_long_atomic_compare_swap(counter, -1, 5, 0),
+            10 * n as c_long
+        );
+        shmem.barrier_all();
+
+        contexts_and_fences(&shmem, me, right);
+
+        signals_and_waits(&shmem, me, left, right);
 
         // Locks on a global.
         let lock = addr_of_mut!(LOCK);

@@ -220,82 +220,16 @@ fn bcast_typed<T: FromVal>(shmem: &Shmem, len: usize) -> usize {
     n
 }
 
-fn bcast(shmem: &Shmem) -> String {
+/// Broadcasts over active sets: shrinking, one broadcast pSync reused, two barrier pSyncs
+/// alternated (as the conformance suites do), then the even PEs; the root's dest is not
+/// written. Returns the calls made.
+fn active_set_broadcasts(
+    shmem: &Shmem,
+    psync: &SymVec<'_, c_long>,
+    bar: &[SymVec<'_, c_long>; 2],
+) -> usize {
     let (me, n) = (shmem.my_pe(), shmem.n_pes());
     let mut calls = 0;
-    for len in [1, 7, 1000] {
-        calls += bcast_typed::<u8>(shmem, len);
-    }
-    for len in [1, 128, 20_000] {
-        calls += bcast_typed::<u64>(shmem, len);
-    }
-    calls += bcast_typed::<f64>(shmem, 3);
-    // The C ABI team form from a middle root, and a root out of range (refused everywhere).
-    let src = shmem.alloc_vec::<c_int>(5).unwrap();
-    let dest = shmem.alloc_vec::<c_int>(5).unwrap();
-    for i in 0..5 {
-        src.write(i, (me * 10 + i) as c_int);
-    }
-    shmem.barrier_all();
-    let root = n / 2;
-    // SAFETY: symmetric objects of 5 ints; every PE calls.
-    unsafe {
-        assert_eq!(
-            shmem_int_broadcast(
-                world(),
-                dest.as_ptr().cast_mut(),
-                src.as_ptr(),
-                5,
-                root as c_int
-            ),
-            0
-        );
-        assert_ne!(
-            shmem_int_broadcast(
-                world(),
-                dest.as_ptr().cast_mut(),
-                src.as_ptr(),
-                5,
-                n as c_int
-            ),
-            0
-        );
-        assert_ne!(
-            shmem_int_broadcast(null_mut(), dest.as_ptr().cast_mut(), src.as_ptr(), 5, 0),
-            0
-        );
-    }
-    assert_eq!(
-        dest.to_vec(),
-        (0..5).map(|i| (root * 10 + i) as c_int).collect::<Vec<_>>()
-    );
-    calls += 1;
-    // Zero-length calls with NULL buffers.
-    let psync = shmem.alloc_vec::<c_long>(16).unwrap();
-    let bar = [
-        shmem.alloc_vec::<c_long>(16).unwrap(),
-        shmem.alloc_vec::<c_long>(16).unwrap(),
-    ];
-    // SAFETY: zero-length: the buffers are not touched; the pSync is symmetric.
-    unsafe {
-        assert_eq!(
-            shmem_int_broadcast(world(), null_mut(), null_mut(), 0, 0),
-            0
-        );
-        assert_eq!(shmem_broadcastmem(world(), null_mut(), null_mut(), 0, 0), 0);
-        shmem_broadcast32(
-            null_mut(),
-            null_mut(),
-            0,
-            0,
-            0,
-            0,
-            n as c_int,
-            psync.as_ptr().cast_mut(),
-        );
-    }
-    // Active sets: shrinking, one broadcast pSync reused, two barrier pSyncs alternated (as
-    // the conformance suites do); the root's dest is not written.
     let len = 300;
     let s64 = shmem.alloc_vec::<u64>(len).unwrap();
     let d64 = shmem.alloc_vec::<u64>(len).unwrap();
@@ -375,6 +309,84 @@ fn bcast(shmem: &Shmem) -> String {
         }
         calls += 1;
     }
+    calls
+}
+
+fn bcast(shmem: &Shmem) -> String {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let mut calls = 0;
+    for len in [1, 7, 1000] {
+        calls += bcast_typed::<u8>(shmem, len);
+    }
+    for len in [1, 128, 20_000] {
+        calls += bcast_typed::<u64>(shmem, len);
+    }
+    calls += bcast_typed::<f64>(shmem, 3);
+    // The C ABI team form from a middle root, and a root out of range (refused everywhere).
+    let src = shmem.alloc_vec::<c_int>(5).unwrap();
+    let dest = shmem.alloc_vec::<c_int>(5).unwrap();
+    for i in 0..5 {
+        src.write(i, (me * 10 + i) as c_int);
+    }
+    shmem.barrier_all();
+    let root = n / 2;
+    // SAFETY: symmetric objects of 5 ints; every PE calls.
+    unsafe {
+        assert_eq!(
+            shmem_int_broadcast(
+                world(),
+                dest.as_ptr().cast_mut(),
+                src.as_ptr(),
+                5,
+                root as c_int
+            ),
+            0
+        );
+        assert_ne!(
+            shmem_int_broadcast(
+                world(),
+                dest.as_ptr().cast_mut(),
+                src.as_ptr(),
+                5,
+                n as c_int
+            ),
+            0
+        );
+        assert_ne!(
+            shmem_int_broadcast(null_mut(), dest.as_ptr().cast_mut(), src.as_ptr(), 5, 0),
+            0
+        );
+    }
+    assert_eq!(
+        dest.to_vec(),
+        (0..5).map(|i| (root * 10 + i) as c_int).collect::<Vec<_>>()
+    );
+    calls += 1;
+    // Zero-length calls with NULL buffers.
+    let psync = shmem.alloc_vec::<c_long>(16).unwrap();
+    let bar = [
+        shmem.alloc_vec::<c_long>(16).unwrap(),
+        shmem.alloc_vec::<c_long>(16).unwrap(),
+    ];
+    // SAFETY: zero-length: the buffers are not touched; the pSync is symmetric.
+    unsafe {
+        assert_eq!(
+            shmem_int_broadcast(world(), null_mut(), null_mut(), 0, 0),
+            0
+        );
+        assert_eq!(shmem_broadcastmem(world(), null_mut(), null_mut(), 0, 0), 0);
+        shmem_broadcast32(
+            null_mut(),
+            null_mut(),
+            0,
+            0,
+            0,
+            0,
+            n as c_int,
+            psync.as_ptr().cast_mut(),
+        );
+    }
+    calls += active_set_broadcasts(shmem, &psync, &bar);
     shmem.barrier_all();
     assert!(psync.to_vec().iter().all(|&w| w == 0));
     format!("bcast ok: {calls}")

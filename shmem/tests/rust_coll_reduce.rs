@@ -10,7 +10,7 @@ mod rust_common;
 use std::ffi::{c_int, c_long, c_short, c_void};
 
 use rust_common::{run_expect, topologies, world};
-use shmem::{Complex32, Complex64, ReduceOp, Shmem, Symmetric, op};
+use shmem::{Complex32, Complex64, ReduceOp, Shmem, SymVec, Symmetric, op};
 
 unsafe extern "C" {
     fn gsas_shmem_longdouble_from_double(v: f64, out: *mut c_void);
@@ -281,13 +281,12 @@ fn clean(psync: &shmem::SymVec<'_, c_long>) {
     );
 }
 
-fn cabi(shmem: &Shmem) -> String {
+/// long double through the C ABI: team sum and max, active-set product (16-byte storage in
+/// u128s), with the pSync `ps` and the work array `w`. Returns the calls made.
+fn long_doubles(shmem: &Shmem, psync: &SymVec<'_, c_long>, w: *mut u128) -> usize {
     let (me, n) = (shmem.my_pe(), shmem.n_pes());
-    let mut calls = 0;
-    let psync = shmem.alloc_vec::<c_long>(REDUCE_SYNC_SIZE).unwrap();
     let ps = psync.as_ptr().cast_mut();
-    let wrk = shmem.alloc_vec::<u128>(n / 2 + 2).unwrap();
-    let w = wrk.as_ptr().cast_mut();
+    let mut calls = 0;
     // long double: team sum and max, active-set product (16-byte storage in u128s).
     let ld = |v: f64| {
         let mut out = 0u128;
@@ -367,9 +366,18 @@ fn cabi(shmem: &Shmem) -> String {
             "long double prod {i}"
         );
     }
-    clean(&psync);
+    clean(psync);
     shmem.barrier_all();
     calls += 3;
+    calls
+}
+
+/// Complex through the C ABI: team product, active-set sum. Returns the calls made.
+fn complexes(shmem: &Shmem, psync: &SymVec<'_, c_long>, w: *mut u128) -> usize {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let ps = psync.as_ptr().cast_mut();
+    let tri = (n * (n - 1) / 2) as f64;
+    let mut calls = 0;
     // Complex through the C ABI: team product, active-set sum.
     let cs = shmem.alloc_vec::<Complex64>(2).unwrap();
     let cd = shmem.alloc_vec::<Complex64>(2).unwrap();
@@ -425,9 +433,21 @@ fn cabi(shmem: &Shmem) -> String {
             im: -(n as f32)
         }
     );
-    clean(&psync);
+    clean(psync);
     shmem.barrier_all();
     calls += 2;
+    calls
+}
+
+fn cabi(shmem: &Shmem) -> String {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let mut calls = 0;
+    let psync = shmem.alloc_vec::<c_long>(REDUCE_SYNC_SIZE).unwrap();
+    let ps = psync.as_ptr().cast_mut();
+    let wrk = shmem.alloc_vec::<u128>(n / 2 + 2).unwrap();
+    let w = wrk.as_ptr().cast_mut();
+    calls += long_doubles(shmem, &psync, w);
+    calls += complexes(shmem, &psync, w);
     // Active-set forms on a strided set (the even PEs) and the world, one pSync reused
     // after barriers.
     let evens = n.div_ceil(2);

@@ -34,7 +34,55 @@ fn scenario(shmem: &Shmem, name: &str) -> String {
 fn rma(shmem: &Shmem) -> String {
     let (me, n) = (shmem.my_pe(), shmem.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let sizes = bytes_of_every_size(shmem);
+    typed_elements(shmem);
+    p_and_g(shmem);
+    strided(shmem);
+    non_blocking(shmem);
 
+    // A context of its own: puts complete with its quiet.
+    let ctx = shmem.ctx_create(CtxOptions::PRIVATE).unwrap();
+    let c = shmem.alloc_vec::<u8>(200_000).unwrap();
+    ctx.put(&c, &pattern(me + 9, 200_000), right);
+    ctx.quiet();
+    shmem.barrier_all();
+    assert!(c.to_vec() == pattern(left + 9, 200_000));
+    drop(ctx);
+
+    // Zero-length transfers do nothing.
+    shmem.put(&c, &[], right);
+    shmem.get(&c, &mut [], right);
+    shmem.put_nbi(&c, &[], right);
+    shmem.barrier_all();
+
+    // Aligned blocks: alignments below the pointer size mean the pointer size; one that is
+    // not a power of two is refused (on every PE alike: no collective happens).
+    for al in [1usize, 2, 4, 8, 64, 4096] {
+        let a = shmem.alloc_vec_aligned::<u8>(al, 24).unwrap();
+        let want = al.max(size_of::<usize>());
+        assert_eq!(a.as_ptr() as usize % want, 0, "alignment {al}");
+        shmem.put(&a, &pattern(me + al, 24), right);
+        shmem.barrier_all();
+        assert!(a.to_vec() == pattern(left + al, 24), "alignment {al}");
+        shmem.barrier_all();
+    }
+    for al in [0usize, 3, 24] {
+        let e = shmem.alloc_vec_aligned::<u8>(al, 24).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "alignment {al}: {e}");
+    }
+    format!(
+        "rma ok: {} sizes up to {} bytes, {} same-node PEs",
+        sizes,
+        4 << 20,
+        shmem.team_shared().n_pes()
+    )
+}
+
+/// Bytes of every size class, with an odd offset inside the object; returns how many
+/// sizes.
+fn bytes_of_every_size(shmem: &Shmem) -> usize {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     // Bytes of every size class, with an odd offset inside the object.
     let max = (4 << 20) + 64;
     let buf = shmem.alloc_vec::<u8>(max).unwrap();
@@ -69,7 +117,13 @@ fn rma(shmem: &Shmem) -> String {
         );
         shmem.barrier_all();
     }
+    sizes.len()
+}
 
+/// Typed elements: i32, f64, u128 (the 128-bit block size).
+fn typed_elements(shmem: &Shmem) {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     // Typed elements: i32, f64, u128 (the 128-bit block size), u16.
     let ints = shmem.alloc_vec::<i32>(1000).unwrap();
     let src: Vec<i32> = (0..1000).map(|i| i * (me as i32 + 1) - 500).collect();
@@ -93,7 +147,12 @@ fn rma(shmem: &Shmem) -> String {
     shmem.get(&ints, &mut back, right);
     assert_eq!(back, src);
     shmem.barrier_all();
+}
 
+/// `p` and `g` of several types.
+fn p_and_g(shmem: &Shmem) {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     // p and g of several types.
     let shorts = shmem.alloc_vec::<i16>(n).unwrap();
     let words = shmem.alloc_vec::<u64>(n).unwrap();
@@ -110,7 +169,12 @@ fn rma(shmem: &Shmem) -> String {
         assert_eq!(shmem.g(singles.at(pe), left), pe as f32 + 0.5);
     }
     shmem.barrier_all();
+}
 
+/// Strided transfers, also of 128-bit elements.
+fn strided(shmem: &Shmem) {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     // Strided: every 3rd element of the source into every 2nd of the target, and back.
     let strided = shmem.alloc_vec::<u32>(64).unwrap();
     strided.fill(0);
@@ -143,7 +207,12 @@ fn rma(shmem: &Shmem) -> String {
     assert_eq!(wide_strided.read(3), 2);
     assert_eq!(wide_strided.read(6), 3);
     shmem.barrier_all();
+}
 
+/// Non-blocking puts to every PE and a scope of gets.
+fn non_blocking(shmem: &Shmem) {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let right = (me + 1) % n;
     // Non-blocking: puts to every PE, quiet; a scope of gets from every PE.
     let slots = shmem.alloc_vec::<u64>(n * 512).unwrap();
     let mine: Vec<u64> = (0..512).map(|i| (me as u64) << 32 | i).collect();
@@ -166,43 +235,6 @@ fn rma(shmem: &Shmem) -> String {
         );
     }
     shmem.barrier_all();
-
-    // A context of its own: puts complete with its quiet.
-    let ctx = shmem.ctx_create(CtxOptions::PRIVATE).unwrap();
-    let c = shmem.alloc_vec::<u8>(200_000).unwrap();
-    ctx.put(&c, &pattern(me + 9, 200_000), right);
-    ctx.quiet();
-    shmem.barrier_all();
-    assert!(c.to_vec() == pattern(left + 9, 200_000));
-    drop(ctx);
-
-    // Zero-length transfers do nothing.
-    shmem.put(&c, &[], right);
-    shmem.get(&c, &mut [], right);
-    shmem.put_nbi(&c, &[], right);
-    shmem.barrier_all();
-
-    // Aligned blocks: alignments below the pointer size mean the pointer size; one that is
-    // not a power of two is refused (on every PE alike: no collective happens).
-    for al in [1usize, 2, 4, 8, 64, 4096] {
-        let a = shmem.alloc_vec_aligned::<u8>(al, 24).unwrap();
-        let want = al.max(size_of::<usize>());
-        assert_eq!(a.as_ptr() as usize % want, 0, "alignment {al}");
-        shmem.put(&a, &pattern(me + al, 24), right);
-        shmem.barrier_all();
-        assert!(a.to_vec() == pattern(left + al, 24), "alignment {al}");
-        shmem.barrier_all();
-    }
-    for al in [0usize, 3, 24] {
-        let e = shmem.alloc_vec_aligned::<u8>(al, 24).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "alignment {al}: {e}");
-    }
-    format!(
-        "rma ok: {} sizes up to {} bytes, {} same-node PEs",
-        sizes.len(),
-        4 << 20,
-        shmem.team_shared().n_pes()
-    )
 }
 
 fn amo(shmem: &Shmem) -> String {
