@@ -145,20 +145,11 @@ pub fn start_private_daemon(cfg: &NodeServiceConfig) -> Result<Box<dyn NodeServi
     cmd.envs(env);
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure runs in the child between fork and exec and calls only `prctl`,
-    // `getppid` and `_exit`, which are async-signal-safe.
+    // SAFETY: the closure runs in the child between fork and exec and makes only
+    // async-signal-safe calls (`prctl`, `getppid`, `_exit`). The service ends with the PE
+    // that started it (its PEs are gone or going).
     unsafe {
-        cmd.pre_exec(move || {
-            // The service ends with the PE that started it (its PEs are gone or going).
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                // The PE died before the request took effect: serve nobody.
-                libc::_exit(1);
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || gsas_sys::process::child_set_pdeathsig(parent, libc::SIGTERM));
     }
     let child =
         spawn_from_lasting_thread(cmd).map_err(|e| format!("starting {}: {e}", bin.display()))?;
@@ -254,8 +245,8 @@ impl PrivateDaemon {
         }
         self.reaped = true;
         let pid = self.child.id();
-        // SAFETY: `kill` on the pid of our own child, which we have not reaped.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        // Our own child, not reaped yet: the pid is still its own.
+        let _ = gsas_sys::process::kill(pid, libc::SIGTERM);
         let until = Instant::now() + STOP_GRACE;
         loop {
             match self.child.try_wait() {

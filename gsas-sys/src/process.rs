@@ -54,20 +54,12 @@ pub fn describe_signal(sig: i32) -> String {
     }
 }
 
-/// In a freshly forked child (a `pre_exec` hook): ask the kernel to send `SIGKILL` when the
+/// In a freshly forked child (a `pre_exec` hook): ask the kernel to send `sig` when the
 /// parent thread dies, and exit at once if the parent died before the request took effect.
 /// Only async-signal-safe calls.
-pub fn child_set_pdeathsig(parent: libc::pid_t) -> io::Result<()> {
+pub fn child_set_pdeathsig(parent: libc::pid_t, sig: i32) -> io::Result<()> {
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes an integer argument and touches no memory.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
+    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }

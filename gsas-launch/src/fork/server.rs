@@ -698,7 +698,7 @@ impl JobThread {
         unsafe {
             cmd.pre_exec(move || {
                 gsas_sys::process::child_clear_signal_mask()?;
-                gsas_sys::process::child_set_pdeathsig(parent)
+                gsas_sys::process::child_set_pdeathsig(parent, libc::SIGKILL)
             });
         }
         let mut child = cmd.spawn().map_err(|e| {

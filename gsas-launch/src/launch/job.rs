@@ -406,7 +406,7 @@ fn spawn_one(
     unsafe {
         cmd.pre_exec(move || {
             gsas_sys::process::child_clear_signal_mask()?;
-            gsas_sys::process::child_set_pdeathsig(parent)
+            gsas_sys::process::child_set_pdeathsig(parent, libc::SIGKILL)
         });
     }
     let mut child = endpoint.spawn(&mut cmd)?;
