@@ -19,7 +19,7 @@
 //!
 //! Thread safety: types and constants only.
 
-use core::mem::{offset_of, size_of};
+use core::mem::size_of;
 use volatile_register::{RO, RW};
 
 /// Size of map0 `regs`.
@@ -457,7 +457,12 @@ pub struct RdmaBlock {
 
 /// Byte offsets, derived from the blocks with `offset_of!`.
 pub mod off {
-    use super::*;
+    use core::mem::offset_of;
+
+    use super::{
+        ChRegs, MboxBlock, PktzBlock, RDMA_DEPTH, RdmaBlock, RdmaDescRegs, RecordRegs, RegsBlock,
+        TxDescRegs,
+    };
 
     /// `ID`.
     pub const ID: usize = offset_of!(RegsBlock, id);
@@ -590,6 +595,8 @@ const _: () = {
 
 #[cfg(test)]
 mod tests {
+    use core::mem::offset_of;
+
     use super::*;
 
     #[test]

@@ -3,10 +3,8 @@
 //! names. Every body is a call of `crate::amo::typed[_nbi]` with a wire operation code; the
 //! datatype code comes from the row's Rust type ([`Scalar`]).
 
-#[allow(unused_imports)]
 use std::ffi::{c_int, c_long, c_longlong, c_uint, c_ulong, c_ulonglong};
 
-#[allow(unused_imports)]
 use gsas_core::wire::AtomicOp::{self, *};
 
 use crate::amo::{typed, typed_nbi};
@@ -75,35 +73,23 @@ unsafe fn nbi1<T: Scalar>(
 macro_rules! ext_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
         /// The extended AMOs, per type.
-        pub mod ext {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                pub mod $n {
-                    #[allow(unused_imports)]
-                    use super::*;
-                    abi! {
-                        const OPS;
-                        twin fetch [$n _atomic_fetch] (source: *const $t, pe: c_int) -> $t
-                            => |ctx, call| op0(ctx, Fetch, source, pe, call);
-                        twin set [$n _atomic_set] (dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| { op1(ctx, Set, dest, value, pe, call); };
-                        twin swap [$n _atomic_swap] (dest: *mut $t, value: $t, pe: c_int) -> $t
-                            => |ctx, call| op1(ctx, Swap, dest, value, pe, call);
-                        twin fetch_nbi [$n _atomic_fetch_nbi]
-                            (fetch: *mut $t, source: *const $t, pe: c_int)
-                            => |ctx, call| nbi1(ctx, Fetch, fetch, source, <$t as Scalar>::from_bits(0), pe, call);
-                        twin swap_nbi [$n _atomic_swap_nbi]
-                            (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| nbi1(ctx, Swap, fetch, dest, value, pe, call);
-                    }
-                }
-            )*
-            /// The names of the extended AMOs.
-            pub fn names(out: &mut Vec<&'static str>) {
-                super::super::extend(out, &[$($n::OPS),*]);
+        const EXT: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                twin [$n _atomic_fetch] (source: *const $t, pe: c_int) -> $t
+                    => |ctx, call| op0(ctx, Fetch, source, pe, call);
+                twin [$n _atomic_set] (dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| { op1(ctx, Set, dest, value, pe, call); };
+                twin [$n _atomic_swap] (dest: *mut $t, value: $t, pe: c_int) -> $t
+                    => |ctx, call| op1(ctx, Swap, dest, value, pe, call);
+                twin [$n _atomic_fetch_nbi]
+                    (fetch: *mut $t, source: *const $t, pe: c_int)
+                    => |ctx, call| nbi1(ctx, Fetch, fetch, source, <$t as Scalar>::from_bits(0), pe, call);
+                twin [$n _atomic_swap_nbi]
+                    (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| nbi1(ctx, Swap, fetch, dest, value, pe, call);
             }
-        }
+        ),*];
     };
 }
 
@@ -112,44 +98,32 @@ amo_ext_types!(ext_rows);
 macro_rules! std_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
         /// The standard AMOs, per type.
-        pub mod standard {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                pub mod $n {
-                    #[allow(unused_imports)]
-                    use super::*;
-                    abi! {
-                        const OPS;
-                        twin compare_swap [$n _atomic_compare_swap]
-                            (dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t
-                            => |ctx, call| typed(ctx, CompareSwap, dest, value, cond, pe, call);
-                        twin fetch_inc [$n _atomic_fetch_inc] (dest: *mut $t, pe: c_int) -> $t
-                            => |ctx, call| op0(ctx, FetchInc, dest, pe, call);
-                        twin inc [$n _atomic_inc] (dest: *mut $t, pe: c_int)
-                            => |ctx, call| { op0(ctx, Inc, dest, pe, call); };
-                        twin fetch_add [$n _atomic_fetch_add]
-                            (dest: *mut $t, value: $t, pe: c_int) -> $t
-                            => |ctx, call| op1(ctx, FetchAdd, dest, value, pe, call);
-                        twin add [$n _atomic_add] (dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| { op1(ctx, Add, dest, value, pe, call); };
-                        twin compare_swap_nbi [$n _atomic_compare_swap_nbi]
-                            (fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: c_int)
-                            => |ctx, call| typed_nbi(ctx, CompareSwap, fetch, dest, value, cond, pe, call);
-                        twin fetch_inc_nbi [$n _atomic_fetch_inc_nbi]
-                            (fetch: *mut $t, dest: *mut $t, pe: c_int)
-                            => |ctx, call| nbi1(ctx, FetchInc, fetch, dest, <$t as Scalar>::from_bits(0), pe, call);
-                        twin fetch_add_nbi [$n _atomic_fetch_add_nbi]
-                            (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| nbi1(ctx, FetchAdd, fetch, dest, value, pe, call);
-                    }
-                }
-            )*
-            /// The names of the standard AMOs.
-            pub fn names(out: &mut Vec<&'static str>) {
-                super::super::extend(out, &[$($n::OPS),*]);
+        const STANDARD: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                twin [$n _atomic_compare_swap]
+                    (dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t
+                    => |ctx, call| typed(ctx, CompareSwap, dest, value, cond, pe, call);
+                twin [$n _atomic_fetch_inc] (dest: *mut $t, pe: c_int) -> $t
+                    => |ctx, call| op0(ctx, FetchInc, dest, pe, call);
+                twin [$n _atomic_inc] (dest: *mut $t, pe: c_int)
+                    => |ctx, call| { op0(ctx, Inc, dest, pe, call); };
+                twin [$n _atomic_fetch_add]
+                    (dest: *mut $t, value: $t, pe: c_int) -> $t
+                    => |ctx, call| op1(ctx, FetchAdd, dest, value, pe, call);
+                twin [$n _atomic_add] (dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| { op1(ctx, Add, dest, value, pe, call); };
+                twin [$n _atomic_compare_swap_nbi]
+                    (fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: c_int)
+                    => |ctx, call| typed_nbi(ctx, CompareSwap, fetch, dest, value, cond, pe, call);
+                twin [$n _atomic_fetch_inc_nbi]
+                    (fetch: *mut $t, dest: *mut $t, pe: c_int)
+                    => |ctx, call| nbi1(ctx, FetchInc, fetch, dest, <$t as Scalar>::from_bits(0), pe, call);
+                twin [$n _atomic_fetch_add_nbi]
+                    (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| nbi1(ctx, FetchAdd, fetch, dest, value, pe, call);
             }
-        }
+        ),*];
     };
 }
 
@@ -158,47 +132,35 @@ amo_std_types!(std_rows);
 macro_rules! bit_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
         /// The bitwise AMOs, per type.
-        pub mod bitwise {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                pub mod $n {
-                    #[allow(unused_imports)]
-                    use super::*;
-                    abi! {
-                        const OPS;
-                        twin fetch_and [$n _atomic_fetch_and]
-                            (dest: *mut $t, value: $t, pe: c_int) -> $t
-                            => |ctx, call| op1(ctx, FetchAnd, dest, value, pe, call);
-                        twin and [$n _atomic_and] (dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| { op1(ctx, And, dest, value, pe, call); };
-                        twin fetch_or [$n _atomic_fetch_or]
-                            (dest: *mut $t, value: $t, pe: c_int) -> $t
-                            => |ctx, call| op1(ctx, FetchOr, dest, value, pe, call);
-                        twin or [$n _atomic_or] (dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| { op1(ctx, Or, dest, value, pe, call); };
-                        twin fetch_xor [$n _atomic_fetch_xor]
-                            (dest: *mut $t, value: $t, pe: c_int) -> $t
-                            => |ctx, call| op1(ctx, FetchXor, dest, value, pe, call);
-                        twin xor [$n _atomic_xor] (dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| { op1(ctx, Xor, dest, value, pe, call); };
-                        twin fetch_and_nbi [$n _atomic_fetch_and_nbi]
-                            (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| nbi1(ctx, FetchAnd, fetch, dest, value, pe, call);
-                        twin fetch_or_nbi [$n _atomic_fetch_or_nbi]
-                            (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| nbi1(ctx, FetchOr, fetch, dest, value, pe, call);
-                        twin fetch_xor_nbi [$n _atomic_fetch_xor_nbi]
-                            (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
-                            => |ctx, call| nbi1(ctx, FetchXor, fetch, dest, value, pe, call);
-                    }
-                }
-            )*
-            /// The names of the bitwise AMOs.
-            pub fn names(out: &mut Vec<&'static str>) {
-                super::super::extend(out, &[$($n::OPS),*]);
+        const BITWISE: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                twin [$n _atomic_fetch_and]
+                    (dest: *mut $t, value: $t, pe: c_int) -> $t
+                    => |ctx, call| op1(ctx, FetchAnd, dest, value, pe, call);
+                twin [$n _atomic_and] (dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| { op1(ctx, And, dest, value, pe, call); };
+                twin [$n _atomic_fetch_or]
+                    (dest: *mut $t, value: $t, pe: c_int) -> $t
+                    => |ctx, call| op1(ctx, FetchOr, dest, value, pe, call);
+                twin [$n _atomic_or] (dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| { op1(ctx, Or, dest, value, pe, call); };
+                twin [$n _atomic_fetch_xor]
+                    (dest: *mut $t, value: $t, pe: c_int) -> $t
+                    => |ctx, call| op1(ctx, FetchXor, dest, value, pe, call);
+                twin [$n _atomic_xor] (dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| { op1(ctx, Xor, dest, value, pe, call); };
+                twin [$n _atomic_fetch_and_nbi]
+                    (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| nbi1(ctx, FetchAnd, fetch, dest, value, pe, call);
+                twin [$n _atomic_fetch_or_nbi]
+                    (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| nbi1(ctx, FetchOr, fetch, dest, value, pe, call);
+                twin [$n _atomic_fetch_xor_nbi]
+                    (fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int)
+                    => |ctx, call| nbi1(ctx, FetchXor, fetch, dest, value, pe, call);
             }
-        }
+        ),*];
     };
 }
 
@@ -207,29 +169,17 @@ amo_bit_types!(bit_rows);
 macro_rules! depr_ext_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
         /// Deprecated (1.4) `shmem_TYPENAME_fetch`, `_set`, `_swap`: the default context.
-        pub mod depr_ext {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                pub mod $n {
-                    #[allow(unused_imports)]
-                    use super::*;
-                    abi! {
-                        const OPS;
-                        plain fetch [$n _fetch] (source: *const $t, pe: c_int) -> $t
-                            => |call| op0(CtxRef::DEFAULT, Fetch, source, pe, call);
-                        plain set [$n _set] (dest: *mut $t, value: $t, pe: c_int)
-                            => |call| { op1(CtxRef::DEFAULT, Set, dest, value, pe, call); };
-                        plain swap [$n _swap] (dest: *mut $t, value: $t, pe: c_int) -> $t
-                            => |call| op1(CtxRef::DEFAULT, Swap, dest, value, pe, call);
-                    }
-                }
-            )*
-            /// The names of the deprecated fetch/set/swap.
-            pub fn names(out: &mut Vec<&'static str>) {
-                super::super::extend(out, &[$($n::OPS),*]);
+        const DEPR_EXT: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                plain [$n _fetch] (source: *const $t, pe: c_int) -> $t
+                    => |call| op0(CtxRef::DEFAULT, Fetch, source, pe, call);
+                plain [$n _set] (dest: *mut $t, value: $t, pe: c_int)
+                    => |call| { op1(CtxRef::DEFAULT, Set, dest, value, pe, call); };
+                plain [$n _swap] (dest: *mut $t, value: $t, pe: c_int) -> $t
+                    => |call| op1(CtxRef::DEFAULT, Swap, dest, value, pe, call);
             }
-        }
+        ),*];
     };
 }
 
@@ -238,33 +188,21 @@ amo_depr_ext_types!(depr_ext_rows);
 macro_rules! depr_std_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
         /// Deprecated (1.4) `shmem_TYPENAME_cswap`, `_finc`, `_inc`, `_fadd`, `_add`.
-        pub mod depr_std {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                pub mod $n {
-                    #[allow(unused_imports)]
-                    use super::*;
-                    abi! {
-                        const OPS;
-                        plain cswap [$n _cswap] (dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t
-                            => |call| typed(CtxRef::DEFAULT, CompareSwap, dest, value, cond, pe, call);
-                        plain finc [$n _finc] (dest: *mut $t, pe: c_int) -> $t
-                            => |call| op0(CtxRef::DEFAULT, FetchInc, dest, pe, call);
-                        plain inc [$n _inc] (dest: *mut $t, pe: c_int)
-                            => |call| { op0(CtxRef::DEFAULT, Inc, dest, pe, call); };
-                        plain fadd [$n _fadd] (dest: *mut $t, value: $t, pe: c_int) -> $t
-                            => |call| op1(CtxRef::DEFAULT, FetchAdd, dest, value, pe, call);
-                        plain add [$n _add] (dest: *mut $t, value: $t, pe: c_int)
-                            => |call| { op1(CtxRef::DEFAULT, Add, dest, value, pe, call); };
-                    }
-                }
-            )*
-            /// The names of the deprecated cswap/finc/inc/fadd/add.
-            pub fn names(out: &mut Vec<&'static str>) {
-                super::super::extend(out, &[$($n::OPS),*]);
+        const DEPR_STD: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                plain [$n _cswap] (dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t
+                    => |call| typed(CtxRef::DEFAULT, CompareSwap, dest, value, cond, pe, call);
+                plain [$n _finc] (dest: *mut $t, pe: c_int) -> $t
+                    => |call| op0(CtxRef::DEFAULT, FetchInc, dest, pe, call);
+                plain [$n _inc] (dest: *mut $t, pe: c_int)
+                    => |call| { op0(CtxRef::DEFAULT, Inc, dest, pe, call); };
+                plain [$n _fadd] (dest: *mut $t, value: $t, pe: c_int) -> $t
+                    => |call| op1(CtxRef::DEFAULT, FetchAdd, dest, value, pe, call);
+                plain [$n _add] (dest: *mut $t, value: $t, pe: c_int)
+                    => |call| { op1(CtxRef::DEFAULT, Add, dest, value, pe, call); };
             }
-        }
+        ),*];
     };
 }
 
@@ -305,9 +243,9 @@ amo_bit_types!(bit_class);
 
 /// The names of this module.
 pub fn names(out: &mut Vec<&'static str>) {
-    ext::names(out);
-    standard::names(out);
-    bitwise::names(out);
-    depr_ext::names(out);
-    depr_std::names(out);
+    super::extend(out, EXT);
+    super::extend(out, STANDARD);
+    super::extend(out, BITWISE);
+    super::extend(out, DEPR_EXT);
+    super::extend(out, DEPR_STD);
 }

@@ -18,7 +18,7 @@
 //! | `to_all_bit_types!` / `to_all_minmax_types!` / `to_all_arith_types!` | 4 / 7 / 9 | the active-set `_to_all` reductions |
 //!
 //! A table is a `macro_rules!` that calls back a row macro with all its rows; the row
-//! macro emits, per row, a module of one-line `extern "C"` functions through `abi!`. An
+//! macro emits, per row, one-line `extern "C"` functions through `abi!`. An
 //! `abi!` entry names the routine by the pieces of its C name and gives the body, a call of
 //! a byte-level internal (`rma::put`, `amo::typed`, `p2p::wait_until`, ...) with a context
 //! handle and the routine's name. The entry kind decides what is exported:
@@ -50,16 +50,26 @@
 // The exported functions are reached through their export names only.
 #![allow(clippy::too_many_arguments, clippy::missing_safety_doc, unused_unsafe)]
 
-/// Exports the routines of one list and records their names in `const $names`.
+/// Exports the routines of one list and gives their names.
+///
+/// `abi! { const NAMES; entries }` is an item: `const NAMES: &[&[&str]]`, whose initializer
+/// holds the exported functions. `abi! { names; entries }` is the same as an expression (a
+/// block with the functions and then their names), for the rows of a type table, which
+/// gather their lists into one constant. Either way no module is made: the bodies see the
+/// items of the module the table is expanded in, and nothing is glob-imported.
 macro_rules! abi {
-    (const $names:ident; $(
-        $kind:ident $m:ident [$($piece:tt)+] ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)?
-            => |$($cl:ident),+| $body:expr;
-    )*) => {
-        $( abi_fn!($kind $m [$($piece)+] ($($arg : $ty),*) ($($ret)?) ($($cl),+) $body); )*
+    ($(#[doc = $doc:literal])* const $names:ident; $($entries:tt)*) => {
         /// The exported names of this list.
-        pub const $names: &[&[&str]] = &[ $( abi_names!($kind [$($piece)+]) ),* ];
+        $(#[doc = $doc])*
+        pub const $names: &[&[&str]] = abi!(names; $($entries)*);
     };
+    (names; $(
+        $kind:ident [$($piece:tt)+] ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)?
+            => |$($cl:ident),+| $body:expr;
+    )*) => {{
+        $( abi_fn!($kind [$($piece)+] ($($arg : $ty),*) ($($ret)?) ($($cl),+) $body); )*
+        &[ $( abi_names!($kind [$($piece)+]) ),* ]
+    }};
 }
 
 /// The names one `abi!` entry exports.
@@ -83,15 +93,14 @@ macro_rules! abi_names {
     };
 }
 
-/// The functions of one `abi!` entry, in a module of their own.
+/// The functions of one `abi!` entry, in an anonymous `const` block of their own (their
+/// Rust names, `shmem`, `pshmem`, ..., are local to it; the export names are what count).
 macro_rules! abi_fn {
-    (twin $m:ident [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($c:ident, $call:ident)
+    (twin [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($c:ident, $call:ident)
         $body:expr) => {
-        pub mod $m {
-            #[allow(unused_imports)]
-            use super::*;
+        const _: () = {
             #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
+            unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef::DEFAULT;
                 let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
@@ -99,7 +108,7 @@ macro_rules! abi_fn {
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
+            unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef::DEFAULT;
                 let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
@@ -107,7 +116,7 @@ macro_rules! abi_fn {
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("shmem_ctx_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn shmem_ctx(
+            unsafe extern "C" fn shmem_ctx(
                 ctx_handle: $crate::ctx_table::RawCtx $(, $arg: $ty)*
             ) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef(ctx_handle);
@@ -117,7 +126,7 @@ macro_rules! abi_fn {
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_ctx_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn pshmem_ctx(
+            unsafe extern "C" fn pshmem_ctx(
                 ctx_handle: $crate::ctx_table::RawCtx $(, $arg: $ty)*
             ) $(-> $ret)? {
                 let $c = $crate::ctx_table::CtxRef(ctx_handle);
@@ -126,69 +135,63 @@ macro_rules! abi_fn {
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
-        }
+        };
     };
-    (plain $m:ident [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($call:ident)
+    (plain [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($call:ident)
         $body:expr) => {
-        pub mod $m {
-            #[allow(unused_imports)]
-            use super::*;
+        const _: () = {
             #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
+            unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
+            unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
-        }
+        };
     };
-    (noreturn $m:ident [$($p:tt)+] ($($arg:ident : $ty:ty),*) () ($call:ident) $body:expr) => {
-        pub mod $m {
-            #[allow(unused_imports)]
-            use super::*;
+    (noreturn [$($p:tt)+] ($($arg:ident : $ty:ty),*) () ($call:ident) $body:expr) => {
+        const _: () = {
             #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn shmem($($arg: $ty),*) -> ! {
+            unsafe extern "C" fn shmem($($arg: $ty),*) -> ! {
                 let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract, which is all the body
                 // needs.
                 $crate::fatal::boundary_noreturn($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn pshmem($($arg: $ty),*) -> ! {
+            unsafe extern "C" fn pshmem($($arg: $ty),*) -> ! {
                 let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract, which is all the body
                 // needs.
                 $crate::fatal::boundary_noreturn($call, move || unsafe { $body })
             }
-        }
+        };
     };
-    (legacy $m:ident [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($call:ident)
+    (legacy [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($call:ident)
         $body:expr) => {
-        pub mod $m {
-            #[allow(unused_imports)]
-            use super::*;
+        const _: () = {
             #[unsafe(export_name = concat!($(stringify!($p)),+))]
-            pub unsafe extern "C" fn legacy($($arg: $ty),*) $(-> $ret)? {
+            unsafe extern "C" fn legacy($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!($(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
             #[unsafe(export_name = concat!("p", $(stringify!($p)),+))]
-            pub unsafe extern "C" fn profiling($($arg: $ty),*) $(-> $ret)? {
+            unsafe extern "C" fn profiling($($arg: $ty),*) $(-> $ret)? {
                 let $call: &'static str = concat!("p", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
             }
-        }
+        };
     };
 }
 
@@ -225,7 +228,7 @@ macro_rules! rma_types {
     };
 }
 
-/// Block sizes of the sized RMA routines: `module: bits => bytes`.
+/// Block sizes of the sized RMA routines: `name: bits => bytes` (the name labels the row).
 macro_rules! sized_types {
     ($cb:ident) => {
         $cb! {
@@ -480,7 +483,7 @@ macro_rules! to_all_arith_types {
     };
 }
 
-/// Block sizes of the active-set data-movement collectives: `module: bits => bytes`.
+/// Block sizes of the active-set data-movement collectives: `name: bits => bytes` (the name labels the row).
 macro_rules! to_all_sizes {
     ($cb:ident) => {
         $cb! {

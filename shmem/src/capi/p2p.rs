@@ -2,7 +2,6 @@
 //! deprecated short/ushort forms and `shmem_TYPENAME_wait`. Every body is a call of
 //! `crate::p2p_wait` with the row's [`ScalarKind`](crate::types::ScalarKind) and the comparison values as integers.
 
-#[allow(unused_imports)]
 use std::ffi::{c_int, c_long, c_longlong, c_short, c_uint, c_ulong, c_ulonglong, c_ushort};
 
 use crate::p2p_wait::{self as q, Cmp, Set, Values};
@@ -68,102 +67,94 @@ unsafe fn test<T: Scalar>(ivar: *mut T, cmp: c_int, value: T, call: &str) -> c_i
 
 macro_rules! p2p_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
-        $(
-            pub mod $n {
-                #[allow(unused_imports)]
-                use super::*;
-                abi! {
-                    const OPS;
-                    plain wait_until [$n _wait_until] (ivar: *mut $t, cmp: c_int, cmp_value: $t)
-                        => |call| wait_until(ivar, cmp, cmp_value, call);
-                    plain test [$n _test] (ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int
-                        => |call| test(ivar, cmp, cmp_value, call);
-                    plain wait_until_all [$n _wait_until_all]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_value: $t)
-                        => |call| q::wait_until_all(
-                            set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                            call);
-                    plain wait_until_any [$n _wait_until_any]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_value: $t) -> usize
-                        => |call| q::wait_until_any(
-                            set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                            call);
-                    plain wait_until_some [$n _wait_until_some]
-                        (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                         status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
-                        => |call| q::wait_until_some(
-                            set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                            indices, call);
-                    plain wait_until_all_vector [$n _wait_until_all_vector]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_values: *mut $t)
-                        => |call| q::wait_until_all(
-                            set(ivars, nelems, status, cmp,
-                                Values::Each(cmp_values.cast_const().cast()), call),
-                            call);
-                    plain wait_until_any_vector [$n _wait_until_any_vector]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_values: *mut $t) -> usize
-                        => |call| q::wait_until_any(
-                            set(ivars, nelems, status, cmp,
-                                Values::Each(cmp_values.cast_const().cast()), call),
-                            call);
-                    plain wait_until_some_vector [$n _wait_until_some_vector]
-                        (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                         status: *const c_int, cmp: c_int, cmp_values: *mut $t) -> usize
-                        => |call| q::wait_until_some(
-                            set(ivars, nelems, status, cmp,
-                                Values::Each(cmp_values.cast_const().cast()), call),
-                            indices, call);
-                    plain test_all [$n _test_all]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_value: $t) -> c_int
-                        => |call| q::test_all(
-                            set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                            call);
-                    plain test_any [$n _test_any]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_value: $t) -> usize
-                        => |call| q::test_any(
-                            set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                            call);
-                    plain test_some [$n _test_some]
-                        (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                         status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
-                        => |call| q::test_some(
-                            set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                            indices, call);
-                    plain test_all_vector [$n _test_all_vector]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_values: *mut $t) -> c_int
-                        => |call| q::test_all(
-                            set(ivars, nelems, status, cmp,
-                                Values::Each(cmp_values.cast_const().cast()), call),
-                            call);
-                    plain test_any_vector [$n _test_any_vector]
-                        (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                         cmp_values: *mut $t) -> usize
-                        => |call| q::test_any(
-                            set(ivars, nelems, status, cmp,
-                                Values::Each(cmp_values.cast_const().cast()), call),
-                            call);
-                    plain test_some_vector [$n _test_some_vector]
-                        (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                         status: *const c_int, cmp: c_int, cmp_values: *mut $t) -> usize
-                        => |call| q::test_some(
-                            set(ivars, nelems, status, cmp,
-                                Values::Each(cmp_values.cast_const().cast()), call),
-                            indices, call);
-                }
+        /// The wait_until and test routines of OpenSHMEM 1.5, per type.
+        const CURRENT: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                plain [$n _wait_until] (ivar: *mut $t, cmp: c_int, cmp_value: $t)
+                    => |call| wait_until(ivar, cmp, cmp_value, call);
+                plain [$n _test] (ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int
+                    => |call| test(ivar, cmp, cmp_value, call);
+                plain [$n _wait_until_all]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t)
+                    => |call| q::wait_until_all(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _wait_until_any]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t) -> usize
+                    => |call| q::wait_until_any(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _wait_until_some]
+                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
+                     status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
+                    => |call| q::wait_until_some(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        indices, call);
+                plain [$n _wait_until_all_vector]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_values: *mut $t)
+                    => |call| q::wait_until_all(
+                        set(ivars, nelems, status, cmp,
+                            Values::Each(cmp_values.cast_const().cast()), call),
+                        call);
+                plain [$n _wait_until_any_vector]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_values: *mut $t) -> usize
+                    => |call| q::wait_until_any(
+                        set(ivars, nelems, status, cmp,
+                            Values::Each(cmp_values.cast_const().cast()), call),
+                        call);
+                plain [$n _wait_until_some_vector]
+                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
+                     status: *const c_int, cmp: c_int, cmp_values: *mut $t) -> usize
+                    => |call| q::wait_until_some(
+                        set(ivars, nelems, status, cmp,
+                            Values::Each(cmp_values.cast_const().cast()), call),
+                        indices, call);
+                plain [$n _test_all]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t) -> c_int
+                    => |call| q::test_all(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _test_any]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t) -> usize
+                    => |call| q::test_any(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _test_some]
+                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
+                     status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
+                    => |call| q::test_some(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        indices, call);
+                plain [$n _test_all_vector]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_values: *mut $t) -> c_int
+                    => |call| q::test_all(
+                        set(ivars, nelems, status, cmp,
+                            Values::Each(cmp_values.cast_const().cast()), call),
+                        call);
+                plain [$n _test_any_vector]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_values: *mut $t) -> usize
+                    => |call| q::test_any(
+                        set(ivars, nelems, status, cmp,
+                            Values::Each(cmp_values.cast_const().cast()), call),
+                        call);
+                plain [$n _test_some_vector]
+                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
+                     status: *const c_int, cmp: c_int, cmp_values: *mut $t) -> usize
+                    => |call| q::test_some(
+                        set(ivars, nelems, status, cmp,
+                            Values::Each(cmp_values.cast_const().cast()), call),
+                        indices, call);
             }
-        )*
-
-        /// The names of every current row.
-        fn current_names(out: &mut Vec<&'static str>) {
-            super::extend(out, &[$($n::OPS),*]);
-        }
+        ),*];
     };
 }
 
@@ -172,28 +163,16 @@ p2p_types!(p2p_rows);
 macro_rules! p2p_depr_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
         /// The deprecated short and unsigned short wait_until and test.
-        pub mod depr {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                pub mod $n {
-                    #[allow(unused_imports)]
-                    use super::*;
-                    abi! {
-                        const OPS;
-                        plain wait_until [$n _wait_until]
-                            (ivar: *mut $t, cmp: c_int, cmp_value: $t)
-                            => |call| wait_until(ivar, cmp, cmp_value, call);
-                        plain test [$n _test] (ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int
-                            => |call| test(ivar, cmp, cmp_value, call);
-                    }
-                }
-            )*
-            /// The names of the deprecated forms.
-            pub fn names(out: &mut Vec<&'static str>) {
-                super::super::extend(out, &[$($n::OPS),*]);
+        const DEPR: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                plain [$n _wait_until]
+                    (ivar: *mut $t, cmp: c_int, cmp_value: $t)
+                    => |call| wait_until(ivar, cmp, cmp_value, call);
+                plain [$n _test] (ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int
+                    => |call| test(ivar, cmp, cmp_value, call);
             }
-        }
+        ),*];
     };
 }
 
@@ -202,25 +181,13 @@ p2p_depr_types!(p2p_depr_rows);
 macro_rules! wait_depr_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
         /// The deprecated `shmem_TYPENAME_wait`: wait until the value differs.
-        pub mod wait {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                pub mod $n {
-                    #[allow(unused_imports)]
-                    use super::*;
-                    abi! {
-                        const OPS;
-                        plain wait [$n _wait] (ivar: *mut $t, cmp_value: $t)
-                            => |call| wait_until(ivar, Cmp::Ne.to_c(), cmp_value, call);
-                    }
-                }
-            )*
-            /// The names of the deprecated waits.
-            pub fn names(out: &mut Vec<&'static str>) {
-                super::super::extend(out, &[$($n::OPS),*]);
+        const WAIT: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                plain [$n _wait] (ivar: *mut $t, cmp_value: $t)
+                    => |call| wait_until(ivar, Cmp::Ne.to_c(), cmp_value, call);
             }
-        }
+        ),*];
     };
 }
 
@@ -228,7 +195,7 @@ wait_depr_types!(wait_depr_rows);
 
 /// The names of this module.
 pub fn names(out: &mut Vec<&'static str>) {
-    current_names(out);
-    depr::names(out);
-    wait::names(out);
+    super::extend(out, CURRENT);
+    super::extend(out, DEPR);
+    super::extend(out, WAIT);
 }

@@ -5,7 +5,6 @@
 //! ([`Elem::DTYPE`]); `long double` arithmetic happens in the C helper. The active-set forms
 //! do not use `pWrk` (see `crate::coll` for why none is needed).
 
-#[allow(unused_imports)]
 use std::ffi::{
     c_char, c_int, c_long, c_longlong, c_schar, c_short, c_uchar, c_uint, c_ulong, c_ulonglong,
     c_ushort,
@@ -15,7 +14,6 @@ use crate::coll::ops::Elem;
 use crate::coll::{self, ActiveSet, On, Op};
 use crate::fatal::fatal;
 use crate::team::RawTeam;
-#[allow(unused_imports)]
 use crate::types::{Complex32, Complex64, LongDouble};
 
 /// A team reduction.
@@ -24,7 +22,7 @@ use crate::types::{Complex32, Complex64, LongDouble};
 ///
 /// As [`coll::reduce`].
 #[inline(always)]
-unsafe fn team<T: Elem>(
+unsafe fn team_reduce<T: Elem>(
     team: RawTeam,
     op: Op,
     dest: *mut T,
@@ -53,7 +51,7 @@ unsafe fn team<T: Elem>(
 /// As [`coll::reduce`].
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn to_all<T: Elem>(
+unsafe fn active_set_reduce<T: Elem>(
     op: Op,
     dest: *mut T,
     source: *const T,
@@ -87,113 +85,86 @@ unsafe fn to_all<T: Elem>(
     };
 }
 
-/// The team reductions of one class: a module per row.
+/// The team reductions of one class: one list of names per row.
 macro_rules! team_rows {
     ($class:ident $ops:tt $($n:ident : $t:ty),* $(,)?) => {
         /// The team reductions of one class.
-        pub mod $class {
-            #[allow(unused_imports)]
-            use super::*;
-            $( team_row!($n $t $ops); )*
-
-            /// The names of this class.
-            pub fn names(out: &mut Vec<&'static str>) {
-                crate::capi::extend(out, &[$($n::OPS),*]);
-            }
-        }
+        const $class: &[&[&[&str]]] = &[$( team_row!($n $t $ops) ),*];
     };
 }
 
 /// The team reductions of one row: a routine per operation of the class.
 macro_rules! team_row {
-    ($n:ident $t:ty [$($op:ident $suffix:ident $code:ident),+]) => {
-        pub mod $n {
-            #[allow(unused_imports)]
-            use super::*;
-            abi! {
-                const OPS;
-                $(
-                    plain $op [$n $suffix]
-                        (team: RawTeam, dest: *mut $t, source: *const $t, nreduce: usize)
-                        -> c_int
-                        => |call| super::team(team, Op::$code, dest, source, nreduce, call);
-                )+
-            }
+    ($n:ident $t:ty [$($suffix:ident $code:ident),+]) => {
+        abi! {
+            names;
+            $(
+                plain [$n $suffix]
+                    (team: RawTeam, dest: *mut $t, source: *const $t, nreduce: usize)
+                    -> c_int
+                    => |call| team_reduce(team, Op::$code, dest, source, nreduce, call);
+            )+
         }
     };
 }
 
-/// The active-set reductions of one class: a module per row.
+/// The active-set reductions of one class: one list of names per row.
 macro_rules! to_all_rows {
     ($class:ident $ops:tt $($n:ident : $t:ty),* $(,)?) => {
         /// The active-set reductions of one class.
-        pub mod $class {
-            #[allow(unused_imports)]
-            use super::*;
-            $( to_all_row!($n $t $ops); )*
-
-            /// The names of this class.
-            pub fn names(out: &mut Vec<&'static str>) {
-                crate::capi::extend(out, &[$($n::OPS),*]);
-            }
-        }
+        const $class: &[&[&[&str]]] = &[$( to_all_row!($n $t $ops) ),*];
     };
 }
 
 /// The active-set reductions of one row: a routine per operation of the class.
 macro_rules! to_all_row {
-    ($n:ident $t:ty [$($op:ident $suffix:ident $code:ident),+]) => {
-        pub mod $n {
-            #[allow(unused_imports)]
-            use super::*;
-            abi! {
-                const OPS;
-                $(
-                    plain $op [$n $suffix]
-                        (dest: *mut $t, source: *const $t, nreduce: c_int, pe_start: c_int,
-                         log_pe_stride: c_int, pe_size: c_int, p_wrk: *mut $t,
-                         p_sync: *mut c_long)
-                        => |call| {
-                            let _ = p_wrk;
-                            super::to_all(
-                                Op::$code, dest, source, nreduce, pe_start, log_pe_stride,
-                                pe_size, p_sync, call);
-                        };
-                )+
-            }
+    ($n:ident $t:ty [$($suffix:ident $code:ident),+]) => {
+        abi! {
+            names;
+            $(
+                plain [$n $suffix]
+                    (dest: *mut $t, source: *const $t, nreduce: c_int, pe_start: c_int,
+                     log_pe_stride: c_int, pe_size: c_int, p_wrk: *mut $t,
+                     p_sync: *mut c_long)
+                    => |call| {
+                        let _ = p_wrk;
+                        active_set_reduce(
+                            Op::$code, dest, source, nreduce, pe_start, log_pe_stride,
+                            pe_size, p_sync, call);
+                    };
+            )+
         }
     };
 }
 
 macro_rules! bit_team {
     ($($rows:tt)*) => {
-        team_rows!(bit [and _and_reduce And, or _or_reduce Or, xor _xor_reduce Xor] $($rows)*);
+        team_rows!(BIT [_and_reduce And, _or_reduce Or, _xor_reduce Xor] $($rows)*);
     };
 }
 macro_rules! minmax_team {
     ($($rows:tt)*) => {
-        team_rows!(minmax [max _max_reduce Max, min _min_reduce Min] $($rows)*);
+        team_rows!(MINMAX [_max_reduce Max, _min_reduce Min] $($rows)*);
     };
 }
 macro_rules! arith_team {
     ($($rows:tt)*) => {
-        team_rows!(arith [sum _sum_reduce Sum, prod _prod_reduce Prod] $($rows)*);
+        team_rows!(ARITH [_sum_reduce Sum, _prod_reduce Prod] $($rows)*);
     };
 }
 macro_rules! bit_to_all {
     ($($rows:tt)*) => {
-        to_all_rows!(bit_to_all [and _and_to_all And, or _or_to_all Or, xor _xor_to_all Xor]
-            $($rows)*);
+        to_all_rows!(BIT_TO_ALL [_and_to_all And, _or_to_all Or, _xor_to_all Xor] $($rows)*);
     };
 }
 macro_rules! minmax_to_all {
     ($($rows:tt)*) => {
-        to_all_rows!(minmax_to_all [max _max_to_all Max, min _min_to_all Min] $($rows)*);
+        to_all_rows!(MINMAX_TO_ALL [_max_to_all Max, _min_to_all Min] $($rows)*);
     };
 }
 macro_rules! arith_to_all {
     ($($rows:tt)*) => {
-        to_all_rows!(arith_to_all [sum _sum_to_all Sum, prod _prod_to_all Prod] $($rows)*);
+        to_all_rows!(ARITH_TO_ALL [_sum_to_all Sum, _prod_to_all Prod] $($rows)*);
     };
 }
 
@@ -206,10 +177,10 @@ to_all_arith_types!(arith_to_all);
 
 /// The names of this module.
 pub fn names(out: &mut Vec<&'static str>) {
-    bit::names(out);
-    minmax::names(out);
-    arith::names(out);
-    bit_to_all::names(out);
-    minmax_to_all::names(out);
-    arith_to_all::names(out);
+    super::extend(out, BIT);
+    super::extend(out, MINMAX);
+    super::extend(out, ARITH);
+    super::extend(out, BIT_TO_ALL);
+    super::extend(out, MINMAX_TO_ALL);
+    super::extend(out, ARITH_TO_ALL);
 }

@@ -3,7 +3,6 @@
 //! wait (§9.8, §9.10), the deprecated `long` waits, ordering (§9.11), locks (§9.12) and the
 //! legacy names.
 
-#[allow(unused_imports)]
 use std::ffi::{c_char, c_int, c_long, c_void};
 
 use crate::ctx_table::{self as ctx, CtxRef, RawCtx};
@@ -178,17 +177,17 @@ unsafe fn team_get_config(
 
 abi! {
     const SETUP;
-    plain init [init] () => |call| init(call);
-    plain finalize [finalize] () => |call| crate::lifecycle::finalize(call);
-    plain my_pe [my_pe] () -> c_int => |call| state::live(call).me as c_int;
-    plain n_pes [n_pes] () -> c_int => |call| state::live(call).npes as c_int;
-    noreturn global_exit [global_exit] (status: c_int) => |call| global_exit(status, call);
-    plain pe_accessible [pe_accessible] (pe: c_int) -> c_int
+    plain [init] () => |call| init(call);
+    plain [finalize] () => |call| crate::lifecycle::finalize(call);
+    plain [my_pe] () -> c_int => |call| state::live(call).me as c_int;
+    plain [n_pes] () -> c_int => |call| state::live(call).npes as c_int;
+    noreturn [global_exit] (status: c_int) => |call| global_exit(status, call);
+    plain [pe_accessible] (pe: c_int) -> c_int
         => |call| c_int::from(u32::try_from(pe).is_ok_and(|p| p < state::live(call).npes));
-    plain addr_accessible [addr_accessible] (addr: *const c_void, pe: c_int) -> c_int
+    plain [addr_accessible] (addr: *const c_void, pe: c_int) -> c_int
         => |call| addr_accessible(addr, pe, call);
-    plain ptr [ptr] (dest: *const c_void, pe: c_int) -> *mut c_void => |call| ptr(dest, pe, call);
-    plain info_get_version [info_get_version] (major: *mut c_int, minor: *mut c_int)
+    plain [ptr] (dest: *const c_void, pe: c_int) -> *mut c_void => |call| ptr(dest, pe, call);
+    plain [info_get_version] (major: *mut c_int, minor: *mut c_int)
         => |call| {
             let _ = call;
             if !major.is_null() {
@@ -198,13 +197,13 @@ abi! {
                 minor.write(crate::MINOR_VERSION);
             }
         };
-    plain info_get_name [info_get_name] (name: *mut c_char) => |call| {
+    plain [info_get_name] (name: *mut c_char) => |call| {
         let _ = call;
         info_get_name(name)
     };
-    plain init_thread [init_thread] (requested: c_int, provided: *mut c_int) -> c_int
+    plain [init_thread] (requested: c_int, provided: *mut c_int) -> c_int
         => |call| init_thread(requested, provided, call);
-    plain query_thread [query_thread] (provided: *mut c_int) => |call| {
+    plain [query_thread] (provided: *mut c_int) => |call| {
         let st = state::live(call);
         if !provided.is_null() {
             provided.write(st.thread_level);
@@ -214,52 +213,52 @@ abi! {
 
 abi! {
     const MEMORY;
-    plain malloc [malloc] (size: usize) -> *mut c_void => |call| memory::malloc(size, call);
-    plain free [free] (ptr: *mut c_void) => |call| memory::free(ptr, call);
-    plain realloc [realloc] (ptr: *mut c_void, size: usize) -> *mut c_void
+    plain [malloc] (size: usize) -> *mut c_void => |call| memory::malloc(size, call);
+    plain [free] (ptr: *mut c_void) => |call| memory::free(ptr, call);
+    plain [realloc] (ptr: *mut c_void, size: usize) -> *mut c_void
         => |call| memory::realloc(ptr, size, call);
-    plain align [align] (alignment: usize, size: usize) -> *mut c_void
+    plain [align] (alignment: usize, size: usize) -> *mut c_void
         => |call| memory::align(alignment, size, call);
-    plain malloc_with_hints [malloc_with_hints] (size: usize, hints: c_long) -> *mut c_void
+    plain [malloc_with_hints] (size: usize, hints: c_long) -> *mut c_void
         => |call| memory::malloc_with_hints(size, hints, call);
-    plain calloc [calloc] (count: usize, size: usize) -> *mut c_void
+    plain [calloc] (count: usize, size: usize) -> *mut c_void
         => |call| memory::calloc(count, size, call);
 }
 
 abi! {
     const TEAMS_AND_CONTEXTS;
-    plain team_my_pe [team_my_pe] (team: RawTeam) -> c_int
+    plain [team_my_pe] (team: RawTeam) -> c_int
         => |call| team::resolve(team, call)
             .and_then(|t| t.my_pe())
             .map_or(-1, |p| p as c_int);
-    plain team_n_pes [team_n_pes] (team: RawTeam) -> c_int
+    plain [team_n_pes] (team: RawTeam) -> c_int
         => |call| team::resolve(team, call).map_or(-1, |t| t.n_pes() as c_int);
-    plain team_translate_pe [team_translate_pe]
+    plain [team_translate_pe]
         (src_team: RawTeam, src_pe: c_int, dest_team: RawTeam) -> c_int
         => |call| translate_pe(src_team, src_pe, dest_team, call);
-    plain team_get_config [team_get_config]
+    plain [team_get_config]
         (team: RawTeam, config_mask: c_long, config: *mut TeamConfig) -> c_int
         => |call| team_get_config(team, config_mask, config, call);
-    plain team_ptr [team_ptr] (team: RawTeam, dest: *const c_void, pe: c_int) -> *mut c_void
+    plain [team_ptr] (team: RawTeam, dest: *const c_void, pe: c_int) -> *mut c_void
         => |call| team_ptr(team, dest, pe, call);
-    plain ctx_create [ctx_create] (options: c_long, ctx: *mut RawCtx) -> c_int
+    plain [ctx_create] (options: c_long, ctx: *mut RawCtx) -> c_int
         => |call| ctx::create(team::world_handle(), options, ctx, call);
-    plain team_create_ctx [team_create_ctx] (team: RawTeam, options: c_long, ctx: *mut RawCtx)
+    plain [team_create_ctx] (team: RawTeam, options: c_long, ctx: *mut RawCtx)
         -> c_int
         => |call| ctx::create(team, options, ctx, call);
-    plain ctx_destroy [ctx_destroy] (ctx: RawCtx) => |call| ctx::destroy(CtxRef(ctx), call);
-    plain ctx_get_team [ctx_get_team] (ctx: RawCtx, team: *mut RawTeam) -> c_int
+    plain [ctx_destroy] (ctx: RawCtx) => |call| ctx::destroy(CtxRef(ctx), call);
+    plain [ctx_get_team] (ctx: RawCtx, team: *mut RawTeam) -> c_int
         => |call| ctx::get_team(CtxRef(ctx), team, call);
 }
 
 abi! {
     const SYNC;
-    plain signal_fetch [signal_fetch] (sig_addr: *const u64) -> u64
+    plain [signal_fetch] (sig_addr: *const u64) -> u64
         => |call| p2p::signal_fetch(sig_addr, call);
-    plain signal_wait_until [signal_wait_until] (sig_addr: *mut u64, cmp: c_int, cmp_value: u64)
+    plain [signal_wait_until] (sig_addr: *mut u64, cmp: c_int, cmp_value: u64)
         -> u64
         => |call| p2p::signal_wait_until(sig_addr, Cmp::from_c(cmp, call), cmp_value, call);
-    plain wait_until [wait_until] (ivar: *mut c_long, cmp: c_int, cmp_value: c_long)
+    plain [wait_until] (ivar: *mut c_long, cmp: c_int, cmp_value: c_long)
         => |call| {
             p2p::wait_until(
                 ivar.cast_const().cast(),
@@ -269,7 +268,7 @@ abi! {
                 call,
             );
         };
-    plain wait [wait] (ivar: *mut c_long, cmp_value: c_long) => |call| {
+    plain [wait] (ivar: *mut c_long, cmp_value: c_long) => |call| {
         p2p::wait_until(
             ivar.cast_const().cast(),
             ScalarKind::I64,
@@ -278,31 +277,31 @@ abi! {
             call,
         );
     };
-    twin fence [fence] () => |ctx, call| ctx::fence(ctx, call);
-    twin quiet [quiet] () => |ctx, call| ctx::quiet(ctx, call);
-    plain set_lock [set_lock] (lock: *mut c_long) => |call| {
+    twin [fence] () => |ctx, call| ctx::fence(ctx, call);
+    twin [quiet] () => |ctx, call| ctx::quiet(ctx, call);
+    plain [set_lock] (lock: *mut c_long) => |call| {
         ticket_lock::set_lock(lock, call);
     };
-    plain clear_lock [clear_lock] (lock: *mut c_long) => |call| ticket_lock::clear_lock(lock, call);
-    plain test_lock [test_lock] (lock: *mut c_long) -> c_int
+    plain [clear_lock] (lock: *mut c_long) => |call| ticket_lock::clear_lock(lock, call);
+    plain [test_lock] (lock: *mut c_long) -> c_int
         => |call| ticket_lock::test_lock(lock, call);
 }
 
 abi! {
     const LEGACY;
-    legacy start_pes [start_pes] (npes: c_int) => |call| {
+    legacy [start_pes] (npes: c_int) => |call| {
         let _ = npes;
         if !state::is_running() {
             init(call);
         }
     };
-    legacy _my_pe [_my_pe] () -> c_int => |call| state::live(call).me as c_int;
-    legacy _num_pes [_num_pes] () -> c_int => |call| state::live(call).npes as c_int;
-    legacy shmalloc [shmalloc] (size: usize) -> *mut c_void => |call| memory::malloc(size, call);
-    legacy shfree [shfree] (ptr: *mut c_void) => |call| memory::free(ptr, call);
-    legacy shrealloc [shrealloc] (ptr: *mut c_void, size: usize) -> *mut c_void
+    legacy [_my_pe] () -> c_int => |call| state::live(call).me as c_int;
+    legacy [_num_pes] () -> c_int => |call| state::live(call).npes as c_int;
+    legacy [shmalloc] (size: usize) -> *mut c_void => |call| memory::malloc(size, call);
+    legacy [shfree] (ptr: *mut c_void) => |call| memory::free(ptr, call);
+    legacy [shrealloc] (ptr: *mut c_void, size: usize) -> *mut c_void
         => |call| memory::realloc(ptr, size, call);
-    legacy shmemalign [shmemalign] (alignment: usize, size: usize) -> *mut c_void
+    legacy [shmemalign] (alignment: usize, size: usize) -> *mut c_void
         => |call| memory::align(alignment, size, call);
 }
 
@@ -312,22 +311,22 @@ abi! {
 // with ordinary stores). shmem.h declares them deprecated, so calls compile with a warning.
 abi! {
     const CACHE;
-    plain clear_cache_inv [clear_cache_inv] () => |call| {
+    plain [clear_cache_inv] () => |call| {
         let _ = call;
     };
-    plain set_cache_inv [set_cache_inv] () => |call| {
+    plain [set_cache_inv] () => |call| {
         let _ = call;
     };
-    plain clear_cache_line_inv [clear_cache_line_inv] (dest: *mut c_void) => |call| {
+    plain [clear_cache_line_inv] (dest: *mut c_void) => |call| {
         let _ = (dest, call);
     };
-    plain set_cache_line_inv [set_cache_line_inv] (dest: *mut c_void) => |call| {
+    plain [set_cache_line_inv] (dest: *mut c_void) => |call| {
         let _ = (dest, call);
     };
-    plain udcflush [udcflush] () => |call| {
+    plain [udcflush] () => |call| {
         let _ = call;
     };
-    plain udcflush_line [udcflush_line] (dest: *mut c_void) => |call| {
+    plain [udcflush_line] (dest: *mut c_void) => |call| {
         let _ = (dest, call);
     };
 }

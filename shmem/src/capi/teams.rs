@@ -113,19 +113,19 @@ unsafe fn split_2d(
 
 abi! {
     const TEAMS;
-    plain team_split_strided [team_split_strided]
+    plain [team_split_strided]
         (parent_team: RawTeam, start: c_int, stride: c_int, size: c_int,
          config: *const TeamConfig, config_mask: c_long, new_team: *mut RawTeam) -> c_int
         => |call| split_strided(
             parent_team, start, stride, size, config, config_mask, new_team, call);
-    plain team_split_2d [team_split_2d]
+    plain [team_split_2d]
         (parent_team: RawTeam, xrange: c_int, xaxis_config: *const TeamConfig,
          xaxis_mask: c_long, xaxis_team: *mut RawTeam, yaxis_config: *const TeamConfig,
          yaxis_mask: c_long, yaxis_team: *mut RawTeam) -> c_int
         => |call| split_2d(
             parent_team, xrange, xaxis_config, xaxis_mask, xaxis_team, yaxis_config,
             yaxis_mask, yaxis_team, call);
-    plain team_destroy [team_destroy] (team: RawTeam) => |call| split::destroy(team, call);
+    plain [team_destroy] (team: RawTeam) => |call| split::destroy(team, call);
 }
 
 /// The names of this module.
