@@ -2,7 +2,7 @@
 //!
 //! **What it is.**
 //!
-//! * [`launch`]: `oshrun`/`gshrun`, which starts a job on this machine with its own
+//! * [`oshrun`]: `oshrun`/`gshrun`, which starts a job on this machine with its own
 //!   service thread and a PMI-1 server, or across the nodes of a cluster file with their
 //!   daemons, or through `srun` inside a Slurm allocation, and ends it on the first failure;
 //! * [`pmi`]: the PMI-1 server the launcher runs (with the client side re-exported);
@@ -19,5 +19,5 @@
 pub mod daemon;
 pub mod embedded;
 pub mod fork;
-pub mod launch;
+pub mod oshrun;
 pub mod pmi;

@@ -643,7 +643,7 @@ fn parent() {
         let (report, dir) = rust_common::run("not_symmetric", Topology { nodes: 1, ppn: 2 }, &[]);
         let _ = std::fs::remove_dir_all(dir);
         let msg = match &report.failure {
-            Some(gsas_launch::launch::job::Failure::Aborted { message, .. }) => {
+            Some(gsas_launch::oshrun::job::Failure::Aborted { message, .. }) => {
                 message.clone().unwrap_or_default()
             }
             other => return Err(format!("not an abort: {other:?}")),

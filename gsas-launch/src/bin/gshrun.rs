@@ -1,5 +1,5 @@
-//! `gshrun`: the same launcher as `oshrun` under gsas's own name; see `gsas_launch::launch`.
+//! `gshrun`: the same launcher as `oshrun` under gsas's own name; see `gsas_launch::oshrun`.
 
 fn main() {
-    gsas_launch::launch::main("gshrun")
+    gsas_launch::oshrun::main("gshrun")
 }

@@ -1,5 +1,5 @@
-//! `oshrun`: start an OpenSHMEM / gsas job on this machine; see `gsas_launch::launch`.
+//! `oshrun`: start an OpenSHMEM / gsas job on this machine; see `gsas_launch::oshrun`.
 
 fn main() {
-    gsas_launch::launch::main("oshrun")
+    gsas_launch::oshrun::main("oshrun")
 }

@@ -7,7 +7,7 @@
 //!   UDP (the same path as every other request; the request is fragmented to the MTU) and
 //!   waits, at most the deadline, for each daemon's verdict: ACK, or ERROR turned into a
 //!   [`ForkError`] that says what the code means.
-//! * [`RemoteJob`]: the remote half of a job for [`crate::launch::job::run_job`]. It
+//! * [`RemoteJob`]: the remote half of a job for [`crate::oshrun::job::run_job`]. It
 //!   listens for the daemons' stream connections on the launcher address each node reaches
 //!   (see [`source_ip`]), sends the FORKs ([`RemoteJob::start`]), accepts a connection only
 //!   after a valid Hello, prints the PEs' output (tagged with `[rank] ` when asked), and

@@ -671,7 +671,7 @@ impl JobThread {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for (k, v) in crate::launch::pe_env(
+        for (k, v) in crate::oshrun::pe_env(
             self.control_socket.as_os_str(),
             req.job_id,
             req.job_key,
@@ -933,14 +933,14 @@ fn resolve(program: &OsStr, cwd: &Path, env: &[(OsString, OsString)]) -> Result<
     let p = Path::new(program);
     if program.as_bytes().contains(&b'/') {
         let full = cwd.join(p);
-        return crate::launch::args::resolve_program(full.as_os_str(), None).map_err(|e| e.0);
+        return crate::oshrun::args::resolve_program(full.as_os_str(), None).map_err(|e| e.0);
     }
     let path = env
         .iter()
         .find(|(k, _)| k.as_bytes() == b"PATH")
         .map(|(_, v)| v.clone())
         .or_else(|| std::env::var_os("PATH"));
-    crate::launch::args::resolve_program(program, path.as_deref()).map_err(|e| e.0)
+    crate::oshrun::args::resolve_program(program, path.as_deref()).map_err(|e| e.0)
 }
 
 #[cfg(test)]

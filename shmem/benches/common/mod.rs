@@ -6,8 +6,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gsas_launch::launch::job::{JobSpec, PeLaunch, run_job};
-use gsas_launch::launch::pe_env;
+use gsas_launch::oshrun::job::{JobSpec, PeLaunch, run_job};
+use gsas_launch::oshrun::pe_env;
 use gsas_service::{Service, ServiceConfig};
 
 /// A benchmark job: `nodes` services with `ppn` PEs each.

@@ -2,7 +2,7 @@
 //! nodes (two atomic services on loopback), and the child side.
 //!
 //! A test runs a *scenario*: the parent starts one gsas service thread per node (as
-//! `oshrun` and `gsas-atomicd` would), then the PEs with `gsas_launch::launch::job::run_job`: the
+//! `oshrun` and `gsas-atomicd` would), then the PEs with `gsas_launch::oshrun::job::run_job`: the
 //! running test binary again in child mode (`self_test_argv("child_pe")`, through qemu when
 //! the tests run under it), with `SHMEM_TEST_SCENARIO` naming the scenario, the PMI
 //! socketpair, and the node's service socket. Each PE runs the scenario, checks its own
@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use gsas_launch::launch::job::{JobReport, JobSpec, PeLaunch, run_job};
-use gsas_launch::launch::pe_env;
+use gsas_launch::oshrun::job::{JobReport, JobSpec, PeLaunch, run_job};
+use gsas_launch::oshrun::pe_env;
 use gsas_service::ServiceThread;
 
 /// The variable naming the scenario a child runs.

@@ -10,8 +10,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use gsas_control::ControlClient;
-use gsas_launch::launch::job::{JobReport, JobSpec, PeLaunch, run_job};
-use gsas_launch::launch::pe_env;
+use gsas_launch::oshrun::job::{JobReport, JobSpec, PeLaunch, run_job};
+use gsas_launch::oshrun::pe_env;
 use gsas_tests::launch::{launch, self_test_argv};
 
 fn job(scenario: &str, sockets: &[PathBuf], ppn: u32, extra: &[(&str, &str)]) -> JobSpec {

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gsas_core::wire::{AtomicOp, AtomicType};
-use gsas_launch::launch::job::{JobSpec, PeLaunch, run_job};
-use gsas_launch::launch::pe_env;
+use gsas_launch::oshrun::job::{JobSpec, PeLaunch, run_job};
+use gsas_launch::oshrun::pe_env;
 use gsas_node::{Ctx, HEAP, Node, NodeOptions};
 use gsas_tests::launch::self_test_argv;
 

@@ -45,7 +45,7 @@
 //! `src/bin/oshrun.rs` calls [`main`]; a program can also run the launcher in-process:
 //!
 //! ```no_run
-//! let status = gsas_launch::launch::run_cli("oshrun", ["-n", "2", "./ring"].map(Into::into));
+//! let status = gsas_launch::oshrun::run_cli("oshrun", ["-n", "2", "./ring"].map(Into::into));
 //! std::process::exit(status);
 //! ```
 
