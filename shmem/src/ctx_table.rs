@@ -220,7 +220,7 @@ pub unsafe fn destroy(ctx: CtxRef, call: &str) {
     if let Err(e) = st.node.ctx_destroy(r.node_ctx) {
         fatal(call, e);
     }
-    let team = r.team.unwrap_or(&st.world);
+    let team = r.team.unwrap_or_else(|| team::world(call));
     team.contexts
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

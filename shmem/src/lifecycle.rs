@@ -46,7 +46,7 @@ use crate::fatal::fatal;
 use crate::state::{
     HOT, INIT_LOCK, InitError, InitOptions, SMALL, STATE, State, THREAD_MULTIPLE, live,
 };
-use crate::team::Team;
+use crate::team::{Predefined, Team};
 
 /// Initializes the library (or counts a repeated initialization); see the
 /// [module docs](self).
@@ -96,7 +96,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
             st.me,
             st.npes,
             st.node.node_id(),
-            st.shared.n_pes(),
+            crate::team::predefined("shmem_init").shared.n_pes(),
             st.segs.describe(),
             gsas_node::MAX_CONTEXTS - 1
         );
@@ -144,6 +144,10 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
     // collectives' waits keep the rule: see `crate::wait::tested` and `coll::wait`.)
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let crowd_blocks = shared.len() < npes as usize || npes as usize > cpus;
+    crate::team::set_predefined(Predefined {
+        world: Team::new((0..npes).collect(), me, 0),
+        shared: Team::new(shared, me, 0),
+    });
     let spin_us = gsas_transport::config::RuntimeConfig::from_env()
         .map(|c| c.spin_us)
         .unwrap_or(gsas_transport::config::DEFAULT_SPIN_US);
@@ -158,8 +162,6 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
             data,
         },
         direct,
-        world: Team::new((0..npes).collect(), me, 0),
-        shared: Team::new(shared, me, 0),
         config,
         thread_level: options.thread_level,
         wait: WaitConfig {

@@ -3,8 +3,8 @@
 //! **What it is.** [`State`]: everything the routines read, built once by
 //! `lifecycle::init` (see there): this PE's segments for address translation, the per-PE
 //! tables of direct base addresses (the mappings of same-node PEs' heap, data and sync
-//! segments; 0 where a PE is reached through its service), the world and shared teams, and
-//! the parsed environment. It is leaked into a `OnceLock` ([`get`], [`live`]).
+//! segments; 0 where a PE is reached through its service) and the parsed environment. (The
+//! world and shared teams are `team::predefined`'s.) It is leaked into a `OnceLock` ([`get`], [`live`]).
 //!
 //! The hot paths (`shmem_long_p` and friends) do not even follow that pointer: [`HOT`], a
 //! static of its own, holds the four words they need (heap base, heap limit, number of
@@ -15,7 +15,8 @@
 //! path, which reports the misuse.
 //!
 //! Initialization, finalization and the finalize at exit are `lifecycle`'s; this module
-//! calls into nothing above it but the team type.
+//! imports only the address, environment and fatal-error modules (the last to report a
+//! misuse, and it reads the state back to end the job).
 //!
 //! **What it is not.** No communication: that is `rma`, `amo`, `p2p`, `lock`, `memory`;
 //! not the start and the end of the library (`lifecycle`).
@@ -34,7 +35,6 @@ use gsas_transport::poll::WaitConfig;
 use crate::addr::{Range, Segments, SymAddr};
 use crate::env::{Config, EnvError};
 use crate::fatal::fatal;
-use crate::team::Team;
 
 /// Largest access size the inlined fast paths handle (a `long double`, a 128-bit block).
 pub const SMALL: usize = 16;
@@ -155,10 +155,6 @@ pub struct State {
     /// `direct[seg][pe]`: base address of segment `seg` (heap, data, sync) of `pe` mapped
     /// here, 0 when `pe` is reached through its service.
     pub(crate) direct: [Box<[usize]>; 3],
-    /// `SHMEM_TEAM_WORLD`.
-    pub world: Team,
-    /// `SHMEM_TEAM_SHARED`.
-    pub shared: Team,
     /// The environment.
     pub config: Config,
     /// The thread level granted.

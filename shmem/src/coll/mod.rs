@@ -147,9 +147,10 @@ fn team_coll(st: &'static State, t: &'static Team, call: &str) -> &'static TeamC
 #[cold]
 #[inline(never)]
 fn predefined(st: &'static State, t: &'static Team, call: &str) -> &'static TeamColl {
-    let block = if std::ptr::eq(t, &st.world) {
+    let teams = team::predefined(call);
+    let block = if std::ptr::eq(t, &teams.world) {
         layout::WORLD_BLOCK
-    } else if std::ptr::eq(t, &st.shared) {
+    } else if std::ptr::eq(t, &teams.shared) {
         layout::SHARED_BLOCK
     } else {
         fatal(call, "internal error: a team without collective state")
@@ -269,7 +270,7 @@ pub fn barrier_all(call: &str) {
 /// `shmem_sync_all` (OpenSHMEM 1.5 §9.9.3): a sync of the world team.
 pub fn sync_all(call: &str) {
     let st = state::live(call);
-    let tc = team_coll(st, &st.world, call);
+    let tc = team_coll(st, team::world(call), call);
     barrier::sync(&mut tc.run(st, call));
 }
 

@@ -7,7 +7,7 @@
 //! state ([`crate::coll::TeamColl`]: the team's block of the sync segment and its sequence
 //! numbers). The world team (every PE) and the shared team (the PEs whose memory this PE
 //! maps, i.e. exactly those for which `shmem_ptr` returns non-NULL) are built at
-//! initialization and live in the global state; their C handles are the addresses of the
+//! initialization and live in a static of this module ([`predefined`]); their C handles are the addresses of the
 //! exported objects `gsas_shmem_team_world` and `gsas_shmem_team_shared`, and their
 //! collective state is made on first use (blocks 0 and 1). Teams made by splits
 //! ([`split`]: `shmem_team_split_strided`, `shmem_team_split_2d`) are heap objects whose
@@ -75,6 +75,42 @@ pub fn shared_handle() -> RawTeam {
 }
 
 const TEAM_MAGIC: u64 = u64::from_le_bytes(*b"gsasTEAM");
+
+/// The predefined teams of the job, built by initialization.
+#[derive(Debug)]
+pub struct Predefined {
+    /// `SHMEM_TEAM_WORLD`: every PE.
+    pub world: Team,
+    /// `SHMEM_TEAM_SHARED`: the PEs whose memory this PE maps.
+    pub shared: Team,
+}
+
+/// The predefined teams, set once by `lifecycle::init` (next to the state).
+static PREDEFINED: OnceLock<Predefined> = OnceLock::new();
+
+/// Records the predefined teams; called once, by initialization.
+pub(crate) fn set_predefined(teams: Predefined) {
+    if PREDEFINED.set(teams).is_err() {
+        panic!("the predefined teams were set twice");
+    }
+}
+
+/// The predefined teams of a running library; a fatal error naming `call` before init or
+/// after the last finalize.
+#[inline]
+pub fn predefined(call: &str) -> &'static Predefined {
+    state::live(call);
+    match PREDEFINED.get() {
+        Some(p) => p,
+        None => fatal(call, "called before shmem_init"),
+    }
+}
+
+/// `SHMEM_TEAM_WORLD` of a running library (see [`predefined`]).
+#[inline]
+pub fn world(call: &str) -> &'static Team {
+    &predefined(call).world
+}
 
 /// A team; see the [module docs](self).
 #[derive(Debug)]
@@ -198,12 +234,12 @@ pub unsafe fn resolve(handle: RawTeam, call: &str) -> Option<&'static Team> {
     if handle.is_null() {
         return None;
     }
-    let st = state::live(call);
+    let teams = predefined(call);
     if handle == world_handle() {
-        return Some(&st.world);
+        return Some(&teams.world);
     }
     if handle == shared_handle() {
-        return Some(&st.shared);
+        return Some(&teams.shared);
     }
     // SAFETY: the caller guarantees the handle is a team handle from this library, i.e. a
     // pointer from `into_handle` (a leaked `Team`).
