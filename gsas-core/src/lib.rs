@@ -18,7 +18,9 @@
 //!
 //! **What it is not.** No I/O, no clock (time comes in through
 //! [`Transport::poll`](transport::Transport::poll)), no environment or configuration files,
-//! no threads, no heap allocation (but for the serve loop behind the `std` feature) and no `unsafe` code (`#![deny(unsafe_code)]`). Sockets,
+//! no threads, no heap allocation (but for the serve loop behind the `std` feature, and a
+//! [`reliable::Reliable`] given owned [`reliable::Storage`] under `std`, which frees it and
+//! splits its receive buffer off when built) and no `unsafe` code (`#![deny(unsafe_code)]`). Sockets,
 //! UIO mappings, shared memory, the atomic-service daemon, bootstrap and launch belong to the
 //! `gsas` runtime crate; the OpenSHMEM API to `shmem`; the Exanet NI driver to `exanet`.
 //! Dependencies point down only: nothing here knows about those crates.
@@ -39,7 +41,7 @@
 //!
 //! | feature | effect |
 //! |---|---|
-//! | `std` | `std::error::Error` for the error types, and the serve loop [`Service::serve_port`](service::Service::serve_port) with its reply queue (the one part of the crate that allocates). The engines are the same with or without it. |
+//! | `std` | `std::error::Error` for the error types, and the serve loop [`Service::serve_port`](service::Service::serve_port) with its reply queue (the one part of the crate that allocates), and the `Owned` variant of [`reliable::Storage`]: a reliability layer that owns its peer table and buffer (`Vec`, `Box<[_]>`) instead of borrowing them. The engines are the same with or without it. |
 //! | `defmt` | `defmt::Format` for the wire types (packet types, codes, addresses, descriptors, representations) and the status types (errors, counters, completions, events), for logging on embedded targets. |
 //!
 //! # Packet formats

@@ -1,11 +1,11 @@
 //! The reliability layer over UDP as an owned value: [`OwnedReliable`] and [`MapIndex`].
 //!
-//! gsas-core's [`Reliable`] borrows its peer table and frame buffers (`no_std`, no
-//! allocation). A service or a PE wants one owned value it can keep in a struct, so
-//! [`OwnedReliable`] allocates the table and the buffers on the heap, builds the layer over
-//! them and frees them after the layer is dropped. It implements [`Transport`] by
-//! forwarding, plus the few extra methods the runtime needs; the inner [`Reliable`] is never
-//! handed out (see the safety argument on the type).
+//! gsas-core's [`Reliable`] works in a peer table and a buffer it is given as a
+//! [`Storage`](gsas_core::reliable::Storage): borrowed (`no_std`, no allocation) or owned.
+//! A service or a PE wants one owned value it can keep in a struct, so [`OwnedReliable`]
+//! allocates the table and the buffer as `Vec`s and hands them to the layer by value: a
+//! `Reliable<'static, ..>` that frees them when it is dropped. It implements [`Transport`]
+//! by forwarding, plus the few extra methods the runtime needs (PIO, below).
 //!
 //! Packets that the inner transport can carry by PIO ([`Pio`]: over Exanet, those of up
 //! to 48 bytes) bypass the layer: sent as one mailbox message that the NI driver resends
@@ -18,12 +18,11 @@
 //! admits every peer (PEs and the FORK sender talk only to services they chose). A
 //! service uses its own index (`JobIndex` of `gsas_service`).
 //!
-//! Thread-safety: single owner (`Send` when the inner transport and peer type are);
-//! used through `&mut self`.
+//! Thread-safety: single owner, used through `&mut self`; `Send` when the inner transport,
+//! its peer type and the index are (no `unsafe impl`: it follows from the fields).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::mem::ManuallyDrop;
 
 use gsas_core::reliable::{
     Config, ConfigError, PeerEvent, PeerIndex, PeerSlot, Refusal, Reliable, Stats,
@@ -64,33 +63,19 @@ impl<P: Copy + Eq + Hash> PeerIndex<P> for MapIndex<P> {
     }
 }
 
-/// A [`Reliable`] layer that owns its peer table and buffers.
-///
-/// Safety argument: the layer holds `&'static mut` borrows of two heap allocations that
-/// this struct owns through raw pointers. The allocations are freed only in `Drop`, after
-/// the layer itself has been dropped, and the layer never leaves this struct (no method
-/// returns it or a mutable reference to it), so the borrows never outlive the memory and
-/// no two layers can be swapped between owners.
+/// A [`Reliable`] layer that owns its peer table and buffers
+/// ([`Storage::Owned`](gsas_core::reliable::Storage::Owned)), plus the PIO path of the
+/// inner transport.
 pub struct OwnedReliable<T: Transport, const W: usize, I = MapIndex<<T as Transport>::Peer>>
 where
     T::Peer: Hash + 'static,
 {
-    rel: ManuallyDrop<Reliable<'static, T, W, I>>,
-    peers: *mut [PeerSlot<T::Peer, W>],
-    buffers: *mut [u8],
+    rel: Reliable<'static, T, W, I>,
     capacity: usize,
     /// How long a PIO packet is resent (the layer's deadline).
     deadline: std::time::Duration,
     /// Peers a PIO packet could not be delivered to (until `reset_peer`).
     pio_failed: HashSet<T::Peer>,
-}
-
-// SAFETY: the raw pointers are owned allocations only touched through `rel` (which is
-// `Send` when `T` and the peer type are) and freed in `Drop`; nothing is shared with other
-// owners.
-unsafe impl<T: Transport + Send, const W: usize, I: Send> Send for OwnedReliable<T, W, I> where
-    T::Peer: Hash + Send + 'static
-{
 }
 
 impl<T: Transport, const W: usize> OwnedReliable<T, W>
@@ -119,36 +104,15 @@ where
         let frame_size = config.max_frame.unwrap_or(inner.capabilities().mtu);
         let inner_mtu = inner.capabilities().mtu;
         let len = gsas_core::reliable::buffer_len(inner_mtu, frame_size, frames.max(1));
-        let table: Box<[PeerSlot<T::Peer, W>]> = (0..peers)
-            .map(|_| PeerSlot::new())
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
-        let buf: Box<[u8]> = vec![0u8; len].into_boxed_slice();
-        let peers_ptr = Box::into_raw(table);
-        let buf_ptr = Box::into_raw(buf);
-        // SAFETY: both pointers come from `Box::into_raw` just above, are valid, unique and
-        // stay allocated until `Drop` (or the error path below) reclaims them, after the
-        // layer borrowing them is gone; see the type's safety argument.
-        let (table_ref, buf_ref) = unsafe { (&mut *peers_ptr, &mut *buf_ptr) };
-        match Reliable::with_index(inner, config, table_ref, buf_ref, index) {
-            Ok(rel) => Ok(OwnedReliable {
-                rel: ManuallyDrop::new(rel),
-                peers: peers_ptr,
-                buffers: buf_ptr,
-                capacity: peers,
-                deadline: std::time::Duration::from_nanos(config.deadline_ns),
-                pio_failed: HashSet::new(),
-            }),
-            Err(e) => {
-                // SAFETY: the layer was not built, so nothing borrows the allocations; they
-                // came from `Box::into_raw` above and are reclaimed exactly once.
-                unsafe {
-                    drop(Box::from_raw(peers_ptr));
-                    drop(Box::from_raw(buf_ptr));
-                }
-                Err(e)
-            }
-        }
+        let table: Vec<PeerSlot<T::Peer, W>> = (0..peers).map(|_| PeerSlot::new()).collect();
+        let buf = vec![0u8; len];
+        let rel = Reliable::with_index(inner, config, table, buf, index)?;
+        Ok(OwnedReliable {
+            rel,
+            capacity: peers,
+            deadline: std::time::Duration::from_nanos(config.deadline_ns),
+            pio_failed: HashSet::new(),
+        })
     }
 
     /// The inner transport.
@@ -283,22 +247,6 @@ where
     }
 }
 
-impl<T: Transport, const W: usize, I> Drop for OwnedReliable<T, W, I>
-where
-    T::Peer: Hash + 'static,
-{
-    fn drop(&mut self) {
-        // SAFETY: the layer is dropped exactly once, here, before the allocations it
-        // borrows; afterwards nothing refers to them and they are reclaimed from the
-        // pointers `Box::into_raw` produced in `new`.
-        unsafe {
-            ManuallyDrop::drop(&mut self.rel);
-            drop(Box::from_raw(self.peers));
-            drop(Box::from_raw(self.buffers));
-        }
-    }
-}
-
 impl<T: Pio, const W: usize, I: PeerIndex<T::Peer>> Transport for OwnedReliable<T, W, I>
 where
     T::Peer: Hash + 'static,
@@ -412,6 +360,17 @@ mod tests {
         assert_eq!(m.find(20, 2), Some(1));
         assert_eq!(m.find(30, 2), None);
         assert_eq!(m.map.len(), 2);
+    }
+
+    /// `OwnedReliable` is `Send` by its fields (no `unsafe impl`): the runtime moves its
+    /// layers into progress threads, so losing it must fail to compile.
+    #[test]
+    fn owned_reliable_is_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<OwnedReliable<crate::net::NetTransport, 32>>();
+        assert_send::<
+            OwnedReliable<gsas_core::transport::loopback::LoopbackEndpoint<'static, 'static, 2>, 8>,
+        >();
     }
 
     #[test]

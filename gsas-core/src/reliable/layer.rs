@@ -21,6 +21,7 @@ use super::peer::{
 use super::pool::Pool;
 use super::rtt::RttEstimator;
 use super::seq::Seq;
+use super::storage::Storage;
 use super::window::{MAX_WINDOW, RxVerdict, RxWindow, TxSlot, TxState, TxWindow};
 use super::{Config, ConfigError, PeerEvent, Refusal, Stats};
 
@@ -86,10 +87,10 @@ struct Core<'a, P, const W: usize, I> {
     /// Payload bytes of one of our frames.
     payload_cap: usize,
     index: I,
-    peers: &'a mut [PeerSlot<P, W>],
+    peers: Storage<'a, PeerSlot<P, W>>,
     pool: Pool<'a>,
     /// Packets of a received frame not yet handed out: `rx_buf[start..end]` from `peer`.
-    rx_buf: &'a mut [u8],
+    rx_buf: Storage<'a, u8>,
     rx_pending: Option<(P, usize, usize)>,
     now: u64,
     /// No timer expires before this time.
@@ -127,6 +128,9 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
     ///
     /// `peers` is the peer table (one slot per peer the layer may talk to); `buffers` holds
     /// the receive buffer and the frame pool (size it with [`buffer_len`](super::buffer_len)).
+    /// Each is a [`Storage`]: a slice, array or `Vec` lent as `&mut` (the layer borrows it
+    /// for `'a`) or, with the `std` feature, a `Vec` or `Box<[_]>` given by value (the layer
+    /// owns it and frees it when dropped; `'a` may then be `'static`).
     ///
     /// Errors: [`ConfigError`] for a zero epoch, a window outside `1..=W`, a frame size
     /// above the inner MTU or below 43 bytes, inconsistent timers, an empty peer table, or
@@ -134,8 +138,8 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
     pub fn new(
         inner: T,
         config: Config,
-        peers: &'a mut [PeerSlot<T::Peer, W>],
-        buffers: &'a mut [u8],
+        peers: impl Into<Storage<'a, PeerSlot<T::Peer, W>>>,
+        buffers: impl Into<Storage<'a, u8>>,
     ) -> Result<Self, ConfigError>
     where
         I: Default,
@@ -147,11 +151,12 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
     pub fn with_index(
         inner: T,
         config: Config,
-        peers: &'a mut [PeerSlot<T::Peer, W>],
-        buffers: &'a mut [u8],
+        peers: impl Into<Storage<'a, PeerSlot<T::Peer, W>>>,
+        buffers: impl Into<Storage<'a, u8>>,
         index: I,
     ) -> Result<Self, ConfigError> {
         let () = Self::WINDOW_FITS;
+        let (mut peers, buffers) = (peers.into(), buffers.into());
         if config.epoch == 0 {
             return Err(ConfigError::ZeroEpoch);
         }
@@ -190,7 +195,7 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
                 got: buffers.len(),
             });
         }
-        let (rx_buf, pool_buf) = buffers.split_at_mut(rx_len);
+        let (rx_buf, pool_buf) = buffers.into_split(rx_len);
         let first = Seq(config.epoch as u32);
         for slot in peers.iter_mut() {
             slot.reset(first, config.initial_rto_ns);

@@ -109,8 +109,12 @@
 //! Caller-provided, fixed at construction: a peer table of [`PeerSlot`]s (one per peer,
 //! O(1) lookup through a [`PeerIndex`]: [`DenseIndex`] for integer peers, [`HashIndex`]
 //! for hashable ones) and a byte buffer holding one receive buffer of the inner MTU plus a
-//! pool of frame buffers shared by all peers (see [`buffer_len`]). An open or unacknowledged
-//! frame holds one buffer. When the peer's window or the pool is full, `send` returns
+//! pool of frame buffers shared by all peers (see [`buffer_len`]). Each is a [`Storage`]:
+//! lent as `&mut` (an array, slice or `Vec`; the layer borrows it, `no_std`) or, with the
+//! `std` feature, handed over as a `Vec` or `Box<[_]>` (the layer owns it and frees it when
+//! dropped, so it can be a `Reliable<'static, ..>`; the receive buffer is then split off into
+//! an allocation of its own when the layer is built). Nothing is allocated after that. An
+//! open or unacknowledged frame holds one buffer. When the peer's window or the pool is full, `send` returns
 //! `WouldBlock`: back-pressure until acks free space. The window of a peer starts at 4
 //! frames and grows by one per frame it acknowledges, up to `Config::window`; a
 //! retransmission timeout takes it back to 4 (TCP's slow start). So a peer that never
@@ -211,12 +215,14 @@ mod peer;
 mod pool;
 mod rtt;
 pub mod seq;
+mod storage;
 mod window;
 
 pub use frame::RefusalReason;
 pub use index::{Admission, DenseIndex, HashIndex, PeerIndex};
 pub use layer::Reliable;
 pub use peer::PeerSlot;
+pub use storage::Storage;
 pub use window::MAX_WINDOW;
 
 #[cfg(doc)]

@@ -50,8 +50,9 @@ impl CacheEntry {
 
 /// One slot of the peer table a [`Reliable`](super::Reliable) works in.
 ///
-/// The caller provides the table (`&mut [PeerSlot<P, W>]`, e.g. an array or a `Vec`), so the
-/// number of peers is chosen at run time without allocation in the core. Create slots with
+/// The caller provides the table as a [`Storage`](super::Storage) (`&mut` an array, slice
+/// or `Vec`, or with the `std` feature a `Vec` given by value), so the number of peers is
+/// chosen at run time without allocation in the core. Create slots with
 /// [`PeerSlot::new`]; the layer resets them when it is built. The contents are private.
 #[derive(Clone, Debug)]
 pub struct PeerSlot<P, const W: usize> {

@@ -1,15 +1,17 @@
-//! Fixed-size frame buffers carved from caller-provided storage.
+//! Fixed-size frame buffers carved from the layer's [`Storage`] (borrowed or owned).
 //!
 //! The free list is threaded through the free blocks themselves (the first four bytes of a
 //! free block hold the index of the next free one), so allocation and release are O(1) and
 //! the pool needs no storage of its own.
+
+use super::storage::Storage;
 
 /// End of the free list.
 const NONE: u32 = u32::MAX;
 
 /// A pool of equally sized blocks.
 pub(crate) struct Pool<'a> {
-    buf: &'a mut [u8],
+    buf: Storage<'a, u8>,
     block: usize,
     count: u32,
     free_head: u32,
@@ -19,7 +21,7 @@ pub(crate) struct Pool<'a> {
 impl<'a> Pool<'a> {
     /// Splits `buf` into blocks of `block` bytes (at least 4); a tail shorter than a block
     /// is unused.
-    pub(crate) fn new(buf: &'a mut [u8], block: usize) -> Self {
+    pub(crate) fn new(buf: Storage<'a, u8>, block: usize) -> Self {
         let block = block.max(4);
         let count = u32::try_from(buf.len() / block)
             .unwrap_or(NONE - 1)
@@ -85,7 +87,7 @@ mod tests {
     #[test]
     fn allocates_every_block_once_then_reuses() {
         let mut storage = [0u8; 100];
-        let mut pool = Pool::new(&mut storage, 30);
+        let mut pool = Pool::new((&mut storage).into(), 30);
         assert_eq!(pool.capacity(), 3);
         let mut got = [
             pool.alloc().unwrap(),
