@@ -25,7 +25,24 @@ impl Node {
         offset: u64,
         data: &[u8],
     ) -> Result<(), NodeError> {
-        self.put_inner(ctx, pe, seg, offset, data, false, None)
+        self.put_inner(ctx, pe, seg, offset, data, false, false, None)
+    }
+
+    /// Like [`Node::put`] (the data has been copied out of `data` when it returns), but a
+    /// write that goes through a service may wait in its open frame for the next operation
+    /// that sends, the next [`Node::progress`] or the progress keeper's tick, as the
+    /// writes of [`Node::put_nbi`] do, instead of being sent before returning. For
+    /// OpenSHMEM 1.6 sessions with `SHMEM_CTX_SESSION_BATCH`: consecutive small blocking
+    /// puts then share frames. Completion is [`Node::quiet`], as for every put.
+    pub fn put_held(
+        &self,
+        ctx: Ctx,
+        pe: u32,
+        seg: u8,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), NodeError> {
+        self.put_inner(ctx, pe, seg, offset, data, false, true, None)
     }
 
     /// Like [`Node::put`], but may return before the whole payload is handed to the
@@ -39,7 +56,7 @@ impl Node {
         offset: u64,
         data: &[u8],
     ) -> Result<(), NodeError> {
-        self.put_inner(ctx, pe, seg, offset, data, true, None)
+        self.put_inner(ctx, pe, seg, offset, data, true, false, None)
     }
 
     /// Put-with-signal (OpenSHMEM 1.5 §9.8.1): writes `data` to `offset` of segment `seg`
@@ -75,7 +92,7 @@ impl Node {
             self.amo_target(pe, sig_seg, sig_offset, sig_op, AtomicType::U64, value, 0)?;
         let through_service = matches!(self.routes[pe as usize], Route::Net(_) | Route::Ring);
         if data.is_empty() || direct.is_some() || !through_service {
-            self.put_inner(ctx, pe, seg, offset, data, nbi, None)?;
+            self.put_inner(ctx, pe, seg, offset, data, nbi, false, None)?;
             return self.signal(ctx, pe, sig_seg, sig_offset, sig_op, value);
         }
         let signal = Signal {
@@ -83,7 +100,7 @@ impl Node {
             op,
             value,
         };
-        self.put_inner(ctx, pe, seg, offset, data, nbi, Some(signal))
+        self.put_inner(ctx, pe, seg, offset, data, nbi, false, Some(signal))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -95,6 +112,7 @@ impl Node {
         offset: u64,
         data: &[u8],
         nbi: bool,
+        hold: bool,
         signal: Option<Signal>,
     ) -> Result<(), NodeError> {
         if data.is_empty() {
@@ -128,8 +146,8 @@ impl Node {
         };
         let rec = self.record(ctx, route, pe, desc, false, Target::Write { payload: None });
         // A put-with-signal goes out at once even when non-blocking: the target may be
-        // waiting for the signal.
-        let send_now = !nbi || signal.is_some();
+        // waiting for the signal. A held blocking put waits like a non-blocking one.
+        let send_now = !(nbi || hold) || signal.is_some();
         let w = WriteArgs {
             ctx,
             addr,

@@ -5,8 +5,10 @@
  *   The complete C binding of OpenSHMEM 1.5 as implemented by the gsas library: every one of
  *   the 1610 C routines of the specification (current and deprecated, including the legacy
  *   names start_pes, _my_pe, shmalloc, ...), the library constants and handles, and the C11
- *   type-generic interfaces for the 67 generic names.  Besides: shmem_team_ptr (OpenSHMEM
- *   1.6, already used by public test suites) and the six cache management routines that 1.5
+ *   type-generic interfaces for the 67 generic names.  Besides, of OpenSHMEM 1.6:
+ *   shmem_team_ptr, shmem_query_initialized, shmem_[ctx_]signal_add and _signal_set (with
+ *   their generics), shmem_[ctx_]pe_quiet and the sessions (shmem_ctx_session_start/_stop,
+ *   shmem_ctx_session_config_t, SHMEM_CTX_SESSION_*); and the six cache management routines that 1.5
  *   removed (shmem_clear_cache_inv, ..., shmem_udcflush_line: no-ops, declared deprecated, so
  *   that older programs compile with a warning and link).  The list of routines is the
  *   contract in docs/spec/openshmem-1.5-c-symbols.tsv plus docs/spec/gsas-beyond-1.5-c-symbols.tsv;
@@ -111,6 +113,11 @@
 #define SHMEM_CTX_SERIALIZED (1L << 1)
 #define SHMEM_CTX_NOSTORE (1L << 2)
 
+/** Session option for shmem_ctx_session_start (OpenSHMEM 1.6, long bit flags). */
+#define SHMEM_CTX_SESSION_BATCH (1L << 0)
+/** Session configuration mask bit: shmem_ctx_session_config_t.total_ops is valid (1.6). */
+#define SHMEM_CTX_SESSION_TOTAL_OPS (1L << 0)
+
 /** Team configuration mask bit: shmem_team_config_t.num_contexts is valid. */
 #define SHMEM_TEAM_NUM_CONTEXTS (1L << 0)
 
@@ -181,6 +188,10 @@ typedef struct shmem_impl_team *shmem_team_t;
 typedef struct {
     int num_contexts;
 } shmem_team_config_t;
+/** Session configuration for shmem_ctx_session_start (OpenSHMEM 1.6). */
+typedef struct {
+    size_t total_ops;
+} shmem_ctx_session_config_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -577,6 +588,7 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_DECL(void, P, info_get_name, char *name)                                       \
     GSAS_SHMEM_DECL(int, P, init_thread, int requested, int *provided)                        \
     GSAS_SHMEM_DECL(void, P, query_thread, int *provided)                                     \
+    GSAS_SHMEM_DECL(void, P, query_initialized, int *initialized)                             \
     GSAS_SHMEM_DECL(void *, P, malloc, size_t size)                                           \
     GSAS_SHMEM_DECL(void, P, free, void *ptr)                                                 \
     GSAS_SHMEM_DECL(void *, P, realloc, void *ptr, size_t size)                               \
@@ -603,6 +615,9 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
                     shmem_ctx_t *ctx)                                                         \
     GSAS_SHMEM_DECL(void, P, ctx_destroy, shmem_ctx_t ctx)                                    \
     GSAS_SHMEM_DECL(int, P, ctx_get_team, shmem_ctx_t ctx, shmem_team_t *team)                \
+    GSAS_SHMEM_DECL(void, P, ctx_session_start, shmem_ctx_t ctx, long options,                \
+                    const shmem_ctx_session_config_t *config, long config_mask)               \
+    GSAS_SHMEM_DECL(void, P, ctx_session_stop, shmem_ctx_t ctx)                               \
     GSAS_SHMEM_DECL_CTX(void, P, putmem, void *dest, const void *source, size_t nelems,       \
                         int pe)                                                               \
     GSAS_SHMEM_DECL_CTX(void, P, getmem, void *dest, const void *source, size_t nelems,       \
@@ -618,6 +633,8 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
                         size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op,       \
                         int pe)                                                               \
     GSAS_SHMEM_DECL(uint64_t, P, signal_fetch, const uint64_t *sig_addr)                      \
+    GSAS_SHMEM_DECL_CTX(void, P, signal_add, uint64_t *sig_addr, uint64_t signal, int pe)     \
+    GSAS_SHMEM_DECL_CTX(void, P, signal_set, uint64_t *sig_addr, uint64_t signal, int pe)     \
     GSAS_SHMEM_DECL(uint64_t, P, signal_wait_until, uint64_t *sig_addr, int cmp,              \
                     uint64_t cmp_value)                                                       \
     GSAS_SHMEM_DECL(void, P, barrier_all, void)                                               \
@@ -642,6 +659,7 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_DECL(void, P, ctx_fence, shmem_ctx_t ctx)                                      \
     GSAS_SHMEM_DECL(void, P, quiet, void)                                                     \
     GSAS_SHMEM_DECL(void, P, ctx_quiet, shmem_ctx_t ctx)                                      \
+    GSAS_SHMEM_DECL_CTX(void, P, pe_quiet, const int *target_pes, size_t npes)                \
     GSAS_SHMEM_DECL(void, P, set_lock, long *lock)                                            \
     GSAS_SHMEM_DECL(void, P, clear_lock, long *lock)                                          \
     GSAS_SHMEM_DECL(int, P, test_lock, long *lock)                                            \
@@ -686,7 +704,7 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_DEPRECATED(GSAS_SHMEM_CACHE_REMOVED)                                           \
     GSAS_SHMEM_DECL(void, P, udcflush_line, void *dest)
 
-/* All 1610 routines of OpenSHMEM 1.5, shmem_team_ptr of 1.6 and the six cache routines of
+/* All 1610 routines of OpenSHMEM 1.5, those of 1.6 gsas has and the six cache routines of
  * 1.4, with the name prefix P (`shmem_` or `pshmem_`). */
 #define GSAS_SHMEM_DECLARE_ALL(P)                                                             \
     GSAS_SHMEM_D_UNTYPED(P)                                                                   \
@@ -915,6 +933,17 @@ void gsas_shmem_generic_called_with_unsupported_argument_type(void);
     GSAS_SHMEM_GEN_CTX_PTR(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARM, _put_signal, __VA_ARGS__)
 #define shmem_put_signal_nbi(...)                                                             \
     GSAS_SHMEM_GEN_CTX_PTR(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARM, _put_signal_nbi, __VA_ARGS__)
+
+/* Signals (OpenSHMEM 1.6): shmem_signal_add(ctx, sig_addr, signal, pe) is
+ * shmem_ctx_signal_add; without the context it is the C routine shmem_signal_add (a macro
+ * does not re-expand its own name).  Selected on the first argument as is (shmem_ctx_t is a
+ * pointer to an incomplete struct), as shmem_sync below. */
+#define shmem_signal_add(...)                                                                 \
+    _Generic((GSAS_SHMEM_ARG0(__VA_ARGS__)), shmem_ctx_t: shmem_ctx_signal_add,              \
+             default: shmem_signal_add)(__VA_ARGS__)
+#define shmem_signal_set(...)                                                                 \
+    _Generic((GSAS_SHMEM_ARG0(__VA_ARGS__)), shmem_ctx_t: shmem_ctx_signal_set,              \
+             default: shmem_signal_set)(__VA_ARGS__)
 
 /* Team synchronization: shmem_sync(team) is shmem_team_sync(team); with the active-set
  * arguments it is the C routine shmem_sync (a macro does not re-expand its own name).  The

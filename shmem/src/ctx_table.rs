@@ -16,12 +16,23 @@
 //! `SHMEM_CTX_INVALID`) when the node's 63 extra contexts are in use, and the library stays
 //! usable. Destroying a context quiets it first.
 //!
-//! **What it is not.** Sessions (OpenSHMEM 1.6) are not implemented.
+//! **Sessions** (OpenSHMEM 1.6 §9.5, `shmem_ctx_session_start`/`_stop`) are recorded per
+//! context ([`Session`]). What gsas does with them: on a context in a session with
+//! `SHMEM_CTX_SESSION_BATCH`, a blocking put to a PE reached through a service does not
+//! send its frame before returning ([`gsas_node::Node::put_held`]); it waits in the open
+//! frame, as non-blocking puts do, for the next operation that sends, the next progress
+//! call or the progress keeper's tick, so that a loop of small blocking puts shares frames.
+//! `shmem_ctx_session_stop` sends what waits. Nothing else changes: completion and ordering
+//! are as outside a session (a `quiet` completes the held puts). The `total_ops` hint is
+//! recorded and not used. Same-node puts are stores and never wait.
+//!
+//! **What it is not.** A batch of AMOs or gets: only blocking puts are held.
 //!
 //! **Thread-safety.** Handles are plain pointers, usable from any thread; under
 //! `SHMEM_THREAD_MULTIPLE` threads may share a context or, better, use one each.
 
 use std::ffi::{c_int, c_long, c_void};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use gsas_node::Ctx as NodeCtx;
 
@@ -82,7 +93,68 @@ pub struct CtxObj {
     node_ctx: NodeCtx,
     team: RawTeam,
     options: c_long,
+    session: Session,
 }
+
+/// `SHMEM_CTX_SESSION_BATCH`: a session option.
+pub const SESSION_BATCH: c_long = 1 << 0;
+/// `SHMEM_CTX_SESSION_TOTAL_OPS`: a session configuration mask bit.
+pub const SESSION_TOTAL_OPS: c_long = 1 << 0;
+
+/// The C type `shmem_ctx_session_config_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// The expected largest number of RMA calls in the session (`SIZE_MAX`: not given).
+    pub total_ops: usize,
+}
+
+/// A context's session: whether one is open, its options and its `total_ops` hint.
+#[derive(Debug)]
+pub struct Session {
+    /// [`Session::OPEN`] while a session is open, ORed with its options (low 32 bits).
+    state: AtomicU64,
+    total_ops: AtomicUsize,
+}
+
+impl Session {
+    const OPEN: u64 = 1 << 63;
+
+    /// No session open.
+    pub const fn new() -> Session {
+        Session {
+            state: AtomicU64::new(0),
+            total_ops: AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    /// Whether a session with `SHMEM_CTX_SESSION_BATCH` is open.
+    #[inline]
+    pub fn batching(&self) -> bool {
+        let s = self.state.load(Ordering::Relaxed);
+        s & Self::OPEN != 0 && s & SESSION_BATCH as u64 != 0
+    }
+
+    /// The options of the open session, `None` when none is open.
+    pub fn options(&self) -> Option<c_long> {
+        let s = self.state.load(Ordering::Relaxed);
+        (s & Self::OPEN != 0).then_some((s & 0xffff_ffff) as c_long)
+    }
+
+    /// The `total_ops` hint of the open (or last) session.
+    pub fn total_ops(&self) -> usize {
+        self.total_ops.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session::new()
+    }
+}
+
+/// The session of `SHMEM_CTX_DEFAULT`.
+static DEFAULT_SESSION: Session = Session::new();
 
 /// What a context handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -190,6 +262,7 @@ pub unsafe fn create(team: RawTeam, options: c_long, out: *mut RawCtx, call: &st
         node_ctx,
         team,
         options,
+        session: Session::new(),
     });
     let handle: RawCtx = Box::into_raw(obj).cast_const().cast();
     t.contexts
@@ -247,6 +320,90 @@ pub unsafe fn options(ctx: CtxRef, call: &str) -> c_long {
     unsafe {
         resolve(ctx, call);
         (*ctx.0.cast::<CtxObj>()).options
+    }
+}
+
+/// The session record of a context; `None` for `SHMEM_CTX_INVALID`.
+///
+/// # Safety
+///
+/// `ctx` a context handle from the library.
+pub unsafe fn session(ctx: CtxRef, call: &str) -> Option<&'static Session> {
+    if ctx.is_default() {
+        return Some(&DEFAULT_SESSION);
+    }
+    if ctx.is_invalid() {
+        return None;
+    }
+    // SAFETY: forwarded; `resolve` validated the object, which lives until the context is
+    // destroyed (using it after that is the program's error, caught while the memory still
+    // holds the cleared marker).
+    unsafe {
+        resolve(ctx, call);
+        Some(&(*ctx.0.cast::<CtxObj>()).session)
+    }
+}
+
+/// `shmem_ctx_session_start` (OpenSHMEM 1.6 §9.5): opens a session on `ctx`, or ORs
+/// `options` into the open one; `config`'s fields named in `config_mask` replace the
+/// session's (`SHMEM_CTX_SESSION_TOTAL_OPS`: `total_ops`). `SHMEM_CTX_INVALID` is a no-op.
+/// Unknown option bits are kept and have no effect; a mask naming a field with a NULL
+/// `config` is a fatal error naming `call`. See the [module docs](self) for what a
+/// session changes.
+///
+/// # Safety
+///
+/// `ctx` a context handle from the library; `config` NULL or valid for a read.
+pub unsafe fn session_start(
+    ctx: CtxRef,
+    options: c_long,
+    config: *const SessionConfig,
+    config_mask: c_long,
+    call: &str,
+) {
+    state::live(call);
+    // SAFETY: forwarded.
+    let Some(s) = (unsafe { session(ctx, call) }) else {
+        return;
+    };
+    let was_open = s.state.load(Ordering::Relaxed) & Session::OPEN != 0;
+    if config_mask & SESSION_TOTAL_OPS != 0 {
+        if config.is_null() {
+            fatal(
+                call,
+                "config is NULL but config_mask includes SHMEM_CTX_SESSION_TOTAL_OPS",
+            );
+        }
+        // SAFETY: non-null, readable by the caller's contract.
+        let total = unsafe { (*config).total_ops };
+        s.total_ops.store(total, Ordering::Relaxed);
+    } else if !was_open {
+        s.total_ops.store(usize::MAX, Ordering::Relaxed);
+    }
+    s.state.fetch_or(
+        Session::OPEN | (options as u64 & 0xffff_ffff),
+        Ordering::Relaxed,
+    );
+}
+
+/// `shmem_ctx_session_stop` (OpenSHMEM 1.6 §9.5): closes the session of `ctx` and sends
+/// the puts it held (without waiting for their completion: that is `quiet`'s). No session
+/// open, or `SHMEM_CTX_INVALID`: no effect.
+///
+/// # Safety
+///
+/// `ctx` a context handle from the library.
+pub unsafe fn session_stop(ctx: CtxRef, call: &str) {
+    let st = state::live(call);
+    // SAFETY: forwarded.
+    let Some(s) = (unsafe { session(ctx, call) }) else {
+        return;
+    };
+    if s.state.swap(0, Ordering::Relaxed) & Session::OPEN == 0 {
+        return;
+    }
+    if let Err(e) = st.node.progress() {
+        fatal(call, e);
     }
 }
 
@@ -327,6 +484,41 @@ unsafe fn quiet_slow(ctx: CtxRef, call: &str) {
     if let Err(e) = st.node.quiet(r.node_ctx) {
         fatal(call, e);
     }
+}
+
+/// `shmem_pe_quiet` / `shmem_ctx_pe_quiet` (OpenSHMEM 1.6 §9.12.3): completes the
+/// context's operations to the `npes` PEs of `target_pes` (numbered in the context's team).
+/// When every one of them is a same-node PE whose memory this PE maps, every operation to
+/// it was a store, a load or a CPU atomic and is complete: a memory fence makes them
+/// visible. Otherwise the context is quieted whole (the specification allows more, never
+/// less). `npes == 0` returns at once (`target_pes` is not read); a PE out of range is a
+/// fatal error naming `call`, as for every routine.
+///
+/// # Safety
+///
+/// `ctx` a context handle from the library; `target_pes` valid for `npes` reads.
+pub unsafe fn pe_quiet(ctx: CtxRef, target_pes: *const c_int, npes: usize, call: &str) {
+    if npes == 0 || ctx.is_invalid() {
+        return;
+    }
+    let st = state::live(call);
+    if target_pes.is_null() {
+        fatal(call, format_args!("target_pes is NULL with npes = {npes}"));
+    }
+    // SAFETY: forwarded.
+    let r = unsafe { resolve(ctx, call) };
+    // SAFETY: non-null and valid for `npes` reads by the caller's contract.
+    let pes = unsafe { std::slice::from_raw_parts(target_pes, npes) };
+    let mut all_direct = true;
+    for &pe in pes {
+        all_direct &= st.direct_pe(r.world_pe(st, pe, call));
+    }
+    if all_direct {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        return;
+    }
+    // SAFETY: forwarded.
+    unsafe { quiet(ctx, call) }
 }
 
 /// `shmem_ctx_fence` (OpenSHMEM 1.5 §9.11.1): orders the delivery of the context's

@@ -18,8 +18,11 @@
 //! * the **C ABI**: every routine of OpenSHMEM 1.5 (setup, thread, memory, team, context,
 //!   RMA, AMO, signaling, collective, point-to-point, ordering, lock, legacy and profiling
 //!   categories) under its `shmem_` name and its `pshmem_` profiling twin, matching
-//!   `include/shmem.h`, plus `shmem_team_ptr` of OpenSHMEM 1.6 ([`Team::ptr`] in Rust) and
-//!   the six cache routines 1.5 removed (`shmem_clear_cache_inv` ... `shmem_udcflush_line`:
+//!   `include/shmem.h`, plus, of OpenSHMEM 1.6, `shmem_team_ptr` ([`Team::ptr`] in Rust),
+//!   `shmem_query_initialized` ([`query_initialized`]), `shmem_[ctx_]signal_add` and
+//!   `_signal_set` ([`Ctx::signal_add`], [`Ctx::signal_set`]), `shmem_[ctx_]pe_quiet`
+//!   ([`Ctx::pe_quiet`]) and the sessions `shmem_ctx_session_start`/`_stop`
+//!   ([`Ctx::session`]), and the six cache routines 1.5 removed (`shmem_clear_cache_inv` ... `shmem_udcflush_line`:
 //!   no-ops, declared deprecated); the handles `SHMEM_CTX_DEFAULT`, `SHMEM_TEAM_WORLD` and
 //!   `SHMEM_TEAM_SHARED` are the addresses of the exported objects `gsas_shmem_ctx_default`,
 //!   `gsas_shmem_team_world` and `gsas_shmem_team_shared`. The staticlib build of this crate
@@ -106,9 +109,10 @@
 //!
 //! # What it is not
 //!
-//! Not the launcher or the runtime (the `gsas` crate), and not OpenSHMEM 1.6: of its
-//! additions only `shmem_team_ptr` is here (no `ibput`/`ibget`, scans, `signal_add`/`set`,
-//! `pe_quiet`, sessions or `query_initialized` yet).
+//! Not the launcher or the runtime (`gsas-launch`, `gsas-node`), and not yet all of
+//! OpenSHMEM 1.6: `ibput`/`ibget`, the scans (`sum_inscan`/`sum_exscan`), `const`
+//! `cmp_values` in the vector waits and a new initialization after the last finalize are
+//! missing, so `SHMEM_MINOR_VERSION` stays 5.
 //!
 //! # Thread safety
 //!
@@ -180,8 +184,8 @@ pub mod testing {
 
 pub use api::{
     CmpValues, Ctx, CtxOptions, Error, ErrorKind, LockGuard, Nbi, Options, OwnedTeam, ReduceOp,
-    Shmem, SignalOp, SymBox, SymLock, SymSlice, SymVec, Team, TeamConfig, ThreadLevel, init,
-    init_thread, init_with, op,
+    Session, SessionOptions, Shmem, SignalOp, SymBox, SymLock, SymSlice, SymVec, Team, TeamConfig,
+    ThreadLevel, init, init_thread, init_with, op, query_initialized,
 };
 pub use capi::{SHIM_NAMES, abi_names};
 pub use fatal::FATAL_EXIT_CODE;

@@ -170,8 +170,13 @@ unsafe fn put_general_body(
     }
     // SAFETY: `src` is readable for `n` bytes by the caller's contract.
     let data = unsafe { std::slice::from_raw_parts(src, n) };
+    // SAFETY: `ctx` was resolved above.
+    let held = !nbi && unsafe { ctx::session(ctx, call) }.is_some_and(|s| s.batching());
     let res = if nbi {
         st.node.put_nbi(r.node_ctx, target, sym.seg, sym.off, data)
+    } else if held {
+        // A session with SHMEM_CTX_SESSION_BATCH: see `ctx_table`'s sessions.
+        st.node.put_held(r.node_ctx, target, sym.seg, sym.off, data)
     } else {
         st.node.put(r.node_ctx, target, sym.seg, sym.off, data)
     };

@@ -303,6 +303,14 @@ impl State {
         )
     }
 
+    /// Whether every segment of PE `pe` is mapped here, so that every operation to it is
+    /// a load, a store or a CPU atomic of this PE, complete when it returns.
+    pub fn direct_pe(&self, pe: u32) -> bool {
+        self.direct
+            .iter()
+            .all(|t| t.get(pe as usize).is_some_and(|&b| b != 0))
+    }
+
     /// The local address of `sym` on PE `pe` if that PE's segment is mapped here.
     #[inline]
     pub fn direct_ptr(&self, pe: u32, sym: SymAddr) -> Option<*mut u8> {

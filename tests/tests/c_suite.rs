@@ -232,6 +232,7 @@ const EXANET_PROGRAMS: &[&str] = &[
     "contexts",
     "coll_reduce",
     "coll_collect",
+    "openshmem16",
 ];
 
 /// The verbs cases of [`VERBS_PROGRAMS`]: one and two PEs per emulated node.
@@ -254,6 +255,7 @@ const VERBS_PROGRAMS: &[&str] = &[
     "ordering",
     "contexts",
     "coll_collect",
+    "openshmem16",
 ];
 /// How many of [`VERBS_PROGRAMS`] run under qemu.
 const VERBS_EMULATED: usize = 2;
@@ -987,6 +989,13 @@ fn coll_direct() {
 #[test]
 fn team_ptr() {
     c_program("team_ptr", &[]);
+}
+
+/// The OpenSHMEM 1.6 routines besides `shmem_team_ptr` (query_initialized, signal_add and
+/// signal_set, pe_quiet, sessions) over the whole matrix.
+#[test]
+fn openshmem16() {
+    c_program("openshmem16", &[]);
 }
 
 #[test]

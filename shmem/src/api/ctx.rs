@@ -75,6 +75,53 @@ impl SignalOp {
     }
 }
 
+/// Options of a session ([`Ctx::session`], OpenSHMEM 1.6 §9.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionOptions(std::ffi::c_long);
+
+impl SessionOptions {
+    /// No option.
+    pub const NONE: SessionOptions = SessionOptions(0);
+    /// `SHMEM_CTX_SESSION_BATCH`: the session's operations tolerate latency and may be
+    /// batched (gsas holds blocking puts to other nodes in open frames: see
+    /// [`Ctx::session`]).
+    pub const BATCH: SessionOptions = SessionOptions(cctx::SESSION_BATCH);
+}
+
+/// An open session on a context; stopped when dropped or by [`Session::stop`].
+#[derive(Debug)]
+#[must_use = "the session stops when this guard is dropped"]
+pub struct Session<'c, 's> {
+    ctx: &'c Ctx<'s>,
+}
+
+impl Session<'_, '_> {
+    /// The options of the session (the ORed options of every start still open).
+    pub fn options(&self) -> SessionOptions {
+        // SAFETY: the context's handle is live while the borrow is.
+        let s = unsafe { cctx::session(self.ctx.handle, "shmem::Session::options") };
+        SessionOptions(s.and_then(|s| s.options()).unwrap_or(0))
+    }
+
+    /// The `total_ops` hint of the session (`usize::MAX` when none was given).
+    pub fn total_ops(&self) -> usize {
+        // SAFETY: as above.
+        let s = unsafe { cctx::session(self.ctx.handle, "shmem::Session::total_ops") };
+        s.map_or(usize::MAX, |s| s.total_ops())
+    }
+
+    /// `shmem_ctx_session_stop` (OpenSHMEM 1.6 §9.5): ends the session and sends what it
+    /// held (the same as dropping the guard).
+    pub fn stop(self) {}
+}
+
+impl Drop for Session<'_, '_> {
+    fn drop(&mut self) {
+        // SAFETY: the context's handle is live while the borrow is.
+        unsafe { cctx::session_stop(self.ctx.handle, "shmem::Session::stop") }
+    }
+}
+
 /// A communication context; see the [API overview](crate::api).
 #[derive(Debug)]
 pub struct Ctx<'s> {
@@ -444,6 +491,96 @@ impl<'s> Ctx<'s> {
                 CALL,
             )
         }
+    }
+
+    /// `shmem_ctx_signal_add` (OpenSHMEM 1.6 §9.8.5): adds `value` to the signal word
+    /// `sig` on `pe`, atomically with respect to the other signal updates and reads.
+    ///
+    /// # Panics
+    ///
+    /// If `sig` is empty.
+    pub fn signal_add<'g>(&self, sig: impl Into<SymSlice<'g, u64>>, value: u64, pe: usize) {
+        self.signal_update(
+            sig.into(),
+            value,
+            SignalOp::Add,
+            pe,
+            "shmem::Ctx::signal_add",
+        )
+    }
+
+    /// `shmem_ctx_signal_set` (OpenSHMEM 1.6 §9.8.7): stores `value` into the signal word
+    /// `sig` on `pe`, atomically with respect to the other signal updates and reads.
+    ///
+    /// # Panics
+    ///
+    /// If `sig` is empty.
+    pub fn signal_set<'g>(&self, sig: impl Into<SymSlice<'g, u64>>, value: u64, pe: usize) {
+        self.signal_update(
+            sig.into(),
+            value,
+            SignalOp::Set,
+            pe,
+            "shmem::Ctx::signal_set",
+        )
+    }
+
+    fn signal_update(
+        &self,
+        sig: SymSlice<'_, u64>,
+        value: u64,
+        op: SignalOp,
+        pe: usize,
+        call: &'static str,
+    ) {
+        let sig = sig.first(call);
+        // SAFETY: `sig` is a symmetric u64 (a put-with-signal without data).
+        unsafe {
+            rma::put_signal(
+                self.handle,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                0,
+                sig,
+                value,
+                op.to_c(),
+                c_pe(pe),
+                false,
+                call,
+            )
+        }
+    }
+
+    /// `shmem_ctx_pe_quiet` (OpenSHMEM 1.6 §9.12.3): completes this context's operations
+    /// to the PEs `pes` (numbered in the context's team). Same-node PEs whose memory this
+    /// PE maps need only a memory fence; any other PE in the list quiets the context whole.
+    pub fn pe_quiet(&self, pes: &[usize]) {
+        const CALL: &str = "shmem::Ctx::pe_quiet";
+        let pes: Vec<std::ffi::c_int> = pes.iter().map(|&p| c_pe(p)).collect();
+        // SAFETY: the handle is live while `self` is; `pes` is readable for its length.
+        unsafe { cctx::pe_quiet(self.handle, pes.as_ptr(), pes.len(), CALL) }
+    }
+
+    /// `shmem_ctx_session_start` (OpenSHMEM 1.6 §9.5): opens a session on this context
+    /// with `options` and, if given, the `total_ops` hint; the session ends when the
+    /// returned guard is dropped. Sessions change no result, completion or ordering. With
+    /// [`SessionOptions::BATCH`], gsas lets a blocking put to a PE of another node wait in
+    /// its open frame for the next operation that sends (as non-blocking puts do), so that
+    /// a loop of small puts shares frames; the guard's end sends what waits. `total_ops`
+    /// is recorded, not used.
+    pub fn session(&self, options: SessionOptions, total_ops: Option<usize>) -> Session<'_, 's> {
+        const CALL: &str = "shmem::Ctx::session";
+        let config = cctx::SessionConfig {
+            total_ops: total_ops.unwrap_or(usize::MAX),
+        };
+        let mask = if total_ops.is_some() {
+            cctx::SESSION_TOTAL_OPS
+        } else {
+            0
+        };
+        // SAFETY: the handle is live while `self` is; `config` is a readable local.
+        unsafe { cctx::session_start(self.handle, options.0, &config, mask, CALL) };
+        Session { ctx: self }
     }
 
     /// `shmem_ctx_fence` (OpenSHMEM 1.5 §9.11.1): orders the delivery of earlier puts,

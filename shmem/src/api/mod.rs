@@ -39,7 +39,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use coll::{OwnedTeam, ReduceOp, TeamConfig, op};
-pub use ctx::{Ctx, CtxOptions, Nbi, SignalOp};
+pub use ctx::{Ctx, CtxOptions, Nbi, Session, SessionOptions, SignalOp};
 pub use lock::{LockGuard, SymLock};
 pub use p2p::CmpValues;
 pub use sym::{SymBox, SymSlice, SymVec};
@@ -170,6 +170,12 @@ pub fn init_thread(level: ThreadLevel) -> Result<Shmem, Error> {
         thread_level: level,
         ..Options::default()
     })
+}
+
+/// `shmem_query_initialized` (OpenSHMEM 1.6 §9.1.5): whether the library is initialized
+/// and not yet finalized. May be called at any time, from any thread.
+pub fn query_initialized() -> bool {
+    state::is_running()
 }
 
 /// [`init`] with [`Options`].

@@ -1,14 +1,17 @@
 //! C ABI of the routines that are not per type: setup and queries (§9.1), thread support
-//! (§9.2), memory management (§9.3), team queries (§9.4), contexts (§9.5), signal fetch and
-//! wait (§9.8, §9.10), the deprecated `long` waits, ordering (§9.11), locks (§9.12) and the
-//! legacy names.
+//! (§9.2), memory management (§9.3), team queries (§9.4), contexts and their sessions
+//! (§9.5), signal fetch, add, set and wait (§9.8, §9.10), the deprecated `long` waits,
+//! ordering with the per-PE quiet (§9.11, §9.12), locks and the legacy names. Of OpenSHMEM
+//! 1.6: `shmem_query_initialized`, `shmem_team_ptr`, `shmem_[ctx_]signal_add`,
+//! `shmem_[ctx_]signal_set`, `shmem_[ctx_]pe_quiet`, `shmem_ctx_session_start`/`_stop`.
 
 use std::ffi::{c_char, c_int, c_long, c_void};
 
-use crate::ctx_table::{self as ctx, CtxRef, RawCtx};
+use crate::ctx_table::{self as ctx, CtxRef, RawCtx, SessionConfig};
 use crate::fatal::{end_job, fatal, flush_stdio};
 use crate::memory;
 use crate::p2p_wait::{self as p2p, Cmp};
+use crate::rma::{self as r, SIGNAL_ADD, SIGNAL_SET};
 use crate::state::{self, InitOptions, THREAD_MULTIPLE};
 use crate::team::{self, RawTeam};
 use crate::ticket_lock;
@@ -209,6 +212,13 @@ abi! {
             provided.write(st.thread_level);
         }
     };
+    plain [query_initialized] (initialized: *mut c_int) => |call| {
+        // Any time, in any state (1.6 §9.1.5): nothing here needs the library running.
+        let _ = call;
+        if !initialized.is_null() {
+            initialized.write(c_int::from(state::is_running()));
+        }
+    };
 }
 
 abi! {
@@ -249,12 +259,24 @@ abi! {
     plain [ctx_destroy] (ctx: RawCtx) => |call| ctx::destroy(CtxRef(ctx), call);
     plain [ctx_get_team] (ctx: RawCtx, team: *mut RawTeam) -> c_int
         => |call| ctx::get_team(CtxRef(ctx), team, call);
+    plain [ctx_session_start]
+        (ctx: RawCtx, options: c_long, config: *const SessionConfig, config_mask: c_long)
+        => |call| ctx::session_start(CtxRef(ctx), options, config, config_mask, call);
+    plain [ctx_session_stop] (ctx: RawCtx) => |call| ctx::session_stop(CtxRef(ctx), call);
 }
 
 abi! {
     const SYNC;
     plain [signal_fetch] (sig_addr: *const u64) -> u64
         => |call| p2p::signal_fetch(sig_addr, call);
+    twin [signal_add] (sig_addr: *mut u64, signal: u64, pe: c_int)
+        => |ctx, call| r::put_signal(
+            ctx, std::ptr::null_mut(), std::ptr::null(), 0, sig_addr, signal, SIGNAL_ADD, pe,
+            false, call);
+    twin [signal_set] (sig_addr: *mut u64, signal: u64, pe: c_int)
+        => |ctx, call| r::put_signal(
+            ctx, std::ptr::null_mut(), std::ptr::null(), 0, sig_addr, signal, SIGNAL_SET, pe,
+            false, call);
     plain [signal_wait_until] (sig_addr: *mut u64, cmp: c_int, cmp_value: u64)
         -> u64
         => |call| p2p::signal_wait_until(sig_addr, Cmp::from_c(cmp, call), cmp_value, call);
@@ -279,6 +301,8 @@ abi! {
     };
     twin [fence] () => |ctx, call| ctx::fence(ctx, call);
     twin [quiet] () => |ctx, call| ctx::quiet(ctx, call);
+    twin [pe_quiet] (target_pes: *const c_int, npes: usize)
+        => |ctx, call| ctx::pe_quiet(ctx, target_pes, npes, call);
     plain [set_lock] (lock: *mut c_long) => |call| {
         ticket_lock::set_lock(lock, call);
     };

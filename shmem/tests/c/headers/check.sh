@@ -8,7 +8,8 @@
 #   1. prototypes: every symbol of docs/spec/openshmem-1.5-c-symbols.tsv and its pshmem_ twin
 #      is declared with its 1.5 signature (redeclared from signatures.tsv and its address
 #      taken, as C11 and as C++11), and the headers declare no other routine;
-#   2. generics: exactly the 67 generic names exist in C11 (none in C99 or C++); every
+#   2. generics: exactly the generic names of docs/spec exist in C11 (the 67 of 1.5 and those
+#      of gsas-beyond-1.5-c11-generics.txt; none in C99 or C++); every
 #      generic called with every type of its table, with and without a leading context,
 #      reaches the right routine and has the right result type; calls with an unsupported
 #      type fail to compile, naming the default association;

@@ -159,8 +159,9 @@ GENERICS = [
     ("shmem_test_some_vector", P2P, "_test_some_vector", False,
      "{D}, 1, indices, status, SHMEM_CMP_EQ, {S}", "size_t"),
 ]
-# shmem_sync has no type table; generics.c checks it separately.
-SPECIAL_GENERICS = ["shmem_sync"]
+# shmem_sync and the 1.6 signal routines have no type table; generics.c checks them
+# separately.
+SPECIAL_GENERICS = ["shmem_sync", "shmem_signal_add", "shmem_signal_set"]
 
 # Calls with a type outside the table: each must be a compile error naming the default arm.
 NEGATIVE = {
@@ -358,6 +359,11 @@ def gen_generics():
         "        const shmem_team_t team = SHMEM_TEAM_SHARED;",
         '        EXPECT("shmem_team_sync", shmem_sync(team));',
         "    }",
+        "    /* shmem_signal_add/set (1.6): a leading context selects the ctx routine. */",
+        '    EXPECT("shmem_ctx_signal_add", shmem_signal_add(ctx, &sig, 1, 0));',
+        '    EXPECT("shmem_signal_add", shmem_signal_add(&sig, 1, 0));',
+        '    EXPECT("shmem_ctx_signal_set", shmem_signal_set(SHMEM_CTX_DEFAULT, &sig, 1, 0));',
+        '    EXPECT("shmem_signal_set", shmem_signal_set(&sig, 1, 0));',
         "    /* Qualified and null contexts still select the context form. */",
         "    {",
         "        const shmem_ctx_t cctx = SHMEM_CTX_DEFAULT;",
@@ -409,8 +415,10 @@ def main():
     for table in ("openshmem-1.5-c-symbols.tsv", "gsas-beyond-1.5-c-symbols.tsv"):
         rows += read_symbols(os.path.join(spec, table))
     sigs = read_signatures(os.path.join(HERE, "signatures.tsv"))
-    with open(os.path.join(spec, "openshmem-1.5-c11-generics.txt"), encoding="utf-8") as f:
-        generic_names = [line.strip() for line in f if line.strip()]
+    generic_names = []
+    for table in ("openshmem-1.5-c11-generics.txt", "gsas-beyond-1.5-c11-generics.txt"):
+        with open(os.path.join(spec, table), encoding="utf-8") as f:
+            generic_names += [line.strip() for line in f if line.strip()]
 
     names = [r[0] for r in rows]
     if len(set(names)) != len(names):

@@ -1,0 +1,218 @@
+//! The OpenSHMEM 1.6 routines gsas has so far, through the Rust API (the C ABI runs the
+//! same internals: `c_suite`'s `openshmem16.c`), on one node (four PEs, direct stores) and
+//! on two nodes (two PEs each: every other PE across the network).
+//!
+//! * `signals`: every PE adds to a signal word on every PE (`signal_add`, default and a
+//!   created context), 50 times each; then each PE waits for the exact total on its own
+//!   word and sets every other PE's second word (`signal_set`) to a value naming itself,
+//!   and the owner checks it after a barrier.
+//! * `pe_quiet`: PE 0 puts 256 KiB non-blocking to the last PE, calls `pe_quiet` for that PE
+//!   (and a second time for itself: a same-node fence), then stores the round into its own
+//!   memory; the last PE reads that word with `g` (a path not ordered with the put) and,
+//!   once it sees the round, checks every word: a `pe_quiet` that returned before the
+//!   fragments were delivered fails it. 30 rounds.
+//! * `session`: in a `SHMEM_CTX_SESSION_BATCH` session, each PE puts 2,000 single words
+//!   (blocking `p` and 8-byte `put` from one buffer it rewrites after every call) into the
+//!   next PE's array, stops the session, quiets and meets the others in a barrier; every
+//!   word is checked. A held put that kept a pointer to the caller's buffer instead of its
+//!   bytes, or a held frame that was lost, fails it. The session reports its options and
+//!   `total_ops` hint.
+//! * `query_initialized` is false before `init`, true between `init` and `finalize`, false
+//!   after (checked in every scenario).
+
+mod rust_common;
+
+use std::time::{Duration, Instant};
+
+use rust_common::{ONE_NODE, TWO_NODES, Topology, report_ok, run_and_check};
+use shmem::{Cmp, CtxOptions, SessionOptions, Shmem};
+
+/// Bound on the `g` polling loop (the library bounds its own waits).
+const SPIN_LIMIT: Duration = Duration::from_secs(120);
+
+/// The child entry point (see `rust_common`).
+#[test]
+fn child_pe() {
+    let Some(s) = rust_common::child_scenario() else {
+        return;
+    };
+    assert!(!shmem::query_initialized(), "query_initialized before init");
+    let shmem = shmem::init().expect("init");
+    assert!(shmem::query_initialized(), "query_initialized after init");
+    let summary = match s.as_str() {
+        "signals" => signals(&shmem),
+        "pe_quiet" => pe_quiet(&shmem),
+        "session" => session(&shmem),
+        other => panic!("unknown scenario {other}"),
+    };
+    let me = shmem.my_pe();
+    shmem.finalize().unwrap();
+    assert!(
+        !shmem::query_initialized(),
+        "query_initialized after finalize"
+    );
+    report_ok(me, &summary)
+}
+
+fn signals(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let n = shmem.n_pes();
+    let sig = shmem.alloc_vec::<u64>(2).unwrap();
+    let ctx = shmem.ctx_create(CtxOptions::NONE).unwrap();
+    shmem.barrier_all();
+    let rounds = 50u64;
+    for round in 0..rounds {
+        for pe in 0..n {
+            // Alternate the default and the created context; values differ per sender.
+            let value = 1 + me as u64;
+            if round % 2 == 0 {
+                shmem.signal_add(sig.at(0), value, pe);
+            } else {
+                ctx.signal_add(sig.at(0), value, pe);
+            }
+        }
+    }
+    // Every PE adds rounds * (1 + sender) from each sender.
+    let total: u64 = (0..n as u64).map(|s| rounds * (1 + s)).sum();
+    assert_eq!(
+        shmem.signal_wait_until(sig.at(0), Cmp::Eq, total),
+        total,
+        "PE {me}: the sum of every signal_add"
+    );
+    for pe in (0..n).filter(|&p| p != me) {
+        // Each PE is set by several; the last set wins, so every setter writes a value that
+        // names the target and the setter, and the owner checks it is one of them.
+        ctx.signal_set(sig.at(1), (pe as u64) << 32 | me as u64 | 1 << 63, pe);
+    }
+    ctx.quiet();
+    shmem.barrier_all();
+    let set = shmem.signal_fetch(sig.at(1));
+    if n > 1 {
+        assert_eq!(set >> 63, 1, "PE {me}: signal_set arrived ({set:#x})");
+        assert_eq!((set >> 32) & 0x7fff_ffff, me as u64, "PE {me}: set for me");
+        assert_ne!(set & 0xffff_ffff, me as u64, "PE {me}: set by another PE");
+    }
+    shmem.barrier_all();
+    drop(ctx);
+    format!("signals ok: {total}")
+}
+
+fn pe_quiet(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let last = shmem.n_pes() - 1;
+    let len = 256 * 1024 / 8;
+    let data = shmem.alloc_vec::<u64>(len).unwrap();
+    let ready = shmem.alloc_box(0u64).unwrap();
+    let ack = shmem.alloc_box(0u64).unwrap();
+    shmem.barrier_all();
+    let rounds = 30u64;
+    for round in 1..=rounds {
+        if me == 0 {
+            let payload: Vec<u64> = (0..len).map(|i| round << 32 | i as u64).collect();
+            shmem.put_nbi(&data, &payload, last);
+            shmem.pe_quiet(&[last]);
+            shmem.pe_quiet(&[0]);
+            // A store to this PE's own memory: no ordering with the put but pe_quiet's.
+            shmem.p(&ready, round, 0);
+            assert_eq!(shmem.wait_until(&ack, Cmp::Ge, round), round);
+        } else if me == last {
+            let t0 = Instant::now();
+            while shmem.g(&ready, 0) < round {
+                assert!(t0.elapsed() < SPIN_LIMIT, "round {round}: never announced");
+            }
+            let got = data.to_vec();
+            let wrong = (0..len)
+                .filter(|&i| got[i] != round << 32 | i as u64)
+                .count();
+            assert_eq!(
+                wrong, 0,
+                "round {round}: {wrong} of {len} words not delivered at PE 0's pe_quiet"
+            );
+            shmem.p(&ack, round, 0);
+        }
+    }
+    // No PE named: returns at once.
+    shmem.pe_quiet(&[]);
+    shmem.barrier_all();
+    format!("pe_quiet ok: {rounds} rounds")
+}
+
+fn session(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let n = shmem.n_pes();
+    let next = (me + 1) % n;
+    let words = 2000;
+    let data = shmem.alloc_vec::<u64>(words).unwrap();
+    shmem.barrier_all();
+    let value = |from: usize, i: usize| (from as u64) << 48 | 0xbeef << 16 | i as u64;
+    {
+        let s = shmem.session(SessionOptions::BATCH, Some(2 * words));
+        assert_eq!(s.options(), SessionOptions::BATCH);
+        assert_eq!(s.total_ops(), 2 * words);
+        let mut buf = [0u64; 1];
+        for i in 0..words {
+            if i % 2 == 0 {
+                shmem.p(data.at(i), value(me, i), next);
+            } else {
+                // One buffer for every put, rewritten after each: a blocking put returns
+                // when its source may be reused, session or not.
+                buf[0] = value(me, i);
+                shmem.put(data.at(i), &buf, next);
+                buf[0] = u64::MAX;
+            }
+        }
+        s.stop();
+    }
+    shmem.quiet();
+    shmem.barrier_all();
+    let from = (me + n - 1) % n;
+    let got = data.to_vec();
+    let wrong: Vec<usize> = (0..words).filter(|&i| got[i] != value(from, i)).collect();
+    assert!(
+        wrong.is_empty(),
+        "PE {me}: {} of {words} words wrong after the session, first {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    // A second session on the default context with no hint.
+    let s = shmem.session(SessionOptions::NONE, None);
+    assert_eq!(s.total_ops(), usize::MAX);
+    drop(s);
+    shmem.barrier_all();
+    format!("session ok: {words} words")
+}
+
+fn check(scenario: &str, topo: Topology, want: &str) {
+    let r = run_and_check(scenario, topo);
+    assert!(r.iter().all(|s| s == want), "{r:?}");
+}
+
+#[test]
+fn signal_add_and_set_on_one_node() {
+    check("signals", ONE_NODE, "signals ok: 500");
+}
+
+#[test]
+fn signal_add_and_set_across_nodes() {
+    check("signals", TWO_NODES, "signals ok: 500");
+}
+
+#[test]
+fn pe_quiet_completes_puts_to_the_named_pe_on_one_node() {
+    check("pe_quiet", ONE_NODE, "pe_quiet ok: 30 rounds");
+}
+
+#[test]
+fn pe_quiet_completes_puts_to_the_named_pe_across_nodes() {
+    check("pe_quiet", TWO_NODES, "pe_quiet ok: 30 rounds");
+}
+
+#[test]
+fn batch_session_puts_arrive_on_one_node() {
+    check("session", ONE_NODE, "session ok: 2000 words");
+}
+
+#[test]
+fn batch_session_puts_arrive_across_nodes() {
+    check("session", TWO_NODES, "session ok: 2000 words");
+}
