@@ -511,11 +511,11 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_DECL(size_t, P, N##_wait_until_some, T *ivars, size_t nelems, size_t *indices, \
                     const int *status, int cmp, T cmp_value)                                  \
     GSAS_SHMEM_DECL(void, P, N##_wait_until_all_vector, T *ivars, size_t nelems,              \
-                    const int *status, int cmp, T *cmp_values)                                \
+                    const int *status, int cmp, const T *cmp_values)                          \
     GSAS_SHMEM_DECL(size_t, P, N##_wait_until_any_vector, T *ivars, size_t nelems,            \
-                    const int *status, int cmp, T *cmp_values)                                \
+                    const int *status, int cmp, const T *cmp_values)                          \
     GSAS_SHMEM_DECL(size_t, P, N##_wait_until_some_vector, T *ivars, size_t nelems,           \
-                    size_t *indices, const int *status, int cmp, T *cmp_values)               \
+                    size_t *indices, const int *status, int cmp, const T *cmp_values)         \
     GSAS_SHMEM_DECL(int, P, N##_test_all, T *ivars, size_t nelems, const int *status,         \
                     int cmp, T cmp_value)                                                     \
     GSAS_SHMEM_DECL(size_t, P, N##_test_any, T *ivars, size_t nelems, const int *status,      \
@@ -523,11 +523,11 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_DECL(size_t, P, N##_test_some, T *ivars, size_t nelems, size_t *indices,       \
                     const int *status, int cmp, T cmp_value)                                  \
     GSAS_SHMEM_DECL(int, P, N##_test_all_vector, T *ivars, size_t nelems, const int *status,  \
-                    int cmp, T *cmp_values)                                                   \
+                    int cmp, const T *cmp_values)                                             \
     GSAS_SHMEM_DECL(size_t, P, N##_test_any_vector, T *ivars, size_t nelems,                  \
-                    const int *status, int cmp, T *cmp_values)                                \
+                    const int *status, int cmp, const T *cmp_values)                          \
     GSAS_SHMEM_DECL(size_t, P, N##_test_some_vector, T *ivars, size_t nelems,                 \
-                    size_t *indices, const int *status, int cmp, T *cmp_values)
+                    size_t *indices, const int *status, int cmp, const T *cmp_values)
 
 /* Deprecated point-to-point routines: wait_until/test for short and ushort, and wait. */
 #define GSAS_SHMEM_D_P2P_DEPR(P, B, T, N, K)                                                  \

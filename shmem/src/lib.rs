@@ -110,9 +110,9 @@
 //! # What it is not
 //!
 //! Not the launcher or the runtime (`gsas-launch`, `gsas-node`), and not yet all of
-//! OpenSHMEM 1.6: `ibput`/`ibget`, the scans (`sum_inscan`/`sum_exscan`), `const`
-//! `cmp_values` in the vector waits and a new initialization after the last finalize are
-//! missing, so `SHMEM_MINOR_VERSION` stays 5.
+//! OpenSHMEM 1.6: `ibput`/`ibget`, the scans (`sum_inscan`/`sum_exscan`) and a new
+//! initialization after the last finalize are missing, so `SHMEM_MINOR_VERSION` stays 5.
+//! (The vector waits already take `const TYPE *cmp_values`, as 1.6 declares them.)
 //!
 //! # Thread safety
 //!

@@ -95,24 +95,24 @@ macro_rules! p2p_rows {
                         indices, call);
                 plain [$n _wait_until_all_vector]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_values: *mut $t)
+                     cmp_values: *const $t)
                     => |call| q::wait_until_all(
                         set(ivars, nelems, status, cmp,
-                            Values::Each(cmp_values.cast_const().cast()), call),
+                            Values::Each(cmp_values.cast()), call),
                         call);
                 plain [$n _wait_until_any_vector]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_values: *mut $t) -> usize
+                     cmp_values: *const $t) -> usize
                     => |call| q::wait_until_any(
                         set(ivars, nelems, status, cmp,
-                            Values::Each(cmp_values.cast_const().cast()), call),
+                            Values::Each(cmp_values.cast()), call),
                         call);
                 plain [$n _wait_until_some_vector]
                     (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                     status: *const c_int, cmp: c_int, cmp_values: *mut $t) -> usize
+                     status: *const c_int, cmp: c_int, cmp_values: *const $t) -> usize
                     => |call| q::wait_until_some(
                         set(ivars, nelems, status, cmp,
-                            Values::Each(cmp_values.cast_const().cast()), call),
+                            Values::Each(cmp_values.cast()), call),
                         indices, call);
                 plain [$n _test_all]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
@@ -134,24 +134,24 @@ macro_rules! p2p_rows {
                         indices, call);
                 plain [$n _test_all_vector]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_values: *mut $t) -> c_int
+                     cmp_values: *const $t) -> c_int
                     => |call| q::test_all(
                         set(ivars, nelems, status, cmp,
-                            Values::Each(cmp_values.cast_const().cast()), call),
+                            Values::Each(cmp_values.cast()), call),
                         call);
                 plain [$n _test_any_vector]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_values: *mut $t) -> usize
+                     cmp_values: *const $t) -> usize
                     => |call| q::test_any(
                         set(ivars, nelems, status, cmp,
-                            Values::Each(cmp_values.cast_const().cast()), call),
+                            Values::Each(cmp_values.cast()), call),
                         call);
                 plain [$n _test_some_vector]
                     (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                     status: *const c_int, cmp: c_int, cmp_values: *mut $t) -> usize
+                     status: *const c_int, cmp: c_int, cmp_values: *const $t) -> usize
                     => |call| q::test_some(
                         set(ivars, nelems, status, cmp,
-                            Values::Each(cmp_values.cast_const().cast()), call),
+                            Values::Each(cmp_values.cast()), call),
                         indices, call);
             }
         ),*];

@@ -15,7 +15,8 @@
  *     on the default and a created context: 500 blocking shmem_long_p and 500 8-byte
  *     shmem_long_put from one rewritten buffer, per PE, to the next PE; a start on
  *     SHMEM_CTX_INVALID and a stop without a session do nothing; checked after quiet and a
- *     barrier.
+ *     barrier;
+ *   * the vector waits take `const TYPE *cmp_values` (compiled with -Werror).
  */
 #define CTEST_NAME "openshmem16"
 #include "ctest.h"
@@ -120,6 +121,10 @@ int main(void) {
     for (int i = 0; i < 2 * PUTS; i++)
         CHECK(words[i] == ((long)prev << 32 | i), "session: word %d is %#lx", i,
               (unsigned long)words[i]);
+    /* const cmp_values (1.6): a const array is taken without a warning (-Werror). */
+    const long expected[2] = {(long)prev << 32, (long)prev << 32 | 1};
+    CHECK(shmem_long_test_all_vector(words, 2, NULL, SHMEM_CMP_EQ, expected) == 1,
+          "test_all_vector with const cmp_values");
 
     shmem_ctx_destroy(ctx);
     shmem_free(words);
