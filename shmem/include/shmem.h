@@ -8,7 +8,8 @@
  *   type-generic interfaces for the 67 generic names.  Besides, of OpenSHMEM 1.6:
  *   shmem_team_ptr, shmem_query_initialized, shmem_[ctx_]signal_add and _signal_set (with
  *   their generics), shmem_[ctx_]pe_quiet and the sessions (shmem_ctx_session_start/_stop,
- *   shmem_ctx_session_config_t, SHMEM_CTX_SESSION_*); and the six cache management routines that 1.5
+ *   shmem_ctx_session_config_t, SHMEM_CTX_SESSION_*), the team scans shmem_TYPENAME_sum_inscan
+ *   and _sum_exscan (with their generics); and the six cache management routines that 1.5
  *   removed (shmem_clear_cache_inv, ..., shmem_udcflush_line: no-ops, declared deprecated, so
  *   that older programs compile with a warning and link).  The list of routines is the
  *   contract in docs/spec/openshmem-1.5-c-symbols.tsv plus docs/spec/gsas-beyond-1.5-c-symbols.tsv;
@@ -567,6 +568,10 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
 #define GSAS_SHMEM_D_REDUCE(P, B, T, N, K)                                                    \
     GSAS_SHMEM_DECL(int, P, N##B, shmem_team_t team, T *dest, const T *source, size_t nreduce)
 
+/* Team scan B (`_sum_inscan`, `_sum_exscan`; OpenSHMEM 1.6) for one type. */
+#define GSAS_SHMEM_D_SCAN(P, B, T, N, K)                                                      \
+    GSAS_SHMEM_DECL(int, P, N##B, shmem_team_t team, T *dest, const T *source, size_t nelems)
+
 /* Deprecated active-set reduction B (`_and_to_all`, ...) for one type. */
 #define GSAS_SHMEM_D_TO_ALL(P, B, T, N, K)                                                    \
     GSAS_SHMEM_DECL(void, P, N##B, T *dest, const T *source, int nreduce, int PE_start,       \
@@ -730,6 +735,8 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_TEAM_MINMAX_TYPES(GSAS_SHMEM_D_REDUCE, P, _min_reduce)                         \
     GSAS_SHMEM_TEAM_ARITH_TYPES(GSAS_SHMEM_D_REDUCE, P, _sum_reduce)                          \
     GSAS_SHMEM_TEAM_ARITH_TYPES(GSAS_SHMEM_D_REDUCE, P, _prod_reduce)                         \
+    GSAS_SHMEM_TEAM_ARITH_TYPES(GSAS_SHMEM_D_SCAN, P, _sum_inscan)                            \
+    GSAS_SHMEM_TEAM_ARITH_TYPES(GSAS_SHMEM_D_SCAN, P, _sum_exscan)                            \
     GSAS_SHMEM_ASET_BIT_TYPES(GSAS_SHMEM_D_TO_ALL, P, _and_to_all)                            \
     GSAS_SHMEM_ASET_BIT_TYPES(GSAS_SHMEM_D_TO_ALL, P, _or_to_all)                             \
     GSAS_SHMEM_ASET_BIT_TYPES(GSAS_SHMEM_D_TO_ALL, P, _xor_to_all)                            \
@@ -976,6 +983,12 @@ void gsas_shmem_generic_called_with_unsupported_argument_type(void);
     GSAS_SHMEM_GEN_TEAM(GSAS_SHMEM_TEAM_ARITH_TYPES, _sum_reduce, __VA_ARGS__)
 #define shmem_prod_reduce(...)                                                                \
     GSAS_SHMEM_GEN_TEAM(GSAS_SHMEM_TEAM_ARITH_TYPES, _prod_reduce, __VA_ARGS__)
+
+/* Team scans (OpenSHMEM 1.6): shmem_sum_inscan(team, dest, source, nelems), _exscan. */
+#define shmem_sum_inscan(...)                                                                 \
+    GSAS_SHMEM_GEN_TEAM(GSAS_SHMEM_TEAM_ARITH_TYPES, _sum_inscan, __VA_ARGS__)
+#define shmem_sum_exscan(...)                                                                 \
+    GSAS_SHMEM_GEN_TEAM(GSAS_SHMEM_TEAM_ARITH_TYPES, _sum_exscan, __VA_ARGS__)
 
 /* Point-to-point synchronization: shmem_wait_until(ivar, cmp, value) and friends. */
 #define shmem_wait_until(...)                                                                 \

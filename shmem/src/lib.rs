@@ -21,8 +21,9 @@
 //!   `include/shmem.h`, plus, of OpenSHMEM 1.6, `shmem_team_ptr` ([`Team::ptr`] in Rust),
 //!   `shmem_query_initialized` ([`query_initialized`]), `shmem_[ctx_]signal_add` and
 //!   `_signal_set` ([`Ctx::signal_add`], [`Ctx::signal_set`]), `shmem_[ctx_]pe_quiet`
-//!   ([`Ctx::pe_quiet`]) and the sessions `shmem_ctx_session_start`/`_stop`
-//!   ([`Ctx::session`]), and the six cache routines 1.5 removed (`shmem_clear_cache_inv` ... `shmem_udcflush_line`:
+//!   ([`Ctx::pe_quiet`]), the sessions `shmem_ctx_session_start`/`_stop`
+//!   ([`Ctx::session`]) and the team scans `shmem_TYPENAME_sum_inscan`/`_sum_exscan`
+//!   ([`Team::sum_inscan`], [`Team::sum_exscan`]), and the six cache routines 1.5 removed (`shmem_clear_cache_inv` ... `shmem_udcflush_line`:
 //!   no-ops, declared deprecated); the handles `SHMEM_CTX_DEFAULT`, `SHMEM_TEAM_WORLD` and
 //!   `SHMEM_TEAM_SHARED` are the addresses of the exported objects `gsas_shmem_ctx_default`,
 //!   `gsas_shmem_team_world` and `gsas_shmem_team_shared`. The staticlib build of this crate
@@ -110,8 +111,8 @@
 //! # What it is not
 //!
 //! Not the launcher or the runtime (`gsas-launch`, `gsas-node`), and not yet all of
-//! OpenSHMEM 1.6: `ibput`/`ibget`, the scans (`sum_inscan`/`sum_exscan`) and a new
-//! initialization after the last finalize are missing, so `SHMEM_MINOR_VERSION` stays 5.
+//! OpenSHMEM 1.6: `ibput`/`ibget` and a new initialization after the last finalize are
+//! missing, so `SHMEM_MINOR_VERSION` stays 5.
 //! (The vector waits already take `const TYPE *cmp_values`, as 1.6 declares them.)
 //!
 //! # Thread safety

@@ -17,6 +17,12 @@
 //!   word is checked. A held put that kept a pointer to the caller's buffer instead of its
 //!   bytes, or a held frame that was lost, fails it. The session reports its options and
 //!   `total_ops` hint.
+//! * `scan`: `sum_inscan` and `sum_exscan` on the world team and on the team of the world
+//!   in reverse order (team PE `i` is world PE `n - 1 - i`, so team order is not world
+//!   order), out of place and in place, over `i64` (values that show which PEs were summed:
+//!   PE `k` contributes `1 << (4 * k)`, times `j + 1` in element `j`), `f64` (halves, exact;
+//!   the exclusive scan of team PE 0 is `-0.0`, the identity of a floating-point sum, which
+//!   the test tells apart from `+0.0`) and `Complex64`; 3 and 1000 elements.
 //! * `query_initialized` is false before `init`, true between `init` and `finalize`, false
 //!   after (checked in every scenario).
 
@@ -25,7 +31,7 @@ mod rust_common;
 use std::time::{Duration, Instant};
 
 use rust_common::{ONE_NODE, TWO_NODES, Topology, report_ok, run_and_check};
-use shmem::{Cmp, CtxOptions, SessionOptions, Shmem};
+use shmem::{Cmp, Complex64, CtxOptions, SessionOptions, Shmem, TeamConfig};
 
 /// Bound on the `g` polling loop (the library bounds its own waits).
 const SPIN_LIMIT: Duration = Duration::from_secs(120);
@@ -43,6 +49,7 @@ fn child_pe() {
         "signals" => signals(&shmem),
         "pe_quiet" => pe_quiet(&shmem),
         "session" => session(&shmem),
+        "scan" => scan(&shmem),
         other => panic!("unknown scenario {other}"),
     };
     let me = shmem.my_pe();
@@ -182,6 +189,106 @@ fn session(shmem: &Shmem) -> String {
     format!("session ok: {words} words")
 }
 
+fn scan(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let n = shmem.n_pes();
+    let world = shmem.team_world();
+    let reversed = world
+        .split_strided(n - 1, -1, n, TeamConfig::default())
+        .unwrap()
+        .expect("every PE is in the reversed team");
+    let mut checked = 0;
+    for len in [3usize, 1000] {
+        let a = shmem.alloc_vec::<i64>(len).unwrap();
+        let b = shmem.alloc_vec::<i64>(len).unwrap();
+        let f = shmem.alloc_vec::<f64>(len).unwrap();
+        let c = shmem.alloc_vec::<Complex64>(len).unwrap();
+        for (team, rank) in [(world, me), (reversed.team(), n - 1 - me)] {
+            assert_eq!(team.my_pe(), Some(rank));
+            let int = |k: usize, j: usize| (1i64 << (4 * k)) * (j as i64 + 1);
+            let half = |k: usize, j: usize| k as f64 + 0.5 + j as f64;
+            let cplx = |k: usize, j: usize| Complex64 {
+                re: k as f64,
+                im: -(j as f64),
+            };
+            let ranks = |exclusive: bool| 0..if exclusive { rank } else { rank + 1 };
+            for exclusive in [false, true] {
+                let scan_i64 = |dest, src| {
+                    if exclusive {
+                        team.sum_exscan(dest, src)
+                    } else {
+                        team.sum_inscan(dest, src)
+                    }
+                };
+                // Out of place, then in place.
+                for j in 0..len {
+                    a.write(j, int(rank, j));
+                    b.write(j, -1);
+                }
+                scan_i64(&b, &a).unwrap();
+                let want: Vec<i64> = (0..len)
+                    .map(|j| ranks(exclusive).map(|k| int(k, j)).sum())
+                    .collect();
+                assert_eq!(
+                    b.to_vec(),
+                    want,
+                    "i64 out of place, exclusive {exclusive}, team rank {rank}"
+                );
+                assert!(
+                    (0..len).all(|j| a.read(j) == int(rank, j)),
+                    "the source is unchanged"
+                );
+                scan_i64(&a, &a).unwrap();
+                assert_eq!(a.to_vec(), want, "i64 in place, exclusive {exclusive}");
+
+                for j in 0..len {
+                    f.write(j, half(rank, j));
+                }
+                if exclusive {
+                    team.sum_exscan(&f, &f).unwrap();
+                } else {
+                    team.sum_inscan(&f, &f).unwrap();
+                }
+                for j in 0..len {
+                    let want: f64 = ranks(exclusive).map(|k| half(k, j)).sum();
+                    let got = f.read(j);
+                    if exclusive && rank == 0 {
+                        assert!(
+                            got == 0.0 && got.is_sign_negative(),
+                            "-0.0 on team PE 0, got {got}"
+                        );
+                    } else {
+                        assert_eq!(got, want, "f64 element {j}, exclusive {exclusive}");
+                    }
+                }
+
+                for j in 0..len {
+                    c.write(j, cplx(rank, j));
+                }
+                if exclusive {
+                    team.sum_exscan(&c, &c).unwrap();
+                } else {
+                    team.sum_inscan(&c, &c).unwrap();
+                }
+                for j in 0..len {
+                    let got = c.read(j);
+                    let k = ranks(exclusive).count() as f64;
+                    let re: f64 = ranks(exclusive).map(|k| k as f64).sum();
+                    assert_eq!(
+                        (got.re, got.im),
+                        (re, -(j as f64) * k),
+                        "complex element {j}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        shmem.barrier_all();
+    }
+    drop(reversed);
+    format!("scan ok: {checked} scans of each type")
+}
+
 fn check(scenario: &str, topo: Topology, want: &str) {
     let r = run_and_check(scenario, topo);
     assert!(r.iter().all(|s| s == want), "{r:?}");
@@ -215,4 +322,14 @@ fn batch_session_puts_arrive_on_one_node() {
 #[test]
 fn batch_session_puts_arrive_across_nodes() {
     check("session", TWO_NODES, "session ok: 2000 words");
+}
+
+#[test]
+fn scans_on_one_node() {
+    check("scan", ONE_NODE, "scan ok: 8 scans of each type");
+}
+
+#[test]
+fn scans_across_nodes() {
+    check("scan", TWO_NODES, "scan ok: 8 scans of each type");
 }

@@ -329,6 +329,70 @@ impl<'s> Team<'s> {
         outcome(rc, CALL)
     }
 
+    /// `shmem_TYPENAME_sum_inscan` (OpenSHMEM 1.6 §9.9.10): an inclusive prefix sum over
+    /// the members in team order, `dest[j]` of team PE `i` = `src[j]` summed over team PEs
+    /// `0..=i`; `dest` and `src` may be the same slice. Every member gets its prefix summed
+    /// in the same order as the reductions, so the bits are reproducible. Costs one
+    /// reduction per member (see `coll::scan`).
+    ///
+    /// Errors: as [`Team::sync`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Team::reduce`].
+    pub fn sum_inscan<'a, T: crate::types::ReduceArith>(
+        &self,
+        dest: impl Into<SymSlice<'a, T>>,
+        src: impl Into<SymSlice<'a, T>>,
+    ) -> Result<(), Error> {
+        self.scan(dest.into(), src.into(), false, "shmem::Team::sum_inscan")
+    }
+
+    /// `shmem_TYPENAME_sum_exscan` (OpenSHMEM 1.6 §9.9.10): the exclusive prefix sum,
+    /// `dest[j]` of team PE `i` = `src[j]` summed over team PEs `0..i` (zero on team PE 0).
+    ///
+    /// Errors: as [`Team::sync`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Team::reduce`].
+    pub fn sum_exscan<'a, T: crate::types::ReduceArith>(
+        &self,
+        dest: impl Into<SymSlice<'a, T>>,
+        src: impl Into<SymSlice<'a, T>>,
+    ) -> Result<(), Error> {
+        self.scan(dest.into(), src.into(), true, "shmem::Team::sum_exscan")
+    }
+
+    fn scan<T: crate::types::ReduceArith>(
+        &self,
+        dest: SymSlice<'_, T>,
+        src: SymSlice<'_, T>,
+        exclusive: bool,
+        call: &'static str,
+    ) -> Result<(), Error> {
+        fits(&dest, src.len(), "destination", call);
+        let (d, s) = (dest.as_ptr() as usize, src.as_ptr() as usize);
+        let n = size_of_val_n::<T>(src.len());
+        assert!(
+            d == s || d + n <= s || s + n <= d,
+            "{call}: dest and src overlap without being the same"
+        );
+        // SAFETY: both are symmetric objects of `src.len()` elements, same or disjoint.
+        let rc = unsafe {
+            coll::scan(
+                self.as_raw(),
+                T::DTYPE,
+                dest.as_ptr().cast_mut().cast(),
+                src.as_ptr().cast(),
+                src.len(),
+                exclusive,
+                call,
+            )
+        };
+        outcome(rc, call)
+    }
+
     /// `shmem_team_split_strided` (OpenSHMEM 1.5 §9.4.5): a collective of this team; the
     /// new team holds this team's PEs `start + i * stride`, `i < size`. `Ok(None)` on the
     /// PEs outside it.

@@ -3,7 +3,9 @@
 //! `shmem_TYPENAME_OP_to_all` (active sets) over the `to_all_*_types!` tables. Every body is a
 //! call of `crate::coll::reduce` with the operation and the element type's code
 //! ([`Elem::DTYPE`]); `long double` arithmetic happens in the C helper. The active-set forms
-//! do not use `pWrk` (see `crate::coll` for why none is needed).
+//! do not use `pWrk` (see `crate::coll` for why none is needed). The team scans of OpenSHMEM
+//! 1.6, `shmem_TYPENAME_sum_inscan` and `_sum_exscan`, over `reduce_arith_types!`, call
+//! `crate::coll::scan`.
 
 use std::ffi::{
     c_char, c_int, c_long, c_longlong, c_schar, c_short, c_uchar, c_uint, c_ulong, c_ulonglong,
@@ -39,6 +41,34 @@ unsafe fn team_reduce<T: Elem>(
             dest.cast(),
             source.cast(),
             nreduce,
+            call,
+        )
+    }
+}
+
+/// A team scan (OpenSHMEM 1.6 `sum_inscan`, `sum_exscan`).
+///
+/// # Safety
+///
+/// As [`coll::scan`].
+#[inline(always)]
+unsafe fn team_scan<T: Elem>(
+    team: RawTeam,
+    dest: *mut T,
+    source: *const T,
+    nelems: usize,
+    exclusive: bool,
+    call: &str,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe {
+        coll::scan(
+            team,
+            T::DTYPE,
+            dest.cast(),
+            source.cast(),
+            nelems,
+            exclusive,
             call,
         )
     }
@@ -168,12 +198,30 @@ macro_rules! arith_to_all {
     };
 }
 
+/// The team scans of OpenSHMEM 1.6 over the SUM types: `sum_inscan`, `sum_exscan`.
+macro_rules! scan_rows {
+    ($($n:ident : $t:ty),* $(,)?) => {
+        const SCAN: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
+                plain [$n _sum_inscan]
+                    (team: RawTeam, dest: *mut $t, source: *const $t, nelems: usize) -> c_int
+                    => |call| team_scan(team, dest, source, nelems, false, call);
+                plain [$n _sum_exscan]
+                    (team: RawTeam, dest: *mut $t, source: *const $t, nelems: usize) -> c_int
+                    => |call| team_scan(team, dest, source, nelems, true, call);
+            }
+        ),*];
+    };
+}
+
 reduce_bit_types!(bit_team);
 reduce_minmax_types!(minmax_team);
 reduce_arith_types!(arith_team);
 to_all_bit_types!(bit_to_all);
 to_all_minmax_types!(minmax_to_all);
 to_all_arith_types!(arith_to_all);
+reduce_arith_types!(scan_rows);
 
 /// The names of this module.
 pub fn names(out: &mut Vec<&'static str>) {
@@ -183,4 +231,5 @@ pub fn names(out: &mut Vec<&'static str>) {
     super::extend(out, BIT_TO_ALL);
     super::extend(out, MINMAX_TO_ALL);
     super::extend(out, ARITH_TO_ALL);
+    super::extend(out, SCAN);
 }

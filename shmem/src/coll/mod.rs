@@ -468,6 +468,86 @@ pub unsafe fn reduce(
     }
 }
 
+/// A scan with the SUM operator (OpenSHMEM 1.6 §9.9.10, `shmem_TYPENAME_sum_inscan` and
+/// `_sum_exscan`): `dest[j]` of team PE `i` becomes the sum of `src[j]` over the team PEs
+/// `0..=i` (inclusive) or `0..i` (exclusive; 0 on team PE 0); `dest` and `src` identical
+/// or disjoint. Returns 0, or nonzero (the same on every PE) for `SHMEM_TEAM_INVALID` or a
+/// PE outside the team.
+///
+/// How: one in-place SUM reduction of `dest` per team PE `r`, in which the PEs up to `r`
+/// (before `r` for the exclusive scan) contribute their source and the others the identity
+/// of SUM ([`DType::sum_identity`]: 0, or -0.0 for floating point); PE `r` keeps the
+/// result. Every prefix is thus summed in the reductions' fixed order, the same bits on
+/// every PE, for every type the reductions have, complex ones included. The source is
+/// read once, before `dest` is first written, so in place works. The cost is one
+/// reduction per team PE: a scan of a team of `n` PEs takes `n` reduction latencies (a
+/// tree-shaped scan in `log n` steps is the way to make it faster).
+///
+/// # Safety
+///
+/// As [`reduce`].
+pub unsafe fn scan(
+    team: RawTeam,
+    dt: DType,
+    dest: *mut u8,
+    src: *const u8,
+    count: usize,
+    exclusive: bool,
+    call: &str,
+) -> c_int {
+    let st = state::live(call);
+    // SAFETY: forwarded.
+    let Some(t) = (unsafe { team::resolve(team, call) }) else {
+        debug(call, "the team is SHMEM_TEAM_INVALID");
+        return 1;
+    };
+    let Some(me) = t.my_pe() else {
+        debug(call, "the calling PE is not a member of the team");
+        return 1;
+    };
+    let n = bytes(count, dt.size(), call);
+    if n == 0 {
+        // SAFETY: forwarded; a collective without data still synchronizes the team.
+        return unsafe { sync(On::Team(team), call) };
+    }
+    let (d, s) = (dest as usize, src as usize);
+    if d != s && d < s + n && s < d + n {
+        fatal(
+            call,
+            format_args!(
+                "dest {dest:p} and source {src:p} ({n} bytes) overlap without being the same"
+            ),
+        );
+    }
+    // Checked symmetric on this PE before anything is read or written.
+    st.translate(dest, n, call);
+    st.translate(src, n, call);
+    // SAFETY: `src` is a symmetric object of `n` bytes (checked), read before `dest` (which
+    // may be the same memory) is written.
+    let mine = unsafe { std::slice::from_raw_parts(src, n) }.to_vec();
+    let zero = dt.sum_identity().repeat(count);
+    let mut result = vec![0u8; n];
+    for r in 0..t.n_pes() {
+        let contributes = if exclusive { me < r } else { me <= r };
+        let part = if contributes { &mine } else { &zero };
+        // SAFETY: `dest` holds `n` bytes here (checked symmetric); no other PE reads it
+        // outside the reductions, and the reduction before returned.
+        unsafe { gsas_transport::watched::store_once(part.as_ptr(), dest, n) };
+        // SAFETY: forwarded; in place on `dest`.
+        let rc = unsafe { reduce(On::Team(team), Op::Sum, dt, dest, dest, count, call) };
+        if rc != 0 {
+            return rc;
+        }
+        if r == me {
+            // SAFETY: `dest` holds the `n` bytes of this round's result.
+            result.copy_from_slice(unsafe { std::slice::from_raw_parts(dest, n) });
+        }
+    }
+    // SAFETY: as above; the last reduction returned, nobody reads `dest` any more.
+    unsafe { gsas_transport::watched::store_once(result.as_ptr(), dest, n) };
+    0
+}
+
 /// The blocks a split of `parent` may use (OpenSHMEM 1.5 §9.4.5, §9.4.6): a collective of
 /// the parent. Returns `want` blocks free on every parent member, each with the sequence
 /// number its team starts after and this PE's counter values on it; `None` (on every PE)

@@ -95,6 +95,30 @@ impl DType {
             DType::LongDouble | DType::C64 => 16,
         }
     }
+
+    /// The bytes of one element that SUM leaves every value unchanged with: 0 for the
+    /// integers, -0.0 for floating point (`-0.0 + x` is `x` for every `x`, `+0.0` and
+    /// `-0.0` included; `+0.0` would turn a `-0.0` into `+0.0`), `-0.0 - 0.0i` for complex.
+    pub fn sum_identity(self) -> Vec<u8> {
+        match self {
+            DType::F32 => (-0.0f32).to_ne_bytes().to_vec(),
+            DType::F64 => (-0.0f64).to_ne_bytes().to_vec(),
+            DType::C32 => [(-0.0f32).to_ne_bytes(), (-0.0f32).to_ne_bytes()].concat(),
+            DType::C64 => [(-0.0f64).to_ne_bytes(), (-0.0f64).to_ne_bytes()].concat(),
+            DType::LongDouble => {
+                let mut out = [0u8; 16];
+                // SAFETY: `out` is 16 writable bytes, the storage of a `long double`.
+                unsafe { gsas_shmem_longdouble_from_double(-0.0, out.as_mut_ptr().cast()) };
+                out.to_vec()
+            }
+            _ => vec![0; self.size()],
+        }
+    }
+}
+
+unsafe extern "C" {
+    /// `*out = (long double)v` (the C shim: Rust has no `long double`).
+    fn gsas_shmem_longdouble_from_double(v: f64, out: *mut std::ffi::c_void);
 }
 
 /// The element types of reductions and their codes.
@@ -350,7 +374,6 @@ mod tests {
     }
 
     unsafe extern "C" {
-        fn gsas_shmem_longdouble_from_double(v: f64, out: *mut c_void);
         fn gsas_shmem_longdouble_to_double(v: *const c_void) -> f64;
     }
 

@@ -16,10 +16,15 @@
  *     shmem_long_put from one rewritten buffer, per PE, to the next PE; a start on
  *     SHMEM_CTX_INVALID and a stop without a session do nothing; checked after quiet and a
  *     barrier;
- *   * the vector waits take `const TYPE *cmp_values` (compiled with -Werror).
+ *   * the vector waits take `const TYPE *cmp_values` (compiled with -Werror);
+ *   * shmem_TYPENAME_sum_inscan / _sum_exscan on SHMEM_TEAM_WORLD: long (typed name, out of
+ *     place), double and double _Complex (the C11 generic, in place), long double (typed):
+ *     each PE k contributes k + 1 (times 1 + element index); checked against the sums.
  */
 #define CTEST_NAME "openshmem16"
 #include "ctest.h"
+
+#include <complex.h>
 
 #define ROUNDS 20
 #define WORDS 8192
@@ -125,6 +130,54 @@ int main(void) {
     const long expected[2] = {(long)prev << 32, (long)prev << 32 | 1};
     CHECK(shmem_long_test_all_vector(words, 2, NULL, SHMEM_CMP_EQ, expected) == 1,
           "test_all_vector with const cmp_values");
+
+    /* Scans over the world team. */
+    long *lsrc = (long *)shmem_calloc(4, sizeof(long));
+    long *ldst = (long *)shmem_calloc(4, sizeof(long));
+    double *dv = (double *)shmem_calloc(4, sizeof(double));
+    double _Complex *zv = (double _Complex *)shmem_calloc(4, sizeof(double _Complex));
+    long double *qv = (long double *)shmem_calloc(4, sizeof(long double));
+    CHECK(lsrc && ldst && dv && zv && qv, "shmem_calloc for the scans returned NULL");
+    for (int ex = 0; ex < 2; ex++) {
+        long upto = ex ? me : me + 1; /* PEs 0 .. upto-1 are summed */
+        long tri = upto * (upto + 1) / 2; /* sum of k + 1 over them */
+        for (int j = 0; j < 4; j++) {
+            lsrc[j] = (long)(me + 1) * (j + 1);
+            dv[j] = (double)(me + 1) * (j + 1);
+            zv[j] = (double)(me + 1) + (double)(j + 1) * I;
+            qv[j] = (long double)(me + 1) * (j + 1);
+        }
+        int rc = ex ? shmem_long_sum_exscan(SHMEM_TEAM_WORLD, ldst, lsrc, 4)
+                    : shmem_long_sum_inscan(SHMEM_TEAM_WORLD, ldst, lsrc, 4);
+        CHECK(rc == 0, "long scan returned %d", rc);
+        rc = ex ? shmem_sum_exscan(SHMEM_TEAM_WORLD, dv, dv, 4)
+                : shmem_sum_inscan(SHMEM_TEAM_WORLD, dv, dv, 4);
+        CHECK(rc == 0, "double scan returned %d", rc);
+        rc = ex ? shmem_sum_exscan(SHMEM_TEAM_WORLD, zv, zv, 4)
+                : shmem_sum_inscan(SHMEM_TEAM_WORLD, zv, zv, 4);
+        CHECK(rc == 0, "complex scan returned %d", rc);
+        rc = ex ? shmem_longdouble_sum_exscan(SHMEM_TEAM_WORLD, qv, qv, 4)
+                : shmem_longdouble_sum_inscan(SHMEM_TEAM_WORLD, qv, qv, 4);
+        CHECK(rc == 0, "long double scan returned %d", rc);
+        for (int j = 0; j < 4; j++) {
+            CHECK(ldst[j] == tri * (j + 1), "%s long[%d] = %ld, expected %ld",
+                  ex ? "exscan" : "inscan", j, ldst[j], tri * (j + 1));
+            CHECK(lsrc[j] == (long)(me + 1) * (j + 1), "the long source changed");
+            CHECK(dv[j] == (double)(tri * (j + 1)), "%s double[%d] = %g", ex ? "exscan" : "inscan",
+                  j, dv[j]);
+            CHECK(creal(zv[j]) == (double)tri && cimag(zv[j]) == (double)(upto * (j + 1)),
+                  "%s complex[%d] = %g%+gi", ex ? "exscan" : "inscan", j, creal(zv[j]),
+                  cimag(zv[j]));
+            CHECK(qv[j] == (long double)(tri * (j + 1)), "%s long double[%d]",
+                  ex ? "exscan" : "inscan", j);
+        }
+        shmem_barrier_all();
+    }
+    shmem_free(qv);
+    shmem_free(zv);
+    shmem_free(dv);
+    shmem_free(ldst);
+    shmem_free(lsrc);
 
     shmem_ctx_destroy(ctx);
     shmem_free(words);

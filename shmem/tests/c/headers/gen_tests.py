@@ -131,6 +131,8 @@ GENERICS = [
     ("shmem_max_reduce", TEAM_MINMAX, "_max_reduce", False, TEAM + ", {D}, {S}, 1", "int"),
     ("shmem_min_reduce", TEAM_MINMAX, "_min_reduce", False, TEAM + ", {D}, {S}, 1", "int"),
     ("shmem_sum_reduce", TEAM_ARITH, "_sum_reduce", False, TEAM + ", {D}, {S}, 1", "int"),
+    ("shmem_sum_inscan", TEAM_ARITH, "_sum_inscan", False, TEAM + ", {D}, {S}, 1", "int"),
+    ("shmem_sum_exscan", TEAM_ARITH, "_sum_exscan", False, TEAM + ", {D}, {S}, 1", "int"),
     ("shmem_prod_reduce", TEAM_ARITH, "_prod_reduce", False, TEAM + ", {D}, {S}, 1", "int"),
     ("shmem_wait_until", P2P_WITH_DEPRECATED, "_wait_until", False, "{D}, SHMEM_CMP_EQ, {V}",
      None),
