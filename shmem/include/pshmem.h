@@ -3,7 +3,8 @@
  *
  * What it is
  *   The `pshmem_` name of every OpenSHMEM 1.5 routine (1610 prototypes) and of the routines
- *   <shmem.h> declares besides (pshmem_team_ptr, the deprecated cache routines), for tools that
+ *   <shmem.h> declares besides (pshmem_team_ptr and the ibput/ibget routines of 1.6, the
+ *   deprecated cache routines), for tools that
  *   interpose on the `shmem_` names and forward to the library.  Names without the shmem_
  *   prefix get a `p` in front of the whole name: pstart_pes, p_my_pe, p_num_pes, pshmalloc,
  *   pshfree, pshrealloc, pshmemalign.  The prototypes are generated from the same type tables

@@ -6,10 +6,13 @@
  *   the 1610 C routines of the specification (current and deprecated, including the legacy
  *   names start_pes, _my_pe, shmalloc, ...), the library constants and handles, and the C11
  *   type-generic interfaces for the 67 generic names.  Besides, of OpenSHMEM 1.6:
- *   shmem_team_ptr, shmem_query_initialized, shmem_[ctx_]signal_add and _signal_set (with
- *   their generics), shmem_[ctx_]pe_quiet and the sessions (shmem_ctx_session_start/_stop,
- *   shmem_ctx_session_config_t, SHMEM_CTX_SESSION_*), the team scans shmem_TYPENAME_sum_inscan
- *   and _sum_exscan (with their generics); and the six cache management routines that 1.5
+ *   shmem_team_ptr, the 116 interleaved block transfers (shmem_TYPENAME_ibput/ibget,
+ *   shmem_ibput/ibget{8,16,32,64,128} and their shmem_ctx_ forms; §9.6.1.4 SHMEM_IBPUT,
+ *   SHMEM_IBGET) with the generics shmem_ibput and shmem_ibget, shmem_query_initialized,
+ *   shmem_[ctx_]signal_add and _signal_set (with their generics), shmem_[ctx_]pe_quiet, the
+ *   sessions (shmem_ctx_session_start/_stop, shmem_ctx_session_config_t,
+ *   SHMEM_CTX_SESSION_*) and the team scans shmem_TYPENAME_sum_inscan and _sum_exscan (with
+ *   their generics); and the six cache management routines that 1.5
  *   removed (shmem_clear_cache_inv, ..., shmem_udcflush_line: no-ops, declared deprecated, so
  *   that older programs compile with a warning and link).  The list of routines is the
  *   contract in docs/spec/openshmem-1.5-c-symbols.tsv plus docs/spec/gsas-beyond-1.5-c-symbols.tsv;
@@ -409,7 +412,8 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     RET P##NAME(__VA_ARGS__);                                                                 \
     RET P##ctx_##NAME(shmem_ctx_t ctx, __VA_ARGS__);
 
-/* RMA over the standard RMA types (put, p, iput, get, g, iget, put_nbi, get_nbi). */
+/* RMA over the standard RMA types (put, p, iput, get, g, iget, put_nbi, get_nbi; ibput and
+ * ibget of OpenSHMEM 1.6). */
 #define GSAS_SHMEM_D_RMA(P, B, T, N, K)                                                       \
     GSAS_SHMEM_DECL_CTX(void, P, N##_put, T *dest, const T *source, size_t nelems, int pe)    \
     GSAS_SHMEM_DECL_CTX(void, P, N##_p, T *dest, T value, int pe)                             \
@@ -419,12 +423,17 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_DECL_CTX(T, P, N##_g, const T *source, int pe)                                 \
     GSAS_SHMEM_DECL_CTX(void, P, N##_iget, T *dest, const T *source, ptrdiff_t dst,           \
                         ptrdiff_t sst, size_t nelems, int pe)                                 \
+    GSAS_SHMEM_DECL_CTX(void, P, N##_ibput, T *dest, const T *source, ptrdiff_t dst,          \
+                        ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)                  \
+    GSAS_SHMEM_DECL_CTX(void, P, N##_ibget, T *dest, const T *source, ptrdiff_t dst,          \
+                        ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)                  \
     GSAS_SHMEM_DECL_CTX(void, P, N##_put_nbi, T *dest, const T *source, size_t nelems,        \
                         int pe)                                                               \
     GSAS_SHMEM_DECL_CTX(void, P, N##_get_nbi, T *dest, const T *source, size_t nelems,        \
                         int pe)
 
-/* Sized RMA (put8 ... put128 and friends) and put-with-signal, per block size S. */
+/* Sized RMA (put8 ... put128 and friends, ibput8 ... ibget128 of 1.6) and put-with-signal,
+ * per block size S. */
 #define GSAS_SHMEM_D_RMA_SIZED(P, B, S)                                                       \
     GSAS_SHMEM_DECL_CTX(void, P, put##S, void *dest, const void *source, size_t nelems,       \
                         int pe)                                                               \
@@ -434,6 +443,10 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
                         int pe)                                                               \
     GSAS_SHMEM_DECL_CTX(void, P, iget##S, void *dest, const void *source, ptrdiff_t dst,      \
                         ptrdiff_t sst, size_t nelems, int pe)                                 \
+    GSAS_SHMEM_DECL_CTX(void, P, ibput##S, void *dest, const void *source, ptrdiff_t dst,     \
+                        ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)                  \
+    GSAS_SHMEM_DECL_CTX(void, P, ibget##S, void *dest, const void *source, ptrdiff_t dst,     \
+                        ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)                  \
     GSAS_SHMEM_DECL_CTX(void, P, put##S##_nbi, void *dest, const void *source,                \
                         size_t nelems, int pe)                                                \
     GSAS_SHMEM_DECL_CTX(void, P, get##S##_nbi, void *dest, const void *source,                \
@@ -758,7 +771,8 @@ GSAS_SHMEM_DECLARE_ALL(shmem_)
 #endif
 
 /* ------------------------------------------------------------------------------------------
- * C11 type-generic interfaces (OpenSHMEM 1.5: 67 names, 8 of them deprecated).
+ * C11 type-generic interfaces (OpenSHMEM 1.5: 67 names, 8 of them deprecated; OpenSHMEM 1.6:
+ * shmem_ibput and shmem_ibget).
  * ---------------------------------------------------------------------------------------- */
 #if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 
@@ -846,6 +860,10 @@ void gsas_shmem_generic_called_with_unsupported_argument_type(void);
 #define shmem_get(...) GSAS_SHMEM_GEN_CTX_PTR(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARM, _get, __VA_ARGS__)
 #define shmem_g(...) GSAS_SHMEM_GEN_CTX_VAL(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARMC, _g, __VA_ARGS__)
 #define shmem_iget(...) GSAS_SHMEM_GEN_CTX_PTR(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARM, _iget, __VA_ARGS__)
+#define shmem_ibput(...)                                                                      \
+    GSAS_SHMEM_GEN_CTX_PTR(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARM, _ibput, __VA_ARGS__)
+#define shmem_ibget(...)                                                                      \
+    GSAS_SHMEM_GEN_CTX_PTR(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARM, _ibget, __VA_ARGS__)
 #define shmem_put_nbi(...)                                                                    \
     GSAS_SHMEM_GEN_CTX_PTR(GSAS_SHMEM_RMA_TYPES, GSAS_SHMEM_ARM, _put_nbi, __VA_ARGS__)
 #define shmem_get_nbi(...)                                                                    \

@@ -19,11 +19,13 @@
 //!   RMA, AMO, signaling, collective, point-to-point, ordering, lock, legacy and profiling
 //!   categories) under its `shmem_` name and its `pshmem_` profiling twin, matching
 //!   `include/shmem.h`, plus, of OpenSHMEM 1.6, `shmem_team_ptr` ([`Team::ptr`] in Rust),
-//!   `shmem_query_initialized` ([`query_initialized`]), `shmem_[ctx_]signal_add` and
-//!   `_signal_set` ([`Ctx::signal_add`], [`Ctx::signal_set`]), `shmem_[ctx_]pe_quiet`
-//!   ([`Ctx::pe_quiet`]), the sessions `shmem_ctx_session_start`/`_stop`
-//!   ([`Ctx::session`]) and the team scans `shmem_TYPENAME_sum_inscan`/`_sum_exscan`
-//!   ([`Team::sum_inscan`], [`Team::sum_exscan`]), and the six cache routines 1.5 removed (`shmem_clear_cache_inv` ... `shmem_udcflush_line`:
+//!   the interleaved block transfers `shmem_ibput`/`shmem_ibget` (typed, sized, `ctx` and
+//!   C11 generic forms; [`Ctx::ibput`], [`Ctx::ibget`]), `shmem_query_initialized`
+//!   ([`query_initialized`]), `shmem_[ctx_]signal_add` and `_signal_set`
+//!   ([`Ctx::signal_add`], [`Ctx::signal_set`]), `shmem_[ctx_]pe_quiet` ([`Ctx::pe_quiet`]),
+//!   the sessions `shmem_ctx_session_start`/`_stop` ([`Ctx::session`]) and the team scans
+//!   `shmem_TYPENAME_sum_inscan`/`_sum_exscan` ([`Team::sum_inscan`], [`Team::sum_exscan`]),
+//!   and the six cache routines 1.5 removed (`shmem_clear_cache_inv` ... `shmem_udcflush_line`:
 //!   no-ops, declared deprecated); the handles `SHMEM_CTX_DEFAULT`, `SHMEM_TEAM_WORLD` and
 //!   `SHMEM_TEAM_SHARED` are the addresses of the exported objects `gsas_shmem_ctx_default`,
 //!   `gsas_shmem_team_world` and `gsas_shmem_team_shared`. The staticlib build of this crate
@@ -111,9 +113,8 @@
 //! # What it is not
 //!
 //! Not the launcher or the runtime (`gsas-launch`, `gsas-node`), and not yet all of
-//! OpenSHMEM 1.6: `ibput`/`ibget` and a new initialization after the last finalize are
-//! missing, so `SHMEM_MINOR_VERSION` stays 5.
-//! (The vector waits already take `const TYPE *cmp_values`, as 1.6 declares them.)
+//! OpenSHMEM 1.6: a new initialization after the last finalize is missing, so
+//! `SHMEM_MINOR_VERSION` stays 5.
 //!
 //! # Thread safety
 //!

@@ -1,5 +1,6 @@
-//! Remote memory access at the byte level: put, get, p, g, strided, non-blocking, and
-//! put-with-signal (OpenSHMEM 1.5 §9.6 "Remote Memory Access Routines", §9.8 "Signaling Operations").
+//! Remote memory access at the byte level: put, get, p, g, strided, block-strided (ibput,
+//! ibget of OpenSHMEM 1.6), non-blocking, and put-with-signal (OpenSHMEM 1.5 §9.6 "Remote
+//! Memory Access Routines", §9.8 "Signaling Operations").
 //!
 //! **What it is.** Every typed, sized and `mem` routine of the C ABI and the Rust API ends
 //! in one of these functions with a byte count (element count times element size): no
@@ -17,7 +18,9 @@
 //! barrier or fence ordering); get and g
 //! return with the data; `_nbi` forms return once started and complete at quiet;
 //! zero-length transfers do nothing and never dereference their pointers; strides of iput
-//! and iget count elements and must be at least 1. A put-with-signal updates the signal
+//! and iget count elements and must be at least 1; those of ibput and ibget (OpenSHMEM 1.6,
+//! blocks of `bsize` elements: iput and iget are the case `bsize = 1`) at least `bsize`.
+//! A put-with-signal updates the signal
 //! (SET or ADD, atomically) only after the data is delivered: for a same-node PE the copy
 //! precedes a release atomic; for a PE reached through a service (another node over UDP
 //! or Exanet, or this node's service with `GSAS_DIRECT=0`) the signal travels in the
@@ -395,25 +398,71 @@ unsafe extern "C" fn g_general<T: Copy>(src: *const T, pe: c_int, ctx: CtxRef, c
     })
 }
 
-/// The byte extent of `nelems` elements of `elem` bytes with stride `stride` elements.
-fn extent(nelems: usize, stride: usize, elem: usize, call: &str) -> usize {
-    (nelems - 1)
-        .checked_mul(stride)
-        .and_then(|x| x.checked_mul(elem))
-        .and_then(|x| x.checked_add(elem))
-        .unwrap_or_else(|| too_long(nelems, elem, call))
+/// The byte layout of a block-strided transfer (`ibput`/`ibget`; `iput`/`iget` are the
+/// case of one element per block): `nblocks` blocks of `block` bytes, whose starts are `dst`
+/// bytes apart at the destination and `sst` bytes apart at the source.
+#[derive(Clone, Copy)]
+struct Blocks {
+    nblocks: usize,
+    block: usize,
+    dst: usize,
+    sst: usize,
 }
 
-fn stride(s: isize, which: &str, call: &str) -> usize {
-    if s < 1 {
-        fatal(
+impl Blocks {
+    /// Checks the strides (`dst`, `sst` elements, each at least `bsize`: a fatal error
+    /// naming `call` otherwise) and converts everything to bytes (an overflow is a fatal
+    /// error). `bsize` and `nblocks` are not zero.
+    fn new(
+        dst: isize,
+        sst: isize,
+        elem: usize,
+        bsize: usize,
+        nblocks: usize,
+        call: &str,
+    ) -> Blocks {
+        let scale = |n: usize| {
+            n.checked_mul(elem)
+                .unwrap_or_else(|| too_long(n, elem, call))
+        };
+        Blocks {
+            nblocks,
+            block: scale(bsize),
+            dst: scale(stride(dst, bsize, "destination", call)),
+            sst: scale(stride(sst, bsize, "source", call)),
+        }
+    }
+
+    /// The byte extent of the blocks with stride `stride` bytes.
+    fn extent(self, stride: usize, call: &str) -> usize {
+        (self.nblocks - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(self.block))
+            .unwrap_or_else(|| too_long(self.nblocks, self.block, call))
+    }
+
+    /// The bytes moved.
+    fn payload(self) -> usize {
+        // Cannot overflow: the blocks fit in their extent, which was computed checked.
+        self.nblocks * self.block
+    }
+}
+
+/// A stride of `s` elements, at least `bsize` (OpenSHMEM 1.6 §9.6.1.4; for `iput` and
+/// `iget`, `bsize` is 1): anything less, zero and negative strides included, is a fatal
+/// error naming `call`.
+fn stride(s: isize, bsize: usize, which: &str, call: &str) -> usize {
+    match usize::try_from(s) {
+        Ok(s) if s >= bsize => s,
+        _ => fatal(
             call,
             format_args!(
-                "the {which} stride is {s}; strides count elements and must be at least 1"
+                "the {which} stride is {s}; strides count elements and must be at least \
+                 {bsize}{}",
+                if bsize > 1 { " (the block size)" } else { "" }
             ),
-        );
+        ),
     }
-    s as usize
 }
 
 /// Copies `n` elements of `E` bytes with byte strides, each element by one access on the
@@ -446,35 +495,36 @@ unsafe fn strided_fixed<const E: usize, const INTO_WATCHED: bool>(
     }
 }
 
-/// Copies `n` elements of `elem` bytes from `src` (stride `sst` bytes) to `dst` (stride
-/// `dstr` bytes); the watched side (a same-node PE's segment) is `dst` when
-/// `INTO_WATCHED`, else `src` (see `gsas_transport::watched`).
+/// Copies the blocks of `b` (elements of `elem` bytes) from `src` to `dst`; the watched
+/// side (a same-node PE's segment) is `dst` when `INTO_WATCHED`, else `src` (see
+/// `gsas_transport::watched`). A block of one element of 1, 2, 4 or 8 bytes (`iput`,
+/// `iget`) is one access; a longer block is one copy, in aligned pieces, so that every
+/// aligned element is still one access.
 ///
 /// # Safety
 ///
-/// Both strided ranges valid for their accesses.
+/// Every block of both strided ranges valid for its accesses.
 unsafe fn strided_copy<const INTO_WATCHED: bool>(
     src: *const u8,
-    sst: usize,
     dst: *mut u8,
-    dstr: usize,
+    b: Blocks,
     elem: usize,
-    n: usize,
 ) {
-    // SAFETY: forwarded to the element copies.
+    let (sst, dstr, n) = (b.sst, b.dst, b.nblocks);
+    // SAFETY: forwarded to the element and block copies.
     unsafe {
-        match elem {
-            1 => strided_fixed::<1, INTO_WATCHED>(src, sst, dst, dstr, n),
-            2 => strided_fixed::<2, INTO_WATCHED>(src, sst, dst, dstr, n),
-            4 => strided_fixed::<4, INTO_WATCHED>(src, sst, dst, dstr, n),
-            8 => strided_fixed::<8, INTO_WATCHED>(src, sst, dst, dstr, n),
+        match (b.block == elem, elem) {
+            (true, 1) => strided_fixed::<1, INTO_WATCHED>(src, sst, dst, dstr, n),
+            (true, 2) => strided_fixed::<2, INTO_WATCHED>(src, sst, dst, dstr, n),
+            (true, 4) => strided_fixed::<4, INTO_WATCHED>(src, sst, dst, dstr, n),
+            (true, 8) => strided_fixed::<8, INTO_WATCHED>(src, sst, dst, dstr, n),
             _ => {
                 for i in 0..n {
                     let (s, d) = (src.add(i * sst), dst.add(i * dstr));
                     if INTO_WATCHED {
-                        store_once(s, d, elem)
+                        store_once(s, d, b.block)
                     } else {
-                        load_once(s, d, elem)
+                        load_once(s, d, b.block)
                     }
                 }
             }
@@ -482,8 +532,9 @@ unsafe fn strided_copy<const INTO_WATCHED: bool>(
     }
 }
 
-/// `shmem_TYPE_iput`: `nelems` elements of `elem` bytes from local `src` (stride `sst`
-/// elements) to symmetric `dest` on `pe` (stride `dst` elements); local completion.
+/// `shmem_TYPE_iput` (OpenSHMEM 1.5 §9.6.3): `nelems` elements of `elem` bytes from local
+/// `src` (stride `sst` elements) to symmetric `dest` on `pe` (stride `dst` elements); local
+/// completion. The case `bsize = 1` of [`ibput`].
 ///
 /// # Safety
 ///
@@ -500,39 +551,84 @@ pub unsafe fn iput(
     pe: c_int,
     call: &str,
 ) {
+    // SAFETY: forwarded.
+    unsafe { ibput(ctx, dest, src, dst, sst, elem, 1, nelems, pe, call) }
+}
+
+/// `shmem_TYPE_ibput` (OpenSHMEM 1.6 §9.6.1.4): `nblocks` blocks of `bsize` elements of
+/// `elem` bytes from local `src` (block starts `sst` elements apart) to symmetric `dest` on
+/// `pe` (block starts `dst` elements apart); returns when `src` may be reused (local
+/// completion, as [`put`]).
+///
+/// Zero `nblocks` or `bsize` does nothing and dereferences no pointer (the strides are not
+/// checked either). A stride below `bsize` (zero and negative ones included: the
+/// specification requires `stride >= bsize`) is a fatal error naming `call`, as is a
+/// destination extent outside the symmetric segments.
+///
+/// Each block moves as one transfer: to a same-node PE one copy into its mapping (no
+/// staging buffer); to a PE on another node, when the destination blocks are contiguous
+/// (`dst == bsize`), one put of the gathered blocks, otherwise one request per block
+/// (`Node::put_nbi`, the node client copying what it cannot send at once), all sent
+/// before returning. One packed request carrying every block and its offset is possible
+/// later; today the services know contiguous writes only.
+///
+/// # Safety
+///
+/// `src` readable at every block; `dest` symmetric (checked).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn ibput(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    dst: isize,
+    sst: isize,
+    elem: usize,
+    bsize: usize,
+    nblocks: usize,
+    pe: c_int,
+    call: &str,
+) {
     let st = state::live(call);
-    if nelems == 0 {
+    if nblocks == 0 || bsize == 0 {
         return;
     }
-    let (dst, sst) = (
-        stride(dst, "destination", call),
-        stride(sst, "source", call),
-    );
+    let b = Blocks::new(dst, sst, elem, bsize, nblocks, call);
     // SAFETY: forwarded.
     let r = unsafe { ctx::resolve(ctx, call) };
     let target = r.world_pe(st, pe, call);
-    let sym = st.translate(dest, extent(nelems, dst, elem, call), call);
+    let sym = st.translate(dest, b.extent(b.dst, call), call);
     if let Some(p) = st.direct_ptr(target, sym) {
-        // SAFETY: the destination extent lies in the target's mapping; the source elements
+        // SAFETY: the destination extent lies in the target's mapping; the source blocks
         // are readable by the caller's contract.
-        unsafe { strided_copy::<true>(src, sst * elem, p, dst * elem, elem, nelems) };
+        unsafe { strided_copy::<true>(src, p, b, elem) };
         return;
     }
-    let res = if dst == 1 {
-        // Contiguous at the target: gather locally, send once.
-        let mut buf = vec![0u8; nelems * elem];
-        // SAFETY: `buf` holds `nelems * elem` bytes; the source elements are readable.
-        unsafe { strided_copy::<false>(src, sst * elem, buf.as_mut_ptr(), elem, elem, nelems) };
-        st.node.put(r.node_ctx, target, sym.seg, sym.off, &buf)
+    let res = if b.dst == b.block {
+        // Contiguous at the target: gather locally (unless the source is contiguous too),
+        // send once.
+        let total = b.payload();
+        let gathered;
+        let data = if b.sst == b.block {
+            // SAFETY: the source blocks are contiguous and readable.
+            unsafe { std::slice::from_raw_parts(src, total) }
+        } else {
+            let mut buf = vec![0u8; total];
+            let packed = Blocks { dst: b.block, ..b };
+            // SAFETY: `buf` holds every block back to back; the source blocks are readable.
+            unsafe { strided_copy::<false>(src, buf.as_mut_ptr(), packed, elem) };
+            gathered = buf;
+            &gathered[..]
+        };
+        st.node.put(r.node_ctx, target, sym.seg, sym.off, data)
     } else {
-        // One request per element, sharing frames (the node client copies what it cannot
+        // One request per block, sharing frames (the node client copies what it cannot
         // send at once), all sent before returning.
-        (0..nelems)
+        (0..nblocks)
             .try_for_each(|i| {
-                // SAFETY: element `i` of the source is readable.
-                let e = unsafe { std::slice::from_raw_parts(src.add(i * sst * elem), elem) };
-                let off = sym.off + (i * dst * elem) as u64;
-                st.node.put_nbi(r.node_ctx, target, sym.seg, off, e)
+                // SAFETY: block `i` of the source is readable.
+                let blk = unsafe { std::slice::from_raw_parts(src.add(i * b.sst), b.block) };
+                let off = sym.off + (i * b.dst) as u64;
+                st.node.put_nbi(r.node_ctx, target, sym.seg, off, blk)
             })
             .and_then(|()| st.node.progress())
     };
@@ -541,8 +637,9 @@ pub unsafe fn iput(
     }
 }
 
-/// `shmem_TYPE_iget`: `nelems` elements from symmetric `src` on `pe` (stride `sst`
-/// elements) into local `dest` (stride `dst` elements).
+/// `shmem_TYPE_iget` (OpenSHMEM 1.5 §9.6.6): `nelems` elements from symmetric `src` on `pe`
+/// (stride `sst` elements) into local `dest` (stride `dst` elements). The case `bsize = 1`
+/// of [`ibget`].
 ///
 /// # Safety
 ///
@@ -559,43 +656,67 @@ pub unsafe fn iget(
     pe: c_int,
     call: &str,
 ) {
+    // SAFETY: forwarded.
+    unsafe { ibget(ctx, dest, src, dst, sst, elem, 1, nelems, pe, call) }
+}
+
+/// `shmem_TYPE_ibget` (OpenSHMEM 1.6, SHMEM_IBGET): `nblocks` blocks of `bsize` elements of
+/// `elem` bytes from symmetric `src` on `pe` (block starts `sst` elements apart) into local
+/// `dest` (block starts `dst` elements apart); returns with the data.
+///
+/// Inputs are checked as in [`ibput`] (the source extent must lie in a symmetric segment).
+/// From a same-node PE each block is one copy out of its mapping; from a PE on another node
+/// a dense source extent (at most 8 times the payload, or 64 KiB) is read at once and the
+/// blocks picked from it, otherwise each block is one read (`Node::get`). One packed
+/// request for every block is possible later.
+///
+/// # Safety
+///
+/// `dest` writable at every block; `src` symmetric (checked).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn ibget(
+    ctx: CtxRef,
+    dest: *mut u8,
+    src: *const u8,
+    dst: isize,
+    sst: isize,
+    elem: usize,
+    bsize: usize,
+    nblocks: usize,
+    pe: c_int,
+    call: &str,
+) {
     let st = state::live(call);
-    if nelems == 0 {
+    if nblocks == 0 || bsize == 0 {
         return;
     }
-    let (dst, sst) = (
-        stride(dst, "destination", call),
-        stride(sst, "source", call),
-    );
+    let b = Blocks::new(dst, sst, elem, bsize, nblocks, call);
     // SAFETY: forwarded.
     let r = unsafe { ctx::resolve(ctx, call) };
     let target = r.world_pe(st, pe, call);
-    let span = extent(nelems, sst, elem, call);
+    let span = b.extent(b.sst, call);
     let sym = st.translate(src, span, call);
     if let Some(p) = st.direct_ptr(target, sym) {
-        // SAFETY: the source extent lies in the target's mapping; the destination elements
+        // SAFETY: the source extent lies in the target's mapping; the destination blocks
         // are writable by the caller's contract.
-        unsafe { strided_copy::<false>(p, sst * elem, dest, dst * elem, elem, nelems) };
+        unsafe { strided_copy::<false>(p, dest, b, elem) };
         return;
     }
-    let payload = nelems * elem;
-    let res = if span <= (8 * payload).max(64 << 10) {
-        // Dense enough: one read of the whole extent, then pick the elements.
+    let res = if span <= (8 * b.payload()).max(64 << 10) {
+        // Dense enough: one read of the whole extent, then pick the blocks.
         let mut buf = vec![0u8; span];
         st.node
             .get(r.node_ctx, target, sym.seg, sym.off, &mut buf)
             .map(|()| {
-                // SAFETY: `buf` covers the extent; the destination elements are writable.
-                unsafe {
-                    strided_copy::<true>(buf.as_ptr(), sst * elem, dest, dst * elem, elem, nelems)
-                }
+                // SAFETY: `buf` covers the extent; the destination blocks are writable.
+                unsafe { strided_copy::<true>(buf.as_ptr(), dest, b, elem) }
             })
     } else {
-        (0..nelems).try_for_each(|i| {
-            // SAFETY: element `i` of the destination is writable.
-            let e = unsafe { std::slice::from_raw_parts_mut(dest.add(i * dst * elem), elem) };
-            let off = sym.off + (i * sst * elem) as u64;
-            st.node.get(r.node_ctx, target, sym.seg, off, e)
+        (0..nblocks).try_for_each(|i| {
+            // SAFETY: block `i` of the destination is writable.
+            let blk = unsafe { std::slice::from_raw_parts_mut(dest.add(i * b.dst), b.block) };
+            let off = sym.off + (i * b.sst) as u64;
+            st.node.get(r.node_ctx, target, sym.seg, off, blk)
         })
     };
     if let Err(e) = res {

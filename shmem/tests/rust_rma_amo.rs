@@ -2,7 +2,7 @@
 //! CPU atomics) and on two nodes (through the atomic services over UDP on loopback).
 //!
 //! RMA: several element types and sizes from 1 byte to 4 MiB (beyond the UDP MTU), p/g,
-//! strided iput/iget, non-blocking puts and scoped non-blocking gets, contexts, zero-length
+//! strided iput/iget, block-strided ibput/ibget (OpenSHMEM 1.6), non-blocking puts and scoped non-blocking gets, contexts, zero-length
 //! transfers, blocks of `alloc_vec_aligned` (alignments 1 to 4096). AMOs: every operation with exact expected results while all PEs hammer PE 0,
 //! and the non-blocking fetching forms.
 
@@ -38,6 +38,7 @@ fn rma(shmem: &Shmem) -> String {
     typed_elements(shmem);
     p_and_g(shmem);
     strided(shmem);
+    blocks(shmem);
     non_blocking(shmem);
 
     // A context of its own: puts complete with its quiet.
@@ -206,6 +207,107 @@ fn strided(shmem: &Shmem) {
     assert_eq!(wide_strided.read(0), 1u128 << 100);
     assert_eq!(wide_strided.read(3), 2);
     assert_eq!(wide_strided.read(6), 3);
+    shmem.barrier_all();
+}
+
+/// The value PE `pe` holds at source index `i` in block case `case`: never 0 (the gaps'
+/// marker), different for neighbouring PEs, cases and indices.
+fn block_value<T: From<u16>>(pe: usize, case: usize, i: usize) -> T {
+    T::from(1 + ((pe * 4099 + case * 31 + i * 7) % 65521) as u16)
+}
+
+/// One block-strided case of [`blocks`] for element type `T`: `ibput` to the right
+/// neighbour and `ibget` from it, on `ctx`, checking every element and that the gaps
+/// between blocks (and everything after the last block) stay 0.
+#[allow(clippy::too_many_arguments)]
+fn block_case<T: shmem::Symmetric + From<u16> + PartialEq + std::fmt::Debug>(
+    shmem: &Shmem,
+    ctx: &shmem::Ctx<'_>,
+    case: usize,
+    bsize: usize,
+    nblocks: usize,
+    dst: usize,
+    sst: usize,
+) {
+    let (me, n) = (shmem.my_pe(), shmem.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let zero = T::from(0);
+    let dlen = (nblocks - 1) * dst + bsize + dst;
+    let slen = (nblocks - 1) * sst + bsize + 3;
+    // Where source index `i` lands at the destination, if it is in a block.
+    let lands = |i: usize| (i % sst < bsize).then(|| (i / sst) * dst + i % sst);
+    let src: Vec<T> = (0..slen).map(|i| block_value(me, case, i)).collect();
+    let target = shmem.alloc_vec::<T>(dlen).unwrap();
+    let source = shmem.alloc_vec::<T>(slen).unwrap();
+    target.fill(zero);
+    shmem.put(&source, &src, me);
+    shmem.barrier_all();
+    ctx.ibput(&target, dst, &src, sst, bsize, nblocks, right);
+    ctx.quiet();
+    shmem.barrier_all();
+    let mut want = vec![zero; dlen];
+    for i in 0..(nblocks - 1) * sst + bsize {
+        if let Some(d) = lands(i) {
+            want[d] = block_value(left, case, i);
+        }
+    }
+    let got = target.to_vec();
+    for (d, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            g, w,
+            "PE {me}: ibput case {case} (bsize {bsize}, nblocks {nblocks}, dst {dst}, sst {sst}) \
+             element {d}"
+        );
+    }
+    // ibget: the source blocks of the right neighbour into this PE's strided buffer.
+    let mut fetched = vec![zero; dlen];
+    ctx.ibget(&source, sst, &mut fetched, dst, bsize, nblocks, right);
+    for i in 0..(nblocks - 1) * sst + bsize {
+        if let Some(d) = lands(i) {
+            want[d] = block_value(right, case, i);
+        }
+    }
+    for (d, (g, w)) in fetched.iter().zip(&want).enumerate() {
+        assert_eq!(
+            g, w,
+            "PE {me}: ibget case {case} (bsize {bsize}, nblocks {nblocks}, dst {dst}, sst {sst}) \
+             element {d}"
+        );
+    }
+    shmem.barrier_all();
+}
+
+/// Block-strided transfers (`ibput`/`ibget`, OpenSHMEM 1.6) of 2- to 16-byte elements on
+/// the default and a created context: blocks of 1 (the iput case), contiguous at the
+/// destination (one request), contiguous on both sides, sparse (one request per block;
+/// for ibget beyond the dense-read limit), and blocks larger than a UDP datagram; the
+/// empty transfers do nothing.
+fn blocks(shmem: &Shmem) {
+    let me = shmem.my_pe();
+    let ctx = shmem.ctx_create(CtxOptions::NONE).unwrap();
+    for (c, on) in [&**shmem, &ctx].into_iter().enumerate() {
+        let k = 10 * c;
+        block_case::<u32>(shmem, on, k, 1, 7, 3, 2);
+        block_case::<u32>(shmem, on, k + 1, 3, 5, 3, 4);
+        block_case::<u32>(shmem, on, k + 2, 4, 6, 4, 4);
+        block_case::<u16>(shmem, on, k + 3, 5, 4, 9, 6);
+        block_case::<u64>(shmem, on, k + 4, 2, 9, 5, 2);
+        block_case::<u64>(shmem, on, k + 5, 3, 4, 4000, 4000);
+        block_case::<u128>(shmem, on, k + 6, 2, 3, 3, 5);
+        block_case::<u32>(shmem, on, k + 7, 20_000, 3, 25_000, 21_000);
+    }
+    drop(ctx);
+    // Nothing happens for zero blocks or an empty block (the strides are not looked at).
+    let z = shmem.alloc_vec::<u32>(4).unwrap();
+    z.fill(7);
+    shmem.barrier_all();
+    shmem.ibput(&z, 2, &[1, 2, 3, 4], 2, 2, 0, (me + 1) % shmem.n_pes());
+    shmem.ibput(&z, 1, &[1, 2, 3, 4], 1, 0, 2, (me + 1) % shmem.n_pes());
+    let mut none = [9u32; 4];
+    shmem.ibget(&z, 1, &mut none, 1, 0, 3, (me + 1) % shmem.n_pes());
+    shmem.barrier_all();
+    assert_eq!(z.to_vec(), [7; 4]);
+    assert_eq!(none, [9; 4]);
     shmem.barrier_all();
 }
 

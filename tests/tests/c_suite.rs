@@ -83,7 +83,8 @@ use gsas_tests::launch::{Launch, exanet_emu_command, hydra_fork, launch, run_wit
 
 /// The symbol-table categories whose symbols (and `pshmem_` twins) `libshmem.so` must
 /// export: all 19 of OpenSHMEM 1.5 (issue 5's and issue 6's collectives and teams), and the
-/// two of the routines beyond it (`docs/spec/gsas-beyond-1.5-c-symbols.tsv`).
+/// three of the routines beyond it (`docs/spec/gsas-beyond-1.5-c-symbols.tsv`: teams and RMA
+/// of 1.6, the cache routines).
 const EXPORTED_CATEGORIES: &[&str] = &[
     "Setup/query",
     "Setup/query (accessibility/ptr)",
@@ -105,6 +106,7 @@ const EXPORTED_CATEGORIES: &[&str] = &[
     "Collectives: data movement",
     "Collectives: reductions/scan",
     "Teams (OpenSHMEM 1.6)",
+    "RMA (OpenSHMEM 1.6)",
     "Cache (deprecated 1.3, removed 1.5; no-ops)",
 ];
 
@@ -225,6 +227,7 @@ const EXANET_MATRIX: &[Case] = &[
 /// contexts, and collectives.
 const EXANET_PROGRAMS: &[&str] = &[
     "rma_types",
+    "rma_blocks",
     "rma_large",
     "amo",
     "signal",
@@ -256,6 +259,7 @@ const VERBS_PROGRAMS: &[&str] = &[
     "contexts",
     "coll_collect",
     "openshmem16",
+    "rma_blocks",
 ];
 /// How many of [`VERBS_PROGRAMS`] run under qemu.
 const VERBS_EMULATED: usize = 2;
@@ -870,6 +874,28 @@ fn memory() {
 #[test]
 fn rma_types() {
     c_program("rma_types", &[]);
+}
+
+/// The interleaved block transfers of OpenSHMEM 1.6 (`shmem_ibput`, `shmem_ibget`: typed,
+/// sized, ctx and generic forms) over the whole matrix; and a stride below the block size,
+/// a fatal error naming the routine (2 PEs on one node).
+#[test]
+fn rma_blocks() {
+    let bin = compile("rma_blocks", "rma_blocks.c", Lang::C, &[]);
+    run_program("rma_blocks", &bin, &[], &[], Expect::Success);
+    let case = Case::new(2, Transport::Shm);
+    let run = run_case(&bin, &["bad-stride"], &[], case, None);
+    check_run(
+        "rma_blocks bad-stride",
+        "rma_blocks",
+        case,
+        &run,
+        Expect::Status(
+            255,
+            "shmem_int_ibput: the destination stride is 2; strides count elements and must \
+             be at least 3 (the block size)",
+        ),
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! Contexts and the communication routines on them: RMA (OpenSHMEM 1.5 §9.6), AMOs
-//! (§9.7), put-with-signal (§9.8), fence and quiet (§9.11).
+//! Contexts and the communication routines on them: RMA (OpenSHMEM 1.5 §9.6, with the
+//! block-strided `ibput`/`ibget` of 1.6), AMOs (§9.7), put-with-signal (§9.8), fence and
+//! quiet (§9.11).
 //!
 //! Kept as one file for now because its AMO methods are to be generated from the C ABI's
 //! type table (issue 14 item 2), which shrinks it; the RMA, AMO and signal methods are all
@@ -316,8 +317,8 @@ impl<'s> Ctx<'s> {
     ) {
         const CALL: &str = "shmem::Ctx::iput";
         let dest = dest.into();
-        strided_fits(dest.len(), dst, nelems, "destination", CALL);
-        strided_fits(src.len(), sst, nelems, "source", CALL);
+        blocks_fit(dest.len(), dst, 1, nelems, "destination", CALL);
+        blocks_fit(src.len(), sst, 1, nelems, "source", CALL);
         // SAFETY: both strided ranges were checked against their objects.
         unsafe {
             rma::iput(
@@ -351,8 +352,8 @@ impl<'s> Ctx<'s> {
     ) {
         const CALL: &str = "shmem::Ctx::iget";
         let src = src.into();
-        strided_fits(src.len(), sst, nelems, "source", CALL);
-        strided_fits(dest.len(), dst, nelems, "destination", CALL);
+        blocks_fit(src.len(), sst, 1, nelems, "source", CALL);
+        blocks_fit(dest.len(), dst, 1, nelems, "destination", CALL);
         // SAFETY: both strided ranges were checked; `dest` is exclusively borrowed.
         unsafe {
             rma::iget(
@@ -363,6 +364,86 @@ impl<'s> Ctx<'s> {
                 sst as isize,
                 size_of::<T>(),
                 nelems,
+                c_pe(pe),
+                CALL,
+            )
+        }
+    }
+
+    /// `shmem_ibput` (OpenSHMEM 1.6 §9.6.1.4): `nblocks` blocks of `bsize` elements from
+    /// `src` (block starts `sst` elements apart) to `dest` on `pe` (block starts `dst`
+    /// elements apart); returns when `src` may be reused. [`Ctx::iput`] is the case
+    /// `bsize = 1`. To a same-node PE each block is one copy; to another node, one request
+    /// per block (one for all when the destination blocks are contiguous).
+    ///
+    /// # Panics
+    ///
+    /// If a stride is below `bsize` (or 0), or the blocks exceed their object.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ibput<'a, T: Symmetric>(
+        &self,
+        dest: impl Into<SymSlice<'a, T>>,
+        dst: usize,
+        src: &[T],
+        sst: usize,
+        bsize: usize,
+        nblocks: usize,
+        pe: usize,
+    ) {
+        const CALL: &str = "shmem::Ctx::ibput";
+        let dest = dest.into();
+        blocks_fit(dest.len(), dst, bsize, nblocks, "destination", CALL);
+        blocks_fit(src.len(), sst, bsize, nblocks, "source", CALL);
+        // SAFETY: both block ranges were checked against their objects.
+        unsafe {
+            rma::ibput(
+                self.handle,
+                dest.as_ptr().cast_mut().cast(),
+                src.as_ptr().cast(),
+                dst as isize,
+                sst as isize,
+                size_of::<T>(),
+                bsize,
+                nblocks,
+                c_pe(pe),
+                CALL,
+            )
+        }
+    }
+
+    /// `shmem_ibget` (OpenSHMEM 1.6, SHMEM_IBGET): `nblocks` blocks of `bsize` elements
+    /// from `src` on `pe` (block starts `sst` elements apart) into `dest` (block starts
+    /// `dst` elements apart). [`Ctx::iget`] is the case `bsize = 1`.
+    ///
+    /// # Panics
+    ///
+    /// If a stride is below `bsize` (or 0), or the blocks exceed their object.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ibget<'a, T: Symmetric>(
+        &self,
+        src: impl Into<SymSlice<'a, T>>,
+        sst: usize,
+        dest: &mut [T],
+        dst: usize,
+        bsize: usize,
+        nblocks: usize,
+        pe: usize,
+    ) {
+        const CALL: &str = "shmem::Ctx::ibget";
+        let src = src.into();
+        blocks_fit(src.len(), sst, bsize, nblocks, "source", CALL);
+        blocks_fit(dest.len(), dst, bsize, nblocks, "destination", CALL);
+        // SAFETY: both block ranges were checked; `dest` is exclusively borrowed.
+        unsafe {
+            rma::ibget(
+                self.handle,
+                dest.as_mut_ptr().cast(),
+                src.as_ptr().cast(),
+                dst as isize,
+                sst as isize,
+                size_of::<T>(),
+                bsize,
+                nblocks,
                 c_pe(pe),
                 CALL,
             )
@@ -897,13 +978,23 @@ fn fits<T>(s: SymSlice<'_, T>, n: usize, call: &str) -> *mut T {
     s.as_ptr().cast_mut()
 }
 
-fn strided_fits(len: usize, stride: usize, nelems: usize, which: &str, call: &str) {
-    assert!(stride >= 1, "{call}: the {which} stride must be at least 1");
-    if nelems > 0 {
-        let last = (nelems - 1).checked_mul(stride);
+/// Checks `nblocks` blocks of `bsize` elements whose starts are `stride` elements apart
+/// (`iput`/`iget`: blocks of 1) against an object of `len` elements: the stride is at least
+/// `bsize` and at least 1, and the last block ends within the object.
+fn blocks_fit(len: usize, stride: usize, bsize: usize, nblocks: usize, which: &str, call: &str) {
+    let least = bsize.max(1);
+    assert!(
+        stride >= least,
+        "{call}: the {which} stride {stride} must be at least {least}"
+    );
+    if nblocks > 0 && bsize > 0 {
+        let end = (nblocks - 1)
+            .checked_mul(stride)
+            .and_then(|l| l.checked_add(bsize));
         assert!(
-            last.is_some_and(|l| l < len),
-            "{call}: {nelems} elements with stride {stride} exceed the {which} of {len} elements"
+            end.is_some_and(|e| e <= len),
+            "{call}: {nblocks} blocks of {bsize} with stride {stride} exceed the {which} of \
+             {len} elements"
         );
     }
 }

@@ -1,4 +1,5 @@
-//! C ABI of RMA, non-blocking RMA and put-with-signal (OpenSHMEM 1.5 §9.6, §9.8): typed
+//! C ABI of RMA, non-blocking RMA and put-with-signal (OpenSHMEM 1.5 §9.6, §9.8), with the
+//! block-strided ibput and ibget of OpenSHMEM 1.6 (§9.6.1.4 and SHMEM_IBGET): typed
 //! routines over `rma_types!`, sized routines over `sized_types!`, and the `mem` forms.
 //! Every body is a call of `crate::rma` with the byte count.
 
@@ -55,6 +56,18 @@ macro_rules! rma_rows {
                     => |ctx, call| r::iget(
                         ctx, dest.cast(), source.cast(), dst, sst, size_of::<$t>(),
                         nelems, pe, call);
+                twin [$n _ibput]
+                    (dest: *mut $t, source: *const $t, dst: isize, sst: isize,
+                     bsize: usize, nblocks: usize, pe: c_int)
+                    => |ctx, call| r::ibput(
+                        ctx, dest.cast(), source.cast(), dst, sst, size_of::<$t>(),
+                        bsize, nblocks, pe, call);
+                twin [$n _ibget]
+                    (dest: *mut $t, source: *const $t, dst: isize, sst: isize,
+                     bsize: usize, nblocks: usize, pe: c_int)
+                    => |ctx, call| r::ibget(
+                        ctx, dest.cast(), source.cast(), dst, sst, size_of::<$t>(),
+                        bsize, nblocks, pe, call);
                 twin [$n _put_nbi]
                     (dest: *mut $t, source: *const $t, nelems: usize, pe: c_int)
                     => |ctx, call| r::put_nbi(
@@ -115,6 +128,18 @@ macro_rules! sized_rows {
                     => |ctx, call| r::iget(
                         ctx, dest.cast(), source.cast(), dst, sst, $bytes, nelems, pe,
                         call);
+                twin [ibput $bits]
+                    (dest: *mut c_void, source: *const c_void, dst: isize, sst: isize,
+                     bsize: usize, nblocks: usize, pe: c_int)
+                    => |ctx, call| r::ibput(
+                        ctx, dest.cast(), source.cast(), dst, sst, $bytes, bsize, nblocks,
+                        pe, call);
+                twin [ibget $bits]
+                    (dest: *mut c_void, source: *const c_void, dst: isize, sst: isize,
+                     bsize: usize, nblocks: usize, pe: c_int)
+                    => |ctx, call| r::ibget(
+                        ctx, dest.cast(), source.cast(), dst, sst, $bytes, bsize, nblocks,
+                        pe, call);
                 twin [put $bits _nbi]
                     (dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int)
                     => |ctx, call| r::put_nbi(

@@ -20,7 +20,9 @@
 #   6. the cache routines that 1.5 removed (declared by gsas as deprecated no-ops): calls
 #      compile in C and C++, each with a deprecation warning.
 # The symbols are those of docs/spec/openshmem-1.5-c-symbols.tsv and of
-# docs/spec/gsas-beyond-1.5-c-symbols.tsv (shmem_team_ptr of 1.6, the cache routines).
+# docs/spec/gsas-beyond-1.5-c-symbols.tsv (shmem_team_ptr, ibput and ibget of 1.6, the cache
+# routines); the generic names those of docs/spec/openshmem-1.5-c11-generics.txt and
+# gsas-beyond-1.5-c11-generics.txt.
 # Plus, once: the gsas version in shmemx.h equals the Cargo workspace version.
 #
 # Environment: CHECK_AARCH64=0 skips the board compilers (they are required by default).

@@ -2,14 +2,15 @@
 """Generate the C test sources of check.sh from the OpenSHMEM 1.5 symbol table.
 
 Inputs: docs/spec/openshmem-1.5-c-symbols.tsv, gsas-beyond-1.5-c-symbols.tsv (the routines
-gsas declares besides: shmem_team_ptr of 1.6 and the cache routines 1.5 removed) and
-openshmem-1.5-c11-generics.txt (the contract), and signatures.tsv next to this file (the 1.5 signature of every family template,
+gsas declares besides: shmem_team_ptr, ibput and ibget of 1.6 and the cache routines 1.5
+removed), openshmem-1.5-c11-generics.txt and gsas-beyond-1.5-c11-generics.txt (the generic
+names, the contract: 1.5's and shmem_ibput, shmem_ibget of 1.6), and signatures.tsv next to this file (the 1.5 signature of every family template,
 written independently of shmem.h).  The type lists and the generic-name table below are a
 second transcription of the specification tables, also independent of shmem.h.
 
 Outputs, in OUT_DIR:
   symbols.txt       every symbol of the TSV, then every pshmem_ twin (one per line)
-  generics.txt      the 67 generic names
+  generics.txt      the 69 generic names (67 of 1.5, 2 of 1.6)
   decls.c           redeclares every symbol and twin with its 1.5 signature and takes its
                     address (compiles as C and as C++): a missing or different prototype in
                     the headers is a compile error
@@ -78,6 +79,8 @@ GENERICS = [
     ("shmem_g", RMA, "_g", True, "{C}, 0", "T"),
     ("shmem_g", RMA, "_g", True, "{S}, 0", "T"),
     ("shmem_iget", RMA, "_iget", True, "{D}, {S}, 1, 1, 1, 0", None),
+    ("shmem_ibput", RMA, "_ibput", True, "{D}, {S}, 1, 1, 1, 1, 0", None),
+    ("shmem_ibget", RMA, "_ibget", True, "{D}, {S}, 1, 1, 1, 1, 0", None),
     ("shmem_put_nbi", RMA, "_put_nbi", True, "{D}, {S}, 1, 0", None),
     ("shmem_get_nbi", RMA, "_get_nbi", True, "{D}, {S}, 1, 0", None),
     ("shmem_atomic_fetch", AMO_EXT, "_atomic_fetch", True, "{C}, 0", "T"),
