@@ -546,7 +546,24 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
 /* Deprecated point-to-point routines: wait_until/test for short and ushort, and wait. */
 #define GSAS_SHMEM_D_P2P_DEPR(P, B, T, N, K)                                                  \
     GSAS_SHMEM_DECL(void, P, N##_wait_until, T *ivar, int cmp, T cmp_value)                   \
-    GSAS_SHMEM_DECL(int, P, N##_test, T *ivar, int cmp, T cmp_value)
+    GSAS_SHMEM_DECL(int, P, N##_test, T *ivar, int cmp, T cmp_value)                          \
+    GSAS_SHMEM_D_P2P_MULTI(P, T, N)
+/* The multi-variable forms (not OpenSHMEM routines for short and unsigned short; Sandia
+ * OpenSHMEM and Open MPI have them, and programs written for them call the generics below
+ * with short arguments). */
+#define GSAS_SHMEM_D_P2P_MULTI(P, T, N)                                                       \
+    GSAS_SHMEM_DECL(void, P, N##_wait_until_all, T *ivars, size_t nelems, const int *status,  \
+                    int cmp, T cmp_value)                                                     \
+    GSAS_SHMEM_DECL(size_t, P, N##_wait_until_any, T *ivars, size_t nelems,                   \
+                    const int *status, int cmp, T cmp_value)                                  \
+    GSAS_SHMEM_DECL(size_t, P, N##_wait_until_some, T *ivars, size_t nelems, size_t *indices, \
+                    const int *status, int cmp, T cmp_value)                                  \
+    GSAS_SHMEM_DECL(int, P, N##_test_all, T *ivars, size_t nelems, const int *status,         \
+                    int cmp, T cmp_value)                                                     \
+    GSAS_SHMEM_DECL(size_t, P, N##_test_any, T *ivars, size_t nelems, const int *status,      \
+                    int cmp, T cmp_value)                                                     \
+    GSAS_SHMEM_DECL(size_t, P, N##_test_some, T *ivars, size_t nelems, size_t *indices,       \
+                    const int *status, int cmp, T cmp_value)
 #define GSAS_SHMEM_D_WAIT_DEPR(P, B, T, N, K)                                                 \
     GSAS_SHMEM_DECL(void, P, N##_wait, T *ivar, T cmp_value)
 
@@ -1012,11 +1029,11 @@ void gsas_shmem_generic_called_with_unsupported_argument_type(void);
 #define shmem_wait_until(...)                                                                 \
     GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _wait_until, __VA_ARGS__)
 #define shmem_wait_until_all(...)                                                             \
-    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _wait_until_all, __VA_ARGS__)
+    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _wait_until_all, __VA_ARGS__)
 #define shmem_wait_until_any(...)                                                             \
-    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _wait_until_any, __VA_ARGS__)
+    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _wait_until_any, __VA_ARGS__)
 #define shmem_wait_until_some(...)                                                            \
-    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _wait_until_some, __VA_ARGS__)
+    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _wait_until_some, __VA_ARGS__)
 #define shmem_wait_until_all_vector(...)                                                      \
     GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _wait_until_all_vector,        \
                          __VA_ARGS__)
@@ -1029,11 +1046,11 @@ void gsas_shmem_generic_called_with_unsupported_argument_type(void);
 #define shmem_test(...)                                                                       \
     GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _test, __VA_ARGS__)
 #define shmem_test_all(...)                                                                   \
-    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _test_all, __VA_ARGS__)
+    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _test_all, __VA_ARGS__)
 #define shmem_test_any(...)                                                                   \
-    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _test_any, __VA_ARGS__)
+    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _test_any, __VA_ARGS__)
 #define shmem_test_some(...)                                                                  \
-    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _test_some, __VA_ARGS__)
+    GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_WAIT_UNTIL_TYPES, GSAS_SHMEM_ARM, _test_some, __VA_ARGS__)
 #define shmem_test_all_vector(...)                                                            \
     GSAS_SHMEM_GEN_PLAIN(GSAS_SHMEM_P2P_TYPES, GSAS_SHMEM_ARM, _test_all_vector, __VA_ARGS__)
 #define shmem_test_any_vector(...)                                                            \

@@ -162,7 +162,10 @@ p2p_types!(p2p_rows);
 
 macro_rules! p2p_depr_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
-        /// The deprecated short and unsigned short wait_until and test.
+        /// The deprecated short and unsigned short wait_until and test, and their
+        /// multi-variable forms (`_all`, `_any`, `_some`: not OpenSHMEM routines, but
+        /// Sandia OpenSHMEM and Open MPI have them, and the C11 generics of programs
+        /// written for them take `short`).
         const DEPR: &[&[&[&str]]] = &[$(
             abi! {
                 names;
@@ -171,6 +174,42 @@ macro_rules! p2p_depr_rows {
                     => |call| wait_until(ivar, cmp, cmp_value, call);
                 plain [$n _test] (ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int
                     => |call| test(ivar, cmp, cmp_value, call);
+                plain [$n _wait_until_all]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t)
+                    => |call| q::wait_until_all(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _wait_until_any]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t) -> usize
+                    => |call| q::wait_until_any(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _wait_until_some]
+                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
+                     status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
+                    => |call| q::wait_until_some(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        indices, call);
+                plain [$n _test_all]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t) -> c_int
+                    => |call| q::test_all(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _test_any]
+                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
+                     cmp_value: $t) -> usize
+                    => |call| q::test_any(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        call);
+                plain [$n _test_some]
+                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
+                     status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
+                    => |call| q::test_some(
+                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
+                        indices, call);
             }
         ),*];
     };

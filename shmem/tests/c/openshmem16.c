@@ -19,7 +19,10 @@
  *   * the vector waits take `const TYPE *cmp_values` (compiled with -Werror);
  *   * shmem_TYPENAME_sum_inscan / _sum_exscan on SHMEM_TEAM_WORLD: long (typed name, out of
  *     place), double and double _Complex (the C11 generic, in place), long double (typed):
- *     each PE k contributes k + 1 (times 1 + element index); checked against the sums.
+ *     each PE k contributes k + 1 (times 1 + element index); checked against the sums;
+ *   * the C11 generics shmem_test_all / shmem_wait_until_any take short and unsigned short
+ *     (the multi-variable forms gsas exports for them, as Sandia OpenSHMEM and Open MPI do):
+ *     the previous PE sets the second of two unsigned shorts; this PE waits for it.
  */
 #define CTEST_NAME "openshmem16"
 #include "ctest.h"
@@ -178,6 +181,21 @@ int main(void) {
     shmem_free(dv);
     shmem_free(ldst);
     shmem_free(lsrc);
+
+    /* short and unsigned short through the multi-variable generics. */
+    short *sflags = (short *)shmem_calloc(2, sizeof(short));
+    unsigned short *uflags = (unsigned short *)shmem_calloc(2, sizeof(unsigned short));
+    CHECK(sflags && uflags, "shmem_calloc for the short flags returned NULL");
+    CHECK(shmem_test_all(sflags, 2, NULL, SHMEM_CMP_EQ, 0) == 1, "short test_all");
+    CHECK(shmem_test_any(uflags, 2, NULL, SHMEM_CMP_NE, 0) == SIZE_MAX,
+          "unsigned short test_any before the update");
+    shmem_barrier_all();
+    shmem_ushort_p(&uflags[1], 7, next);
+    size_t which = shmem_wait_until_any(uflags, 2, NULL, SHMEM_CMP_EQ, 7);
+    CHECK(which == 1, "unsigned short wait_until_any: index %zu", which);
+    shmem_barrier_all();
+    shmem_free(uflags);
+    shmem_free(sflags);
 
     shmem_ctx_destroy(ctx);
     shmem_free(words);

@@ -139,11 +139,11 @@ GENERICS = [
     ("shmem_prod_reduce", TEAM_ARITH, "_prod_reduce", False, TEAM + ", {D}, {S}, 1", "int"),
     ("shmem_wait_until", P2P_WITH_DEPRECATED, "_wait_until", False, "{D}, SHMEM_CMP_EQ, {V}",
      None),
-    ("shmem_wait_until_all", P2P, "_wait_until_all", False,
+    ("shmem_wait_until_all", P2P_WITH_DEPRECATED, "_wait_until_all", False,
      "{D}, 1, status, SHMEM_CMP_EQ, {V}", None),
-    ("shmem_wait_until_any", P2P, "_wait_until_any", False,
+    ("shmem_wait_until_any", P2P_WITH_DEPRECATED, "_wait_until_any", False,
      "{D}, 1, status, SHMEM_CMP_EQ, {V}", "size_t"),
-    ("shmem_wait_until_some", P2P, "_wait_until_some", False,
+    ("shmem_wait_until_some", P2P_WITH_DEPRECATED, "_wait_until_some", False,
      "{D}, 1, indices, status, SHMEM_CMP_EQ, {V}", "size_t"),
     ("shmem_wait_until_all_vector", P2P, "_wait_until_all_vector", False,
      "{D}, 1, status, SHMEM_CMP_EQ, {S}", None),
@@ -152,10 +152,10 @@ GENERICS = [
     ("shmem_wait_until_some_vector", P2P, "_wait_until_some_vector", False,
      "{D}, 1, indices, status, SHMEM_CMP_EQ, {S}", "size_t"),
     ("shmem_test", P2P_WITH_DEPRECATED, "_test", False, "{D}, SHMEM_CMP_EQ, {V}", "int"),
-    ("shmem_test_all", P2P, "_test_all", False, "{D}, 1, status, SHMEM_CMP_EQ, {V}", "int"),
-    ("shmem_test_any", P2P, "_test_any", False, "{D}, 1, status, SHMEM_CMP_EQ, {V}",
+    ("shmem_test_all", P2P_WITH_DEPRECATED, "_test_all", False, "{D}, 1, status, SHMEM_CMP_EQ, {V}", "int"),
+    ("shmem_test_any", P2P_WITH_DEPRECATED, "_test_any", False, "{D}, 1, status, SHMEM_CMP_EQ, {V}",
      "size_t"),
-    ("shmem_test_some", P2P, "_test_some", False,
+    ("shmem_test_some", P2P_WITH_DEPRECATED, "_test_some", False,
      "{D}, 1, indices, status, SHMEM_CMP_EQ, {V}", "size_t"),
     ("shmem_test_all_vector", P2P, "_test_all_vector", False,
      "{D}, 1, status, SHMEM_CMP_EQ, {S}", "int"),
@@ -180,8 +180,8 @@ NEGATIVE = {
     "deprecated_generic_with_ctx": "int x = 0; shmem_fetch(SHMEM_CTX_DEFAULT, &x, 0);",
     "sum_reduce_pointer": "int *d[2], *s[2] = {0, 0};"
                           " shmem_sum_reduce(SHMEM_TEAM_WORLD, d, s, 2);",
-    "wait_until_all_short": "short v[2] = {0, 0};"
-                            " shmem_wait_until_all(v, 2, NULL, SHMEM_CMP_EQ, 0);",
+    "wait_until_all_char": "signed char v[2] = {0, 0};"
+                           " shmem_wait_until_all(v, 2, NULL, SHMEM_CMP_EQ, 0);",
 }
 NO_MATCH = "gsas_shmem_generic_called_with_unsupported_argument_type"
 
