@@ -402,7 +402,9 @@ pub unsafe fn session_stop(ctx: CtxRef, call: &str) {
     if s.state.swap(0, Ordering::Relaxed) & Session::OPEN == 0 {
         return;
     }
-    if let Err(e) = st.node.progress() {
+    // A held put marked the remote path pending (and woke the progress keeper, which sends
+    // it if nothing else does); with nothing pending this is one load.
+    if let Err(e) = st.node.poke() {
         fatal(call, e);
     }
 }
