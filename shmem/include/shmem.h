@@ -62,9 +62,13 @@
  *   in the specification, also accept pointers to const.  Deprecated generics (shmem_fetch,
  *   shmem_set, shmem_cswap, shmem_swap, shmem_finc, shmem_inc, shmem_fadd, shmem_add) take no
  *   context and dispatch to the current shmem_TYPENAME_atomic_* routines over the full 1.5
- *   type lists.  shmem_wait_until and shmem_test also accept the deprecated short and
- *   unsigned short.  shmem_sync(team) calls shmem_team_sync; shmem_sync with the active-set
- *   arguments calls the C routine shmem_sync.
+ *   type lists.  shmem_wait_until and shmem_test, and their _all, _any and _some forms,
+ *   also accept the deprecated short and unsigned short.  shmem_sync(team) calls
+ *   shmem_team_sync; shmem_sync with the active-set arguments calls the C routine
+ *   shmem_sync.  The generics of OpenSHMEM 1.6: shmem_ibput and shmem_ibget (optional
+ *   context, as shmem_iput), shmem_sum_inscan and shmem_sum_exscan (team first, as
+ *   shmem_sum_reduce), and shmem_signal_add and shmem_signal_set (a leading shmem_ctx_t
+ *   selects shmem_ctx_signal_*, anything else the C routine of the same name).
  *
  * ABI assumption of the generics (LP64 Linux: x86_64 and aarch64)
  *   _Generic may list only distinct types, and the <stdint.h>/<stddef.h> typedefs alias basic

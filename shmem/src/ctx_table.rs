@@ -16,7 +16,7 @@
 //! `SHMEM_CTX_INVALID`) when the node's 63 extra contexts are in use, and the library stays
 //! usable. Destroying a context quiets it first.
 //!
-//! **Sessions** (OpenSHMEM 1.6 §9.5, `shmem_ctx_session_start`/`_stop`) are recorded per
+//! **Sessions** (OpenSHMEM 1.6 §9.9.2-9.9.3, `shmem_ctx_session_start`/`_stop`) are recorded per
 //! context ([`Session`]). What gsas does with them: on a context in a session with
 //! `SHMEM_CTX_SESSION_BATCH`, a blocking put to a PE reached through a service does not
 //! send its frame before returning ([`gsas_node::Node::put_held`]); it waits in the open
@@ -344,7 +344,7 @@ pub unsafe fn session(ctx: CtxRef, call: &str) -> Option<&'static Session> {
     }
 }
 
-/// `shmem_ctx_session_start` (OpenSHMEM 1.6 §9.5): opens a session on `ctx`, or ORs
+/// `shmem_ctx_session_start` (OpenSHMEM 1.6 §9.9.2): opens a session on `ctx`, or ORs
 /// `options` into the open one; `config`'s fields named in `config_mask` replace the
 /// session's (`SHMEM_CTX_SESSION_TOTAL_OPS`: `total_ops`). `SHMEM_CTX_INVALID` is a no-op.
 /// Unknown option bits are kept and have no effect; a mask naming a field with a NULL
@@ -386,7 +386,7 @@ pub unsafe fn session_start(
     );
 }
 
-/// `shmem_ctx_session_stop` (OpenSHMEM 1.6 §9.5): closes the session of `ctx` and sends
+/// `shmem_ctx_session_stop` (OpenSHMEM 1.6 §9.9.3): closes the session of `ctx` and sends
 /// the puts it held (without waiting for their completion: that is `quiet`'s). No session
 /// open, or `SHMEM_CTX_INVALID`: no effect.
 ///

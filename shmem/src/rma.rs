@@ -79,8 +79,11 @@ pub unsafe fn put(ctx: CtxRef, dest: *mut u8, src: *const u8, n: usize, pe: c_in
     unsafe { put_as::<false>(ctx, dest, src, n, pe, call) }
 }
 
-/// Non-blocking put: returns once started (the source may be reused at once: the node
-/// client copies what it cannot send immediately); complete at quiet.
+/// Non-blocking put: returns once started; complete at quiet. The specification lets the
+/// library read the source until then. Over UDP and Exanet (and to same-node PEs) the
+/// source may in fact be reused at once (the node client copies what it cannot send
+/// immediately); over verbs an RDMA WRITE from a registered source (a symmetric object)
+/// larger than the inline limit reads it until `quiet`.
 ///
 /// # Safety
 ///
@@ -568,9 +571,10 @@ pub unsafe fn iput(
 /// Each block moves as one transfer: to a same-node PE one copy into its mapping (no
 /// staging buffer); to a PE on another node, when the destination blocks are contiguous
 /// (`dst == bsize`), one put of the gathered blocks, otherwise one request per block
-/// (`Node::put_nbi`, the node client copying what it cannot send at once), all sent
-/// before returning. One packed request carrying every block and its offset is possible
-/// later; today the services know contiguous writes only.
+/// (`Node::put_held`: blocking puts whose small writes share frames, sent by the progress
+/// call before returning; over verbs each RDMA WRITE completes before the next block, so
+/// the source is not read after the return). One packed request carrying every block and
+/// its offset is possible later; today the services know contiguous writes only.
 ///
 /// # Safety
 ///
@@ -597,6 +601,8 @@ pub unsafe fn ibput(
     let r = unsafe { ctx::resolve(ctx, call) };
     let target = r.world_pe(st, pe, call);
     let sym = st.translate(dest, b.extent(b.dst, call), call);
+    // The local extent must be addressable too (an overflow is a fatal error).
+    b.extent(b.sst, call);
     if let Some(p) = st.direct_ptr(target, sym) {
         // SAFETY: the destination extent lies in the target's mapping; the source blocks
         // are readable by the caller's contract.
@@ -621,14 +627,17 @@ pub unsafe fn ibput(
         };
         st.node.put(r.node_ctx, target, sym.seg, sym.off, data)
     } else {
-        // One request per block, sharing frames (the node client copies what it cannot
-        // send at once), all sent before returning.
+        // One request per block, sharing frames: each block is a blocking put that may wait
+        // in its open frame (`put_held`: over UDP the bytes are copied into the frame, a
+        // block too large for it is sent from the caller's buffer before the call returns,
+        // and over verbs the RDMA WRITE completes, so the source may be reused on return
+        // whatever the route); the frames leave with the progress call at the end.
         (0..nblocks)
             .try_for_each(|i| {
                 // SAFETY: block `i` of the source is readable.
                 let blk = unsafe { std::slice::from_raw_parts(src.add(i * b.sst), b.block) };
                 let off = sym.off + (i * b.dst) as u64;
-                st.node.put_nbi(r.node_ctx, target, sym.seg, off, blk)
+                st.node.put_held(r.node_ctx, target, sym.seg, off, blk)
             })
             .and_then(|()| st.node.progress())
     };
@@ -696,6 +705,8 @@ pub unsafe fn ibget(
     let target = r.world_pe(st, pe, call);
     let span = b.extent(b.sst, call);
     let sym = st.translate(src, span, call);
+    // The local extent must be addressable too (an overflow is a fatal error).
+    b.extent(b.dst, call);
     if let Some(p) = st.direct_ptr(target, sym) {
         // SAFETY: the source extent lies in the target's mapping; the destination blocks
         // are writable by the caller's contract.

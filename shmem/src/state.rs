@@ -304,11 +304,14 @@ impl State {
     }
 
     /// Whether every segment of PE `pe` is mapped here, so that every operation to it is
-    /// a load, a store or a CPU atomic of this PE, complete when it returns.
+    /// a load, a store or a CPU atomic of this PE, complete when it returns. Without a data
+    /// segment (the Rust API, or a program whose globals are not remapped) its table is
+    /// empty and does not count: no address translates into it.
     pub fn direct_pe(&self, pe: u32) -> bool {
-        self.direct
-            .iter()
-            .all(|t| t.get(pe as usize).is_some_and(|&b| b != 0))
+        self.direct.iter().enumerate().all(|(seg, t)| {
+            (seg == usize::from(gsas_node::DATA) && self.segs.data.len == 0)
+                || t.get(pe as usize).is_some_and(|&b| b != 0)
+        })
     }
 
     /// The local address of `sym` on PE `pe` if that PE's segment is mapped here.

@@ -16,7 +16,8 @@
 //!   next PE's array, stops the session, quiets and meets the others in a barrier; every
 //!   word is checked. A held put that kept a pointer to the caller's buffer instead of its
 //!   bytes, or a held frame that was lost, fails it. The session reports its options and
-//!   `total_ops` hint.
+//!   `total_ops` hint. Then PE 0 holds a put to the other node's first PE in a session and
+//!   waits for its answer calling nothing: only the progress keeper sends the held frame.
 //! * `scan`: `sum_inscan` and `sum_exscan` on the world team and on the team of the world
 //!   in reverse order (team PE `i` is world PE `n - 1 - i`, so team order is not world
 //!   order), out of place and in place, over `i64` (values that show which PEs were summed:
@@ -186,6 +187,7 @@ fn session(shmem: &Shmem) -> String {
     assert_eq!(s.total_ops(), usize::MAX);
     drop(s);
     shmem.barrier_all();
+    held_put_leaves_while_the_sender_computes(shmem);
     format!("session ok: {words} words")
 }
 
@@ -287,6 +289,38 @@ fn scan(shmem: &Shmem) -> String {
     }
     drop(reversed);
     format!("scan ok: {checked} scans of each type")
+}
+
+/// A put held by a batch session leaves although its sender makes no library call after
+/// it: PE 0 puts a flag into the first PE of the second half (another node in the two-node
+/// job), then reads its own acknowledgement word with plain loads, calling nothing; the
+/// flag's PE waits for it and acknowledges with a put, which PE 0's service applies. Only
+/// the progress keeper can send the held frame, so without it this never ends (the loop
+/// gives up after `SPIN_LIMIT` with the reason).
+fn held_put_leaves_while_the_sender_computes(shmem: &Shmem) {
+    let me = shmem.my_pe();
+    let far = shmem.n_pes() / 2;
+    let flag = shmem.alloc_box(0u64).unwrap();
+    let ack = shmem.alloc_box(0u64).unwrap();
+    shmem.barrier_all();
+    if me == 0 {
+        let s = shmem.session(SessionOptions::BATCH, None);
+        shmem.p(&flag, 1, far);
+        let t0 = Instant::now();
+        while ack.read() == 0 {
+            assert!(
+                t0.elapsed() < SPIN_LIMIT,
+                "the held put never left while its sender computed"
+            );
+            std::hint::spin_loop();
+        }
+        s.stop();
+    } else if me == far {
+        assert_eq!(shmem.wait_until(&flag, Cmp::Eq, 1), 1);
+        shmem.p(&ack, 1, 0);
+        shmem.quiet();
+    }
+    shmem.barrier_all();
 }
 
 fn check(scenario: &str, topo: Topology, want: &str) {

@@ -329,7 +329,7 @@ impl<'s> Team<'s> {
         outcome(rc, CALL)
     }
 
-    /// `shmem_TYPENAME_sum_inscan` (OpenSHMEM 1.6 §9.9.10): an inclusive prefix sum over
+    /// `shmem_TYPENAME_sum_inscan` (OpenSHMEM 1.6 §9.10.10): an inclusive prefix sum over
     /// the members in team order, `dest[j]` of team PE `i` = `src[j]` summed over team PEs
     /// `0..=i`; `dest` and `src` may be the same slice. Every member gets its prefix summed
     /// in the same order as the reductions, so the bits are reproducible. Costs one
@@ -348,8 +348,9 @@ impl<'s> Team<'s> {
         self.scan(dest.into(), src.into(), false, "shmem::Team::sum_inscan")
     }
 
-    /// `shmem_TYPENAME_sum_exscan` (OpenSHMEM 1.6 §9.9.10): the exclusive prefix sum,
-    /// `dest[j]` of team PE `i` = `src[j]` summed over team PEs `0..i` (zero on team PE 0).
+    /// `shmem_TYPENAME_sum_exscan` (OpenSHMEM 1.6 §9.10.10): the exclusive prefix sum,
+    /// `dest[j]` of team PE `i` = `src[j]` summed over team PEs `0..i`; on team PE 0 the
+    /// identity of the sum (0, or `-0.0` for floating point).
     ///
     /// Errors: as [`Team::sync`].
     ///

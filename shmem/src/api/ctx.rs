@@ -76,7 +76,7 @@ impl SignalOp {
     }
 }
 
-/// Options of a session ([`Ctx::session`], OpenSHMEM 1.6 §9.5).
+/// Options of a session ([`Ctx::session`], OpenSHMEM 1.6 §9.9.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionOptions(std::ffi::c_long);
 
@@ -90,6 +90,10 @@ impl SessionOptions {
 }
 
 /// An open session on a context; stopped when dropped or by [`Session::stop`].
+///
+/// Sessions do not nest (the specification's rule): a second guard on the same context
+/// ORs its options into the open session, and whichever guard ends first ends the session
+/// for both; the other's end then has no effect.
 #[derive(Debug)]
 #[must_use = "the session stops when this guard is dropped"]
 pub struct Session<'c, 's> {
@@ -97,7 +101,8 @@ pub struct Session<'c, 's> {
 }
 
 impl Session<'_, '_> {
-    /// The options of the session (the ORed options of every start still open).
+    /// The options of the context's open session (ORed over every start since it opened;
+    /// none once any guard on the context ended it).
     pub fn options(&self) -> SessionOptions {
         // SAFETY: the context's handle is live while the borrow is.
         let s = unsafe { cctx::session(self.ctx.handle, "shmem::Session::options") };
@@ -111,7 +116,7 @@ impl Session<'_, '_> {
         s.map_or(usize::MAX, |s| s.total_ops())
     }
 
-    /// `shmem_ctx_session_stop` (OpenSHMEM 1.6 §9.5): ends the session and sends what it
+    /// `shmem_ctx_session_stop` (OpenSHMEM 1.6 §9.9.3): ends the session and sends what it
     /// held (the same as dropping the guard).
     pub fn stop(self) {}
 }
@@ -196,8 +201,11 @@ impl<'s> Ctx<'s> {
         }
     }
 
-    /// `shmem_put_nbi` (OpenSHMEM 1.5 §9.6.7): starts the put; complete at quiet. The
-    /// source may be reused at once (what is not sent yet is copied).
+    /// `shmem_put_nbi` (OpenSHMEM 1.5 §9.6.7): starts the put; complete at quiet. A source
+    /// in ordinary memory may be reused at once (what is not sent yet is copied); one that
+    /// lies in symmetric memory (an unsafe slice of a [`SymVec`](super::SymVec)) is, over
+    /// verbs, read by the NIC until quiet, as the specification allows: change it only
+    /// after quiet.
     ///
     /// # Panics
     ///
@@ -642,7 +650,7 @@ impl<'s> Ctx<'s> {
         unsafe { cctx::pe_quiet(self.handle, pes.as_ptr(), pes.len(), CALL) }
     }
 
-    /// `shmem_ctx_session_start` (OpenSHMEM 1.6 §9.5): opens a session on this context
+    /// `shmem_ctx_session_start` (OpenSHMEM 1.6 §9.9.2): opens a session on this context
     /// with `options` and, if given, the `total_ops` hint; the session ends when the
     /// returned guard is dropped. Sessions change no result, completion or ordering. With
     /// [`SessionOptions::BATCH`], gsas lets a blocking put to a PE of another node wait in
@@ -986,6 +994,10 @@ fn blocks_fit(len: usize, stride: usize, bsize: usize, nblocks: usize, which: &s
     assert!(
         stride >= least,
         "{call}: the {which} stride {stride} must be at least {least}"
+    );
+    assert!(
+        isize::try_from(stride).is_ok(),
+        "{call}: the {which} stride {stride} does not fit a ptrdiff_t"
     );
     if nblocks > 0 && bsize > 0 {
         let end = (nblocks - 1)

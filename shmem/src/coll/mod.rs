@@ -468,7 +468,7 @@ pub unsafe fn reduce(
     }
 }
 
-/// A scan with the SUM operator (OpenSHMEM 1.6 §9.9.10, `shmem_TYPENAME_sum_inscan` and
+/// A scan with the SUM operator (OpenSHMEM 1.6 §9.10.10, `shmem_TYPENAME_sum_inscan` and
 /// `_sum_exscan`): `dest[j]` of team PE `i` becomes the sum of `src[j]` over the team PEs
 /// `0..=i` (inclusive) or `0..i` (exclusive; 0 on team PE 0); `dest` and `src` identical
 /// or disjoint. Returns 0, or nonzero (the same on every PE) for `SHMEM_TEAM_INVALID` or a

@@ -9,7 +9,12 @@
  * sides, gaps on both sides, and sparse blocks far apart (beyond the dense read of
  * ibget).  Every element of the destination is checked: each block element from the
  * right source element, every gap and everything after the last block untouched.  Zero
- * blocks or an empty block do nothing and dereference nothing.
+ * blocks or an empty block do nothing and dereference nothing.  A symmetric source (which
+ * an RDMA WRITE over verbs may read in place) of blocks larger than any inline limit is
+ * rewritten as soon as shmem_long_ibput returns, many times: the target must get the
+ * values of the call, never the later ones.  (The software verbs device reads the source
+ * when the write is posted, so there this case cannot catch an ibput that returns before
+ * its writes completed: sending them with put_nbi passed it.  On an HCA it can.)
  *
  * With the argument "bad-stride" the program instead calls shmem_int_ibput with a
  * destination stride below the block size, which must be a fatal error naming the routine
@@ -198,6 +203,36 @@ static void test_empty(void) {
     shmem_ctx_ibget128(ctx, NULL, NULL, 0, 0, 0, 0, pe);
 }
 
+/* The source may be reused when ibput returns, also when it is symmetric memory (an RDMA
+ * WRITE over verbs reads it in place): 8 blocks of 96 longs (768 bytes, above any inline
+ * limit) with gaps, from a symmetric array rewritten right after each call. */
+static void test_reuse(void) {
+    enum { B = 96, N = 8, DST = 100, SST = 96, ROUNDS = 20 };
+    long *dst = (long *)shmem_calloc(N * DST, sizeof(long));
+    long *src = (long *)shmem_calloc(N * SST, sizeof(long));
+    CHECK(dst && src, "shmem_calloc for the reuse test returned NULL");
+    for (long r = 1; r <= ROUNDS; r++) {
+        for (int i = 0; i < N * SST; i++)
+            src[i] = r << 32 | (long)me << 16 | i;
+        shmem_long_ibput(dst, src, DST, SST, B, N, right);
+        for (int i = 0; i < N * SST; i++)
+            src[i] = -1; /* reused at once */
+        shmem_quiet();
+        shmem_barrier_all();
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < B; k++) {
+                long want = r << 32 | (long)left << 16 | (j * SST + k);
+                CHECK(dst[j * DST + k] == want,
+                      "round %ld: block %d element %d is %#lx, expected %#lx (a source "
+                      "rewritten after ibput returned was sent)",
+                      r, j, k, (unsigned long)dst[j * DST + k], (unsigned long)want);
+            }
+        shmem_barrier_all();
+    }
+    shmem_free(src);
+    shmem_free(dst);
+}
+
 int main(int argc, char **argv) {
     shmem_init();
     ctest_begin();
@@ -225,6 +260,7 @@ int main(int argc, char **argv) {
     test_sized(16, "128", shmem_ibput128, shmem_ibget128, shmem_ctx_ibput128,
                shmem_ctx_ibget128);
     test_empty();
+    test_reuse();
 
     shmem_ctx_destroy(ctx);
     ctest_barrier();

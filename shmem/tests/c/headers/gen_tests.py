@@ -10,7 +10,7 @@ second transcription of the specification tables, also independent of shmem.h.
 
 Outputs, in OUT_DIR:
   symbols.txt       every symbol of the TSV, then every pshmem_ twin (one per line)
-  generics.txt      the 69 generic names (67 of 1.5, 2 of 1.6)
+  generics.txt      the 73 generic names (67 of 1.5, the 6 of 1.6)
   decls.c           redeclares every symbol and twin with its 1.5 signature and takes its
                     address (compiles as C and as C++): a missing or different prototype in
                     the headers is a compile error
