@@ -522,24 +522,13 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
 #define GSAS_SHMEM_D_P2P(P, B, T, N, K)                                                       \
     GSAS_SHMEM_DECL(void, P, N##_wait_until, T *ivar, int cmp, T cmp_value)                   \
     GSAS_SHMEM_DECL(int, P, N##_test, T *ivar, int cmp, T cmp_value)                          \
-    GSAS_SHMEM_DECL(void, P, N##_wait_until_all, T *ivars, size_t nelems, const int *status,  \
-                    int cmp, T cmp_value)                                                     \
-    GSAS_SHMEM_DECL(size_t, P, N##_wait_until_any, T *ivars, size_t nelems,                   \
-                    const int *status, int cmp, T cmp_value)                                  \
-    GSAS_SHMEM_DECL(size_t, P, N##_wait_until_some, T *ivars, size_t nelems, size_t *indices, \
-                    const int *status, int cmp, T cmp_value)                                  \
+    GSAS_SHMEM_D_P2P_MULTI(P, T, N)                                                           \
     GSAS_SHMEM_DECL(void, P, N##_wait_until_all_vector, T *ivars, size_t nelems,              \
                     const int *status, int cmp, const T *cmp_values)                          \
     GSAS_SHMEM_DECL(size_t, P, N##_wait_until_any_vector, T *ivars, size_t nelems,            \
                     const int *status, int cmp, const T *cmp_values)                          \
     GSAS_SHMEM_DECL(size_t, P, N##_wait_until_some_vector, T *ivars, size_t nelems,           \
                     size_t *indices, const int *status, int cmp, const T *cmp_values)         \
-    GSAS_SHMEM_DECL(int, P, N##_test_all, T *ivars, size_t nelems, const int *status,         \
-                    int cmp, T cmp_value)                                                     \
-    GSAS_SHMEM_DECL(size_t, P, N##_test_any, T *ivars, size_t nelems, const int *status,      \
-                    int cmp, T cmp_value)                                                     \
-    GSAS_SHMEM_DECL(size_t, P, N##_test_some, T *ivars, size_t nelems, size_t *indices,       \
-                    const int *status, int cmp, T cmp_value)                                  \
     GSAS_SHMEM_DECL(int, P, N##_test_all_vector, T *ivars, size_t nelems, const int *status,  \
                     int cmp, const T *cmp_values)                                             \
     GSAS_SHMEM_DECL(size_t, P, N##_test_any_vector, T *ivars, size_t nelems,                  \
@@ -552,9 +541,9 @@ extern struct shmem_impl_team gsas_shmem_team_shared;
     GSAS_SHMEM_DECL(void, P, N##_wait_until, T *ivar, int cmp, T cmp_value)                   \
     GSAS_SHMEM_DECL(int, P, N##_test, T *ivar, int cmp, T cmp_value)                          \
     GSAS_SHMEM_D_P2P_MULTI(P, T, N)
-/* The multi-variable forms (not OpenSHMEM routines for short and unsigned short; Sandia
- * OpenSHMEM and Open MPI have them, and programs written for them call the generics below
- * with short arguments). */
+/* The multi-variable forms with one comparison value, over the 1.5 point-to-point types and
+ * short and unsigned short (for these not OpenSHMEM routines; Sandia OpenSHMEM and Open MPI
+ * have them, and programs written for them call the generics below with short arguments). */
 #define GSAS_SHMEM_D_P2P_MULTI(P, T, N)                                                       \
     GSAS_SHMEM_DECL(void, P, N##_wait_until_all, T *ivars, size_t nelems, const int *status,  \
                     int cmp, T cmp_value)                                                     \

@@ -75,24 +75,6 @@ macro_rules! p2p_rows {
                     => |call| wait_until(ivar, cmp, cmp_value, call);
                 plain [$n _test] (ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int
                     => |call| test(ivar, cmp, cmp_value, call);
-                plain [$n _wait_until_all]
-                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_value: $t)
-                    => |call| q::wait_until_all(
-                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                        call);
-                plain [$n _wait_until_any]
-                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_value: $t) -> usize
-                    => |call| q::wait_until_any(
-                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                        call);
-                plain [$n _wait_until_some]
-                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                     status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
-                    => |call| q::wait_until_some(
-                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                        indices, call);
                 plain [$n _wait_until_all_vector]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
                      cmp_values: *const $t)
@@ -113,24 +95,6 @@ macro_rules! p2p_rows {
                     => |call| q::wait_until_some(
                         set(ivars, nelems, status, cmp,
                             Values::Each(cmp_values.cast()), call),
-                        indices, call);
-                plain [$n _test_all]
-                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_value: $t) -> c_int
-                    => |call| q::test_all(
-                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                        call);
-                plain [$n _test_any]
-                    (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
-                     cmp_value: $t) -> usize
-                    => |call| q::test_any(
-                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
-                        call);
-                plain [$n _test_some]
-                    (ivars: *mut $t, nelems: usize, indices: *mut usize,
-                     status: *const c_int, cmp: c_int, cmp_value: $t) -> usize
-                    => |call| q::test_some(
-                        set(ivars, nelems, status, cmp, Values::One(cmp_value.to_i128()), call),
                         indices, call);
                 plain [$n _test_all_vector]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
@@ -162,10 +126,7 @@ p2p_types!(p2p_rows);
 
 macro_rules! p2p_depr_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
-        /// The deprecated short and unsigned short wait_until and test, and their
-        /// multi-variable forms (`_all`, `_any`, `_some`: not OpenSHMEM routines, but
-        /// Sandia OpenSHMEM and Open MPI have them, and the C11 generics of programs
-        /// written for them take `short`).
+        /// The deprecated short and unsigned short wait_until and test.
         const DEPR: &[&[&[&str]]] = &[$(
             abi! {
                 names;
@@ -174,6 +135,22 @@ macro_rules! p2p_depr_rows {
                     => |call| wait_until(ivar, cmp, cmp_value, call);
                 plain [$n _test] (ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int
                     => |call| test(ivar, cmp, cmp_value, call);
+            }
+        ),*];
+    };
+}
+
+p2p_depr_types!(p2p_depr_rows);
+
+/// The multi-variable wait_until and test with one comparison value (`_all`, `_any`,
+/// `_some`), over the table `$list` names: OpenSHMEM 1.5's types (`MULTI`), and short and
+/// unsigned short (`MULTI_SHORT`: not OpenSHMEM routines, but Sandia OpenSHMEM and Open MPI
+/// have them, and the C11 generics of programs written for them take `short`).
+macro_rules! p2p_multi_rows {
+    ($list:ident; $($n:ident : $t:ty),* $(,)?) => {
+        const $list: &[&[&[&str]]] = &[$(
+            abi! {
+                names;
                 plain [$n _wait_until_all]
                     (ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int,
                      cmp_value: $t)
@@ -214,8 +191,19 @@ macro_rules! p2p_depr_rows {
         ),*];
     };
 }
+macro_rules! p2p_multi {
+    ($($rows:tt)*) => {
+        p2p_multi_rows!(MULTI; $($rows)*);
+    };
+}
+macro_rules! p2p_multi_short {
+    ($($rows:tt)*) => {
+        p2p_multi_rows!(MULTI_SHORT; $($rows)*);
+    };
+}
 
-p2p_depr_types!(p2p_depr_rows);
+p2p_types!(p2p_multi);
+p2p_depr_types!(p2p_multi_short);
 
 macro_rules! wait_depr_rows {
     ($($n:ident : $t:ty),* $(,)?) => {
@@ -235,6 +223,8 @@ wait_depr_types!(wait_depr_rows);
 /// The names of this module.
 pub fn names(out: &mut Vec<&'static str>) {
     super::extend(out, CURRENT);
+    super::extend(out, MULTI);
     super::extend(out, DEPR);
+    super::extend(out, MULTI_SHORT);
     super::extend(out, WAIT);
 }

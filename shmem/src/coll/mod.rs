@@ -423,6 +423,20 @@ pub unsafe fn alltoall(
     }
 }
 
+/// `dest` and `src` of `n` bytes must be the same or disjoint (reductions and scans); a
+/// fatal error naming `call` otherwise.
+fn same_or_disjoint(dest: *mut u8, src: *const u8, n: usize, call: &str) {
+    let (d, s) = (dest as usize, src as usize);
+    if d != s && d < s + n && s < d + n {
+        fatal(
+            call,
+            format_args!(
+                "dest {dest:p} and source {src:p} ({n} bytes) overlap without being the same"
+            ),
+        );
+    }
+}
+
 /// A reduction (OpenSHMEM 1.5 §9.9.9): `count` elements of `dt` combined with `op` over
 /// the members, into every `dest`; `dest` and `src` identical or disjoint.
 ///
@@ -451,15 +465,7 @@ pub unsafe fn reduce(
                 return 0;
             }
             let n = bytes(count, dt.size(), call);
-            let (d, s) = (dest as usize, src as usize);
-            if d != s && d < s + n && s < d + n {
-                fatal(
-                    call,
-                    format_args!(
-                        "dest {dest:p} and source {src:p} ({n} bytes) overlap without being the same"
-                    ),
-                );
-            }
+            same_or_disjoint(dest, src, n, call);
             let dest = buf(r.st, dest, n, call);
             let src = buf(r.st, src, n, call);
             reduce::reduce(r, dest, src, n, count, k);
@@ -510,15 +516,7 @@ pub unsafe fn scan(
         // SAFETY: forwarded; a collective without data still synchronizes the team.
         return unsafe { sync(On::Team(team), call) };
     }
-    let (d, s) = (dest as usize, src as usize);
-    if d != s && d < s + n && s < d + n {
-        fatal(
-            call,
-            format_args!(
-                "dest {dest:p} and source {src:p} ({n} bytes) overlap without being the same"
-            ),
-        );
-    }
+    same_or_disjoint(dest, src, n, call);
     // Checked symmetric on this PE before anything is read or written.
     st.translate(dest, n, call);
     st.translate(src, n, call);
