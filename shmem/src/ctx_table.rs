@@ -18,10 +18,12 @@
 //!
 //! **Sessions** (OpenSHMEM 1.6 §9.9.2-9.9.3, `shmem_ctx_session_start`/`_stop`) are recorded per
 //! context ([`Session`]). What gsas does with them: on a context in a session with
-//! `SHMEM_CTX_SESSION_BATCH`, a blocking put to a PE reached through a service does not
-//! send its frame before returning ([`gsas_node::Node::put_held`]); it waits in the open
-//! frame, as non-blocking puts do, for the next operation that sends, the next progress
-//! call or the progress keeper's tick, so that a loop of small blocking puts shares frames.
+//! `SHMEM_CTX_SESSION_BATCH`, a blocking put to a PE of another node does not send its
+//! frame before returning ([`gsas_node::Node::put_held`]); it waits in the open frame, as
+//! non-blocking puts do, for the next operation that sends, the next progress call or the
+//! progress keeper's tick, so that a loop of small blocking puts shares frames. (Writes
+//! that bypass the frames go at once: Exanet's PIO messages, this node's service ring
+//! with `GSAS_DIRECT=0`, verbs.)
 //! `shmem_ctx_session_stop` sends what waits. Nothing else changes: completion and ordering
 //! are as outside a session (a `quiet` completes the held puts). The `total_ops` hint is
 //! recorded and not used. Same-node puts are stores and never wait.
