@@ -165,6 +165,8 @@ pub struct Resolved {
     pub node_ctx: NodeCtx,
     /// Its team (`None`: the world team, identity numbering).
     pub team: Option<&'static Team>,
+    /// Its session record.
+    pub session: &'static Session,
 }
 
 /// The context behind a handle; `SHMEM_CTX_INVALID` or a handle that is not a live
@@ -179,6 +181,7 @@ pub unsafe fn resolve(ctx: CtxRef, call: &str) -> Resolved {
         return Resolved {
             node_ctx: NodeCtx::DEFAULT,
             team: None,
+            session: &DEFAULT_SESSION,
         };
     }
     if ctx.is_invalid() {
@@ -203,6 +206,7 @@ pub unsafe fn resolve(ctx: CtxRef, call: &str) -> Resolved {
     Resolved {
         node_ctx: obj.node_ctx,
         team,
+        session: &obj.session,
     }
 }
 
@@ -331,19 +335,11 @@ pub unsafe fn options(ctx: CtxRef, call: &str) -> c_long {
 ///
 /// `ctx` a context handle from the library.
 pub unsafe fn session(ctx: CtxRef, call: &str) -> Option<&'static Session> {
-    if ctx.is_default() {
-        return Some(&DEFAULT_SESSION);
-    }
     if ctx.is_invalid() {
         return None;
     }
-    // SAFETY: forwarded; `resolve` validated the object, which lives until the context is
-    // destroyed (using it after that is the program's error, caught while the memory still
-    // holds the cleared marker).
-    unsafe {
-        resolve(ctx, call);
-        Some(&(*ctx.0.cast::<CtxObj>()).session)
-    }
+    // SAFETY: forwarded.
+    Some(unsafe { resolve(ctx, call) }.session)
 }
 
 /// `shmem_ctx_session_start` (OpenSHMEM 1.6 §9.9.2): opens a session on `ctx`, or ORs

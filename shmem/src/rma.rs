@@ -176,8 +176,7 @@ unsafe fn put_general_body(
     }
     // SAFETY: `src` is readable for `n` bytes by the caller's contract.
     let data = unsafe { std::slice::from_raw_parts(src, n) };
-    // SAFETY: `ctx` was resolved above.
-    let held = !nbi && unsafe { ctx::session(ctx, call) }.is_some_and(|s| s.batching());
+    let held = !nbi && r.session.batching();
     let res = if nbi {
         st.node.put_nbi(r.node_ctx, target, sym.seg, sym.off, data)
     } else if held {

@@ -22,6 +22,7 @@
  * p_ctx (through a created context), put1 (shmem_long_put of 1 element), putn (shmem_int_put
  * of 5), putmem (shmem_putmem of 1..64 bytes, the size cycling with the round), putmem_static
  * (8/16/32/64 bytes into a static array), putmem_4k (4 KiB), iput (shmem_long_iput, stride 2),
+ * ibput (shmem_long_ibput of 3 blocks of 2, destination stride 3: the gaps stay 0),
  * put_nbi (shmem_long_put_nbi of 3 + shmem_quiet), put_signal (shmem_putmem_signal, 1..64
  * bytes, signal SET to the round), amo_set, amo_swap (the swap must fetch 0: the target
  * cleared it), bcast (shmem_long_broadcast of 4 elements, root rotating), collect
@@ -233,6 +234,32 @@ static void await_iput(long k) {
             poll_step(&spins, 1, &t0, "iput", k);
         CHECK(*e == wval(k) + i / 2, "iput round %ld: element %d is %#lx, expected %#lx", k, i,
               (unsigned long)*e, (unsigned long)(wval(k) + i / 2));
+        *e = 0;
+    }
+}
+static void send_ibput(long k) {
+    long src[6];
+    for (int i = 0; i < 6; i++)
+        src[i] = wval(k) + i;
+    shmem_long_ibput(arr, src, 3, 2, 2, 3, peer);
+}
+static void await_ibput(long k) {
+    /* Blocks at 0-1, 3-4, 6-7; the last element comes last from every path. */
+    shmem_long_wait_until(&arr[7], SHMEM_CMP_NE, 0);
+    unsigned long spins = 0;
+    double t0 = 0;
+    for (int i = 0; i < 8; i++) {
+        volatile long *e = &arr[i];
+        if (i % 3 == 2) {
+            CHECK(*e == 0, "ibput round %ld: the gap element %d was written (%#lx)", k, i,
+                  (unsigned long)*e);
+            continue;
+        }
+        long want = wval(k) + (i / 3) * 2 + i % 3;
+        while (*e == 0)
+            poll_step(&spins, 1, &t0, "ibput", k);
+        CHECK(*e == want, "ibput round %ld: element %d is %#lx, expected %#lx", k, i,
+              (unsigned long)*e, (unsigned long)want);
         *e = 0;
     }
 }
@@ -494,6 +521,7 @@ static const struct mode MODES[] = {
     {"putmem_static", send_putmem_static, await_putmem_static, NULL, 0},
     {"putmem_4k", send_putmem_4k, await_putmem_4k, NULL, 0},
     {"iput", send_iput, await_iput, NULL, 0},
+    {"ibput", send_ibput, await_ibput, NULL, 0},
     {"put_nbi", send_put_nbi, await_put_nbi, NULL, 0},
     {"put_signal", send_put_signal, await_put_signal, NULL, 0},
     {"amo_set", send_amo_set, await_heap_word, NULL, 0},
