@@ -975,3 +975,34 @@ fn immediate_acks_come_every_quarter_window_between_4_and_8_frames() {
     assert_eq!(frames_until_immediate_ack::<16>(), 4);
     assert_eq!(frames_until_immediate_ack::<8>(), 4);
 }
+
+#[test]
+fn an_owed_ack_goes_at_once_when_asked_and_only_when_owed() {
+    let mut net = net_storage();
+    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let mut peers = peer_table();
+    let mut buf = vec![0u8; buffer_len(MTU, MTU, 8)];
+    let mut r = Rel::new(hub.endpoint(0).unwrap(), config(5), &mut peers, &mut buf).unwrap();
+    let mut raw = hub.endpoint(1).unwrap();
+    let peer = Raw { epoch: 3, dest: 0 };
+    r.poll(1_000).unwrap();
+    // Nothing received from the peer yet: nothing owed, nothing sent.
+    assert!(!r.acknowledge_now(1).unwrap());
+    put(&mut raw, 0, &peer.data(30, 30, None, &[b"put"]));
+    assert!(recv_one(&mut r).is_some());
+    r.flush().unwrap();
+    assert!(drain(&mut raw).is_empty(), "one frame: the ack is delayed");
+    // Asked: the ack leaves now, before the delay, and covers the frame.
+    assert!(r.acknowledge_now(1).unwrap());
+    r.flush().unwrap();
+    let frames = drain(&mut raw);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].0.seq, None, "a pure ack");
+    assert_eq!(frames[0].0.ack.unwrap().cum, Seq(30));
+    assert_eq!(r.stats().acks_sent, 1);
+    // Nothing owed any more: no second ack now, none when the delay would have passed.
+    assert!(!r.acknowledge_now(1).unwrap());
+    r.poll(1_000 + 1_000).unwrap();
+    assert!(drain(&mut raw).is_empty());
+    assert_eq!(r.stats().acks_sent, 1);
+}

@@ -135,6 +135,13 @@ where
         self.rel.pool_usage()
     }
 
+    /// Sends the acknowledgement owed to `peer` now ([`Reliable::acknowledge_now`]).
+    ///
+    /// Errors: a failed inner transport.
+    pub fn acknowledge_now(&mut self, peer: T::Peer) -> Result<bool, TransportError> {
+        self.rel.acknowledge_now(peer)
+    }
+
     /// The peers declared unreachable ([`Reliable::failed_peers`]).
     pub fn failed_peers(&self) -> impl Iterator<Item = T::Peer> + '_ {
         self.rel.failed_peers()

@@ -298,6 +298,25 @@ impl<'a, T: Transport, const W: usize, I: PeerIndex<T::Peer>> Reliable<'a, T, W,
             .is_some_and(|s| c.peers[s].failed)
     }
 
+    /// Sends the acknowledgement owed to `peer` now instead of after `ack_delay_ns` (or
+    /// with the next frame to it): for a receiver that has just *applied* what the peer
+    /// sent and knows the peer waits for that (a point-to-point put whose sender is in
+    /// `shmem_quiet`). `Ok(false)` when nothing is owed, the peer has no slot, or the
+    /// inner transport pushed back (the ack then stays owed and the next `poll` sends it).
+    ///
+    /// Errors: a failed inner transport.
+    pub fn acknowledge_now(&mut self, peer: T::Peer) -> Result<bool, TransportError> {
+        let c = &self.core;
+        let Some(slot) = c.index.find(peer, c.peers.len()) else {
+            return Ok(false);
+        };
+        let p = &c.peers[slot];
+        if p.ack_due == NEVER && p.rx_unacked == 0 {
+            return Ok(false);
+        }
+        self.send_ack(slot)
+    }
+
     /// The peers currently declared unreachable (scans the peer table).
     pub fn failed_peers(&self) -> impl Iterator<Item = T::Peer> + '_ {
         self.core
