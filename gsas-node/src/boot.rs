@@ -1183,6 +1183,8 @@ impl Mapped {
             direct: env.direct,
             ops_started: AtomicU64::new(0),
             settled: AtomicBool::new(true),
+            outside: AtomicBool::new(false),
+            outside_hook: std::sync::OnceLock::new(),
             unbelled,
         })
     }

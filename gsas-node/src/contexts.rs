@@ -41,6 +41,7 @@ impl Node {
     pub fn quiet(&self, ctx: Ctx) -> Result<(), NodeError> {
         let i = self.ctx_index(ctx)?;
         self.check_live()?;
+        self.complete_outside(None)?;
         {
             let mut remote = self.pulse.lock();
             // RDMA first (the verbs path does not keep per-context counts: every context's
@@ -75,16 +76,57 @@ impl Node {
     /// Marks the node settled ([`Node::settled_word`]) if nothing of any context is in flight,
     /// unsent or unreported; called with the remote path's lock held (`remote`).
     fn mark_settled(&self, remote: &Remote) {
-        let idle = remote.net.client.in_flight() == 0
-            && remote
-                .ring
-                .as_ref()
-                .is_none_or(|r| r.client.in_flight() == 0)
-            && remote.book.unsent.is_empty()
+        if engines_idle(remote)
             && remote.book.ctx_error.iter().all(Option::is_none)
-            && remote.verbs.as_ref().is_none_or(|v| !v.busy());
-        if idle {
+            && !self.outside.load(Ordering::Acquire)
+        {
             self.settled.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Before a write of this PE goes to PE `pe`'s own endpoint, outside the node (the
+    /// OpenSHMEM layer's point-to-point puts): whether it may. It may only while nothing
+    /// of the remote path is in flight or unsent, so that it cannot overtake an earlier
+    /// operation (fenced or not) of any context; then the node is marked as having writes
+    /// outside ([`Node::outside_done`] ends that), counts it as a started operation and is
+    /// no longer settled. Operations through a service that start later first complete the
+    /// outside writes to their PE, and `quiet` and `fence` all of them, through the hook
+    /// ([`Node::set_outside_hook`]), so every two writes of this PE to one PE stay in the
+    /// order issued whichever paths they take.
+    pub fn outside_begin(&self) -> bool {
+        let remote = self.pulse.lock();
+        if !engines_idle(&remote) {
+            return false;
+        }
+        self.outside.store(true, Ordering::Release);
+        self.ops_started.fetch_add(1, Ordering::Relaxed);
+        // Under the remote path's lock, as `mark_settled`: see `Node::settled_word`.
+        self.settled.store(false, Ordering::Relaxed);
+        true
+    }
+
+    /// Every write sent outside the node since [`Node::outside_begin`] is complete (the
+    /// caller knows, under its own lock, that no other is in flight).
+    pub fn outside_done(&self) {
+        self.outside.store(false, Ordering::Release);
+    }
+
+    /// Sets what completes the writes sent outside the node (once; later calls are
+    /// ignored).
+    pub fn set_outside_hook(&self, hook: super::OutsideHook) {
+        let _ = self.outside_hook.set(hook);
+    }
+
+    /// Completes the writes sent outside the node, to `pe` or to every PE, if any may be
+    /// in flight (one load otherwise). Called without the remote path's lock.
+    #[inline]
+    pub(crate) fn complete_outside(&self, pe: Option<u32>) -> Result<(), NodeError> {
+        if !self.outside.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match self.outside_hook.get() {
+            Some(hook) => hook(pe),
+            None => Ok(()),
         }
     }
 
@@ -92,6 +134,7 @@ impl Node {
     /// see the [module docs](self) for how.
     pub fn fence(&self, ctx: Ctx) -> Result<(), NodeError> {
         let i = self.ctx_index(ctx)?;
+        self.complete_outside(None)?;
         let pending = {
             let mut remote = self.pulse.lock();
             if let Some(v) = remote.verbs.as_mut() {
@@ -106,4 +149,15 @@ impl Node {
             Ok(())
         }
     }
+}
+
+/// Whether no engine of the remote path has anything in flight or unsent.
+fn engines_idle(remote: &Remote) -> bool {
+    remote.net.client.in_flight() == 0
+        && remote
+            .ring
+            .as_ref()
+            .is_none_or(|r| r.client.in_flight() == 0)
+        && remote.book.unsent.is_empty()
+        && remote.verbs.as_ref().is_none_or(|v| !v.busy())
 }

@@ -300,7 +300,19 @@ pub struct Node {
     /// set (one relaxed load, [`Node::settled_word`]) has nothing to complete that was started
     /// before its call.
     settled: AtomicBool,
+    /// Writes of this PE sent on a path outside the node (the OpenSHMEM layer's
+    /// point-to-point puts straight to another PE's endpoint) may be incomplete: set by
+    /// [`Node::outside_begin`] under the remote path's lock, cleared by
+    /// [`Node::outside_done`]. While it is set the node is never marked settled, and
+    /// `quiet`, `fence` and every operation through a service first call the hook.
+    outside: AtomicBool,
+    /// What completes those writes (all of them, or those to one PE), set once by the
+    /// layer that sends them ([`Node::set_outside_hook`]).
+    outside_hook: std::sync::OnceLock<OutsideHook>,
 }
+
+/// Completes the writes a path outside the node sent: to every PE (`None`) or to one.
+pub type OutsideHook = Box<dyn Fn(Option<u32>) -> Result<(), NodeError> + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -382,6 +394,13 @@ impl Node {
     #[inline]
     pub fn is_local(&self, pe: u32) -> bool {
         self.node_of.get(pe as usize) == Some(&self.node)
+    }
+
+    /// Whether this PE's writes to `pe` go through a service on the network (another node
+    /// over UDP or Exanet), not into a mapping, through the shm ring or by RDMA.
+    #[inline]
+    pub fn writes_through_network_service(&self, pe: u32) -> bool {
+        matches!(self.routes.get(pe as usize), Some(remote::Route::Net(_)))
     }
 
     /// A pointer to offset 0 of segment `seg` of PE `pe` if that segment is mapped in this

@@ -217,6 +217,8 @@ impl Node {
     ) -> Result<(usize, Issued), NodeError> {
         let desc = record.desc;
         let node = record.node;
+        // Writes this PE sent to the same PE outside the node come first.
+        self.complete_outside(Some(desc.pe))?;
         let index;
         {
             let mut remote = self.pulse.lock();
