@@ -144,7 +144,7 @@ pub const COLL_SPIN_US: EnvVar = EnvVar {
     alias: None,
     kind: Kind::Count,
     default: "20",
-    doc: "gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning while a spin would keep another thread off a CPU: the node runs more PEs than the process may use CPUs, or the machine has more runnable threads than CPUs (sampled every 10 ms).",
+    doc: "gsas extension: microseconds a collective spins on a flag before it yields the CPU (then it yields for 500 us, then sleeps in growing steps of up to 100 us); no spinning while a spin would keep another thread off a CPU: the node runs more PEs than the process may use CPUs, or the machine has more runnable threads than CPUs (sampled every 10 ms, two samples in a row).",
 };
 /// `SHMEM_COLL_DIRECT_MAX` (a gsas extension).
 pub const COLL_DIRECT_MAX: EnvVar = EnvVar {
@@ -162,6 +162,14 @@ pub const COLL_DIRECT_CHUNK: EnvVar = EnvVar {
     default: "what a datagram of the job's UDP MTU (`GSAS_UDP_MTU`, `defaults.udp_mtu`) holds after its headers, rounded down to 64 bytes (61312 for 61440)",
     doc: "gsas extension: most data bytes per packet of the collectives' direct path (larger values are taken as what a datagram holds; rounded down to a multiple of 64, at least 64): larger data is cut into packets at multiples of 64 bytes of its destination address. Must be the same on every PE.",
 };
+/// `SHMEM_P2P_DIRECT_MAX` (a gsas extension).
+pub const P2P_DIRECT_MAX: EnvVar = EnvVar {
+    name: "SHMEM_P2P_DIRECT_MAX",
+    alias: None,
+    kind: Kind::Size,
+    default: "1k",
+    doc: "gsas extension: across nodes over UDP, a blocking put (`shmem_p`, `shmem_put`, `shmem_putmem`, ...) of up to this many bytes that fits one datagram of the collectives' endpoint goes straight to the target PE's own socket, which the target applies while it waits or tests (or its keeper thread, as soon as it arrives, when the target sleeps or computes) and then acknowledges, instead of through the target node's atomic service; only while nothing of this PE's is in flight through a service, so that no earlier operation is overtaken. 0 sends every put through the services. Needs the collectives' endpoint (`SHMEM_COLL_DIRECT_MAX` above 0).",
+};
 
 /// Every variable, in the order of the documentation.
 pub const VARS: &[EnvVar] = &[
@@ -176,6 +184,7 @@ pub const VARS: &[EnvVar] = &[
     COLL_SPIN_US,
     COLL_DIRECT_MAX,
     COLL_DIRECT_CHUNK,
+    P2P_DIRECT_MAX,
 ];
 
 /// The smallest `SHMEM_SYMMETRIC_SIZE` (and `defaults.symmetric_size`): one page.
@@ -209,6 +218,8 @@ pub struct Config {
     pub coll_direct_max: u64,
     /// `SHMEM_COLL_DIRECT_CHUNK` in bytes; `None` when unset (from the UDP MTU).
     pub coll_direct_chunk: Option<u64>,
+    /// `SHMEM_P2P_DIRECT_MAX` in bytes.
+    pub p2p_direct_max: u64,
 }
 
 impl Default for Config {
@@ -225,6 +236,7 @@ impl Default for Config {
             coll_spin_us: 20,
             coll_direct_max: 256 << 10,
             coll_direct_chunk: None,
+            p2p_direct_max: 1 << 10,
         }
     }
 }
@@ -291,6 +303,7 @@ impl Config {
                     match var.name {
                         "SHMEM_COLL_RING_MIN" => c.coll_ring_min = v,
                         "SHMEM_COLL_DIRECT_MAX" => c.coll_direct_max = v,
+                        "SHMEM_P2P_DIRECT_MAX" => c.p2p_direct_max = v,
                         "SHMEM_COLL_DIRECT_CHUNK" if v == 0 => {
                             return Err(bad("a datagram carries at least 1 byte".into()));
                         }

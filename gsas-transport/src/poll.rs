@@ -113,7 +113,9 @@ pub const LOAD_SAMPLE: Duration = Duration::from_millis(10);
 /// The count is the kernel's number of runnable threads (the fourth field of
 /// `/proc/loadavg`, `running/total`, which includes the caller), read at most every
 /// [`LOAD_SAMPLE`] by any thread of the process (one `pread` of an open file; the callers
-/// between two samples get the last answer). Two nodes emulated on one machine, a node
+/// between two samples get the last answer). Crowded means two samples in a row above the
+/// CPU count: one sample may catch a thread that runs for microseconds (a timer tick of an
+/// idle service, a keeper thread), which made waiters that could spin block for 10 ms. Two nodes emulated on one machine, a node
 /// with more PEs than cores and a node shared with other jobs all show here, where the
 /// number of PEs of one node does not. False when the file cannot be read.
 pub fn oversubscribed() -> bool {
@@ -132,7 +134,15 @@ pub fn oversubscribed() -> bool {
     {
         return BUSY.load(Ordering::Relaxed);
     }
-    let busy = sample_run_queue().is_some_and(|(running, cpus)| running > cpus);
+    // A single sample above the CPU count may catch a thread that runs for microseconds
+    // (a timer tick of an idle service, a keeper thread): crowded only when two samples
+    // in a row say so.
+    static OVER: AtomicBool = AtomicBool::new(false);
+    let over = sample_run_queue().is_some_and(|(running, cpus)| running > cpus);
+    let busy = over && OVER.swap(over, Ordering::Relaxed);
+    if !over {
+        OVER.store(false, Ordering::Relaxed);
+    }
     BUSY.store(busy, Ordering::Relaxed);
     busy
 }

@@ -182,6 +182,12 @@ pub mod testing {
     pub fn coll_drop(mask: u64) {
         crate::coll::direct::drop_next(mask);
     }
+
+    /// Point-to-point puts this PE sent straight to other PEs' endpoints
+    /// (`SHMEM_P2P_DIRECT_MAX`), and those it applied from others.
+    pub fn p2p_direct_counts() -> (u64, u64) {
+        crate::coll::direct::p2p_counts()
+    }
 }
 
 pub use api::{

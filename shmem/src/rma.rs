@@ -177,6 +177,10 @@ unsafe fn put_general_body(
     // SAFETY: `src` is readable for `n` bytes by the caller's contract.
     let data = unsafe { std::slice::from_raw_parts(src, n) };
     let held = !nbi && r.session.batching();
+    // A small blocking put to a PE of another node: straight to its endpoint if it can.
+    if !nbi && !held && crate::coll::direct::p2p_put(st, target, sym, data, call) {
+        return;
+    }
     let res = if nbi {
         st.node.put_nbi(r.node_ctx, target, sym.seg, sym.off, data)
     } else if held {

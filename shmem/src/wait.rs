@@ -16,7 +16,11 @@
 //! `futex(2)` for at most the sleep step. An update that another node's PE makes to this
 //! PE's memory is applied by this node's atomic service, which rings the bell when a waiter
 //! sleeps, so the waiter wakes at once instead of after up to 1 ms (with more processes
-//! than cores those sleeps dominated cross-node ping-pong). Stores of same-node PEs go
+//! than cores those sleeps dominated cross-node ping-pong). A small put sent straight to
+//! this PE (`SHMEM_P2P_DIRECT_MAX`, see `coll::direct`) is applied by the waiter itself,
+//! which drives its endpoint in [`progress`], or, while it sleeps, by its keeper thread,
+//! which then rings the bell; packets arriving on the endpoint count as activity, so the
+//! waiter spins again while a stream of them comes in. Stores of same-node PEs go
 //! directly into memory and do not ring; the waiter's spin phase sees those, and a sleeping
 //! waiter sees them at the end of its (bounded) sleep step as before. On a crowded machine
 //! (more runnable threads than CPUs) there is no spin phase: the waiter sleeps at once, and
@@ -129,11 +133,23 @@ pub fn wait_for<R>(
     let start = Instant::now();
     let deadline = start + st.wait_timeout();
     let mut watch = Watch::new(Some(call), start);
+    let mut received = crate::coll::direct::received();
     let got = waiter.wait_bell(&what, deadline, &mut [], st.node.bell(), || {
         progress(st, call);
         match cond() {
             Some(r) => Progress::Done(r),
+            // Point-to-point puts arrive on this PE's endpoint (for other variables):
+            // activity, so the waiter spins again, as while a service applies them.
+            None if crate::coll::direct::received() != received => {
+                received = crate::coll::direct::received();
+                Progress::Busy
+            }
             None => {
+                // Announced on the bell (the re-check before a sleep): the keeper thread
+                // watches the endpoint while this thread sleeps.
+                if st.node.bell().is_some_and(|b| b.sleepers() > 0) {
+                    crate::coll::direct::sleeping();
+                }
                 // A dead service was seen by `progress`; this prints the report line.
                 let _ = watch.idle(&what);
                 Progress::Idle(None)
@@ -195,6 +211,7 @@ pub fn tested<R>(
         return r;
     };
     let sleeper = bell.announce();
+    crate::coll::direct::sleeping();
     let r = eval();
     if hit(&r) {
         TEST_MISSES.set((0, 0));
@@ -227,6 +244,7 @@ pub fn progress(st: &State, call: &str) {
     if let Err(e) = st.node.poke() {
         fatal(call, e);
     }
+    crate::coll::direct::drive_p2p(st);
     if watch::alert() & watch::GONE != 0 {
         fatal(call, st.node.service_gone());
     }
@@ -239,6 +257,7 @@ pub fn progress_polled(st: &State, call: &str) {
     if let Err(e) = st.node.poke() {
         fatal(call, e);
     }
+    crate::coll::direct::drive_p2p(st);
     if watch::alert() != 0 && watch::polled(call).is_err() {
         fatal(call, st.node.service_gone());
     }

@@ -13,7 +13,7 @@ pub(super) const HEADER: usize = 32;
 mod field {
     use std::ops::Range;
     pub const KIND: usize = 0;
-    /// Bits: [`super::LOSE_ONCE`].
+    /// Bits: [`super::LOSE_ONCE`], [`super::URGENT`].
     pub const FLAGS: usize = 1;
     /// Segment of the flag (or `NOTE`).
     pub const FLAG_SEG: usize = 2;
@@ -100,6 +100,9 @@ pub(super) const KIND_PART: u8 = 6;
 /// Header flag (tests): the frame that carries this packet is lost on its first
 /// transmission (see `shmem::testing::coll_drop`); receivers ignore it.
 pub(super) const LOSE_ONCE: u8 = 1;
+/// Header flag: a point-to-point put, whose sender may be waiting in `shmem_quiet`: the
+/// receiver acknowledges it as soon as it is applied, and rings its own doorbell.
+pub(super) const URGENT: u8 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -50,9 +50,26 @@
 //! from an address other than the one that PE published, or naming memory outside the
 //! receiver's segments is dropped.
 //!
+//! **Point-to-point puts** ([`p2p_put`], `SHMEM_P2P_DIRECT_MAX`, 1 KiB by default). A
+//! blocking put (`shmem_p`, `shmem_put`, `shmem_putmem`, ...) to a PE of another node that
+//! fits one packet goes to that PE's endpoint too, marked [`URGENT`]: the flag exchange
+//! that applications do then wakes no service on either side. The receiver applies it when
+//! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; when no
+//! caller drove it for [`DRIVEN_RECENTLY`], or a thread of the PE sleeps on its doorbell,
+//! the keeper thread blocks on the socket and applies it at once), then acknowledges it at
+//! once and rings the PE's doorbell. Ordering with the services' path, whichever paths two
+//! writes of a PE to one PE take, is kept by two rules: such a put goes here only while
+//! nothing of the PE's is in flight through a service
+//! ([`gsas_node::Node::outside_begin`]), and every later operation through a service to
+//! that PE, and every `quiet` and `fence`, first waits until the puts sent here are
+//! acknowledged ([`complete`], the node's outside hook). An acknowledgement leaves only
+//! after the packet (and any held behind a lost one) was applied, so an acknowledged put is
+//! in the target's memory.
+//!
 //! **What it is not.** Not used within a node (shared memory is faster), over Exanet (the
-//! PEs have no UDP socket there), or with `SHMEM_COLL_DIRECT_MAX=0`; then every signal
-//! goes through the services as before. Not for point-to-point operations.
+//! PEs have no UDP socket there), to PEs reached by RDMA (verbs), or with
+//! `SHMEM_COLL_DIRECT_MAX=0`; then every signal and put goes through the services as
+//! before. Not for gets, atomics, non-blocking puts or puts inside a batch session.
 //!
 //! **Thread-safety.** One endpoint per process, behind a mutex that the callers and the
 //! keeper thread take (the keeper only with `try_lock`).
@@ -82,7 +99,7 @@ mod lossy;
 
 use header::{
     HEADER, Header, KIND_ADD, KIND_MAIL, KIND_NOTE, KIND_PART, KIND_PUT, KIND_PUT_ADD, LOSE_ONCE,
-    NOWHERE,
+    NOWHERE, URGENT,
 };
 use lossy::Lossy;
 
@@ -211,6 +228,13 @@ struct Inbox {
     spare: Spare,
     /// When the last data frame arrived (its acknowledgement may still be owed).
     last_in: Instant,
+    /// Senders of point-to-point puts applied in this round: acknowledged at its end.
+    urgent: Vec<SocketAddr>,
+    /// Point-to-point puts applied.
+    p2p_applied: u64,
+    /// Senders owed an acknowledgement of point-to-point puts applied by a caller's drive
+    /// (since [`Shared::owed_since`]).
+    owed: Vec<SocketAddr>,
 }
 
 struct Endpoint {
@@ -219,6 +243,9 @@ struct Endpoint {
     job_key: u64,
     /// Data bytes per packet.
     chunk: usize,
+    /// The PEs this PE sent point-to-point puts that may not be acknowledged yet (their
+    /// marks in [`Shared::dirty`] are set).
+    dirty: Vec<u32>,
 }
 
 /// The endpoint and what its keeper thread watches.
@@ -232,6 +259,18 @@ struct Shared {
     pending: AtomicBool,
     stop: AtomicBool,
     keeper: Mutex<Option<JoinHandle<()>>>,
+    /// Most bytes of a point-to-point put sent here (`SHMEM_P2P_DIRECT_MAX`; 0: none).
+    p2p_max: usize,
+    /// Per world PE: point-to-point puts to it may not be acknowledged yet (set and
+    /// cleared under the lock, read without it by [`complete`]).
+    dirty: Vec<AtomicBool>,
+    /// Point-to-point puts sent, and applied from others (for tests and `SHMEM_DEBUG`).
+    p2p_sent: AtomicU64,
+    /// The keeper thread, for [`sleeping`].
+    keeper_thread: OnceLock<std::thread::Thread>,
+    /// [`now_ns`] when acknowledgements of point-to-point puts were first left owed by a
+    /// caller's drive (0: none are): the keeper sends them after [`ACK_SOON`].
+    owed_since: AtomicU64,
 }
 
 static EP: OnceLock<Option<Shared>> = OnceLock::new();
@@ -301,13 +340,28 @@ pub fn setup(st: &'static State) {
         pending: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         keeper: Mutex::new(None),
+        p2p_max: usize::try_from(st.config.p2p_direct_max).unwrap_or(usize::MAX),
+        dirty: (0..st.npes).map(|_| AtomicBool::new(false)).collect(),
+        p2p_sent: AtomicU64::new(0),
+        keeper_thread: OnceLock::new(),
+        owed_since: AtomicU64::new(0),
     }));
+    if shared().is_some_and(|sh| sh.p2p_max > 0) {
+        P2P.store(true, Ordering::Relaxed);
+        st.node.set_outside_hook(Box::new(move |pe| {
+            complete(st, pe);
+            Ok(())
+        }));
+    }
     if let Some(sh) = shared() {
         match std::thread::Builder::new()
             .name("gsas-coll-keeper".into())
             .spawn(move || keep(st, sh))
         {
-            Ok(t) => *sh.keeper.lock().unwrap_or_else(PoisonError::into_inner) = Some(t),
+            Ok(t) => {
+                let _ = sh.keeper_thread.set(t.thread().clone());
+                *sh.keeper.lock().unwrap_or_else(PoisonError::into_inner) = Some(t);
+            }
             Err(e) => fatal(
                 "shmem_init",
                 format_args!("starting the collectives' keeper thread: {e}"),
@@ -372,9 +426,13 @@ fn build(st: &State, ip: Ipv4Addr) -> Result<Endpoint, String> {
             parts: HashMap::new(),
             spare: Spare::default(),
             last_in: Instant::now(),
+            urgent: Vec::new(),
+            p2p_applied: 0,
+            owed: Vec::new(),
         },
         job_key,
         chunk,
+        dirty: Vec::new(),
     })
 }
 
@@ -508,7 +566,7 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
             sh,
             e,
             (pe, to),
-            (k, f, part_at),
+            (k, 0, f, part_at),
             &data[off..off + n],
             call,
         );
@@ -523,14 +581,14 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     sh.pending.store(true, Ordering::Relaxed);
 }
 
-/// Hands one packet of `kind`, flag and data address `what` for PE `pe` (at `to`) to the
-/// layer, waiting for room in the window or the pool first; returns the lock.
+/// Hands one packet of `kind`, header flags, flag and data address for PE `pe` (at `to`)
+/// to the layer, waiting for room in the window or the pool first; returns the lock.
 fn push<'a>(
     st: &State,
     sh: &'a Shared,
     mut e: MutexGuard<'a, Endpoint>,
     (pe, to): (u32, UdpPeer),
-    (kind, flag, at): (u8, SymAddr, SymAddr),
+    (kind, flags, flag, at): (u8, u8, SymAddr, SymAddr),
     data: &[u8],
     call: &str,
 ) -> MutexGuard<'a, Endpoint> {
@@ -542,7 +600,7 @@ fn push<'a>(
         let seq = e.inbox.peers[pe as usize].next_out;
         let h = Header {
             kind,
-            flags: if lose { LOSE_ONCE } else { 0 },
+            flags: flags | if lose { LOSE_ONCE } else { 0 },
             from: st.me,
             seq,
             flag,
@@ -594,6 +652,166 @@ fn transport_failed(st: &State, e: &Endpoint, err: TransportError, call: &str) -
     )
 }
 
+/// Packets this PE's endpoint took in (see [`received`]).
+static RECEIVED: AtomicU64 = AtomicU64::new(0);
+
+/// How many packets this PE's endpoint took in so far: a waiter that sees it change knows
+/// that traffic flows to it.
+#[inline]
+pub fn received() -> u64 {
+    RECEIVED.load(Ordering::Relaxed)
+}
+
+/// Whether point-to-point puts may go through the endpoint (`SHMEM_P2P_DIRECT_MAX` above 0
+/// and the endpoint open): waits and tests then drive it ([`drive_p2p`]).
+static P2P: AtomicBool = AtomicBool::new(false);
+
+/// A blocking put of `data` to `at` of world PE `pe` (of another node) sent straight to
+/// that PE's endpoint, if it can go there: point-to-point puts are on
+/// (`SHMEM_P2P_DIRECT_MAX`), `data` fits it and one packet, the PE has an endpoint, and
+/// nothing of this PE's is in flight through a service ([`gsas_node::Node::outside_begin`]:
+/// so that it overtakes nothing). Returns whether it was sent; `false` leaves the put to
+/// the services. The target applies it when it drives its endpoint (a wait, a test, any
+/// collective; its keeper thread at once when it sleeps in a wait, within [`IDLE_NAP`]
+/// when it computes) and acknowledges it at once; `shmem_quiet` and `shmem_fence` wait for
+/// that acknowledgement ([`complete`]).
+pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> bool {
+    let Some(sh) = shared() else { return false };
+    if data.len() > sh.p2p_max || !st.node.writes_through_network_service(pe) {
+        return false;
+    }
+    let mut e = lock(&sh.ep);
+    if piece(Some(at.off), 0, data.len(), e.chunk) != data.len() {
+        return false;
+    }
+    let Some(addr) = peer_addr(st, &mut e, pe, call) else {
+        return false;
+    };
+    // Under the endpoint's lock: `complete` clears the node's mark under it too.
+    if !st.node.outside_begin() {
+        return false;
+    }
+    if !sh.dirty[pe as usize].swap(true, Ordering::AcqRel) {
+        e.dirty.push(pe);
+    }
+    let to = UdpPeer {
+        addr,
+        key: e.job_key,
+    };
+    e = push(
+        st,
+        sh,
+        e,
+        (pe, to),
+        (KIND_PUT, URGENT, NOWHERE, at),
+        data,
+        call,
+    );
+    if let Err(err) = e.net.flush() {
+        transport_failed(st, &e, err, call);
+    }
+    sh.pending.store(true, Ordering::Relaxed);
+    sh.p2p_sent.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// Waits until the point-to-point puts this PE sent to world PE `pe` (`None`: to every
+/// PE) are acknowledged, i.e. applied by their targets: the node's hook
+/// ([`gsas_node::Node::set_outside_hook`]) for `quiet`, `fence` and every operation through a
+/// service. When none is left to any PE the node's mark is cleared.
+fn complete(st: &State, pe: Option<u32>) {
+    let Some(sh) = shared() else { return };
+    if let Some(p) = pe {
+        if !sh
+            .dirty
+            .get(p as usize)
+            .is_some_and(|d| d.load(Ordering::Acquire))
+        {
+            return;
+        }
+    }
+    let call = "shmem (completing point-to-point puts)";
+    let done = || {
+        let mut e = lock(&sh.ep);
+        drive_locked(st, sh, &mut e);
+        let key = e.job_key;
+        let mut left = false;
+        let Endpoint {
+            net, inbox, dirty, ..
+        } = &mut *e;
+        dirty.retain(|&q| {
+            let addr = inbox.peers[q as usize].addr.flatten();
+            let busy = addr.is_some_and(|addr| net.in_flight(UdpPeer { addr, key }) > 0);
+            if busy {
+                left |= pe.is_none_or(|p| p == q);
+            } else {
+                sh.dirty[q as usize].store(false, Ordering::Release);
+            }
+            busy
+        });
+        if dirty.is_empty() {
+            st.node.outside_done();
+        }
+        !left
+    };
+    if done() {
+        return;
+    }
+    super::wait::wait_on(st, call, true, done, || {
+        let e = lock(&sh.ep);
+        format!(
+            "acknowledgements of point-to-point puts from PE(s) {:?}",
+            e.dirty
+        )
+    });
+}
+
+/// Receives and applies what arrived on the endpoint, if point-to-point puts may come
+/// through it: the waits and tests of memory call it ([`crate::wait::progress`]). One
+/// load when they may not.
+#[inline]
+pub fn drive_p2p(st: &State) {
+    if P2P.load(Ordering::Relaxed) {
+        drive(st);
+    }
+}
+
+/// A thread of this PE announced itself on its doorbell and is about to sleep (a wait or a
+/// test): the keeper thread watches the socket meanwhile, so that a point-to-point put
+/// that arrives is applied, and the sleeper woken, at once.
+#[inline]
+pub fn sleeping() {
+    if !P2P.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Some(sh) = shared() {
+        send_owed(sh);
+        if let Some(t) = sh.keeper_thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// Before this PE sleeps: the acknowledgements a caller's drive left owed go now (their
+/// senders may wait in a quiet; no answer of this PE's will carry them soon).
+fn send_owed(sh: &Shared) {
+    if sh.owed_since.load(Ordering::Relaxed) != 0 {
+        if let Some(st) = crate::state::get() {
+            acknowledge_owed(st, sh, &mut lock(&sh.ep));
+        }
+    }
+}
+
+/// Point-to-point puts this PE sent through its endpoint, and applied from others.
+pub fn p2p_counts() -> (u64, u64) {
+    shared().map_or((0, 0), |sh| {
+        (
+            sh.p2p_sent.load(Ordering::Relaxed),
+            lock(&sh.ep).inbox.p2p_applied,
+        )
+    })
+}
+
 /// The datagrams [`drop_next`] marks, by position from the next one.
 static DROP: AtomicU64 = AtomicU64::new(0);
 
@@ -617,6 +835,7 @@ fn dropped() -> bool {
 /// caller then drives it); false, at once, when this PE has no endpoint.
 pub fn nap(timeout: Duration) -> bool {
     let Some(sh) = shared() else { return false };
+    send_owed(sh);
     // SAFETY: the endpoint's socket, open for the life of the process (the endpoint is
     // never dropped).
     let fd = unsafe { BorrowedFd::borrow_raw(sh.fd) };
@@ -704,27 +923,96 @@ pub fn drive(st: &State) {
 /// One round of [`drive`] by a caller.
 fn drive_locked(st: &State, sh: &Shared, e: &mut Endpoint) {
     sh.last_drive.store(now_ns(), Ordering::Relaxed);
-    let busy = round(st, e);
+    acknowledge_owed(st, sh, e);
+    let busy = round(st, e, false);
     sh.pending.store(busy, Ordering::Relaxed);
 }
 
+/// Sends the acknowledgements owed to the PEs at `to` now (those that a frame to them
+/// carried already cost nothing).
+fn acknowledge(st: &State, e: &mut Endpoint, to: &[SocketAddr]) {
+    let key = e.job_key;
+    for &addr in to {
+        if let Err(err) = e.net.acknowledge_now(UdpPeer { addr, key }) {
+            transport_failed(st, e, err, "shmem (acknowledging point-to-point puts)");
+        }
+    }
+    if let Err(err) = e.net.flush() {
+        transport_failed(st, e, err, "shmem (acknowledging point-to-point puts)");
+    }
+}
+
+/// Sends the acknowledgements of point-to-point puts that a caller's drive left owed.
+fn acknowledge_owed(st: &State, sh: &Shared, e: &mut Endpoint) {
+    if !e.inbox.owed.is_empty() {
+        let mut owed = std::mem::take(&mut e.inbox.owed);
+        acknowledge(st, e, &owed);
+        owed.clear();
+        e.inbox.owed = owed;
+        sh.owed_since.store(0, Ordering::Relaxed);
+    }
+}
+
+/// How long an acknowledgement of a point-to-point put that a caller's drive left owed
+/// waits for the program's next call before the keeper sends it (the reliability layer's
+/// delayed-acknowledgement bound).
+const ACK_SOON: Duration = Duration::from_micros(200);
+
 /// Polls the layer (resends, acknowledgements, deadlines), receives and applies what
 /// arrived, reports a peer that became unreachable; returns whether frames are in flight.
-fn round(st: &State, e: &mut Endpoint) -> bool {
+/// `by_keeper`: the keeper thread drives, not a caller (see the acknowledgements below).
+fn round(st: &State, e: &mut Endpoint, by_keeper: bool) -> bool {
     let call = "shmem collectives";
     if let Err(err) = e.net.poll(now_ns()) {
         transport_failed(st, e, err, call);
     }
     let Endpoint { net, inbox, .. } = e;
+    let mut got = 0u64;
     let failed = loop {
         match net.recv(|peer, data| inbox.accept(st, peer.addr, data)) {
-            Ok(Some(())) => {}
+            Ok(Some(())) => got += 1,
             Ok(None) => break None,
             Err(err) => break Some(err),
         }
     };
+    if got > 0 {
+        RECEIVED.fetch_add(got, Ordering::Relaxed);
+    }
     if let Some(err) = failed {
         transport_failed(st, e, err, call);
+    }
+    if !e.inbox.urgent.is_empty() {
+        // Point-to-point puts were applied (the stores are done): a thread of this PE may
+        // sleep on the doorbell waiting for the data, and their senders may wait in a
+        // quiet for the acknowledgement. The keeper sends it at once (this PE was not
+        // driving: it sleeps or computes). A caller that drove the endpoint (a wait or a
+        // test, about to return to the program) leaves it owed: the program's answer, a
+        // put to the same PE, carries it in its frame, or the caller's next drive sends
+        // it, or the keeper after [`ACK_SOON`]; an acknowledgement sent here would be
+        // on the critical path of every flag exchange (a loopback send costs the
+        // receiver's network processing too: 12 us of a 28 us round trip).
+        let urgent = std::mem::take(&mut e.inbox.urgent);
+        if let Some(bell) = st.node.bell() {
+            bell.ring();
+        }
+        if by_keeper {
+            acknowledge(st, e, &urgent);
+        } else {
+            for a in urgent {
+                if !e.inbox.owed.contains(&a) {
+                    e.inbox.owed.push(a);
+                }
+            }
+            if let Some(sh) = shared() {
+                // The keeper's cue (see `keep`); 0 means none.
+                let _ = sh.owed_since.compare_exchange(
+                    0,
+                    now_ns().max(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
     }
     if let Some(ev) = e.net.next_event() {
         let (peer, what) = match ev {
@@ -778,6 +1066,7 @@ impl Inbox {
         }
         self.apply(st, h, &b[HEADER..]);
         let pe = h.from as usize;
+        let mut urgent = h.flags & URGENT != 0;
         self.peers[pe].next_in += 1;
         loop {
             let p = &mut self.peers[pe];
@@ -788,8 +1077,12 @@ impl Inbox {
             p.next_in += 1;
             if let Some(h) = Header::parse(&d) {
                 self.apply(st, h, &d[HEADER..]);
+                urgent |= h.flags & URGENT != 0;
             }
             self.spare.give(d);
+        }
+        if urgent && !self.urgent.contains(&src) {
+            self.urgent.push(src);
         }
     }
 
@@ -825,6 +1118,9 @@ impl Inbox {
             let Some(dp) = local(st, h.at, data.len()) else {
                 return;
             };
+            if h.flags & URGENT != 0 {
+                self.p2p_applied += 1;
+            }
             // SAFETY: `dp` maps `data.len()` bytes of this PE's segment (checked by `local`);
             // other processes watch it, so every byte is written once.
             unsafe { gsas_transport::watched::store_once(data.as_ptr(), dp, data.len()) };
@@ -858,22 +1154,76 @@ fn keep(st: &'static State, sh: &'static Shared) {
         } else {
             IDLE_NAP
         };
-        std::thread::park_timeout(nap);
+        let owed = sh.owed_since.load(Ordering::Relaxed);
+        let watch = watching(st, sh);
+        if owed != 0 {
+            // A caller left acknowledgements owed: send them unless the program's next
+            // call does within `ACK_SOON`.
+            let due = owed + ACK_SOON.as_nanos() as u64;
+            let wait = due.saturating_sub(now_ns());
+            if wait > 0 {
+                std::thread::park_timeout(Duration::from_nanos(wait));
+            }
+            match sh.ep.try_lock() {
+                Ok(mut e) => acknowledge_owed(st, sh, &mut e),
+                Err(TryLockError::Poisoned(p)) => acknowledge_owed(st, sh, &mut p.into_inner()),
+                Err(TryLockError::WouldBlock) => std::thread::sleep(KEEPER_BACKOFF),
+            }
+            continue;
+        }
+        if watch {
+            // Point-to-point puts come here and this PE does not drive the endpoint (it
+            // computes, or a thread sleeps on its doorbell, see `sleeping`): block on the
+            // socket, so that what arrives is applied, acknowledged and the sleeper woken
+            // at once, as a service would.
+            // SAFETY: the endpoint's socket, open for the life of the process.
+            let fd = unsafe { BorrowedFd::borrow_raw(sh.fd) };
+            let _ = gsas_sys::fd::wait_fd(fd, libc::POLLIN, nap);
+        } else {
+            // A caller drives the endpoint (or only collectives use it): look now and then.
+            std::thread::park_timeout(if P2P.load(Ordering::Relaxed) {
+                nap.min(TICK)
+            } else {
+                nap
+            });
+        }
         if sh.stop.load(Ordering::Acquire) {
             return;
         }
         let idle = now_ns().saturating_sub(sh.last_drive.load(Ordering::Relaxed));
-        if idle < nap.as_nanos() as u64 {
+        if idle < nap.as_nanos() as u64 && !watch {
             continue;
         }
         let mut e = match sh.ep.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => continue,
+            Err(TryLockError::WouldBlock) => {
+                // A caller drives the endpoint: it takes what arrived.
+                std::thread::sleep(KEEPER_BACKOFF);
+                continue;
+            }
         };
-        let busy = round(st, &mut e);
+        acknowledge_owed(st, sh, &mut e);
+        let busy = round(st, &mut e, true);
         sh.pending.store(busy, Ordering::Relaxed);
     }
+}
+
+/// How long the keeper steps back when a caller holds the endpoint.
+const KEEPER_BACKOFF: Duration = Duration::from_micros(20);
+
+/// How long after its last drive by a caller a PE counts as not driving its endpoint (it
+/// computes outside the library): the keeper then watches the socket.
+const DRIVEN_RECENTLY: Duration = Duration::from_millis(1);
+
+/// Whether the keeper watches the socket: point-to-point puts come through the endpoint,
+/// and a thread of this PE sleeps on its doorbell or no caller drove the endpoint for
+/// [`DRIVEN_RECENTLY`].
+fn watching(st: &State, sh: &Shared) -> bool {
+    P2P.load(Ordering::Relaxed)
+        && (st.node.bell().is_some_and(|b| b.sleepers() > 0)
+            || now_ns().saturating_sub(sh.last_drive.load(Ordering::Relaxed))
+                >= DRIVEN_RECENTLY.as_nanos() as u64)
 }
 
 /// This PE's address of `len` bytes at `at`, if inside one of its segments.
@@ -914,7 +1264,7 @@ pub fn flush(st: &State) {
         gsas_transport::eprintln_whole!(
             "gsas-shmem: PE {}: collective endpoint: {} packets sent, {} delivered; {} frames sent, \
              {} resent, {} acknowledged; {} acknowledgements sent; {} frames received, {} \
-             duplicates{}",
+             duplicates; {} point-to-point puts sent, {} applied{}",
             st.me,
             s.packets_sent,
             s.packets_delivered,
@@ -924,6 +1274,8 @@ pub fn flush(st: &State) {
             s.acks_sent,
             s.frames_received,
             s.duplicates,
+            sh.p2p_sent.load(Ordering::Relaxed),
+            e.inbox.p2p_applied,
             if done {
                 ""
             } else {

@@ -1,0 +1,212 @@
+//! Point-to-point puts straight to the target PE's endpoint (`SHMEM_P2P_DIRECT_MAX`), on 2,
+//! 3 and 4 nodes (atomic services on loopback): a small blocking put to a PE of another
+//! node goes to that PE's own socket, not through its service. These check that the
+//! shortcut delivers, completes and keeps order, with datagrams lost on purpose.
+//!
+//! * `ring`: every PE `p`s a round number into the next PE's flag (a ring over the nodes)
+//!   and waits for its own with `wait_until` (odd rounds) or a `test` loop (even rounds);
+//!   every 5th put is lost once on the network (`shmem::testing::coll_drop`) and must be
+//!   resent. Each PE checks that its puts took the shortcut (the counters) and that every
+//!   round's value arrived in order.
+//! * `order`: PE 0 and the last PE (another node) alternate paths to the same words: a
+//!   direct `p` then a `g` through the service (the get must see the put), a direct `p`
+//!   then a fetching atomic on the same word, direct data + `fence` + an atomic flag (the
+//!   flag must not overtake the data), non-blocking data through the service + `fence` + a
+//!   `p` flag (the flag waits for the service path), and a `p` followed by `quiet` whose
+//!   completion is then announced through the sender's own memory, read back with `g`.
+//!   Some of the direct puts are lost once.
+//! * `off`: with `SHMEM_P2P_DIRECT_MAX=0` nothing takes the shortcut and the ring still
+//!   works (the counters say 0).
+
+mod rust_common;
+
+use std::time::{Duration, Instant};
+
+use rust_common::{Topology, report_ok, run, run_and_check};
+use shmem::testing::{coll_drop, p2p_direct_counts};
+use shmem::{Cmp, Shmem};
+
+const SPIN_LIMIT: Duration = Duration::from_secs(120);
+
+#[test]
+fn child_pe() {
+    let Some(s) = rust_common::child_scenario() else {
+        return;
+    };
+    let shmem = shmem::init().expect("init");
+    let summary = match s.as_str() {
+        "ring" => ring(&shmem, true),
+        "off" => ring(&shmem, false),
+        "order" => order(&shmem),
+        other => panic!("unknown scenario {other}"),
+    };
+    let me = shmem.my_pe();
+    shmem.finalize().unwrap();
+    report_ok(me, &summary)
+}
+
+fn ring(shmem: &Shmem, direct: bool) -> String {
+    let me = shmem.my_pe();
+    let n = shmem.n_pes();
+    let next = (me + 1) % n;
+    let flag = shmem.alloc_box(0i64).unwrap();
+    shmem.barrier_all();
+    let rounds = 200i64;
+    let (sent0, applied0) = p2p_direct_counts();
+    for round in 1..=rounds {
+        // PE 0 starts each round; the others pass it on once they saw it.
+        if me != 0 {
+            wait(shmem, &flag, round, me);
+        }
+        if direct && round % 5 == 0 {
+            coll_drop(1);
+        }
+        shmem.p(&flag, round, next);
+        if me == 0 {
+            wait(shmem, &flag, round, me);
+        }
+    }
+    let (sent, applied) = p2p_direct_counts();
+    let (sent, applied) = (sent - sent0, applied - applied0);
+    shmem.barrier_all();
+    let crosses = shmem.ptr(&flag, next).is_none();
+    if direct && crosses {
+        assert_eq!(
+            sent, rounds as u64,
+            "PE {me}: every put to PE {next} should go straight to its endpoint"
+        );
+    }
+    if !direct {
+        assert_eq!((sent, applied), (0, 0), "PE {me}: SHMEM_P2P_DIRECT_MAX=0");
+    }
+    format!("ring ok: {rounds} rounds")
+}
+
+fn wait(shmem: &Shmem, flag: &shmem::SymBox<i64>, round: i64, me: usize) {
+    if round % 2 == 1 {
+        assert_eq!(shmem.wait_until(flag, Cmp::Ge, round), round, "PE {me}");
+    } else {
+        let t0 = Instant::now();
+        while !shmem.test(flag, Cmp::Ge, round) {
+            assert!(
+                t0.elapsed() < SPIN_LIMIT,
+                "PE {me}: round {round}: shmem_test never saw the flag (it is {})",
+                flag.read()
+            );
+        }
+        assert_eq!(flag.read(), round, "PE {me}");
+    }
+}
+
+fn order(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let last = shmem.n_pes() - 1;
+    let word = shmem.alloc_box(0u64).unwrap();
+    let data = shmem.alloc_vec::<u64>(8).unwrap();
+    let big = shmem.alloc_vec::<u64>(32 * 1024).unwrap();
+    let flag = shmem.alloc_box(0u64).unwrap();
+    let done = shmem.alloc_box(0u64).unwrap();
+    shmem.barrier_all();
+    let rounds = 30u64;
+    if me == 0 {
+        for r in 1..=rounds {
+            if r % 3 == 0 {
+                coll_drop(1);
+            }
+            // A direct put, then a get through the service of the same word.
+            shmem.p(&word, 10 * r, last);
+            assert_eq!(shmem.g(&word, last), 10 * r, "round {r}: get after p");
+            // A direct put, then a fetching atomic on the same word.
+            shmem.p(&word, 10 * r + 1, last);
+            assert_eq!(
+                shmem.atomic_fetch(&word, last),
+                10 * r + 1,
+                "round {r}: fetch after p"
+            );
+            // Direct data, fence, a flag through the service.
+            let payload: Vec<u64> = (0..8).map(|i| r << 8 | i).collect();
+            shmem.put(&data, &payload, last);
+            shmem.fence();
+            shmem.atomic_set(&flag, 3 * r - 2, last);
+            // Data through the service, fence, a flag that must wait for it.
+            let bulk: Vec<u64> = (0..big.len() as u64).map(|i| r << 32 | i).collect();
+            shmem.put_nbi(&big, &bulk, last);
+            shmem.fence();
+            shmem.p(&flag, 3 * r - 1, last);
+            // A put, quiet, then the news in this PE's own memory.
+            if r % 2 == 0 {
+                coll_drop(1);
+            }
+            shmem.p(&word, 10 * r + 2, last);
+            shmem.quiet();
+            shmem.p(&done, r, 0);
+            assert_eq!(shmem.wait_until(&flag, Cmp::Ge, r), r, "round {r}: ack");
+        }
+    } else if me == last {
+        let mut seen = 0;
+        for r in 1..=rounds {
+            shmem.wait_until(&flag, Cmp::Ge, 3 * r - 2);
+            let got = data.to_vec();
+            let want: Vec<u64> = (0..8).map(|i| r << 8 | i).collect();
+            assert_eq!(got, want, "round {r}: the flag overtook the data");
+            shmem.wait_until(&flag, Cmp::Ge, 3 * r - 1);
+            let b = big.to_vec();
+            if let Some(i) = (0..b.len()).find(|&i| b[i] != r << 32 | i as u64) {
+                panic!(
+                    "round {r}: word {i} of the bulk data is {:#x}: the flag overtook it",
+                    b[i]
+                );
+            }
+            // Once PE 0 says its quiet returned, its last put is here.
+            let t0 = Instant::now();
+            while shmem.g(&done, 0) < r {
+                assert!(t0.elapsed() < SPIN_LIMIT, "round {r}: PE 0 never quieted");
+            }
+            assert_eq!(word.read(), 10 * r + 2, "round {r}: quiet returned early");
+            seen += 1;
+            shmem.p(&flag, r, 0);
+        }
+        assert_eq!(seen, rounds);
+    }
+    shmem.barrier_all();
+    let (sent, _) = p2p_direct_counts();
+    if me == 0 {
+        // The three plain puts and the data of every round (the flag after the fence
+        // waits for the service path).
+        assert!(
+            sent >= 4 * rounds,
+            "PE 0 sent only {sent} puts straight to PE {last}"
+        );
+    }
+    format!("order ok: {rounds} rounds")
+}
+
+fn topo(nodes: u32) -> Topology {
+    Topology { nodes, ppn: 1 }
+}
+
+#[test]
+fn a_ring_of_direct_puts_on_two_three_and_four_nodes_with_losses() {
+    for nodes in [2, 3, 4] {
+        let r = run_and_check("ring", topo(nodes));
+        assert!(r.iter().all(|s| s == "ring ok: 200 rounds"), "{r:?}");
+    }
+    let r = run_and_check("ring", Topology { nodes: 2, ppn: 2 });
+    assert!(r.iter().all(|s| s == "ring ok: 200 rounds"), "{r:?}");
+}
+
+#[test]
+fn direct_puts_keep_their_order_with_the_service_path() {
+    for nodes in [2, 3] {
+        let r = run_and_check("order", topo(nodes));
+        assert!(r.iter().all(|s| s == "order ok: 30 rounds"), "{r:?}");
+    }
+}
+
+#[test]
+fn without_the_shortcut_nothing_takes_it() {
+    let t = topo(2);
+    let (report, dir) = run("off", t, &[("SHMEM_P2P_DIRECT_MAX", "0")]);
+    let r = rust_common::check(&report, &dir, t);
+    assert!(r.iter().all(|s| s == "ring ok: 200 rounds"), "{r:?}");
+}
