@@ -1006,3 +1006,37 @@ fn an_owed_ack_goes_at_once_when_asked_and_only_when_owed() {
     assert!(drain(&mut raw).is_empty());
     assert_eq!(r.stats().acks_sent, 1);
 }
+
+#[test]
+fn an_immediate_ack_waits_until_every_packet_of_its_frame_was_taken() {
+    let mut net = net_storage();
+    let hub = LoopbackHub::<3>::new(LoopbackConfig::new(MTU), &mut net).unwrap();
+    let mut peers = peer_table();
+    let mut buf = vec![0u8; buffer_len(MTU, MTU, 8)];
+    let mut r = Rel::new(hub.endpoint(0).unwrap(), config(5), &mut peers, &mut buf).unwrap();
+    let mut raw = hub.endpoint(1).unwrap();
+    let peer = Raw { epoch: 3, dest: 0 };
+    r.poll(1_000).unwrap();
+    put(&mut raw, 0, &peer.data(10, 10, None, &[b"a"]));
+    assert!(recv_one(&mut r).is_some());
+    // Frame 12 of two packets arrives, 11 is missing: an ack is owed at once (the gap),
+    // but the second packet has not been taken yet.
+    put(&mut raw, 0, &peer.data(12, 11, None, &[b"b1", b"b2"]));
+    assert_eq!(recv_one(&mut r).map(|(_, p)| p), Some(b"b1".to_vec()));
+    assert!(
+        drain(&mut raw).is_empty(),
+        "no ack while a packet of the frame is still buffered"
+    );
+    assert_eq!(recv_one(&mut r).map(|(_, p)| p), Some(b"b2".to_vec()));
+    // Due now: the next poll sends it, before the ack delay.
+    r.poll(1_001).unwrap();
+    let acks = drain(&mut raw);
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert_eq!(
+        acks[0].0.ack,
+        Some(AckRepr {
+            cum: Seq(10),
+            sack: 0b10
+        })
+    );
+}

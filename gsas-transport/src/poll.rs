@@ -115,9 +115,10 @@ pub const LOAD_SAMPLE: Duration = Duration::from_millis(10);
 /// [`LOAD_SAMPLE`] by any thread of the process (one `pread` of an open file; the callers
 /// between two samples get the last answer). Crowded means two samples in a row above the
 /// CPU count: one sample may catch a thread that runs for microseconds (a timer tick of an
-/// idle service, a keeper thread), which made waiters that could spin block for 10 ms. Two nodes emulated on one machine, a node
-/// with more PEs than cores and a node shared with other jobs all show here, where the
-/// number of PEs of one node does not. False when the file cannot be read.
+/// idle service, a keeper thread), which made waiters that could spin block for 10 ms.
+/// Two nodes emulated on one machine, a node with more PEs than cores and a node shared
+/// with other jobs all show here, where the number of PEs of one node does not. False when
+/// the file cannot be read.
 pub fn oversubscribed() -> bool {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     static LAST_NS: AtomicU64 = AtomicU64::new(0);

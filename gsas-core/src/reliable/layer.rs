@@ -825,6 +825,15 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
         p.rx_unacked = 0;
     }
 
+    /// Makes an acknowledgement to the peer in `slot` due now (sent at the next poll).
+    fn ack_due_now(&mut self, slot: usize) {
+        let now = self.now;
+        let p = &mut self.peers[slot];
+        p.ack_due = p.ack_due.min(now);
+        self.next_wake = self.next_wake.min(now);
+        self.activate(slot);
+    }
+
     /// Puts `slot` on the active list.
     fn activate(&mut self, slot: usize) {
         let p = &mut self.peers[slot];
@@ -1400,6 +1409,14 @@ impl<T: Transport, const W: usize, I: PeerIndex<T::Peer>> Transport for Reliable
             let mut action = Action::NONE;
             let Self { inner, core } = self;
             let got = inner.recv(|peer, bytes| core.on_frame(peer, bytes, &mut f, &mut action))?;
+            if action.ack_now && core.rx_pending.is_some() {
+                // Packets of this frame wait in the receive buffer, not yet delivered: an
+                // acknowledgement now would say the frame arrived before its owner took
+                // all of it (a peer may read that as "applied"). It becomes due at once
+                // instead and leaves at the next poll, after the caller drained them.
+                action.ack_now = false;
+                core.ack_due_now(action.slot);
+            }
             if action.ack_now || action.resend.is_some() || action.refuse.is_some() {
                 self.after_frame(action);
             }

@@ -101,7 +101,8 @@ pub(super) const KIND_PART: u8 = 6;
 /// transmission (see `shmem::testing::coll_drop`); receivers ignore it.
 pub(super) const LOSE_ONCE: u8 = 1;
 /// Header flag: a point-to-point put, whose sender may be waiting in `shmem_quiet`: the
-/// receiver acknowledges it as soon as it is applied, and rings its own doorbell.
+/// receiver rings its own doorbell once it is applied, and acknowledges it soon (see the
+/// parent module's `round`).
 pub(super) const URGENT: u8 = 2;
 
 #[cfg(test)]

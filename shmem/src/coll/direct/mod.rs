@@ -56,15 +56,17 @@
 //! that applications do then wakes no service on either side. The receiver applies it when
 //! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; when no
 //! caller drove it for [`DRIVEN_RECENTLY`], or a thread of the PE sleeps on its doorbell,
-//! the keeper thread blocks on the socket and applies it at once), then acknowledges it at
-//! once and rings the PE's doorbell. Ordering with the services' path, whichever paths two
-//! writes of a PE to one PE take, is kept by two rules: such a put goes here only while
-//! nothing of the PE's is in flight through a service
-//! ([`gsas_node::Node::outside_begin`]), and every later operation through a service to
-//! that PE, and every `quiet` and `fence`, first waits until the puts sent here are
-//! acknowledged ([`complete`], the node's outside hook). An acknowledgement leaves only
-//! after the packet (and any held behind a lost one) was applied, so an acknowledged put is
-//! in the target's memory.
+//! the keeper thread blocks on the socket and applies it at once), rings the PE's doorbell
+//! and acknowledges it: at once when the keeper applied it, else with the PE's next call
+//! (its answer to the sender carries the acknowledgement), or the keeper's soon after.
+//! Ordering with the services' path, whichever paths two writes of a PE to one PE take,
+//! is kept by two rules: such a put goes here only while nothing of the PE's is in flight
+//! through a service ([`gsas_node::Node::outside_begin`]), and every later operation
+//! through a service to that PE, and every `quiet` and `fence`, first waits until every
+//! frame to that PE is acknowledged ([`complete`], the node's outside hook). That means
+//! every packet was applied there: the layer acknowledges a frame only once all its packets
+//! were taken, and a packet held behind a lost one is acknowledged before it is applied,
+//! but the lost one is not.
 //!
 //! **What it is not.** Not used within a node (shared memory is faster), over Exanet (the
 //! PEs have no UDP socket there), to PEs reached by RDMA (verbs), or with
@@ -246,6 +248,9 @@ struct Endpoint {
     /// The PEs this PE sent point-to-point puts that may not be acknowledged yet (their
     /// marks in [`Shared::dirty`] are set).
     dirty: Vec<u32>,
+    /// The PEs a point-to-point put is being handed to the layer for (one entry per
+    /// put; `push` may wait without the lock).
+    sending: Vec<u32>,
 }
 
 /// The endpoint and what its keeper thread watches.
@@ -271,6 +276,9 @@ struct Shared {
     /// [`now_ns`] when acknowledgements of point-to-point puts were first left owed by a
     /// caller's drive (0: none are): the keeper sends them after [`ACK_SOON`].
     owed_since: AtomicU64,
+    /// The keeper sent the last owed acknowledgements (the program made no call that did
+    /// within [`ACK_SOON`]).
+    keeper_acked: AtomicBool,
 }
 
 static EP: OnceLock<Option<Shared>> = OnceLock::new();
@@ -345,8 +353,12 @@ pub fn setup(st: &'static State) {
         p2p_sent: AtomicU64::new(0),
         keeper_thread: OnceLock::new(),
         owed_since: AtomicU64::new(0),
+        keeper_acked: AtomicBool::new(false),
     }));
-    if shared().is_some_and(|sh| sh.p2p_max > 0) {
+    // Receiving point-to-point puts is on wherever the endpoint is (a PE with
+    // SHMEM_P2P_DIRECT_MAX=0 may still be sent some by PEs without it); the limit only
+    // decides what this PE sends.
+    if shared().is_some() {
         P2P.store(true, Ordering::Relaxed);
         st.node.set_outside_hook(Box::new(move |pe| {
             complete(st, pe);
@@ -433,6 +445,7 @@ fn build(st: &State, ip: Ipv4Addr) -> Result<Endpoint, String> {
         job_key,
         chunk,
         dirty: Vec::new(),
+        sending: Vec::new(),
     })
 }
 
@@ -453,6 +466,9 @@ fn peer_addr(st: &State, e: &mut Endpoint, pe: u32, call: &str) -> Option<Socket
     if let Some(a) = p.addr {
         return a;
     }
+    // The hook of this read (`complete`) must not need the lock held here: no put went to
+    // a PE whose address is unknown.
+    debug_assert!(!shared().is_some_and(|sh| sh.dirty[pe as usize].load(Ordering::Relaxed)));
     let mut rec = [0u8; 8];
     if let Err(err) = st
         .node
@@ -672,9 +688,9 @@ static P2P: AtomicBool = AtomicBool::new(false);
 /// nothing of this PE's is in flight through a service ([`gsas_node::Node::outside_begin`]:
 /// so that it overtakes nothing). Returns whether it was sent; `false` leaves the put to
 /// the services. The target applies it when it drives its endpoint (a wait, a test, any
-/// collective; its keeper thread at once when it sleeps in a wait, within [`IDLE_NAP`]
-/// when it computes) and acknowledges it at once; `shmem_quiet` and `shmem_fence` wait for
-/// that acknowledgement ([`complete`]).
+/// collective; its keeper thread at once when it sleeps in a wait or has not driven its
+/// endpoint for [`DRIVEN_RECENTLY`]) and acknowledges it (see `round`); `shmem_quiet`
+/// and `shmem_fence` wait for that acknowledgement ([`complete`]).
 pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> bool {
     let Some(sh) = shared() else { return false };
     if data.len() > sh.p2p_max || !st.node.writes_through_network_service(pe) {
@@ -698,6 +714,9 @@ pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> boo
         addr,
         key: e.job_key,
     };
+    // `push` may let go of the lock to wait for room: while it does, a `complete` of
+    // another thread must not take this PE's puts for done (see `complete`).
+    e.sending.push(pe);
     e = push(
         st,
         sh,
@@ -707,6 +726,9 @@ pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> boo
         data,
         call,
     );
+    if let Some(i) = e.sending.iter().position(|&q| q == pe) {
+        e.sending.swap_remove(i);
+    }
     if let Err(err) = e.net.flush() {
         transport_failed(st, &e, err, call);
     }
@@ -722,6 +744,10 @@ pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> boo
 fn complete(st: &State, pe: Option<u32>) {
     let Some(sh) = shared() else { return };
     if let Some(p) = pe {
+        // Without the lock: `peer_addr` reads a PE's endpoint record through the node
+        // (`Node::get`, which calls this hook) while it holds the lock. That PE's mark is
+        // never set then (a put goes to a PE only once its address is known), so the
+        // hook returns here and does not take the lock again.
         if !sh
             .dirty
             .get(p as usize)
@@ -737,11 +763,16 @@ fn complete(st: &State, pe: Option<u32>) {
         let key = e.job_key;
         let mut left = false;
         let Endpoint {
-            net, inbox, dirty, ..
+            net,
+            inbox,
+            dirty,
+            sending,
+            ..
         } = &mut *e;
         dirty.retain(|&q| {
             let addr = inbox.peers[q as usize].addr.flatten();
-            let busy = addr.is_some_and(|addr| net.in_flight(UdpPeer { addr, key }) > 0);
+            let busy = sending.contains(&q)
+                || addr.is_some_and(|addr| net.in_flight(UdpPeer { addr, key }) > 0);
             if busy {
                 left |= pe.is_none_or(|p| p == q);
             } else {
@@ -797,7 +828,7 @@ pub fn sleeping() {
 fn send_owed(sh: &Shared) {
     if sh.owed_since.load(Ordering::Relaxed) != 0 {
         if let Some(st) = crate::state::get() {
-            acknowledge_owed(st, sh, &mut lock(&sh.ep));
+            acknowledge_owed(st, sh, &mut lock(&sh.ep), false);
         }
     }
 }
@@ -923,7 +954,7 @@ pub fn drive(st: &State) {
 /// One round of [`drive`] by a caller.
 fn drive_locked(st: &State, sh: &Shared, e: &mut Endpoint) {
     sh.last_drive.store(now_ns(), Ordering::Relaxed);
-    acknowledge_owed(st, sh, e);
+    acknowledge_owed(st, sh, e, false);
     let busy = round(st, e, false);
     sh.pending.store(busy, Ordering::Relaxed);
 }
@@ -943,13 +974,14 @@ fn acknowledge(st: &State, e: &mut Endpoint, to: &[SocketAddr]) {
 }
 
 /// Sends the acknowledgements of point-to-point puts that a caller's drive left owed.
-fn acknowledge_owed(st: &State, sh: &Shared, e: &mut Endpoint) {
+fn acknowledge_owed(st: &State, sh: &Shared, e: &mut Endpoint, by_keeper: bool) {
     if !e.inbox.owed.is_empty() {
         let mut owed = std::mem::take(&mut e.inbox.owed);
         acknowledge(st, e, &owed);
         owed.clear();
         e.inbox.owed = owed;
         sh.owed_since.store(0, Ordering::Relaxed);
+        sh.keeper_acked.store(by_keeper, Ordering::Relaxed);
     }
 }
 
@@ -1004,13 +1036,19 @@ fn round(st: &State, e: &mut Endpoint, by_keeper: bool) -> bool {
                 }
             }
             if let Some(sh) = shared() {
-                // The keeper's cue (see `keep`); 0 means none.
-                let _ = sh.owed_since.compare_exchange(
-                    0,
-                    now_ns().max(1),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
+                // The keeper's cue (see `keep`); 0 means none. When the program's next
+                // call did not send the last ones (the keeper had to), wake the keeper now
+                // rather than at its next look (up to `TICK`): this PE computes after its
+                // waits, and its senders wait in quiets.
+                let first = sh
+                    .owed_since
+                    .compare_exchange(0, now_ns().max(1), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok();
+                if first && sh.keeper_acked.load(Ordering::Relaxed) {
+                    if let Some(t) = sh.keeper_thread.get() {
+                        t.unpark();
+                    }
+                }
             }
         }
     }
@@ -1165,8 +1203,10 @@ fn keep(st: &'static State, sh: &'static Shared) {
                 std::thread::park_timeout(Duration::from_nanos(wait));
             }
             match sh.ep.try_lock() {
-                Ok(mut e) => acknowledge_owed(st, sh, &mut e),
-                Err(TryLockError::Poisoned(p)) => acknowledge_owed(st, sh, &mut p.into_inner()),
+                Ok(mut e) => acknowledge_owed(st, sh, &mut e, true),
+                Err(TryLockError::Poisoned(p)) => {
+                    acknowledge_owed(st, sh, &mut p.into_inner(), true)
+                }
                 Err(TryLockError::WouldBlock) => std::thread::sleep(KEEPER_BACKOFF),
             }
             continue;
@@ -1178,7 +1218,8 @@ fn keep(st: &'static State, sh: &'static Shared) {
             // at once, as a service would.
             // SAFETY: the endpoint's socket, open for the life of the process.
             let fd = unsafe { BorrowedFd::borrow_raw(sh.fd) };
-            let _ = gsas_sys::fd::wait_fd(fd, libc::POLLIN, nap);
+            // At most `TICK`: owed acknowledgements and `stop` are looked at in between.
+            let _ = gsas_sys::fd::wait_fd(fd, libc::POLLIN, nap.min(TICK));
         } else {
             // A caller drives the endpoint (or only collectives use it): look now and then.
             std::thread::park_timeout(if P2P.load(Ordering::Relaxed) {
@@ -1203,7 +1244,7 @@ fn keep(st: &'static State, sh: &'static Shared) {
                 continue;
             }
         };
-        acknowledge_owed(st, sh, &mut e);
+        acknowledge_owed(st, sh, &mut e, true);
         let busy = round(st, &mut e, true);
         sh.pending.store(busy, Ordering::Relaxed);
     }
