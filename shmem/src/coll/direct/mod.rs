@@ -54,9 +54,10 @@
 //! blocking put (`shmem_p`, `shmem_put`, `shmem_putmem`, ...) to a PE of another node that
 //! fits one packet goes to that PE's endpoint too, marked [`URGENT`]: the flag exchange
 //! that applications do then wakes no service on either side. The receiver applies it when
-//! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; when no
-//! caller drove it for [`DRIVEN_RECENTLY`], or a thread of the PE sleeps on its doorbell,
-//! the keeper thread blocks on the socket and applies it at once), rings the PE's doorbell
+//! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; while such
+//! puts flow ([`ACTIVE_FOR`]), when no caller drove it for [`DRIVEN_RECENTLY`] or a thread
+//! of the PE sleeps on its doorbell, the keeper thread blocks on the socket and applies it
+//! at once), rings the PE's doorbell
 //! and acknowledges it: at once when the keeper applied it, else with the PE's next call
 //! (its answer to the sender carries the acknowledgement), or the keeper's soon after.
 //! Ordering with the services' path, whichever paths two writes of a PE to one PE take,
@@ -668,11 +669,28 @@ fn transport_failed(st: &State, e: &Endpoint, err: TransportError, call: &str) -
     )
 }
 
-/// Packets this PE's endpoint took in (see [`received`]).
+/// Point-to-point puts this PE applied (see [`received`]).
 static RECEIVED: AtomicU64 = AtomicU64::new(0);
 
-/// How many packets this PE's endpoint took in so far: a waiter that sees it change knows
-/// that traffic flows to it.
+/// [`now_ns`] when this PE last sent or applied a point-to-point put (see [`active`]).
+static LAST_P2P: AtomicU64 = AtomicU64::new(0);
+
+/// How long after the last point-to-point put sent or applied the endpoint counts as busy
+/// with them: the keeper then looks every `TICK` and watches the socket, and every wait
+/// drives the endpoint on every look. Otherwise both keep the collectives' cadence (a
+/// keeper looking every `TICK` in every PE of a job cost the emulated aarch64 test
+/// stage, 8 PEs under qemu on 2 CPUs, nearly twice its time).
+const ACTIVE_FOR: Duration = Duration::from_millis(100);
+
+/// Whether point-to-point puts went through this PE's endpoint lately ([`ACTIVE_FOR`]).
+#[inline]
+fn active() -> bool {
+    let last = LAST_P2P.load(Ordering::Relaxed);
+    last != 0 && now_ns().saturating_sub(last) < ACTIVE_FOR.as_nanos() as u64
+}
+
+/// How many point-to-point puts this PE applied so far: a waiter that sees it change knows
+/// that such puts flow to it.
 #[inline]
 pub fn received() -> u64 {
     RECEIVED.load(Ordering::Relaxed)
@@ -734,6 +752,7 @@ pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> boo
     }
     sh.pending.store(true, Ordering::Relaxed);
     sh.p2p_sent.fetch_add(1, Ordering::Relaxed);
+    LAST_P2P.store(now_ns(), Ordering::Relaxed);
     true
 }
 
@@ -802,7 +821,17 @@ fn complete(st: &State, pe: Option<u32>) {
 /// load when they may not.
 #[inline]
 pub fn drive_p2p(st: &State) {
-    if P2P.load(Ordering::Relaxed) {
+    thread_local! {
+        static LOOKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    if !P2P.load(Ordering::Relaxed) {
+        return;
+    }
+    // While no point-to-point put went through lately, every 16th look receives (a first
+    // put is still taken within a few looks; the keeper takes it when the PE sleeps).
+    let n = LOOKS.get().wrapping_add(1);
+    LOOKS.set(n);
+    if n % 16 == 0 || active() {
         drive(st);
     }
 }
@@ -817,8 +846,14 @@ pub fn sleeping() {
     }
     if let Some(sh) = shared() {
         send_owed(sh);
-        if let Some(t) = sh.keeper_thread.get() {
-            t.unpark();
+        // One look before the sleep, whatever `drive_p2p` skipped.
+        if let Some(st) = crate::state::get() {
+            drive(st);
+        }
+        if active() {
+            if let Some(t) = sh.keeper_thread.get() {
+                t.unpark();
+            }
         }
     }
 }
@@ -1007,9 +1042,7 @@ fn round(st: &State, e: &mut Endpoint, by_keeper: bool) -> bool {
             Err(err) => break Some(err),
         }
     };
-    if got > 0 {
-        RECEIVED.fetch_add(got, Ordering::Relaxed);
-    }
+    let _ = got;
     if let Some(err) = failed {
         transport_failed(st, e, err, call);
     }
@@ -1158,6 +1191,8 @@ impl Inbox {
             };
             if h.flags & URGENT != 0 {
                 self.p2p_applied += 1;
+                RECEIVED.fetch_add(1, Ordering::Relaxed);
+                LAST_P2P.store(now_ns(), Ordering::Relaxed);
             }
             // SAFETY: `dp` maps `data.len()` bytes of this PE's segment (checked by `local`);
             // other processes watch it, so every byte is written once.
@@ -1220,13 +1255,10 @@ fn keep(st: &'static State, sh: &'static Shared) {
             let fd = unsafe { BorrowedFd::borrow_raw(sh.fd) };
             // At most `TICK`: owed acknowledgements and `stop` are looked at in between.
             let _ = gsas_sys::fd::wait_fd(fd, libc::POLLIN, nap.min(TICK));
+            // (`watching` holds only while point-to-point puts flow: see `active`.)
         } else {
             // A caller drives the endpoint (or only collectives use it): look now and then.
-            std::thread::park_timeout(if P2P.load(Ordering::Relaxed) {
-                nap.min(TICK)
-            } else {
-                nap
-            });
+            std::thread::park_timeout(if active() { nap.min(TICK) } else { nap });
         }
         if sh.stop.load(Ordering::Acquire) {
             return;
@@ -1262,6 +1294,7 @@ const DRIVEN_RECENTLY: Duration = Duration::from_millis(1);
 /// [`DRIVEN_RECENTLY`].
 fn watching(st: &State, sh: &Shared) -> bool {
     P2P.load(Ordering::Relaxed)
+        && active()
         && (st.node.bell().is_some_and(|b| b.sleepers() > 0)
             || now_ns().saturating_sub(sh.last_drive.load(Ordering::Relaxed))
                 >= DRIVEN_RECENTLY.as_nanos() as u64)
