@@ -57,8 +57,7 @@
 //! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; while such
 //! puts flow ([`ACTIVE_FOR`]), when no caller drove it for [`DRIVEN_RECENTLY`] or a thread
 //! of the PE sleeps on its doorbell, the keeper thread blocks on the socket and applies it
-//! at once), rings the PE's doorbell
-//! and acknowledges it: at once when the keeper applied it, else with the PE's next call
+//! at once), rings the PE's doorbell and acknowledges it: at once when the keeper applied it, else with the PE's next call
 //! (its answer to the sender carries the acknowledgement), or the keeper's soon after.
 //! Ordering with the services' path, whichever paths two writes of a PE to one PE take,
 //! is kept by two rules: such a put goes here only while nothing of the PE's is in flight
@@ -1034,15 +1033,13 @@ fn round(st: &State, e: &mut Endpoint, by_keeper: bool) -> bool {
         transport_failed(st, e, err, call);
     }
     let Endpoint { net, inbox, .. } = e;
-    let mut got = 0u64;
     let failed = loop {
         match net.recv(|peer, data| inbox.accept(st, peer.addr, data)) {
-            Ok(Some(())) => got += 1,
+            Ok(Some(())) => {}
             Ok(None) => break None,
             Err(err) => break Some(err),
         }
     };
-    let _ = got;
     if let Some(err) = failed {
         transport_failed(st, e, err, call);
     }
@@ -1255,7 +1252,6 @@ fn keep(st: &'static State, sh: &'static Shared) {
             let fd = unsafe { BorrowedFd::borrow_raw(sh.fd) };
             // At most `TICK`: owed acknowledgements and `stop` are looked at in between.
             let _ = gsas_sys::fd::wait_fd(fd, libc::POLLIN, nap.min(TICK));
-            // (`watching` holds only while point-to-point puts flow: see `active`.)
         } else {
             // A caller drives the endpoint (or only collectives use it): look now and then.
             std::thread::park_timeout(if active() { nap.min(TICK) } else { nap });
