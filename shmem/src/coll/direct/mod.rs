@@ -232,8 +232,6 @@ struct Inbox {
     last_in: Instant,
     /// Senders of point-to-point puts applied in this round: acknowledged at its end.
     urgent: Vec<SocketAddr>,
-    /// Point-to-point puts applied.
-    p2p_applied: u64,
     /// Senders owed an acknowledgement of point-to-point puts applied by a caller's drive
     /// (since [`Shared::owed_since`]).
     owed: Vec<SocketAddr>,
@@ -439,7 +437,6 @@ fn build(st: &State, ip: Ipv4Addr) -> Result<Endpoint, String> {
             spare: Spare::default(),
             last_in: Instant::now(),
             urgent: Vec::new(),
-            p2p_applied: 0,
             owed: Vec::new(),
         },
         job_key,
@@ -870,10 +867,7 @@ fn send_owed(sh: &Shared) {
 /// Point-to-point puts this PE sent through its endpoint, and applied from others.
 pub fn p2p_counts() -> (u64, u64) {
     shared().map_or((0, 0), |sh| {
-        (
-            sh.p2p_sent.load(Ordering::Relaxed),
-            lock(&sh.ep).inbox.p2p_applied,
-        )
+        (sh.p2p_sent.load(Ordering::Relaxed), received())
     })
 }
 
@@ -1187,7 +1181,6 @@ impl Inbox {
                 return;
             };
             if h.flags & URGENT != 0 {
-                self.p2p_applied += 1;
                 RECEIVED.fetch_add(1, Ordering::Relaxed);
                 LAST_P2P.store(now_ns(), Ordering::Relaxed);
             }
@@ -1345,7 +1338,7 @@ pub fn flush(st: &State) {
             s.frames_received,
             s.duplicates,
             sh.p2p_sent.load(Ordering::Relaxed),
-            e.inbox.p2p_applied,
+            received(),
             if done {
                 ""
             } else {
