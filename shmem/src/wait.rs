@@ -241,10 +241,23 @@ pub fn tested<R>(
 /// errors of single operations stay with their context until its next quiet.
 #[inline]
 pub fn progress(st: &State, call: &str) {
+    progress_with(st, call, crate::coll::direct::drive_p2p);
+}
+
+/// [`progress`] for the collectives' waits: their signals arrive on this PE's collective
+/// endpoint, so it is driven on every look (once: not a second time for point-to-point
+/// puts).
+#[inline]
+pub fn progress_coll(st: &State, call: &str) {
+    progress_with(st, call, crate::coll::direct::drive);
+}
+
+#[inline]
+fn progress_with(st: &State, call: &str, drive: fn(&State)) {
     if let Err(e) = st.node.poke() {
         fatal(call, e);
     }
-    crate::coll::direct::drive_p2p(st);
+    drive(st);
     if watch::alert() & watch::GONE != 0 {
         fatal(call, st.node.service_gone());
     }

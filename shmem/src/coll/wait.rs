@@ -10,8 +10,8 @@
 //! 2 us to 100 us; a PE with a collective endpoint sleeps in `ppoll` on its socket, so that
 //! a datagram ends the nap. Every phase checks the condition between waits; before every
 //! check the PE drives its own remote operations if any are in flight
-//! ([`crate::wait::progress`]: the signals it just posted may still sit in an open frame,
-//! and the PE it waits for may be waiting for them) and its collective endpoint.
+//! ([`crate::wait::progress_coll`]: the signals it just posted may still sit in an open
+//! frame, and the PE it waits for may be waiting for them) and its collective endpoint.
 //! [`wait_on`] with `socket` waits for a signal that arrives on this PE's endpoint (the
 //! remote counters of a leader whose peers it reaches directly): on a crowded machine it
 //! spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up to [`SOCKET_NAP`]
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use super::direct;
 use crate::fatal::fatal;
 use crate::state::State;
-use crate::wait::progress;
+use crate::wait::progress_coll;
 
 /// Longest sleep between polls.
 const MAX_NAP: Duration = Duration::from_micros(100);
@@ -58,8 +58,7 @@ pub fn wait_on(
     mut ready: impl FnMut() -> bool,
     what: impl FnOnce() -> String,
 ) {
-    progress(st, call);
-    direct::drive(st);
+    progress_coll(st, call);
     if ready() {
         return;
     }
@@ -111,9 +110,8 @@ fn slow(
     // a running PE (as a service would) instead of waking a sleeping one for each.
     let mut received = direct::received();
     let mut phase = start;
-    let progress = |received: &mut u64, phase: &mut Instant| {
-        progress(st, call);
-        direct::drive(st);
+    let look = |received: &mut u64, phase: &mut Instant| {
+        progress_coll(st, call);
         let now = direct::received();
         if now != *received {
             *received = now;
@@ -124,7 +122,7 @@ fn slow(
     // clock is read after every poll, and not at all when there is no spin (a crowded
     // machine): a fixed batch of polls had cost ~19 us of another PE's CPU per wait.
     while phase.elapsed() < spin {
-        progress(&mut received, &mut phase);
+        look(&mut received, &mut phase);
         if ready() {
             return;
         }
@@ -132,7 +130,7 @@ fn slow(
     }
     let yield_until = if block { spin } else { spin + YIELD };
     let deadline = st.wait_timeout();
-    // A dead local service ends the wait in `progress`; this names the wait for the
+    // A dead local service ends the wait in `progress_coll`; this names the wait for the
     // launcher and prints the SIGQUIT report (crate::wait's module docs).
     let what = crate::wait::Described::new(what);
     let mut watch = gsas_node::watch::Watch::new(Some(call), start);
@@ -157,7 +155,7 @@ fn slow(
             return;
         }
         let before = phase;
-        progress(&mut received, &mut phase);
+        look(&mut received, &mut phase);
         if phase != before {
             nap = Duration::from_micros(2);
         }
