@@ -21,7 +21,11 @@
 //! reused only after that meeting), their barriers reuse one `pSync` per active set, as the
 //! specification allows. A barrier step checks that it waits: every member first puts a
 //! token into its right neighbour (non-blocking) and after the barrier finds its left
-//! neighbour's.
+//! neighbour's. An exchange step (not a collective, counted with them) is the flag exchange
+//! of applications: every member puts data, fences, and puts a flag into its right
+//! neighbour, by a blocking put or an atomic set, waits for its own flag and checks its
+//! left neighbour's data; small puts go straight to a PE of another node, larger ones and
+//! the atomic through its service, and the flag must never overtake the data.
 //!
 //! Sizes are drawn around the boundaries of the job's UDP MTU (`--mtu`, or `GSAS_UDP_MTU`,
 //! default 61440): what a datagram carries of the collectives' data and of the services'
@@ -44,6 +48,12 @@ unsafe extern "C" {
     fn shmem_quiet();
     fn shmem_global_exit(status: c_int) -> !;
     fn shmem_putmem_nbi(dest: *mut c_void, src: *const c_void, n: usize, pe: c_int);
+    fn shmem_putmem(dest: *mut c_void, src: *const c_void, n: usize, pe: c_int);
+    fn shmem_fence();
+    fn shmem_uint64_p(dest: *mut u64, value: u64, pe: c_int);
+    fn shmem_uint64_atomic_set(dest: *mut u64, value: u64, pe: c_int);
+    fn shmem_uint64_wait_until(ivar: *mut u64, cmp: c_int, value: u64);
+    fn shmem_uint64_test(ivar: *mut u64, cmp: c_int, value: u64) -> c_int;
     fn shmem_team_sync(team: *const c_void) -> c_int;
     fn shmem_sync(start: c_int, log_stride: c_int, size: c_int, psync: *mut c_long);
     fn shmem_barrier(start: c_int, log_stride: c_int, size: c_int, psync: *mut c_long);
@@ -225,6 +235,9 @@ reductions! {
     Double Min shmem_double_min_reduce shmem_double_min_to_all;
 }
 
+/// `SHMEM_CMP_EQ`.
+const SHMEM_CMP_EQ: c_int = 1;
+
 /// `SHMEM_REDUCE_SYNC_SIZE`, the largest `pSync` of any collective.
 const PSYNC_WORDS: usize = 35;
 /// `pSync`s in the rotating pool of the active-set collectives.
@@ -335,9 +348,12 @@ enum Kind {
     Alltoall,
     Alltoalls,
     Reduce,
+    /// Not a collective: point-to-point puts around the group's ring, see
+    /// [`Checker::exchange`].
+    Exchange,
 }
 
-const KINDS: [Kind; 7] = [
+const KINDS: [Kind; 8] = [
     Kind::Barrier,
     Kind::Broadcast,
     Kind::Fcollect,
@@ -345,6 +361,7 @@ const KINDS: [Kind; 7] = [
     Kind::Alltoall,
     Kind::Alltoalls,
     Kind::Reduce,
+    Kind::Exchange,
 ];
 
 struct Options {
@@ -464,7 +481,7 @@ struct Checker<'a> {
     boundary: Vec<usize>,
     step: u64,
     last: String,
-    counts: [u64; 7],
+    counts: [u64; KINDS.len()],
     set_calls: u64,
     team_calls: u64,
     wraps: u64,
@@ -556,6 +573,7 @@ impl Checker<'_> {
             Kind::Fcollect | Kind::Collect => self.gather(g, me_in, kind, &what),
             Kind::Alltoall | Kind::Alltoalls => self.alltoall(g, me_in, kind, &what),
             Kind::Reduce => self.reduce(g, me_in, &what),
+            Kind::Exchange => self.exchange(g, me_in, &what),
         }
         self.counts[KINDS.iter().position(|&k| k == kind).unwrap_or(0)] += 1;
         if g.is_team() {
@@ -608,6 +626,62 @@ impl Checker<'_> {
                 format_args!("the token of PE {left} is {got:#x}, want {token:#x}"),
             );
         }
+    }
+
+    /// Point-to-point puts around the group's ring, the flag exchange of applications: every
+    /// member writes data (blocking `shmem_putmem`, any size: the small ones go straight to
+    /// a PE of another node, the others through its service), `shmem_fence`, and an 8-byte
+    /// flag (`shmem_putmem`, `shmem_uint64_p` or `shmem_uint64_atomic_set`) into its right
+    /// neighbour, then waits for its own flag (`shmem_uint64_wait_until`, or polls
+    /// `shmem_uint64_test`) and checks the data of its left neighbour: the flag must not
+    /// overtake the data, whichever paths the two take. (Without the fence OpenSHMEM does
+    /// not order them, and gsas does not either: two writes through a service may be
+    /// reordered by a lost datagram.) No PE meets another after it: the regions are fresh,
+    /// as for every step.
+    fn exchange(&mut self, g: &Group, me_in: Option<usize>, what: &str) {
+        let n = g.members.len();
+        let len = match self.rng.below(4) {
+            // Mostly what goes straight to the PE (SHMEM_P2P_DIRECT_MAX, 1 KiB by default).
+            0..=2 => self.rng.below(1025),
+            _ => self.size(1),
+        };
+        let flag_by = self.rng.below(3);
+        let polls = self.rng.below(2) == 0;
+        let ([src, dest, flag], _) = self.regions(g, [len, len, 8]);
+        let Some(i) = me_in else { return };
+        let right = g.members[(i + 1) % n];
+        let left = g.members[(i + n - 1) % n];
+        let token = self.step | 1 << 63;
+        let what = format!(
+            "{what}, {len} bytes, a fence and a flag by {}, {} for it",
+            ["shmem_putmem", "shmem_uint64_p", "shmem_uint64_atomic_set"][flag_by],
+            if polls {
+                "shmem_uint64_test"
+            } else {
+                "shmem_uint64_wait_until"
+            }
+        );
+        fill(src, len, self.step, self.me);
+        // SAFETY: symmetric regions of this step (`dest` of `len` bytes, `flag` of 8);
+        // `src` and `token` outlive the blocking puts.
+        unsafe {
+            shmem_putmem(dest.cast(), src.cast(), len, right as c_int);
+            shmem_fence();
+            let f = flag.cast::<u64>();
+            match flag_by {
+                0 => shmem_putmem(f.cast(), (&raw const token).cast(), 8, right as c_int),
+                1 => shmem_uint64_p(f, token, right as c_int),
+                _ => shmem_uint64_atomic_set(f, token, right as c_int),
+            }
+            if polls {
+                while shmem_uint64_test(f, SHMEM_CMP_EQ, token) == 0 {
+                    std::hint::spin_loop();
+                }
+            } else {
+                shmem_uint64_wait_until(f, SHMEM_CMP_EQ, token);
+            }
+        }
+        self.expect(dest, len, left, 0, &what, "dest (the flag came first)");
     }
 
     fn broadcast(&mut self, g: &Group, me_in: Option<usize>, what: &str) {
@@ -1041,7 +1115,7 @@ fn main() -> Result<(), shmem::Error> {
         boundary: boundary_sizes(opt.mtu, opt.max_bytes),
         step: 0,
         last: "none".into(),
-        counts: [0; 7],
+        counts: [0; KINDS.len()],
         set_calls: 0,
         team_calls: 0,
         wraps: 0,
