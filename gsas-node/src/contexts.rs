@@ -91,8 +91,9 @@ impl Node {
     /// outside ([`Node::outside_done`] ends that), counts it as a started operation and is
     /// no longer settled. Operations through a service that start later first complete the
     /// outside writes to their PE, and `quiet` and `fence` all of them, through the hook
-    /// ([`Node::set_outside_hook`]), so every two writes of this PE to one PE stay in the
-    /// order issued whichever paths they take.
+    /// ([`Node::set_outside_hook`]), so a write outside the node is never reordered with
+    /// another write of this PE to the same PE (two writes through a service are ordered
+    /// by `fence`, as before).
     pub fn outside_begin(&self) -> bool {
         let remote = self.pulse.lock();
         if !engines_idle(&remote) {

@@ -59,8 +59,8 @@
 //! of the PE sleeps on its doorbell, the keeper thread blocks on the socket and applies it
 //! at once), rings the PE's doorbell and acknowledges it: at once when the keeper applied it, else with the PE's next call
 //! (its answer to the sender carries the acknowledgement), or the keeper's soon after.
-//! Ordering with the services' path, whichever paths two writes of a PE to one PE take,
-//! is kept by two rules: such a put goes here only while nothing of the PE's is in flight
+//! A put sent here is never reordered with another write of the PE to the same PE (two
+//! writes through a service are ordered by `fence`, as before), by two rules: such a put goes here only while nothing of the PE's is in flight
 //! through a service ([`gsas_node::Node::outside_begin`]), and every later operation
 //! through a service to that PE, and every `quiet` and `fence`, first waits until every
 //! frame to that PE is acknowledged ([`complete`], the node's outside hook). That means
