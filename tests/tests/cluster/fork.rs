@@ -233,9 +233,20 @@ fn forked_pes_output_and_status_reach_the_launcher() {
     let dir = gsas_tests::node::scratch_dir("fork-valid");
     let (cf, file) = fork_cluster(&dir);
     let ds = daemons(&cf, &file);
-    let script = "echo hello from $PMI_ID on node $GSAS_NODE; echo to stderr >&2; \
-                  printf 'no newline'; [ $PMI_ID != 2 ] || exit 3";
-    let out = forked(&file, 4, &["sh", "-c", script]);
+    // PE 2 fails only once every PE has written all of its output: its exit ends the job,
+    // and a PE still starting on a loaded machine (PE 3 had printed one line of three in
+    // one CI run) would be terminated before it wrote the rest.
+    let marks = dir.join("written");
+    std::fs::create_dir_all(&marks).unwrap();
+    std::fs::set_permissions(&marks, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let script = format!(
+        "echo hello from $PMI_ID on node $GSAS_NODE; echo to stderr >&2; \
+         printf 'no newline'; touch {m}/$PMI_ID; [ $PMI_ID != 2 ] && exit 0; \
+         i=0; while [ $(ls {m} | wc -l) -lt 4 ] && [ $i -lt 1200 ]; do \
+         sleep 0.05; i=$((i + 1)); done; exit 3",
+        m = marks.display()
+    );
+    let out = forked(&file, 4, &["sh", "-c", &script]);
     assert_eq!(out.status.code(), Some(3), "{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
