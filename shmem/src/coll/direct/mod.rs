@@ -57,16 +57,17 @@
 //! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; while such
 //! puts flow ([`ACTIVE_FOR`]), when no caller drove it for [`DRIVEN_RECENTLY`] or a thread
 //! of the PE sleeps on its doorbell, the keeper thread blocks on the socket and applies it
-//! at once), rings the PE's doorbell and acknowledges it: at once when the keeper applied it, else with the PE's next call
-//! (its answer to the sender carries the acknowledgement), or the keeper's soon after.
-//! A put sent here is never reordered with another write of the PE to the same PE (two
-//! writes through a service are ordered by `fence`, as before), by two rules: such a put goes here only while nothing of the PE's is in flight
-//! through a service ([`gsas_node::Node::outside_begin`]), and every later operation
-//! through a service to that PE, and every `quiet` and `fence`, first waits until every
-//! frame to that PE is acknowledged ([`complete`], the node's outside hook). That means
-//! every packet was applied there: the layer acknowledges a frame only once all its packets
-//! were taken, and a packet held behind a lost one is acknowledged before it is applied,
-//! but the lost one is not.
+//! at once), rings the PE's doorbell and acknowledges it: at once when the keeper applied
+//! it, else with the PE's next call (its answer to the sender carries the
+//! acknowledgement), or the keeper's soon after. A put sent here is never reordered with
+//! another write of the PE to the same PE (two writes through a service are ordered by
+//! `fence`, as before), by two rules: such a put goes here only while nothing of the PE's
+//! is in flight through a service ([`gsas_node::Node::outside_begin`]), and every later
+//! operation through a service to that PE, and every `quiet` and `fence`, first waits
+//! until every frame to that PE is acknowledged ([`complete`], the node's outside hook).
+//! That means every packet was applied there: the layer acknowledges a frame only once all
+//! its packets were taken, and a packet held behind a lost one is acknowledged before it
+//! is applied, but the lost one is not.
 //!
 //! **What it is not.** Not used within a node (shared memory is faster), over Exanet (the
 //! PEs have no UDP socket there), to PEs reached by RDMA (verbs), or with
