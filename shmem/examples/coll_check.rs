@@ -238,6 +238,9 @@ reductions! {
 /// `SHMEM_CMP_EQ`.
 const SHMEM_CMP_EQ: c_int = 1;
 
+/// How long an exchange step polls `shmem_uint64_test` for its flag before it fails.
+const POLL_LIMIT: Duration = Duration::from_secs(300);
+
 /// `SHMEM_REDUCE_SYNC_SIZE`, the largest `pSync` of any collective.
 const PSYNC_WORDS: usize = 35;
 /// `pSync`s in the rotating pool of the active-set collectives.
@@ -674,7 +677,17 @@ impl Checker<'_> {
                 _ => shmem_uint64_atomic_set(f, token, right as c_int),
             }
             if polls {
+                // Bounded, as the library's waits are (SHMEM_WAIT_TIMEOUT), and well inside
+                // the loaded stage's job limit: a lost flag names its step instead of
+                // hanging until the launcher ends the job.
+                let t0 = Instant::now();
                 while shmem_uint64_test(f, SHMEM_CMP_EQ, token) == 0 {
+                    if t0.elapsed() > POLL_LIMIT {
+                        self.fail(
+                            &what,
+                            format_args!("no flag from PE {left} after {POLL_LIMIT:?}"),
+                        );
+                    }
                     std::hint::spin_loop();
                 }
             } else {
