@@ -168,7 +168,7 @@ pub const P2P_DIRECT_MAX: EnvVar = EnvVar {
     alias: None,
     kind: Kind::Size,
     default: "1k",
-    doc: "gsas extension: across nodes over UDP, a blocking put (`shmem_p`, `shmem_put`, `shmem_putmem`, ...) of up to this many bytes that fits one datagram of the collectives' endpoint goes straight to the target PE's own socket, which the target applies while it waits or tests (or its keeper thread, as soon as it arrives, when the target sleeps or computes) and then acknowledges, instead of through the target node's atomic service; only while nothing of this PE's is in flight through a service, so that no earlier operation is overtaken. 0 sends every put through the services. Needs the collectives' endpoint (`SHMEM_COLL_DIRECT_MAX` above 0).",
+    doc: "gsas extension: across nodes over UDP, a blocking put (`shmem_p`, `shmem_put`, `shmem_putmem`, `shmem_put_signal`, ...) of up to this many bytes that fits one datagram of the collectives' endpoint goes straight to the target PE's own socket, which the target applies while it waits or tests (or its keeper thread, as soon as it arrives, when the target sleeps or computes) and then acknowledges, instead of through the target node's atomic service; only while nothing of this PE's is in flight through a service, so that no earlier operation is overtaken. 0 sends every put through the services. Needs the collectives' endpoint (`SHMEM_COLL_DIRECT_MAX` above 0).",
 };
 
 /// Every variable, in the order of the documentation.

@@ -178,7 +178,7 @@ unsafe fn put_general_body(
     let data = unsafe { std::slice::from_raw_parts(src, n) };
     let held = !nbi && r.session.batching();
     // A small blocking put to a PE of another node: straight to its endpoint if it can.
-    if !nbi && !held && crate::coll::direct::p2p_put(st, target, sym, data, call) {
+    if !nbi && !held && crate::coll::direct::p2p_put(st, target, sym, data, None, call) {
         return;
     }
     let res = if nbi {
@@ -786,6 +786,16 @@ pub unsafe fn put_signal(
         } else {
             // SAFETY: `src` is readable for `n` bytes by the caller's contract.
             let data = unsafe { std::slice::from_raw_parts(src, n) };
+            // A small blocking one to a PE of another node: data and signal in one packet
+            // straight to its endpoint if it can (as `put_general_body`).
+            let straight = crate::coll::direct::P2pSignal {
+                at: sig_sym,
+                op,
+                value: signal,
+            };
+            if !nbi && crate::coll::direct::p2p_put(st, target, sym, data, Some(straight), call) {
+                return;
+            }
             // The node client sends the signal with the data where a service applies both
             // (one request), and falls back to put + signal elsewhere (verbs).
             let res = st.node.put_signal(

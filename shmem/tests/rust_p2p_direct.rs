@@ -15,16 +15,31 @@
 //!   `p` flag (the flag waits for the service path), and a `p` followed by `quiet` whose
 //!   completion is then announced through the sender's own memory, read back with `g`.
 //!   Some of the direct puts are lost once.
+//! * `signal`: a ring of `shmem_put_signal` (data and signal in one packet): every PE
+//!   puts 8 words of the round and the signal into the next PE, alternating
+//!   `SHMEM_SIGNAL_SET` (to 3 x the round) and `SHMEM_SIGNAL_ADD` (of 3, which makes
+//!   3 x the round), and waits with `signal_wait_until`; it then checks the signal's exact value and
+//!   every word of the data (the signal must not come before it). Every 4th packet is lost
+//!   once. Each PE checks that its puts took the shortcut.
+//! * `race` (`SHMEM_THREAD_MULTIPLE`): on PE 0 one thread `p`s rising values into a word
+//!   of the last PE (straight, some lost once) and publishes each one it finished, while
+//!   another thread takes the newest published value, calls `shmem_quiet`, reads the word
+//!   back with a fetching atomic (through the service: it must see that value or a later
+//!   one) and announces the value in PE 0's own memory; the last PE reads the announcement
+//!   with `g` and checks that its word holds at least that value. So a quiet, and an
+//!   operation through a service, of one thread cover the direct puts another thread
+//!   finished before it, while that thread keeps sending.
 //! * `off`: with `SHMEM_P2P_DIRECT_MAX=0` nothing takes the shortcut and the ring still
 //!   works (the counters say 0).
 
 mod rust_common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rust_common::{Topology, report_ok, run, run_and_check};
 use shmem::testing::{coll_drop, p2p_direct_counts};
-use shmem::{Cmp, Shmem};
+use shmem::{Cmp, Shmem, SignalOp, ThreadLevel};
 
 const SPIN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -33,11 +48,17 @@ fn child_pe() {
     let Some(s) = rust_common::child_scenario() else {
         return;
     };
-    let shmem = shmem::init().expect("init");
+    let shmem = if s == "race" {
+        shmem::init_thread(ThreadLevel::Multiple).expect("init")
+    } else {
+        shmem::init().expect("init")
+    };
     let summary = match s.as_str() {
         "ring" => ring(&shmem, true),
         "off" => ring(&shmem, false),
         "order" => order(&shmem),
+        "signal" => signal(&shmem),
+        "race" => race(&shmem),
         other => panic!("unknown scenario {other}"),
     };
     let me = shmem.my_pe();
@@ -181,6 +202,121 @@ fn order(shmem: &Shmem) -> String {
     format!("order ok: {rounds} rounds")
 }
 
+fn signal(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let n = shmem.n_pes();
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let data = shmem.alloc_vec::<u64>(8).unwrap();
+    let sig = shmem.alloc_box(0u64).unwrap();
+    let words = |pe: usize, round: u64| -> Vec<u64> {
+        (0..8).map(|i| (pe as u64) << 48 | round << 8 | i).collect()
+    };
+    shmem.barrier_all();
+    let rounds = 200u64;
+    let (sent0, _) = p2p_direct_counts();
+    for round in 1..=rounds {
+        // PE 0 starts each round; the others pass it on once they saw it.
+        let take = |round: u64| {
+            // Any change (a wrong value fails here instead of waiting for ever).
+            let got = shmem.signal_wait_until(&sig, Cmp::Ne, 3 * (round - 1));
+            assert_eq!(got, 3 * round, "PE {me}: round {round}: the signal's value");
+            assert_eq!(
+                data.to_vec(),
+                words(prev, round),
+                "PE {me}: round {round}: the data of PE {prev} (the signal came first)"
+            );
+        };
+        if me != 0 {
+            take(round);
+        }
+        if round % 4 == 0 {
+            coll_drop(1);
+        }
+        let (op, value) = if round % 2 == 1 {
+            (SignalOp::Set, 3 * round)
+        } else {
+            (SignalOp::Add, 3)
+        };
+        shmem.put_signal(&data, &words(me, round), &sig, value, op, next);
+        if me == 0 {
+            take(round);
+        }
+    }
+    let (sent, _) = p2p_direct_counts();
+    shmem.barrier_all();
+    if shmem.ptr(&sig, next).is_none() {
+        assert_eq!(
+            sent - sent0,
+            rounds,
+            "PE {me}: every put with signal to PE {next} should go straight to its endpoint"
+        );
+    }
+    format!("signal ok: {rounds} rounds")
+}
+
+fn race(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let last = shmem.n_pes() - 1;
+    let word = shmem.alloc_box(0u64).unwrap();
+    let done = shmem.alloc_box(0u64).unwrap();
+    shmem.barrier_all();
+    let rounds = 3000u64;
+    let (sent0, _) = p2p_direct_counts();
+    if me == 0 {
+        let finished = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 1..=rounds {
+                    if i % 16 == 0 {
+                        coll_drop(1);
+                    }
+                    shmem.p(&word, i, last);
+                    finished.store(i, Ordering::Release);
+                }
+            });
+            let mut k = 0;
+            while k < rounds {
+                k = finished.load(Ordering::Acquire);
+                shmem.quiet();
+                let seen = shmem.atomic_fetch(&word, last);
+                assert!(
+                    seen >= k,
+                    "PE 0: the put of {k} had returned in the other thread, but an atomic through the service after it read {seen}"
+                );
+                shmem.p(&done, k, 0);
+            }
+        });
+    } else if me == last {
+        let t0 = Instant::now();
+        let mut k = 0;
+        while k < rounds {
+            k = shmem.g(&done, 0);
+            let v = word.read();
+            assert!(
+                v >= k,
+                "PE {me}: PE 0's quiet returned after its put of {k}, but the word holds {v}"
+            );
+            assert!(
+                t0.elapsed() < SPIN_LIMIT,
+                "PE {me}: PE 0 announced only {k}"
+            );
+        }
+        assert_eq!(word.read(), rounds);
+    }
+    shmem.barrier_all();
+    let (sent, _) = p2p_direct_counts();
+    if me == 0 && shmem.ptr(&word, last).is_none() {
+        // While the other thread's atomic is in flight through the service, puts go there
+        // too; the rest go straight.
+        assert!(
+            sent - sent0 >= rounds / 10,
+            "PE 0 sent only {} of {rounds} puts straight",
+            sent - sent0
+        );
+    }
+    format!("race ok: {rounds} puts")
+}
+
 fn topo(nodes: u32) -> Topology {
     Topology { nodes, ppn: 1 }
 }
@@ -200,6 +336,22 @@ fn direct_puts_keep_their_order_with_the_service_path() {
     for nodes in [2, 3] {
         let r = run_and_check("order", topo(nodes));
         assert!(r.iter().all(|s| s == "order ok: 30 rounds"), "{r:?}");
+    }
+}
+
+#[test]
+fn puts_with_signal_go_straight_with_their_signal_on_two_three_and_four_nodes() {
+    for nodes in [2, 3, 4] {
+        let r = run_and_check("signal", topo(nodes));
+        assert!(r.iter().all(|s| s == "signal ok: 200 rounds"), "{r:?}");
+    }
+}
+
+#[test]
+fn one_threads_quiet_covers_the_direct_puts_another_thread_finished() {
+    for nodes in [2, 3] {
+        let r = run_and_check("race", topo(nodes));
+        assert!(r.iter().all(|s| s == "race ok: 3000 puts"), "{r:?}");
     }
 }
 

@@ -48,7 +48,7 @@ impl Header {
             w.copy_from_slice(&h[r]);
             u64::from_le_bytes(w)
         };
-        if !(KIND_ADD..=KIND_PART).contains(&h[field::KIND]) {
+        if !(KIND_ADD..=KIND_PUT_SIGNAL_ADD).contains(&h[field::KIND]) {
             return None;
         }
         let mut w = [0u8; 4];
@@ -97,6 +97,14 @@ pub(super) const KIND_NOTE: u8 = 5;
 /// Bytes to append to the receiver's unfinished mail or note of (sender, flag or key): a
 /// part of a larger one, whose last part is a [`KIND_MAIL`] or [`KIND_NOTE`].
 pub(super) const KIND_PART: u8 = 6;
+/// Bytes for the receiver's memory at the data address, then the signal word at the flag
+/// address set to the packet's last 8 bytes (little-endian, not part of the data): a
+/// point-to-point `shmem_put_signal` with `SHMEM_SIGNAL_SET`.
+pub(super) const KIND_PUT_SIGNAL_SET: u8 = 7;
+/// As [`KIND_PUT_SIGNAL_SET`], the value added to the signal word (`SHMEM_SIGNAL_ADD`).
+pub(super) const KIND_PUT_SIGNAL_ADD: u8 = 8;
+/// Bytes of the signal value at the end of a put-with-signal packet.
+pub(super) const SIGNAL_BYTES: usize = 8;
 /// Header flag (tests): the frame that carries this packet is lost on its first
 /// transmission (see `shmem::testing::coll_drop`); receivers ignore it.
 pub(super) const LOSE_ONCE: u8 = 1;
@@ -139,9 +147,13 @@ mod tests {
             assert_eq!(Header::parse(&d[..n]), None, "{n} bytes");
             assert!(!Header::lose_once(&d[..n]));
         }
-        for kind in [0, KIND_PART + 1, 0xff] {
+        for kind in [0, KIND_PUT_SIGNAL_ADD + 1, 0xff] {
             d[0] = kind;
             assert_eq!(Header::parse(&d), None, "kind {kind}");
+        }
+        for kind in KIND_ADD..=KIND_PUT_SIGNAL_ADD {
+            d[0] = kind;
+            assert_eq!(Header::parse(&d).map(|h| h.kind), Some(kind), "kind {kind}");
         }
     }
 }

@@ -53,7 +53,9 @@
 //! **Point-to-point puts** ([`p2p_put`], `SHMEM_P2P_DIRECT_MAX`, 1 KiB by default). A
 //! blocking put (`shmem_p`, `shmem_put`, `shmem_putmem`, ...) to a PE of another node that
 //! fits one packet goes to that PE's endpoint too, marked [`URGENT`]: the flag exchange
-//! that applications do then wakes no service on either side. The receiver applies it when
+//! that applications do then wakes no service on either side. A blocking
+//! `shmem_put_signal` of such data goes the same way, its signal value in the same packet
+//! (applied after the data). The receiver applies it when
 //! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; while such
 //! puts flow ([`ACTIVE_FOR`]), when no caller drove it for [`DRIVEN_RECENTLY`] or a thread
 //! of the PE sleeps on its doorbell, the keeper thread blocks on the socket and applies it
@@ -72,7 +74,8 @@
 //! **What it is not.** Not used within a node (shared memory is faster), over Exanet (the
 //! PEs have no UDP socket there), to PEs reached by RDMA (verbs), or with
 //! `SHMEM_COLL_DIRECT_MAX=0`; then every signal and put goes through the services as
-//! before. Not for gets, atomics, non-blocking puts or puts inside a batch session.
+//! before. Not for gets, atomics, non-blocking puts (`shmem_put_signal_nbi` included) or
+//! puts inside a batch session.
 //!
 //! **Thread-safety.** One endpoint per process, behind a mutex that the callers and the
 //! keeper thread take (the keeper only with `try_lock`).
@@ -87,6 +90,7 @@ use std::time::{Duration, Instant};
 
 use gsas_core::reliable::{Admission, PeerEvent, PeerIndex, Refusal, RefusalReason};
 use gsas_core::transport::{Transport, TransportError};
+use gsas_core::wire::SignalOp;
 use gsas_node::{Ctx as NodeCtx, SYNC};
 use gsas_transport::net::NetAddr;
 use gsas_transport::reliable::{MapIndex, OwnedReliable, reliable_config};
@@ -101,8 +105,8 @@ mod header;
 mod lossy;
 
 use header::{
-    HEADER, Header, KIND_ADD, KIND_MAIL, KIND_NOTE, KIND_PART, KIND_PUT, KIND_PUT_ADD, LOSE_ONCE,
-    NOWHERE, URGENT,
+    HEADER, Header, KIND_ADD, KIND_MAIL, KIND_NOTE, KIND_PART, KIND_PUT, KIND_PUT_ADD,
+    KIND_PUT_SIGNAL_ADD, KIND_PUT_SIGNAL_SET, LOSE_ONCE, NOWHERE, SIGNAL_BYTES, URGENT,
 };
 use lossy::Lossy;
 
@@ -124,6 +128,15 @@ const SOCKBUF: usize = 4 << 20;
 /// Data is cut into packets at multiples of this many bytes of the receiver's address (the
 /// runtime's fragment granule), so that no aligned element is split between two packets.
 const GRANULE: usize = gsas_core::wire::GRANULE;
+
+/// The signal of a point-to-point put-with-signal ([`p2p_put`]).
+#[derive(Clone, Copy, Debug)]
+pub struct P2pSignal {
+    /// The signal word (8-byte aligned, checked by the caller).
+    pub at: SymAddr,
+    pub op: SignalOp,
+    pub value: u64,
+}
 
 /// What a packet carries besides its number.
 #[derive(Clone, Copy, Debug)]
@@ -581,7 +594,7 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
             e,
             (pe, to),
             (k, 0, f, part_at),
-            &data[off..off + n],
+            (&data[off..off + n], &[]),
             call,
         );
         off += n;
@@ -595,15 +608,16 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
     sh.pending.store(true, Ordering::Relaxed);
 }
 
-/// Hands one packet of `kind`, header flags, flag and data address for PE `pe` (at `to`)
-/// to the layer, waiting for room in the window or the pool first; returns the lock.
+/// Hands one packet of `kind`, header flags, flag and data address for PE `pe` (at `to`),
+/// whose payload is `data` then `tail`, to the layer, waiting for room in the window or
+/// the pool first; returns the lock.
 fn push<'a>(
     st: &State,
     sh: &'a Shared,
     mut e: MutexGuard<'a, Endpoint>,
     (pe, to): (u32, UdpPeer),
     (kind, flags, flag, at): (u8, u8, SymAddr, SymAddr),
-    data: &[u8],
+    (data, tail): (&[u8], &[u8]),
     call: &str,
 ) -> MutexGuard<'a, Endpoint> {
     let lose = dropped();
@@ -621,9 +635,11 @@ fn push<'a>(
             at,
         };
         e.net.set_now(now_ns());
-        match e.net.send(to, HEADER + data.len(), |b| {
+        match e.net.send(to, HEADER + data.len() + tail.len(), |b| {
             h.emit(b);
-            b[HEADER..].copy_from_slice(data);
+            let (d, t) = b[HEADER..].split_at_mut(data.len());
+            d.copy_from_slice(data);
+            t.copy_from_slice(tail);
         }) {
             Ok(()) => {
                 e.inbox.peers[pe as usize].next_out += 1;
@@ -706,13 +722,28 @@ static P2P: AtomicBool = AtomicBool::new(false);
 /// collective; its keeper thread at once when it sleeps in a wait or has not driven its
 /// endpoint for [`DRIVEN_RECENTLY`]) and acknowledges it (see `round`); `shmem_quiet`
 /// and `shmem_fence` wait for that acknowledgement ([`complete`]).
-pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> bool {
+///
+/// With `signal` (`shmem_put_signal`), the same packet carries the signal: the target
+/// applies the data, then the signal update, so a waiter that sees the signal sees the
+/// data (the packet must hold the data and the 8-byte value).
+pub fn p2p_put(
+    st: &State,
+    pe: u32,
+    at: SymAddr,
+    data: &[u8],
+    signal: Option<P2pSignal>,
+    call: &str,
+) -> bool {
     let Some(sh) = shared() else { return false };
     if data.len() > sh.p2p_max || !st.node.writes_through_network_service(pe) {
         return false;
     }
     let mut e = lock(&sh.ep);
-    if piece(Some(at.off), 0, data.len(), e.chunk) != data.len() {
+    let room = match signal {
+        Some(_) => e.chunk.saturating_sub(SIGNAL_BYTES),
+        None => e.chunk,
+    };
+    if room == 0 || piece(Some(at.off), 0, data.len(), room) != data.len() {
         return false;
     }
     let Some(addr) = peer_addr(st, &mut e, pe, call) else {
@@ -732,13 +763,24 @@ pub fn p2p_put(st: &State, pe: u32, at: SymAddr, data: &[u8], call: &str) -> boo
     // `push` may let go of the lock to wait for room: while it does, a `complete` of
     // another thread must not take this PE's puts for done (see `complete`).
     e.sending.push(pe);
+    let (kind, flag, value) = match signal {
+        None => (KIND_PUT, NOWHERE, None),
+        Some(P2pSignal { at, op, value }) => {
+            let kind = match op {
+                SignalOp::Set => KIND_PUT_SIGNAL_SET,
+                SignalOp::Add => KIND_PUT_SIGNAL_ADD,
+            };
+            (kind, at, Some(value.to_le_bytes()))
+        }
+    };
+    let tail = value.as_ref().map_or(&[][..], |v| &v[..]);
     e = push(
         st,
         sh,
         e,
         (pe, to),
-        (KIND_PUT, URGENT, NOWHERE, at),
-        data,
+        (kind, URGENT, flag, at),
+        (data, tail),
         call,
     );
     if let Some(i) = e.sending.iter().position(|&q| q == pe) {
@@ -1168,6 +1210,19 @@ impl Inbox {
             }
             _ => {}
         }
+        // A put-with-signal's value is its last 8 bytes.
+        let (data, signal) = match h.kind {
+            KIND_PUT_SIGNAL_SET | KIND_PUT_SIGNAL_ADD => {
+                let Some(cut) = data.len().checked_sub(SIGNAL_BYTES) else {
+                    return;
+                };
+                let (d, v) = data.split_at(cut);
+                let mut w = [0u8; SIGNAL_BYTES];
+                w.copy_from_slice(v);
+                (d, Some(u64::from_le_bytes(w)))
+            }
+            _ => (data, None),
+        };
         // A packet naming memory outside this PE's segments is consumed and ignored.
         let fp = if h.kind == KIND_PUT {
             None
@@ -1177,7 +1232,7 @@ impl Inbox {
             };
             Some(fp)
         };
-        if matches!(h.kind, KIND_PUT_ADD | KIND_PUT) {
+        if h.kind != KIND_ADD && h.kind != KIND_MAIL {
             let Some(dp) = local(st, h.at, data.len()) else {
                 return;
             };
@@ -1195,7 +1250,18 @@ impl Inbox {
         if let Some(fp) = fp {
             // SAFETY: an aligned word of this PE's own segment (checked); all writers use
             // atomics.
-            unsafe { AtomicU64::from_ptr(fp.cast::<u64>()) }.fetch_add(1, Ordering::AcqRel);
+            let word = unsafe { AtomicU64::from_ptr(fp.cast::<u64>()) };
+            match (h.kind, signal) {
+                (KIND_PUT_SIGNAL_SET, Some(v)) => {
+                    word.swap(v, Ordering::AcqRel);
+                }
+                (KIND_PUT_SIGNAL_ADD, Some(v)) => {
+                    word.fetch_add(v, Ordering::AcqRel);
+                }
+                _ => {
+                    word.fetch_add(1, Ordering::AcqRel);
+                }
+            }
         }
     }
 
