@@ -456,26 +456,9 @@ fn free_port() -> u16 {
 
 /// Starts `exanet-emu` (four nodes, `eps` endpoints each) under `root` and waits until it
 /// is ready.
-fn start_emulator(root: &Path, eps: u32) -> Child {
-    let s = suite();
-    let _ = std::fs::remove_dir_all(root);
-    let mut child = exanet_emu_command()
-        .arg("--root")
-        .arg(root)
-        .args(["--nodes", "4", "--eps", &eps.to_string(), "--log", "warn"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting exanet-emu: {e}"));
-    let until = Instant::now() + Duration::from_secs(if s.emulated { 300 } else { 60 });
-    while !root.join("ready").exists() {
-        if let Some(st) = child.try_wait().unwrap() {
-            panic!("exanet-emu --root {} exited: {st}", root.display());
-        }
-        assert!(Instant::now() < until, "exanet-emu not ready in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
+fn start_emulator(root: &Path, eps: usize) -> Child {
+    let within = Duration::from_secs(if suite().emulated { 300 } else { 60 });
+    gsas_tests::emu::spawn_ready(exanet_emu_command(), root, eps, &[], within)
 }
 
 /// Starts the daemons of `transport` (two UDP nodes on loopback, or four emulated Exanet
