@@ -1219,7 +1219,12 @@ impl Inbox {
                 let (d, v) = data.split_at(cut);
                 let mut w = [0u8; SIGNAL_BYTES];
                 w.copy_from_slice(v);
-                (d, Some(u64::from_le_bytes(w)))
+                let op = if h.kind == KIND_PUT_SIGNAL_SET {
+                    SignalOp::Set
+                } else {
+                    SignalOp::Add
+                };
+                (d, Some((op, u64::from_le_bytes(w))))
             }
             _ => (data, None),
         };
@@ -1251,14 +1256,15 @@ impl Inbox {
             // SAFETY: an aligned word of this PE's own segment (checked); all writers use
             // atomics.
             let word = unsafe { AtomicU64::from_ptr(fp.cast::<u64>()) };
-            match (h.kind, signal) {
-                (KIND_PUT_SIGNAL_SET, Some(v)) => {
+            // After the data: a reader that sees the flag or signal sees the data.
+            match signal {
+                Some((SignalOp::Set, v)) => {
                     word.swap(v, Ordering::AcqRel);
                 }
-                (KIND_PUT_SIGNAL_ADD, Some(v)) => {
+                Some((SignalOp::Add, v)) => {
                     word.fetch_add(v, Ordering::AcqRel);
                 }
-                _ => {
+                None => {
                     word.fetch_add(1, Ordering::AcqRel);
                 }
             }
