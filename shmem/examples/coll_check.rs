@@ -50,6 +50,15 @@ unsafe extern "C" {
     fn shmem_putmem_nbi(dest: *mut c_void, src: *const c_void, n: usize, pe: c_int);
     fn shmem_putmem(dest: *mut c_void, src: *const c_void, n: usize, pe: c_int);
     fn shmem_fence();
+    fn shmem_putmem_signal(
+        dest: *mut c_void,
+        src: *const c_void,
+        n: usize,
+        sig_addr: *mut u64,
+        signal: u64,
+        sig_op: c_int,
+        pe: c_int,
+    );
     fn shmem_uint64_p(dest: *mut u64, value: u64, pe: c_int);
     fn shmem_uint64_atomic_set(dest: *mut u64, value: u64, pe: c_int);
     fn shmem_uint64_wait_until(ivar: *mut u64, cmp: c_int, value: u64);
@@ -235,8 +244,12 @@ reductions! {
     Double Min shmem_double_min_reduce shmem_double_min_to_all;
 }
 
-/// `SHMEM_CMP_EQ`.
+/// `SHMEM_CMP_EQ` and `SHMEM_CMP_NE`.
 const SHMEM_CMP_EQ: c_int = 1;
+const SHMEM_CMP_NE: c_int = 2;
+/// `SHMEM_SIGNAL_SET` and `SHMEM_SIGNAL_ADD`.
+const SHMEM_SIGNAL_SET: c_int = 0;
+const SHMEM_SIGNAL_ADD: c_int = 1;
 
 /// How long an exchange step polls `shmem_uint64_test` for its flag before it fails.
 const POLL_LIMIT: Duration = Duration::from_secs(300);
@@ -635,12 +648,15 @@ impl Checker<'_> {
     /// member writes data (blocking `shmem_putmem`, any size: the small ones go straight to
     /// a PE of another node, the others through its service), `shmem_fence`, and an 8-byte
     /// flag (`shmem_putmem`, `shmem_uint64_p` or `shmem_uint64_atomic_set`) into its right
-    /// neighbour, then waits for its own flag (`shmem_uint64_wait_until`, or polls
-    /// `shmem_uint64_test`) and checks the data of its left neighbour: the flag must not
-    /// overtake the data, whichever paths the two take. (Without the fence OpenSHMEM does
-    /// not order them, and gsas does not either: two writes through a service may be
-    /// reordered by a lost datagram.) No PE meets another after it: the regions are fresh,
-    /// as for every step.
+    /// neighbour, or the data and the flag in one `shmem_putmem_signal` (no fence: the
+    /// signal must follow its data by itself; `SHMEM_SIGNAL_SET`, or `SHMEM_SIGNAL_ADD`
+    /// onto the zeroed flag, which a duplicated datagram applied twice would double). It
+    /// then waits for its own flag (`shmem_uint64_wait_until`, or polls `shmem_uint64_test`)
+    /// and checks the data of its left neighbour: the flag must not overtake the data,
+    /// whichever paths the two take, and must hold exactly the token. (Without the fence
+    /// OpenSHMEM does not order a put and a flag, and gsas does not either: two writes
+    /// through a service may be reordered by a lost datagram.) No PE meets another after
+    /// it: the regions are fresh, as for every step.
     fn exchange(&mut self, g: &Group, me_in: Option<usize>, what: &str) {
         let n = g.members.len();
         let len = match self.rng.below(4) {
@@ -648,7 +664,7 @@ impl Checker<'_> {
             0..=2 => self.rng.below(1025),
             _ => self.size(1),
         };
-        let flag_by = self.rng.below(3);
+        let flag_by = self.rng.below(5);
         let polls = self.rng.below(2) == 0;
         let ([src, dest, flag], _) = self.regions(g, [len, len, 8]);
         let Some(i) = me_in else { return };
@@ -656,8 +672,14 @@ impl Checker<'_> {
         let left = g.members[(i + n - 1) % n];
         let token = self.step | 1 << 63;
         let what = format!(
-            "{what}, {len} bytes, a fence and a flag by {}, {} for it",
-            ["shmem_putmem", "shmem_uint64_p", "shmem_uint64_atomic_set"][flag_by],
+            "{what}, {len} bytes, {}, {} for it",
+            [
+                "a fence and a flag by shmem_putmem",
+                "a fence and a flag by shmem_uint64_p",
+                "a fence and a flag by shmem_uint64_atomic_set",
+                "shmem_putmem_signal with SHMEM_SIGNAL_SET",
+                "shmem_putmem_signal with SHMEM_SIGNAL_ADD",
+            ][flag_by],
             if polls {
                 "shmem_uint64_test"
             } else {
@@ -668,20 +690,46 @@ impl Checker<'_> {
         // SAFETY: symmetric regions of this step (`dest` of `len` bytes, `flag` of 8);
         // `src` and `token` outlive the blocking puts.
         unsafe {
-            shmem_putmem(dest.cast(), src.cast(), len, right as c_int);
-            shmem_fence();
             let f = flag.cast::<u64>();
+            if flag_by < 3 {
+                shmem_putmem(dest.cast(), src.cast(), len, right as c_int);
+                shmem_fence();
+            }
             match flag_by {
                 0 => shmem_putmem(f.cast(), (&raw const token).cast(), 8, right as c_int),
                 1 => shmem_uint64_p(f, token, right as c_int),
-                _ => shmem_uint64_atomic_set(f, token, right as c_int),
+                2 => shmem_uint64_atomic_set(f, token, right as c_int),
+                op => {
+                    let sig_op = if op == 3 {
+                        SHMEM_SIGNAL_SET
+                    } else {
+                        SHMEM_SIGNAL_ADD
+                    };
+                    shmem_putmem_signal(
+                        dest.cast(),
+                        src.cast(),
+                        len,
+                        f,
+                        token,
+                        sig_op,
+                        right as c_int,
+                    );
+                }
             }
+            // For any change of the zeroed flag, so that a wrong value fails below at once
+            // instead of waiting; a flag stored by `shmem_putmem` (not one store of 8
+            // bytes) for the token itself.
+            let (cmp, value) = if flag_by == 0 {
+                (SHMEM_CMP_EQ, token)
+            } else {
+                (SHMEM_CMP_NE, 0)
+            };
             if polls {
                 // Bounded, as the library's waits are (SHMEM_WAIT_TIMEOUT), and well inside
                 // the loaded stage's job limit: a lost flag names its step instead of
                 // hanging until the launcher ends the job.
                 let t0 = Instant::now();
-                while shmem_uint64_test(f, SHMEM_CMP_EQ, token) == 0 {
+                while shmem_uint64_test(f, cmp, value) == 0 {
                     if t0.elapsed() > POLL_LIMIT {
                         self.fail(
                             &what,
@@ -691,10 +739,18 @@ impl Checker<'_> {
                     std::hint::spin_loop();
                 }
             } else {
-                shmem_uint64_wait_until(f, SHMEM_CMP_EQ, token);
+                shmem_uint64_wait_until(f, cmp, value);
             }
         }
         self.expect(dest, len, left, 0, &what, "dest (the flag came first)");
+        // SAFETY: this PE's flag word of this step.
+        let got = unsafe { std::ptr::read_volatile(flag.cast::<u64>()) };
+        if got != token {
+            self.fail(
+                &what,
+                format_args!("the flag of PE {left} is {got:#x}, want {token:#x}"),
+            );
+        }
     }
 
     fn broadcast(&mut self, g: &Group, me_in: Option<usize>, what: &str) {
