@@ -10,9 +10,11 @@
 //!
 //! Arguments: `MODE ROUNDS`. Modes: `quiet` (`p` + `quiet`, the partner in `wait_until`),
 //! `wait` (`p` alone, the partner in `wait_until`), `test` (`p` alone, the partner polling
-//! `test`). Defaults: `test 2000`. PEs other than 0 and 1 only join the barriers.
+//! `test`), `signal` (8 bytes of data and the flag in one `put_signal` with
+//! `SHMEM_SIGNAL_SET`, the partner in `signal_wait_until`, then checking the data).
+//! Defaults: `test 2000`. PEs other than 0 and 1 only join the barriers.
 
-use shmem::Cmp;
+use shmem::{Cmp, SignalOp};
 
 fn main() -> Result<(), shmem::Error> {
     let mut a = std::env::args().skip(1);
@@ -22,7 +24,7 @@ fn main() -> Result<(), shmem::Error> {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage("ROUNDS must be a positive integer"),
     };
-    if !["quiet", "wait", "test"].contains(&mode.as_str()) {
+    if !["quiet", "wait", "test", "signal"].contains(&mode.as_str()) {
         usage(&format!("unknown mode {mode:?}"));
     }
     let shmem = shmem::init()?;
@@ -31,20 +33,31 @@ fn main() -> Result<(), shmem::Error> {
         usage("needs at least 2 PEs");
     }
     let flag = shmem.alloc_box(0u64)?;
+    let data = shmem.alloc_vec::<u64>(1)?;
     shmem.barrier_all();
     let mut times = Vec::with_capacity(rounds as usize);
     if me < 2 {
         let peer = 1 - me;
         let wait = |v: u64| {
-            let seen = if mode == "test" {
-                while !shmem.test(&flag, Cmp::Ge, v) {}
-                flag.read()
-            } else {
-                shmem.wait_until(&flag, Cmp::Ge, v)
+            let seen = match mode.as_str() {
+                "test" => {
+                    while !shmem.test(&flag, Cmp::Ge, v) {}
+                    flag.read()
+                }
+                "signal" => shmem.signal_wait_until(&flag, Cmp::Ge, v),
+                _ => shmem.wait_until(&flag, Cmp::Ge, v),
             };
             assert_eq!(seen, v, "PE {me}: flag holds {seen}, want {v}");
+            if mode == "signal" {
+                let got = data.read(0);
+                assert_eq!(got, !v, "PE {me}: data {got:#x} under signal {v}");
+            }
         };
         let send = |v: u64| {
+            if mode == "signal" {
+                shmem.put_signal(&data, &[!v], &flag, v, SignalOp::Set, peer);
+                return;
+            }
             shmem.p(&flag, v, peer);
             if mode == "quiet" {
                 shmem.quiet();
@@ -73,11 +86,12 @@ fn main() -> Result<(), shmem::Error> {
             times[times.len() - 1].as_secs_f64() * 1e6
         );
     }
+    drop(data);
     drop(flag);
     shmem.finalize()
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("flag_pingpong: {why}\nusage: flag_pingpong [quiet|wait|test] [ROUNDS]");
+    eprintln!("flag_pingpong: {why}\nusage: flag_pingpong [quiet|wait|test|signal] [ROUNDS]");
     std::process::exit(2)
 }

@@ -1,7 +1,7 @@
 //! The flag ping-pong (`shmem/examples/flag_pingpong.rs`) between two loopback nodes of
 //! one PE each, beside the stage's CPU-bound processes: 20,000 round trips of each pattern
 //! (`p` + `quiet` against `wait_until`, `p` against `wait_until`, `p` against a `test`
-//! loop), every value checked, within `oshrun --timeout 60`. A waiting PE that keeps the
+//! loop, `put_signal` of 8 bytes against `signal_wait_until`), every value checked, within `oshrun --timeout 60`. A waiting PE that keeps the
 //! CPU from its node's service (or a service that keeps it from the PE) stretches each
 //! round trip to milliseconds: 20,000 of them then take minutes. The round trips are
 //! printed; their speed is measured by `scripts/bench` (family `flag`), not asserted here.
@@ -58,4 +58,9 @@ fn p_against_wait_until() {
 #[test]
 fn p_against_a_test_loop() {
     pingpong("test");
+}
+
+#[test]
+fn put_signal_against_signal_wait_until() {
+    pingpong("signal");
 }
