@@ -49,9 +49,12 @@ select_toolchain() {
     # Measured on the 2-CPU CI machine, same tests, one build each way: gsas-core's
     # sim_lossy 72 s -> 5.2 s, symheap_proptest 41 -> 2.7 s, two shmem barrier tests
     # 29 -> 4.9 s, cluster's eight PEs on four Exanet nodes 73 -> 20 s; the clean build
-    # takes about 12 min instead of 6. Set CARGO_PROFILE_DEV_OPT_LEVEL=0 for a build that
-    # a debugger steps through line by line.
+    # takes about 12 min instead of 6, and 9.6 min with line tables only for debug
+    # information (enough for the file:line of a backtrace). Set
+    # CARGO_PROFILE_DEV_OPT_LEVEL=0 CARGO_PROFILE_DEV_DEBUG=true for a build that a
+    # debugger steps through line by line.
     export CARGO_PROFILE_DEV_OPT_LEVEL="${CARGO_PROFILE_DEV_OPT_LEVEL:-1}"
+    export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
 }
 
 cmd="${1:-}"
