@@ -9,7 +9,8 @@
 //! realloc; size 0 (calloc: count or size 0) returns NULL with **no** barrier; `free(NULL)`
 //! is a no-op without barrier; `realloc(NULL, n)` is malloc, `realloc(p, 0)` is free;
 //! a failed allocation returns NULL on every PE (the allocators agree) and leaves a
-//! reallocated block unchanged. Alignments must be powers of two (a smaller one than
+//! reallocated block unchanged; the job's first such failure is printed by PE 0 with the
+//! heap's size (every one, on every PE, with `SHMEM_DEBUG`). Alignments must be powers of two (a smaller one than
 //! `sizeof(void *)`, 1, 2 or 4, is rounded up to it, as other implementations do: every
 //! block is at least pointer-aligned) and at most the alignment of the heap mapping (the
 //! heap size rounded up to a power of two, at most 1 GiB; see
@@ -30,6 +31,7 @@
 //! rules require every PE to call in the same order.
 
 use std::ffi::{c_long, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use gsas_core::symheap::AllocError;
 use gsas_node::NodeError;
@@ -75,8 +77,27 @@ fn address(st: &State, off: Option<u64>) -> *mut c_void {
     })
 }
 
-/// The outcome of an allocator call: an offset, or NULL after an exhaustion (reported with
-/// `SHMEM_DEBUG`); other errors are fatal.
+/// Reports an allocation that returns NULL: by default the job's first one, on PE 0 only
+/// (every PE gets NULL: the allocators agree), with the heap's size and the variable that
+/// sets it, as other implementations print it without being asked; with `SHMEM_DEBUG`
+/// every one on every PE.
+fn report_failure(call: &str, e: &AllocError) {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    let Some(st) = state::get() else { return };
+    if st.config.debug {
+        debug(call, e);
+    } else if st.me == 0 && !REPORTED.swap(true, Ordering::Relaxed) {
+        gsas_transport::eprintln_whole!(
+            "gsas-shmem: PE 0: {call}: {e}; the symmetric heap is {} bytes per PE \
+             (SHMEM_SYMMETRIC_SIZE sets it); NULL on every PE (SHMEM_DEBUG=1 reports every \
+             failed allocation)",
+            st.segs.heap.len
+        );
+    }
+}
+
+/// The outcome of an allocator call: an offset, or NULL after an exhaustion (reported, see
+/// [`report_failure`]); other errors are fatal.
 fn outcome(r: Result<Option<u64>, NodeError>, call: &str) -> Option<u64> {
     match r {
         Ok(o) => o,
@@ -86,7 +107,7 @@ fn outcome(r: Result<Option<u64>, NodeError>, call: &str) -> Option<u64> {
             | AllocError::SizeOverflow { .. }
             | AllocError::InvalidAlignment { .. }),
         )) => {
-            debug(call, e);
+            report_failure(call, &e);
             None
         }
         Err(e) => fatal(call, e),
@@ -207,7 +228,7 @@ pub fn realloc(ptr: *mut c_void, size: usize, call: &str) -> *mut c_void {
         Err(NodeError::Heap(
             e @ (AllocError::OutOfMemory { .. } | AllocError::MetadataFull { .. }),
         )) => {
-            debug(call, e);
+            report_failure(call, &e);
             None
         }
         Err(e) => fatal(call, e),

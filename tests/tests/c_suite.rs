@@ -1319,13 +1319,32 @@ fn symmetric_size_from_the_environment() {
         for &(var, value, bytes) in valid {
             let bytes_s = bytes.to_string();
             let run = run_case(&bin, &[&bytes_s], &[(var, value)], case, daemons.as_ref());
-            check_run(
-                &format!("env_size {var}={value}"),
-                "env_size",
-                case,
-                &run,
-                Expect::Success,
+            let label = format!("env_size {var}={value}");
+            check_run(&label, "env_size", case, &run, Expect::Success);
+            // The refused request (four times the heap) is printed once, by PE 0, with the
+            // heap's size, without SHMEM_DEBUG.
+            let said = format!(
+                "gsas-shmem: PE 0: shmem_malloc: symmetric heap exhausted: requested {} bytes",
+                bytes * 4
             );
+            // (The heap is whole pages.)
+            let heap = format!(
+                "the symmetric heap is {} bytes per PE",
+                bytes.div_ceil(4096) * 4096
+            );
+            let lines: Vec<&str> = run
+                .output
+                .lines()
+                .filter(|l| l.contains(": shmem_malloc: "))
+                .collect();
+            if lines.len() != 1 || !lines[0].contains(&said) || !lines[0].contains(&heap) {
+                fail_run(
+                    &label,
+                    case,
+                    &run,
+                    &format!("want one line {said:?} ... {heap:?}, got {lines:?}"),
+                );
+            }
         }
     }
     // SHMEM_ wins over SMA_.
