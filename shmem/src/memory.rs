@@ -10,11 +10,12 @@
 //! is a no-op without barrier; `realloc(NULL, n)` is malloc, `realloc(p, 0)` is free;
 //! a failed allocation returns NULL on every PE (the allocators agree) and leaves a
 //! reallocated block unchanged; the job's first such failure is printed by PE 0 with the
-//! heap's size (every one, on every PE, with `SHMEM_DEBUG`). Alignments must be powers of two (a smaller one than
-//! `sizeof(void *)`, 1, 2 or 4, is rounded up to it, as other implementations do: every
-//! block is at least pointer-aligned) and at most the alignment of the heap mapping (the
-//! heap size rounded up to a power of two, at most 1 GiB; see
-//! `gsas_transport::shm::mapping_alignment`), else NULL is returned (on every PE, without barrier).
+//! heap's size (every one, on every PE, with `SHMEM_DEBUG`). Alignments must be powers of
+//! two (a smaller one than `sizeof(void *)`, 1, 2 or 4, is rounded up to it, as other
+//! implementations do: every block is at least pointer-aligned) and at most the alignment
+//! of the heap mapping (the heap size rounded up to a power of two, at most 1 GiB; see
+//! `gsas_transport::shm::mapping_alignment`), else NULL is returned (on every PE, without
+//! barrier).
 //! These routines leave `errno` as they found it (system calls inside a barrier may set it
 //! on the way; a C program that checks `errno` after a successful `shmem_malloc` must not
 //! see that). Unknown
