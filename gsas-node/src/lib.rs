@@ -83,7 +83,7 @@
 //! **Files.** This file holds the types, the queries and the argument checks; `progress.rs`
 //! the remote path's waits and operation bookkeeping; `rma.rs` put and get; `amo.rs`
 //! atomics; `contexts.rs` contexts, quiet and fence; `alloc.rs` the symmetric heap;
-//! `lifecycle.rs` barrier, abort and finalize; `boot.rs` init.
+//! `lifecycle.rs` barrier, abort, pause, leave and finalize; `boot.rs` init.
 //!
 //! **What it is not.** No collectives beyond [`Node::barrier_all`], no teams, no typed API
 //! (the shmem crate adds them). The heap calls are local: the barriers OpenSHMEM puts
@@ -268,7 +268,7 @@ pub struct Node {
     unbelled: bool,
     /// This PE's bell in the service's doorbell page (see [`Node::bell`]).
     bell: Option<gsas_transport::bell::BellRef>,
-    /// The progress keeper (jobs with other nodes), stopped by finalize.
+    /// The progress keeper (jobs with other nodes), stopped by leave (finalize).
     keeper: Mutex<Option<Keeper>>,
     control: Mutex<ControlClient>,
     control_fd: OwnedFd,

@@ -1,4 +1,6 @@
-//! The end of a PE's life in the job: barrier_all, abort, finalize (and settling before leaving).
+//! The end of a PE's life in the job: barrier_all, abort, finalize, which is pause (the end
+//! of an OpenSHMEM initialization cycle: everything completed, every PE met) then leave
+//! (settling before leaving the service and PMI).
 
 use super::error::NodeError;
 use gsas_core::wire::{AtomicOp, AtomicType};
@@ -83,24 +85,47 @@ impl Node {
     }
 
     /// Completes every context, waits for all PEs (barrier), leaves the service and says
-    /// goodbye to PMI. Further operations fail with [`NodeError::Finalized`]. Calling it
-    /// again does nothing.
+    /// goodbye to PMI: [`Node::pause`], then [`Node::leave`]. Further operations fail with
+    /// [`NodeError::Finalized`]. Calling it again does nothing.
     pub fn finalize(&self) -> Result<(), NodeError> {
         if self.finalized.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.pause()?;
+        self.leave()
+    }
+
+    /// The end of one initialization cycle of the OpenSHMEM layer: completes every
+    /// context, waits for all PEs (barrier) and completes the barrier's own increments.
+    /// Every operation any PE started before its `pause` has then been executed. This PE
+    /// stays in the job (service connection, PMI, mappings): the program may start
+    /// another cycle, and must end with [`Node::leave`] (which needs no other PE).
+    pub fn pause(&self) -> Result<(), NodeError> {
+        self.check_live()?;
         let used = *lock(&self.contexts);
         for i in (0..MAX_CONTEXTS).filter(|i| used & (1 << i) != 0) {
             self.quiet(Ctx(i as u16))?;
         }
-        // From here on the only operations are the final barrier's increments: one that a
-        // node refuses because every PE of the job there finalized counts as complete
-        // (`Book::finished_by_job_end`).
+        // From here on the only operations are the barrier's increments: one that a node
+        // refuses because every PE of the job there left after its own pause counts as
+        // complete (`Book::finished_by_job_end`).
         self.pulse.lock().book.ending = true;
-        self.barrier_all()?;
-        // The barrier's last increments are non-blocking: complete them before leaving,
-        // or the PEs they went to could wait for them in vain.
-        self.quiet(Ctx::DEFAULT)?;
+        // The barrier's last increments are non-blocking: complete them too, or the PEs
+        // they went to could wait for them in vain if this PE left next.
+        let done = self.barrier_all().and_then(|()| self.quiet(Ctx::DEFAULT));
+        // Nothing is in flight any more; a later cycle's operations are held to the
+        // normal rule.
+        self.pulse.lock().book.ending = false;
+        done
+    }
+
+    /// Leaves the job after a [`Node::pause`] (no other PE is waited for): lets the last
+    /// replies be acknowledged, leaves the service and says goodbye to PMI. Further
+    /// operations fail with [`NodeError::Finalized`]. Calling it again does nothing.
+    pub fn leave(&self) -> Result<(), NodeError> {
+        if self.finalized.load(Ordering::Acquire) {
+            return Ok(());
+        }
         // A PE that cannot settle still leaves the service and PMI (so that neither keeps
         // its state), and then reports the failure.
         let settled = self.settle();
@@ -129,6 +154,18 @@ impl Node {
             (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
             (Ok(()), Ok(())) => Ok(()),
         }
+    }
+
+    /// Whether [`Node::leave`] (or [`Node::finalize`]) has run.
+    pub fn has_left(&self) -> bool {
+        self.finalized.load(Ordering::Acquire)
+    }
+
+    /// Forgets every block of the symmetric heap (the whole heap is free again), for a new
+    /// initialization cycle after a [`Node::pause`]; every PE does it at the same point of
+    /// the job, so the allocations that follow get the same offsets everywhere.
+    pub fn reset_heap(&self) {
+        lock(&self.heap).reset();
     }
 
     /// Before leaving, after every operation completed: lets the reliability layer

@@ -35,7 +35,10 @@
 //!
 //! Options: `--count N` collectives (10000), `--seed S` (1), `--max-bytes B` largest
 //! contribution of one PE (300000), `--arena B` bytes of the arena (16 MiB), `--progress K`
-//! PE 0 prints a line every K collectives (1000; 0: never). A wrong result prints what was
+//! PE 0 prints a line every K collectives (1000; 0: never), `--cycles C` (1) splits the
+//! collectives over C initialization cycles: `shmem::init` .. `finalize` C times in one
+//! process, as OpenSHMEM 1.6 allows, the arena, `pSync`s and teams made afresh in each,
+//! the random sequence going on across them. A wrong result prints what was
 //! expected, where, and the collective before it, and ends the job with status 1.
 
 use std::ffi::{c_int, c_long, c_void};
@@ -387,6 +390,7 @@ struct Options {
     arena: usize,
     progress: u64,
     mtu: usize,
+    cycles: u64,
 }
 
 fn options() -> Options {
@@ -400,6 +404,7 @@ fn options() -> Options {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(61440),
+        cycles: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -415,10 +420,11 @@ fn options() -> Options {
             "--arena" => o.arena = value("--arena") as usize,
             "--progress" => o.progress = value("--progress"),
             "--mtu" => o.mtu = value("--mtu") as usize,
+            "--cycles" => o.cycles = value("--cycles").max(1),
             "-h" | "--help" => {
                 println!(
                     "usage: coll_check [--count N] [--seed S] [--max-bytes B] [--arena B] \
-                     [--progress K] [--mtu M]\n(see the program's documentation in \
+                     [--progress K] [--mtu M] [--cycles C]\n(see the program's documentation in \
                      shmem/examples/coll_check.rs)"
                 );
                 std::process::exit(0)
@@ -1152,8 +1158,64 @@ fn groups<'s>(shmem: &'s Shmem, owned: &mut Vec<shmem::OwnedTeam<'s>>) -> Vec<Gr
     out
 }
 
+/// What one initialization cycle hands to the next: the random sequence and the counts.
+struct Tally {
+    rng: Rng,
+    counts: [u64; KINDS.len()],
+    set_calls: u64,
+    team_calls: u64,
+    wraps: u64,
+}
+
 fn main() -> Result<(), shmem::Error> {
     let opt = options();
+    let mut tally = Tally {
+        rng: Rng(opt.seed),
+        counts: [0; KINDS.len()],
+        set_calls: 0,
+        team_calls: 0,
+        wraps: 0,
+    };
+    let t0 = Instant::now();
+    let mut pes = (0, 0);
+    for cycle in 0..opt.cycles {
+        let steps = opt.count * cycle / opt.cycles..opt.count * (cycle + 1) / opt.cycles;
+        (tally, pes) = run_cycle(&opt, steps, tally, t0)?;
+    }
+    let (me, npes) = pes;
+    if me == 0 {
+        let kinds: Vec<String> = KINDS
+            .iter()
+            .zip(tally.counts)
+            .map(|(k, n)| format!("{n} {}", format!("{k:?}").to_lowercase()))
+            .collect();
+        let cycles = if opt.cycles > 1 {
+            format!(", {} initialization cycles", opt.cycles)
+        } else {
+            String::new()
+        };
+        println!(
+            "coll_check: {} collectives on {npes} PEs checked exactly (seed {}): {} ({} on teams, {} on active sets, {} arena wraps{cycles}) in {:.1} s",
+            opt.count,
+            opt.seed,
+            kinds.join(", "),
+            tally.team_calls,
+            tally.set_calls,
+            tally.wraps,
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// One initialization cycle (`shmem::init` .. `finalize`): the arena, the `pSync`s and the
+/// groups made afresh, then the steps of `steps`.
+fn run_cycle(
+    opt: &Options,
+    steps: std::ops::Range<u64>,
+    tally: Tally,
+    t0: Instant,
+) -> Result<(Tally, (usize, usize)), shmem::Error> {
     let shmem = shmem::init()?;
     let (me, npes) = (shmem.my_pe(), shmem.n_pes());
     let arena = shmem.alloc_vec::<u8>(opt.arena)?;
@@ -1170,8 +1232,8 @@ fn main() -> Result<(), shmem::Error> {
     let mut c = Checker {
         me,
         npes,
-        opt: &opt,
-        rng: Rng(opt.seed),
+        opt,
+        rng: tally.rng,
         arena: Arena {
             base: arena.as_ptr().cast_mut(),
             len: opt.arena,
@@ -1184,13 +1246,12 @@ fn main() -> Result<(), shmem::Error> {
         boundary: boundary_sizes(opt.mtu, opt.max_bytes),
         step: 0,
         last: "none".into(),
-        counts: [0; KINDS.len()],
-        set_calls: 0,
-        team_calls: 0,
-        wraps: 0,
+        counts: tally.counts,
+        set_calls: tally.set_calls,
+        team_calls: tally.team_calls,
+        wraps: tally.wraps,
     };
-    let t0 = Instant::now();
-    for step in 0..opt.count {
+    for step in steps {
         c.step = step;
         c.run_step(&groups);
         if me == 0 && opt.progress > 0 && (step + 1) % opt.progress == 0 && step + 1 < opt.count {
@@ -1203,24 +1264,15 @@ fn main() -> Result<(), shmem::Error> {
         }
     }
     shmem.barrier_all();
-    if me == 0 {
-        let kinds: Vec<String> = KINDS
-            .iter()
-            .zip(c.counts)
-            .map(|(k, n)| format!("{n} {}", format!("{k:?}").to_lowercase()))
-            .collect();
-        println!(
-            "coll_check: {} collectives on {npes} PEs checked exactly (seed {}): {} ({} on teams, {} on active sets, {} arena wraps) in {:.1} s",
-            opt.count,
-            opt.seed,
-            kinds.join(", "),
-            c.team_calls,
-            c.set_calls,
-            c.wraps,
-            t0.elapsed().as_secs_f64()
-        );
-    }
+    let tally = Tally {
+        rng: c.rng,
+        counts: c.counts,
+        set_calls: c.set_calls,
+        team_calls: c.team_calls,
+        wraps: c.wraps,
+    };
     drop(owned);
     drop((arena, psyncs));
-    shmem.finalize()
+    shmem.finalize()?;
+    Ok((tally, (me, npes)))
 }

@@ -8,25 +8,32 @@
 //! [`finalize`] ends it.
 //!
 //! Initialization is reference-counted as in OpenSHMEM 1.6 (a second `shmem_init` is a
-//! no-op, every `shmem_finalize` but the last is a barrier); initializing again after the
-//! last finalize is refused (the process manager connection is gone).
+//! no-op, every `shmem_finalize` but the last is a barrier). The last finalize ends an
+//! *initialization cycle*: it completes everything, synchronizes every PE
+//! ([`gsas_node::Node::pause`]) and frees every block of the symmetric heap, but the PE
+//! stays in the job (service, PMI, mappings, the collectives' endpoint), so that a later
+//! `shmem_init` starts another cycle on the same job ([`again`]: the state is marked live
+//! again after a barrier). The PE leaves the job at exit ([`gsas_node::Node::leave`], no
+//! other PE waited for). `docs/runtime.md` ("How a PE ends, and starts again").
 //!
 //! **Finalize at exit.** The first initialization registers an exit handler (glibc's
-//! `on_exit`, which also tells the exit status). A program that exits with status 0 while
-//! the library runs (a `start_pes` program, which never calls finalize, or one that just
-//! forgets) is finalized there as if it had called `shmem_finalize` last: quiet, barrier,
-//! leaving the service and the process manager, so the launcher and the service see a
-//! clean end and print no warning. The handler does nothing when the library is already
-//! finalized, when the job is being ended (a fatal error, `shmem_global_exit`: the
-//! process manager has been told), and when the exit status is not 0: a PE that fails
-//! must not wait in a barrier for PEs that may be waiting for it; its launcher reports
-//! the failure. Before it finalizes it tells gsas's launcher (a PMI note): if the other
-//! PEs wait in another call (a `shmem_barrier_all` this PE never reaches), the final
-//! barrier cannot complete, and `oshrun` names this PE and what the others are in
-//! instead of letting the job hang. It serialises with `shmem_init`/`shmem_finalize` of other threads on the
-//! same lock; it finalizes on the exiting thread, so a program that exits while other
-//! threads are still inside the library gets what a `shmem_finalize` at that point would
-//! give. A fatal error inside it ends the process with `_exit` (see `fatal`).
+//! `on_exit`, which also tells the exit status). After the last finalize it leaves the
+//! job, whatever the status (a failure to leave is printed and turns status 0 into 255).
+//! A program that exits with status 0 while the library runs (a `start_pes` program,
+//! which never calls finalize, or one that just forgets) is finalized there as if it had
+//! called `shmem_finalize` last: quiet, barrier, leaving the service and the process
+//! manager, so the launcher and the service see a clean end and print no warning. The
+//! handler does nothing when the job is being ended (a fatal error, `shmem_global_exit`:
+//! the process manager has been told), and, while the library runs, when the exit status
+//! is not 0: a PE that fails must not wait in a barrier for PEs that may be waiting for
+//! it; its launcher reports the failure. Before it finalizes it tells gsas's launcher (a
+//! PMI note): if the other PEs wait in another call (a `shmem_barrier_all` this PE never
+//! reaches), the final barrier cannot complete, and `oshrun` names this PE and what the
+//! others are in instead of letting the job hang. It serialises with
+//! `shmem_init`/`shmem_finalize` of other threads on the same lock; it finalizes on the
+//! exiting thread, so a program that exits while other threads are still inside the
+//! library gets what a `shmem_finalize` at that point would give. A fatal error inside it
+//! ends the process with `_exit` (see `fatal`).
 //!
 //! **What it is not.** The state itself (`state`), which this module fills.
 //!
@@ -35,7 +42,7 @@
 
 use std::ffi::c_int;
 use std::sync::PoisonError;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 
 use gsas_node::{DATA, HEAP, Node, NodeOptions, SYNC};
 use gsas_transport::poll::WaitConfig;
@@ -57,7 +64,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
     }
     if let Some(st) = STATE.get() {
         if st.is_finalized() {
-            return Err(InitError::AfterFinalize);
+            return again(st, options);
         }
         st.init_count.fetch_add(1, Ordering::AcqRel);
         return Ok(st);
@@ -77,12 +84,7 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
     let st = STATE.get_or_init(|| st);
     crate::coll::direct::setup(st);
     register_exit_handler(st);
-    HOT.publish(
-        st.segs.heap,
-        st.npes,
-        st.direct[usize::from(HEAP)].as_ptr().cast_mut(),
-        st.node.settled_word(),
-    );
+    publish(st);
     if st.me == 0 && (st.config.version || st.config.info || st.config.debug) {
         if st.config.info {
             println!("{}", crate::env::render_info());
@@ -101,6 +103,35 @@ pub fn init(options: InitOptions) -> Result<&'static State, InitError> {
             gsas_node::MAX_CONTEXTS - 1
         );
     }
+    Ok(st)
+}
+
+/// Makes the fast paths live for `st`.
+fn publish(st: &'static State) {
+    HOT.publish(
+        st.segs.heap,
+        st.npes,
+        st.direct[usize::from(HEAP)].as_ptr().cast_mut(),
+        st.node.settled_word(),
+    );
+}
+
+/// A new initialization cycle after the last finalize (OpenSHMEM 1.6): the same job on the
+/// same node connection, with an empty symmetric heap (the last finalize freed every
+/// block), the thread level asked for now, and a barrier, so that no PE starts the new
+/// cycle's communication before every PE has entered it. The environment is the one read
+/// at the first initialization.
+fn again(st: &'static State, options: InitOptions) -> Result<&'static State, InitError> {
+    if st.node.has_left() {
+        // Only after the exit handler has run (another exit handler calling shmem_init).
+        return Err(InitError::AfterExit);
+    }
+    st.thread_level
+        .store(options.thread_level, Ordering::Relaxed);
+    st.node.barrier_all().map_err(InitError::Cycle)?;
+    st.init_count.store(1, Ordering::Release);
+    st.finalized.store(false, Ordering::Release);
+    publish(st);
     Ok(st)
 }
 
@@ -163,7 +194,7 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
         },
         direct,
         config,
-        thread_level: options.thread_level,
+        thread_level: AtomicI32::new(options.thread_level),
         wait: WaitConfig {
             block_when_crowded: crowd_blocks,
             ..WaitConfig::new().with_spin_us(spin_us)
@@ -189,14 +220,35 @@ pub fn finalize(call: &str) {
     finish(st, call);
 }
 
-/// The last finalize: completes everything, waits for all PEs, leaves the job.
+/// The last finalize: completes everything, waits for all PEs and frees every block of the
+/// symmetric heap. The PE stays in the job until it exits (the exit handler leaves the
+/// service and PMI), so that a later `shmem_init` can start another cycle.
 fn finish(st: &State, call: &str) {
     crate::coll::direct::flush(st);
-    if let Err(e) = st.node.finalize() {
+    if let Err(e) = st.node.pause() {
         fatal(call, e);
     }
+    st.node.reset_heap();
     HOT.retract();
     st.finalized.store(true, Ordering::Release);
+}
+
+/// Leaves the service and PMI at exit, after the last finalize. Every operation completed
+/// at that finalize, so a failure here loses nothing of the program's, but the PE does not
+/// pretend that it left cleanly: it names the failure and exits non-zero (without ending the
+/// other PEs, which may still be running their own code).
+fn leave(st: &State, status: c_int) {
+    crate::coll::direct::stop();
+    if let Err(e) = st.node.leave() {
+        gsas_transport::eprintln_whole!(
+            "gsas-shmem: PE {}: leaving the job at exit: {e} (every operation had completed at shmem_finalize)",
+            st.me
+        );
+        if status == 0 {
+            // SAFETY: `_exit` inside an exit handler (`exit` again would be undefined).
+            unsafe { libc::_exit(crate::fatal::FATAL_EXIT_CODE) }
+        }
+    }
 }
 
 /// The name the implicit finalize reports errors under.
@@ -223,29 +275,32 @@ fn register_exit_handler(st: &State) {
 
 /// The exit handler; see "Finalize at exit" in the [module docs](self).
 extern "C" fn finalize_at_exit(status: c_int, _arg: *mut std::ffi::c_void) {
-    if status != 0 || crate::fatal::ending() {
+    if crate::fatal::ending() {
+        return;
+    }
+    let _guard = INIT_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(st) = STATE.get() else {
+        return;
+    };
+    if !st.is_finalized() && status != 0 {
         return;
     }
     crate::fatal::entering_exit_handler();
     crate::fatal::boundary(AT_EXIT, || {
-        let _guard = INIT_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(st) = STATE.get() else {
-            return;
-        };
-        if st.is_finalized() {
-            return;
+        if !st.is_finalized() {
+            if st.config.debug {
+                gsas_transport::eprintln_whole!(
+                    "gsas-shmem: PE {}: exiting without shmem_finalize: finalizing now",
+                    st.me
+                );
+            }
+            st.init_count.store(0, Ordering::Release);
+            // Under gsas's launcher: if the other PEs wait in another call, this one's
+            // final barrier waits in vain; the launcher names both (docs/runtime.md).
+            st.node.note_exit_without_finalize();
+            let _named = gsas_node::watch::scope(AT_EXIT);
+            finish(st, AT_EXIT);
         }
-        if st.config.debug {
-            gsas_transport::eprintln_whole!(
-                "gsas-shmem: PE {}: exiting without shmem_finalize: finalizing now",
-                st.me
-            );
-        }
-        st.init_count.store(0, Ordering::Release);
-        // Under gsas's launcher: if the other PEs wait in another call, this one's final
-        // barrier waits in vain; the launcher names both (docs/runtime.md).
-        st.node.note_exit_without_finalize();
-        let _named = gsas_node::watch::scope(AT_EXIT);
-        finish(st, AT_EXIT);
+        leave(st, status);
     });
 }

@@ -1,7 +1,8 @@
-//! The library's global state: set once by initialization, read without locks.
+//! The library's global state: set by the first initialization, read without locks.
 //!
-//! **What it is.** [`State`]: everything the routines read, built once by
-//! `lifecycle::init` (see there): this PE's segments for address translation, the per-PE
+//! **What it is.** [`State`]: everything the routines read, built once by the first
+//! `lifecycle::init` (see there; a later initialization cycle marks the same state live
+//! again, with an emptied heap): this PE's segments for address translation, the per-PE
 //! tables of direct base addresses (the mappings of same-node PEs' heap, data and sync
 //! segments; 0 where a PE is reached through its service) and the parsed environment. (The
 //! world and shared teams are `team::predefined`'s.) It is leaked into a `OnceLock` ([`get`], [`live`]).
@@ -25,7 +26,7 @@
 //! everything else reads immutable data or atomics.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -157,8 +158,8 @@ pub struct State {
     pub(crate) direct: [Box<[usize]>; 3],
     /// The environment.
     pub config: Config,
-    /// The thread level granted.
-    pub thread_level: c_int,
+    /// The thread level granted (by the initialization of the current cycle).
+    pub(crate) thread_level: AtomicI32,
     /// Spin/yield/block settings of waits (`GSAS_SPIN_US`).
     pub wait: WaitConfig,
     /// `shmem_init` calls not yet matched by a `shmem_finalize`.
@@ -177,12 +178,12 @@ impl std::fmt::Debug for State {
     }
 }
 
-/// The state, set once by `lifecycle::init`.
+/// The state, set by the first `lifecycle::init` (kept across initialization cycles).
 pub(crate) static STATE: OnceLock<State> = OnceLock::new();
 /// Serialises initialization, finalization and the finalize at exit.
 pub(crate) static INIT_LOCK: Mutex<()> = Mutex::new(());
 
-/// The state, if initialized (also after finalize).
+/// The state, if ever initialized (also after finalize).
 #[inline]
 pub fn get() -> Option<&'static State> {
     STATE.get()
@@ -221,10 +222,14 @@ pub enum InitError {
     Env(EnvError),
     /// The node client could not start.
     Node(NodeError),
+    /// A new initialization cycle (after the last finalize) did not find every PE: its
+    /// barrier failed.
+    Cycle(NodeError),
     /// The requested thread level is not one of `SHMEM_THREAD_*`.
     ThreadLevel(c_int),
-    /// Initialization after the last finalize.
-    AfterFinalize,
+    /// Initialization from an exit handler that runs after the library's own, which has
+    /// left the job.
+    AfterExit,
     /// The node client started, but this PE has no usable symmetric heap.
     NoHeap,
 }
@@ -234,12 +239,16 @@ impl std::fmt::Display for InitError {
         match self {
             InitError::Env(e) => e.fmt(f),
             InitError::Node(e) => write!(f, "starting the gsas node client: {e}"),
+            InitError::Cycle(e) => write!(
+                f,
+                "waiting for every PE to start the new initialization cycle (after the last shmem_finalize): {e}"
+            ),
             InitError::ThreadLevel(l) => write!(
                 f,
                 "thread level {l} is not one of SHMEM_THREAD_SINGLE (0) .. SHMEM_THREAD_MULTIPLE (3)"
             ),
-            InitError::AfterFinalize => f.write_str(
-                "the library cannot be initialized again after shmem_finalize in the same process",
+            InitError::AfterExit => f.write_str(
+                "the library cannot be initialized again once the process has started to exit (its exit handler has left the job)",
             ),
             InitError::NoHeap => f.write_str("the node client has no symmetric heap mapped"),
         }
@@ -250,7 +259,7 @@ impl std::error::Error for InitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             InitError::Env(e) => Some(e),
-            InitError::Node(e) => Some(e),
+            InitError::Node(e) | InitError::Cycle(e) => Some(e),
             _ => None,
         }
     }
@@ -260,7 +269,12 @@ impl std::error::Error for InitError {
 pub const THREAD_MULTIPLE: c_int = 3;
 
 impl State {
-    /// Whether the last finalize has run.
+    /// The thread level granted by the current cycle's initialization.
+    pub fn thread_level(&self) -> c_int {
+        self.thread_level.load(Ordering::Relaxed)
+    }
+
+    /// Whether the last finalize has run (and no initialization since).
     pub fn is_finalized(&self) -> bool {
         self.finalized.load(Ordering::Acquire)
     }

@@ -24,6 +24,10 @@
 //!   PE `k` contributes `1 << (4 * k)`, times `j + 1` in element `j`), `f64` (halves, exact;
 //!   the exclusive scan of team PE 0 is `-0.0`, the identity of a floating-point sum, which
 //!   the test tells apart from `+0.0`) and `Complex64`; 3 and 1000 elements.
+//! * `reinit`: three initialization cycles in one process (`init`, `init_thread` with another
+//!   level, `init` again after each `finalize`): each cycle's first allocation has the
+//!   first cycle's address (the last finalize emptied the heap), puts to the next PE carry
+//!   the cycle, and a sum reduction over the world sees every PE's cycle-dependent value.
 //! * `query_initialized` is false before `init`, true between `init` and `finalize`, false
 //!   after (checked in every scenario).
 
@@ -32,7 +36,7 @@ mod rust_common;
 use std::time::{Duration, Instant};
 
 use rust_common::{ONE_NODE, TWO_NODES, Topology, report_ok, run_and_check};
-use shmem::{Cmp, Complex64, CtxOptions, SessionOptions, Shmem, TeamConfig};
+use shmem::{Cmp, Complex64, CtxOptions, SessionOptions, Shmem, TeamConfig, ThreadLevel, op};
 
 /// Bound on the `g` polling loop (the library bounds its own waits).
 const SPIN_LIMIT: Duration = Duration::from_secs(120);
@@ -44,6 +48,10 @@ fn child_pe() {
         return;
     };
     assert!(!shmem::query_initialized(), "query_initialized before init");
+    if s == "reinit" {
+        let (me, summary) = reinit();
+        report_ok(me, &summary);
+    }
     let shmem = shmem::init().expect("init");
     assert!(shmem::query_initialized(), "query_initialized after init");
     let summary = match s.as_str() {
@@ -323,6 +331,63 @@ fn held_put_leaves_while_the_sender_computes(shmem: &Shmem) {
     shmem.barrier_all();
 }
 
+fn reinit() -> (usize, String) {
+    const CYCLES: u64 = 3;
+    let mut first = None;
+    let mut me = 0;
+    for cycle in 0..CYCLES {
+        let shmem = if cycle == 1 {
+            shmem::init_thread(ThreadLevel::Serialized).expect("init_thread, cycle 1")
+        } else {
+            shmem::init().expect("init")
+        };
+        assert!(
+            shmem::query_initialized(),
+            "cycle {cycle}: query_initialized"
+        );
+        me = shmem.my_pe();
+        let n = shmem.n_pes();
+        let data = shmem.alloc_vec::<u64>(64).unwrap();
+        let total = shmem.alloc_vec::<u64>(2).unwrap();
+        let at = data.as_ptr() as usize;
+        assert_eq!(
+            *first.get_or_insert(at),
+            at,
+            "cycle {cycle}: the first block moved: the last finalize did not empty the heap"
+        );
+        let words: Vec<u64> = (0..64)
+            .map(|i| cycle << 32 | (me as u64) << 16 | i)
+            .collect();
+        shmem.barrier_all();
+        shmem.put(&data, &words, (me + 1) % n);
+        shmem.barrier_all();
+        let from = (me + n - 1) as u64 % n as u64;
+        for (i, got) in data.to_vec().into_iter().enumerate() {
+            assert_eq!(
+                got,
+                cycle << 32 | from << 16 | i as u64,
+                "cycle {cycle}: word {i}"
+            );
+        }
+        shmem.p(total.at(1), me as u64 + cycle, me);
+        shmem.barrier_all();
+        shmem
+            .team_world()
+            .reduce(op::Sum, total.at(0), total.at(1))
+            .unwrap();
+        let n64 = n as u64;
+        assert_eq!(
+            total.to_vec()[0],
+            n64 * (n64 - 1) / 2 + n64 * cycle,
+            "cycle {cycle}: the sum"
+        );
+        drop((data, total));
+        shmem.finalize().unwrap();
+        assert!(!shmem::query_initialized(), "cycle {cycle}: after finalize");
+    }
+    (me, format!("reinit ok: {CYCLES} cycles"))
+}
+
 fn check(scenario: &str, topo: Topology, want: &str) {
     let r = run_and_check(scenario, topo);
     assert!(r.iter().all(|s| s == want), "{r:?}");
@@ -356,6 +421,16 @@ fn batch_session_puts_arrive_on_one_node() {
 #[test]
 fn batch_session_puts_arrive_across_nodes() {
     check("session", TWO_NODES, "session ok: 2000 words");
+}
+
+#[test]
+fn initialization_cycles_on_one_node() {
+    check("reinit", ONE_NODE, "reinit ok: 3 cycles");
+}
+
+#[test]
+fn initialization_cycles_across_nodes() {
+    check("reinit", TWO_NODES, "reinit ok: 3 cycles");
 }
 
 #[test]

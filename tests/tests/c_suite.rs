@@ -208,6 +208,7 @@ const EXANET_PROGRAMS: &[&str] = &[
     "coll_reduce",
     "coll_collect",
     "openshmem16",
+    "reinit",
 ];
 
 /// The verbs cases of [`VERBS_PROGRAMS`]: one and two PEs per emulated node.
@@ -232,6 +233,7 @@ const VERBS_PROGRAMS: &[&str] = &[
     "coll_collect",
     "openshmem16",
     "rma_blocks",
+    "reinit",
 ];
 /// How many of [`VERBS_PROGRAMS`] run under qemu.
 const VERBS_EMULATED: usize = 2;
@@ -781,25 +783,59 @@ fn setup_query() {
 }
 
 /// `legacy.c` never calls `shmem_finalize` (as `start_pes` programs do): the library's
-/// exit handler must finish every PE cleanly, which the process manager and the services
-/// see: no "without finalize" and no "without Leave" in the job's output (one node: the
-/// service runs inside `oshrun`), and no job reclaimed by the daemons (two nodes).
+/// exit handler must finish every PE cleanly ([`ends_cleanly`]).
 #[test]
 fn legacy() {
     let bin = compile("legacy", "legacy.c", Lang::C, &[]);
+    ends_cleanly("legacy", &bin, &[]);
+}
+
+/// OpenSHMEM 1.6's initialization cycles (`reinit.c`: three init/finalize cycles, the
+/// heap emptied by each last finalize, every kind of operation in each): the PEs stay in
+/// the job between cycles and leave at exit, which the process manager and the services
+/// see as a clean end ([`ends_cleanly`]); with the argument `implicit` the exit handler
+/// ends the last cycle.
+#[test]
+fn reinit() {
+    let bin = compile("reinit", "reinit.c", Lang::C, &[]);
+    ends_cleanly("reinit", &bin, &[]);
+    ends_cleanly("reinit implicit", &bin, &["implicit"]);
+    // The last PE exits after the first cycle: the others' next initialization (the second
+    // cycle's, by shmem_init_thread) fails naming the cycle (its barrier times out, or the
+    // node of the PE that left refuses) and returns nonzero, which the program's check
+    // turns into status 1; no hang.
+    run_cases(
+        "reinit",
+        &bin,
+        &[Case::new(3, Transport::Shm), Case::new(2, Transport::Udp)],
+        &["leave-early"],
+        &[("GSAS_BOOT_TIMEOUT_MS", "1000"), ("GSAS_DEADLINE_MS", "2000")],
+        Expect::Status(
+            1,
+            "shmem_init_thread: waiting for every PE to start the new initialization cycle",
+        ),
+    );
+}
+
+/// Runs `bin` over the matrix and checks that every PE ended cleanly: the job succeeded,
+/// no "without finalize" and no "without Leave" in its output (one node: the service runs
+/// inside `oshrun`), and no job reclaimed by the daemons (two nodes), which saw every job
+/// end.
+fn ends_cleanly(label: &str, bin: &Path, args: &[&str]) {
+    let program = label.split(' ').next().unwrap_or(label);
     let mut daemons = None;
     let mut runs_per_daemon = 0;
     for &case in matrix() {
         if case.transport == Transport::Udp && daemons.is_none() {
-            daemons = Some(start_daemons("legacy", Transport::Udp));
+            daemons = Some(start_daemons(program, Transport::Udp));
         }
-        let run = run_case(&bin, &[], &[], case, daemons.as_ref());
-        check_run("legacy", "legacy", case, &run, Expect::Success);
+        let run = run_case(bin, args, &[], case, daemons.as_ref());
         for warning in ["without finalize", "without Leave"] {
             if run.output.contains(warning) {
-                fail_run("legacy", case, &run, &format!("a PE ended {warning}"));
+                fail_run(label, case, &run, &format!("a PE ended {warning}"));
             }
         }
+        check_run(label, program, case, &run, Expect::Success);
         if case.transport == Transport::Udp {
             runs_per_daemon += 1;
         }
@@ -811,12 +847,12 @@ fn legacy() {
             assert_eq!(
                 stats.get("jobs.reclaimed"),
                 Some(0),
-                "a daemon reclaimed a legacy job (a PE left without Leave): {stats:?}"
+                "a daemon reclaimed a {label} job (a PE left without Leave): {stats:?}"
             );
             assert_eq!(
                 stats.get("jobs.ended"),
                 Some(runs_per_daemon),
-                "a daemon did not see every legacy job end: {stats:?}"
+                "a daemon did not see every {label} job end: {stats:?}"
             );
         }
     }

@@ -77,7 +77,8 @@ impl ThreadLevel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// Initialization failed (environment, bootstrap, after finalize).
+    /// Initialization failed (environment, bootstrap, from an exit handler after the
+    /// library's own).
     Init,
     /// The symmetric heap cannot hold the allocation.
     OutOfMemory,
@@ -188,7 +189,7 @@ pub fn init_with(options: Options) -> Result<Shmem, Error> {
     })?;
     Ok(Shmem {
         default: Ctx::predefined(CtxRef::DEFAULT),
-        level: ThreadLevel::from_c(st.thread_level),
+        level: ThreadLevel::from_c(st.thread_level()),
         finalized: AtomicBool::new(false),
     })
 }

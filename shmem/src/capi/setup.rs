@@ -68,7 +68,7 @@ unsafe fn init_thread(requested: c_int, provided: *mut c_int, call: &str) -> c_i
         Ok(st) => {
             if !provided.is_null() {
                 // SAFETY: non-null and writable by the caller's contract.
-                unsafe { provided.write(st.thread_level) };
+                unsafe { provided.write(st.thread_level()) };
             }
             0
         }
@@ -209,7 +209,7 @@ abi! {
     plain [query_thread] (provided: *mut c_int) => |call| {
         let st = state::live(call);
         if !provided.is_null() {
-            provided.write(st.thread_level);
+            provided.write(st.thread_level());
         }
     };
     plain [query_initialized] (initialized: *mut c_int) => |call| {

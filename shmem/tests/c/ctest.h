@@ -89,10 +89,11 @@ static long *ctest_bar_words;
 static long ctest_bar_epoch;
 
 /* Call right after the program's own initialisation (shmem_init, shmem_init_thread or
- * start_pes): records the PE number for messages and allocates the barrier's words
- * (collective). */
+ * start_pes), again after each new initialisation: records the PE number for messages and
+ * allocates the barrier's words (collective). */
 static CTEST_UNUSED void ctest_begin(void) {
     ctest_pe = SH(my_pe)();
+    ctest_bar_epoch = 0;
     ctest_bar_words = (long *)SH(calloc)(2, sizeof(long));
     CHECK(ctest_bar_words != NULL, "shmem_calloc of the barrier words returned NULL");
 }

@@ -8,6 +8,9 @@
 //! datagrams between nodes. Each job runs 10,000 collectives (fewer where the network
 //! loses or the sizes are large) from a seed that is printed (`GSAS_COLL_CHECK_SEED` sets
 //! it; by default it changes every run), and checks every result exactly on every PE.
+//! Three jobs (2 + 1 + 1 + 1 PEs, the one through the services, the lossy one) split their
+//! collectives over several initialization cycles (`--cycles`: `shmem_init` ..
+//! `shmem_finalize` again and again in one process, OpenSHMEM 1.6).
 //! `GSAS_LOADED_VERBOSE=1` prints each job's whole output (with `SHMEM_DEBUG=1`, the
 //! collective endpoints' counters).
 
@@ -39,8 +42,8 @@ fn seed() -> u64 {
         })
 }
 
-/// The checker's arguments.
-fn args(count: u64, seed: u64, max_bytes: usize) -> Vec<String> {
+/// The checker's arguments: `count` collectives over `cycles` initialization cycles.
+fn args(count: u64, seed: u64, max_bytes: usize, cycles: u64) -> Vec<String> {
     [
         "--count".to_string(),
         count.to_string(),
@@ -50,8 +53,18 @@ fn args(count: u64, seed: u64, max_bytes: usize) -> Vec<String> {
         max_bytes.to_string(),
         "--progress".into(),
         "2000".into(),
+        "--cycles".into(),
+        cycles.to_string(),
     ]
     .into()
+}
+
+/// The `--cycles` of the checker's arguments `a`.
+fn cycles_of(a: &[String]) -> u64 {
+    a.iter()
+        .position(|x| x == "--cycles")
+        .and_then(|i| a.get(i + 1)?.parse().ok())
+        .unwrap_or(1)
 }
 
 /// A cluster file of `nodes` loopback nodes with `udp_mtu = mtu`.
@@ -68,9 +81,9 @@ pub(crate) fn loopback_file(dir: &std::path::Path, nodes: usize, mtu: u32) -> Cl
     ClusterFile::from_template(&t, dir)
 }
 
-/// Asserts that the checker job succeeded and every collective was checked; prints its
-/// summary (the seed and the figures) for the stage's log.
-fn check(test: &str, out: &Output, count: u64, npes: u32) {
+/// Asserts that the checker job succeeded and every collective was checked, in `cycles`
+/// initialization cycles; prints its summary (the seed and the figures) for the stage's log.
+fn check(test: &str, out: &Output, count: u64, npes: u32, cycles: u64) {
     if std::env::var_os("GSAS_LOADED_VERBOSE").is_some() {
         eprintln!("{test}: {}", show(out));
     }
@@ -82,6 +95,12 @@ fn check(test: &str, out: &Output, count: u64, npes: u32) {
         show(out)
     );
     let summary = stdout.lines().find(|l| l.contains(&line)).unwrap_or("");
+    if cycles > 1 {
+        assert!(
+            summary.contains(&format!(", {cycles} initialization cycles)")),
+            "{test}: the summary does not name {cycles} initialization cycles: {summary}"
+        );
+    }
     eprintln!("{test}: {summary}");
 }
 
@@ -106,7 +125,7 @@ fn loopback(test: &str, nodes: usize, npes: u32, mtu: u32, env: &[(&str, &str)],
         .envs(env.iter().copied());
     let out = run_with_timeout(&mut cmd, LIMIT + Duration::from_secs(60)).unwrap();
     let count: u64 = a[1].parse().unwrap();
-    check(test, &out, count, npes);
+    check(test, &out, count, npes, cycles_of(a));
     drop(ds);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -120,7 +139,7 @@ fn three_nodes_of_three_two_and_two_pes() {
         7,
         1472,
         &[("SHMEM_COLL_DIRECT_MAX", "4k")],
-        &args(10_000, s, 12_000),
+        &args(10_000, s, 12_000, 1),
     );
 }
 
@@ -133,7 +152,7 @@ fn four_nodes_of_four_three_three_and_three_pes() {
         13,
         1472,
         &[],
-        &args(10_000, s, 6_000),
+        &args(10_000, s, 6_000, 1),
     );
 }
 
@@ -146,7 +165,7 @@ fn four_nodes_of_two_one_one_and_one_pe() {
         5,
         1472,
         &[("SHMEM_COLL_DIRECT_MAX", "2k")],
-        &args(10_000, s, 12_000),
+        &args(10_000, s, 12_000, 5),
     );
 }
 
@@ -161,7 +180,7 @@ fn three_nodes_through_the_services() {
         6,
         1472,
         &[("SHMEM_COLL_DIRECT_MAX", "0"), ("GSAS_DIRECT", "0")],
-        &args(2_000, s, 6_000),
+        &args(2_000, s, 6_000, 3),
     );
 }
 
@@ -176,7 +195,7 @@ fn three_nodes_with_large_sizes() {
         3,
         61440,
         &[],
-        &args(600, s, 300_000),
+        &args(600, s, 300_000, 1),
     );
 }
 
@@ -194,7 +213,7 @@ fn three_namespaces_dropping_and_duplicating_datagrams() {
     let ds = ns.daemons(&file, &dir);
     ns.lossy(10, 5).unwrap();
     let count = 4_000;
-    let a = args(count, seed(), 8_000);
+    let a = args(count, seed(), 8_000, 4);
     let mut cmd = std::process::Command::new("ip");
     cmd.args(["netns", "exec", &ns.nodes[0]])
         .args(launch().prefix())
@@ -208,7 +227,7 @@ fn three_namespaces_dropping_and_duplicating_datagrams() {
         .env_remove("GSAS_DEADLINE_MS");
     let out = run_with_timeout(&mut cmd, LIMIT + Duration::from_secs(60)).unwrap();
     let (dropped, duplicated) = ns.loss_counts().unwrap();
-    check(TEST, &out, count, 6);
+    check(TEST, &out, count, 6, cycles_of(&a));
     eprintln!("{TEST}: nftables dropped {dropped} and duplicated {duplicated} datagrams");
     if std::env::var_os("GSAS_LOADED_VERBOSE").is_some() {
         for d in &ds {

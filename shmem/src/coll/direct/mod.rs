@@ -1373,9 +1373,9 @@ fn local(st: &State, at: SymAddr, len: usize) -> Option<*mut u8> {
     Some((base + at.off as usize) as *mut u8)
 }
 
-/// Before the job is left: everything this PE sent acknowledged (for at most
-/// [`FLUSH_LIMIT`]), acknowledgements of what it received last sent, then the keeper
-/// thread stopped.
+/// At the last finalize: everything this PE sent acknowledged (for at most
+/// [`FLUSH_LIMIT`]) and acknowledgements of what it received last sent. The keeper thread
+/// goes on (a later initialization uses the endpoint again) until [`stop`].
 pub fn flush(st: &State) {
     let Some(sh) = shared() else { return };
     let start = Instant::now();
@@ -1419,6 +1419,11 @@ pub fn flush(st: &State) {
             }
         );
     }
+}
+
+/// Before the job is left (at exit): stops the keeper thread.
+pub fn stop() {
+    let Some(sh) = shared() else { return };
     sh.stop.store(true, Ordering::Release);
     let keeper = sh
         .keeper
