@@ -809,7 +809,10 @@ fn reinit() {
         &bin,
         &[Case::new(3, Transport::Shm), Case::new(2, Transport::Udp)],
         &["leave-early"],
-        &[("GSAS_BOOT_TIMEOUT_MS", "1000"), ("GSAS_DEADLINE_MS", "2000")],
+        &[
+            ("GSAS_BOOT_TIMEOUT_MS", "1000"),
+            ("GSAS_DEADLINE_MS", "2000"),
+        ],
         Expect::Status(
             1,
             "shmem_init_thread: waiting for every PE to start the new initialization cycle",
