@@ -4,6 +4,7 @@
 #   cross/aarch64.sh build [cargo args...]    # e.g. --release -p gsas-launch
 #   cross/aarch64.sh test  [cargo args...]    # runs the tests under qemu-aarch64 -L /
 #   cross/aarch64.sh env                      # print the environment it would use
+#   cross/aarch64.sh --help                   # this text
 #
 # Toolchain choice:
 #   * rustup's aarch64 std when it is installed (`rustup target add aarch64-unknown-linux-gnu`);
@@ -58,7 +59,11 @@ select_toolchain() {
 }
 
 cmd="${1:-}"
-[ -n "$cmd" ] || die "usage: cross/aarch64.sh {build|test|check|clippy|env} [cargo args...]"
+[ -n "$cmd" ] || die "usage: cross/aarch64.sh {build|test|check|clippy|env} [cargo args...] (--help)"
+if [ "$cmd" = "-h" ] || [ "$cmd" = "--help" ]; then
+    sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+fi
 shift
 select_toolchain
 cd "$ROOT"

@@ -16,7 +16,18 @@
 #   * the systemd unit starts PREFIX/bin/gsas-atomicd with PREFIX/etc/gsas/cluster.toml.
 #
 #   cross/bundle-test.sh            exit 0 when every check passed, 1 otherwise
+#   cross/bundle-test.sh --help     this text (nothing is built)
 set -euo pipefail
+
+case "${1:-}" in
+    "") ;;
+    -h|--help)
+        sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'
+        exit 0 ;;
+    *)
+        echo "cross/bundle-test.sh: unknown argument '$1' (--help)" >&2
+        exit 2 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gsas-bundle-test.XXXXXX")"

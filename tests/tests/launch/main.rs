@@ -8,7 +8,8 @@
 //! * [`pmi_server`]: gsas's PMI-1 server with ranks over socketpairs and TCP;
 //! * [`pmi_hydra`]: gsas's PMI client under Hydra (fd and port modes, abort);
 //! * [`pmi_singleton`]: no process manager (a singleton), and a refused PMIx launcher;
-//! * [`slurm`]: a four-node Slurm cluster of its own running C programs (root, x86_64).
+//! * [`slurm`]: a four-node Slurm cluster of its own running C programs (root, x86_64);
+//! * [`scripts`]: the repository's scripts answer `--help` and do nothing else.
 //!
 //! The ranks and PEs are this binary again in child mode: [`child_pe`] plays the PMI role
 //! ([`gsas_tests::pmi::ROLE`]) or runs the node scenario the parent named.
@@ -19,6 +20,7 @@ mod oshrun;
 mod pmi_hydra;
 mod pmi_server;
 mod pmi_singleton;
+mod scripts;
 #[path = "../shmem_pes/mod.rs"]
 mod shmem_pes;
 mod slurm;
