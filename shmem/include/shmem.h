@@ -102,9 +102,10 @@
  * expressions except SHMEM_VENDOR_STRING, a string literal.
  * ---------------------------------------------------------------------------------------- */
 
-/** Version of the specification implemented. */
+/** Version of the specification implemented (1.6: every routine, and initialization again
+ *  after the last shmem_finalize). */
 #define SHMEM_MAJOR_VERSION 1
-#define SHMEM_MINOR_VERSION 5
+#define SHMEM_MINOR_VERSION 6
 /** Maximum length of the vendor string, as returned by shmem_info_get_name. */
 #define SHMEM_MAX_NAME_LEN 256
 /** The vendor string; equal to the name returned by shmem_info_get_name. */

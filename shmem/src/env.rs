@@ -73,7 +73,7 @@ mod tests {
             assert!(info.contains(v.name), "{info}");
             assert!(info.contains(v.doc), "{info}");
         }
-        assert!(info.contains("OpenSHMEM 1.5"), "{info}");
+        assert!(info.contains("OpenSHMEM 1.6"), "{info}");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! shmem: OpenSHMEM 1.5 over gsas, as a Rust API and as the complete C ABI (`libshmem`).
+//! shmem: OpenSHMEM 1.6 over gsas, as a Rust API and as the complete C ABI (`libshmem`).
 //!
 //! **What it is.** A PGAS library: every PE (process) of a job owns a symmetric heap (and,
 //! in C programs, its globals and statics), and any PE reads, writes and atomically
@@ -112,10 +112,7 @@
 //!
 //! # What it is not
 //!
-//! Not the launcher or the runtime (`gsas-launch`, `gsas-node`). OpenSHMEM 1.6: every
-//! routine, and initialization cycles (`init` again after the last `finalize`, see
-//! `lifecycle`); `SHMEM_MINOR_VERSION` stays 5 until the rest of issue 29 (the header's
-//! 1.6 declarations generated from one table) is done.
+//! Not the launcher or the runtime (`gsas-launch`, `gsas-node`).
 //!
 //! # Thread safety
 //!
@@ -207,7 +204,7 @@ pub use types::{
 /// `SHMEM_MAJOR_VERSION`.
 pub const MAJOR_VERSION: i32 = 1;
 /// `SHMEM_MINOR_VERSION`.
-pub const MINOR_VERSION: i32 = 5;
+pub const MINOR_VERSION: i32 = 6;
 /// `SHMEM_VENDOR_STRING`: the name `shmem_info_get_name` returns.
 pub const VENDOR_STRING: &str = "gsas";
 /// `SHMEM_MAX_NAME_LEN`.

@@ -463,7 +463,7 @@ fn globals() {
         assert_eq!(provided, 3);
         let (mut major, mut minor) = (0, 0);
         shmem_info_get_version(&mut major, &mut minor);
-        assert_eq!((major, minor), (1, 5));
+        assert_eq!((major, minor), (1, 6));
         let mut name = [1 as c_char; 256];
         shmem_info_get_name(name.as_mut_ptr());
         assert_eq!(

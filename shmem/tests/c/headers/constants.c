@@ -39,8 +39,8 @@ CHECK(SHMEM_THREAD_SINGLE == 0 && SHMEM_THREAD_SINGLE < SHMEM_THREAD_FUNNELED &&
       thread_levels);
 
 /* Version and vendor. */
-CHECK(SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 5, version_1_5);
-CHECK(_SHMEM_MAJOR_VERSION == 1 && _SHMEM_MINOR_VERSION == 5, version_deprecated);
+CHECK(SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 6, version_1_6);
+CHECK(_SHMEM_MAJOR_VERSION == 1 && _SHMEM_MINOR_VERSION == 6, version_deprecated);
 CHECK(sizeof(SHMEM_VENDOR_STRING) - 1 <= SHMEM_MAX_NAME_LEN, vendor_fits);
 CHECK(sizeof(_SHMEM_VENDOR_STRING) == sizeof(SHMEM_VENDOR_STRING), vendor_deprecated);
 CHECK(SHMEM_MAX_NAME_LEN == 256 && _SHMEM_MAX_NAME_LEN == 256, max_name_len);
@@ -79,7 +79,7 @@ CHECK(SHMEM_SYNC_VALUE == 0 && _SHMEM_SYNC_VALUE == SHMEM_SYNC_VALUE &&
       sync_value_is_long_zero);
 
 /* The constants work in preprocessor conditions too. */
-#if SHMEM_MAJOR_VERSION != 1 || SHMEM_MINOR_VERSION != 5 || SHMEM_REDUCE_SYNC_SIZE < 1
+#if SHMEM_MAJOR_VERSION != 1 || SHMEM_MINOR_VERSION != 6 || SHMEM_REDUCE_SYNC_SIZE < 1
 #error "version or sync size not usable in #if"
 #endif
 

@@ -13,7 +13,7 @@
 
 #include "stub_record.h"
 
-static_assert(SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 5, "OpenSHMEM 1.5");
+static_assert(SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 6, "OpenSHMEM 1.6");
 static_assert(SHMEM_CMP_EQ != SHMEM_CMP_NE, "distinct comparison operators");
 static_assert(sizeof(SHMEM_VENDOR_STRING) - 1 <= SHMEM_MAX_NAME_LEN, "vendor string length");
 
