@@ -59,6 +59,7 @@ impl Node {
     /// Ends the whole job: logs `message`, tells the process manager (PMI abort with
     /// `code`) and exits this process with `code`.
     pub fn abort(&self, code: i32, message: &str) -> ! {
+        log::error!("PE {} aborts the job (code {code}): {message}", self.rank);
         self.report_abort(code, message);
         std::process::exit(code)
     }
@@ -73,12 +74,13 @@ impl Node {
         }
     }
 
-    /// The first half of [`Node::abort`]: logs `message` and tells the process manager
-    /// that the job ends with `code` (PMI abort), but leaves ending this process to the
-    /// caller; for callers that must not call `exit` (an exit handler: a second `exit`
-    /// is undefined behaviour, `_exit` is the way out).
+    /// The second half of [`Node::abort`]: tells the process manager that the job ends
+    /// with `code` (PMI abort; gsas's launcher prints `message`), but leaves printing
+    /// `message` here (it is logged at info only) and ending this process to the caller;
+    /// for callers that have printed the reason themselves and must not call `exit` (an
+    /// exit handler: a second `exit` is undefined behaviour, `_exit` is the way out).
     pub fn report_abort(&self, code: i32, message: &str) {
-        log::error!("PE {} aborts the job (code {code}): {message}", self.rank);
+        log::info!("PE {} aborts the job (code {code}): {message}", self.rank);
         if let Err(e) = lock(&self.pmi).abort(code, message) {
             log::error!("PMI abort: {e}");
         }

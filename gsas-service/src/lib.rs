@@ -193,6 +193,11 @@ pub struct ServiceConfig {
     /// others handed to the PEs that join) instead of UDP; the UDP socket then carries
     /// host actions only (ping, remote FORK). `None`: UDP.
     pub exanet: Option<gsas_transport::exanet::ExanetSite>,
+    /// The launcher of every PE that joins reports each PE that ends badly (`oshrun`'s
+    /// own service): a job reclaimed because a PE's control connection ended without
+    /// Leave is then logged at info, not warn, so that a failure is printed once, by the
+    /// launcher. A node's daemon keeps the warning (its log is the administrator's).
+    pub quiet_reclaims: bool,
 }
 
 impl ServiceConfig {
@@ -220,6 +225,7 @@ impl ServiceConfig {
             max_pes: 1024,
             user_share_percent: None,
             exanet: None,
+            quiet_reclaims: false,
         }
     }
 

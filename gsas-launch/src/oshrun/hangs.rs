@@ -215,6 +215,12 @@ impl Hangs {
     pub fn is_finalized(&self, rank: u32) -> bool {
         self.finalized.contains(&rank)
     }
+
+    /// The ranks whose program exited with status 0 without finalizing PMI (which the
+    /// library does in its exit handler: `_exit` or an `exec` skip it), in order.
+    pub fn exited_without_finalize(&self) -> Vec<u32> {
+        self.exited.iter().copied().collect()
+    }
 }
 
 /// `0-3, 7, 9, 10`: ranks (sorted), runs of three or more as ranges, for one-line

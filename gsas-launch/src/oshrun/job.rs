@@ -791,6 +791,20 @@ impl Supervisor<'_> {
                 // Nothing is left to terminate, but the user must learn what failed.
                 gsas_transport::eprintln_whole!("{launcher}: {}", f.describe());
             }
+            let left = self.hangs.exited_without_finalize();
+            if self.failure.is_none() && !left.is_empty() {
+                // The job succeeded, but these PEs never told the process manager they
+                // were done: one line, where the PMI server's and the service's traces
+                // used to say it twice per PE. (A PE leaves the job in the library's exit
+                // handler, after its last shmem_finalize.)
+                gsas_transport::eprintln_whole!(
+                    "{launcher}: warning: {} {} exited with status 0 without leaving the job \
+                     (the library's exit handler did not run: _exit or exec, after \
+                     shmem_finalize or without it?)",
+                    if left.len() == 1 { "PE" } else { "PEs" },
+                    rank_list(left)
+                );
+            }
             return true;
         }
         let Some(f) = &self.failure else {

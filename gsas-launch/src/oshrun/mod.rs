@@ -241,6 +241,8 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let socket = dir.join(format!("{name}-{}.sock", config::format_hex64(job_id)));
     let mut scfg = ServiceConfig::new(0, "127.0.0.1:0".parse().expect("literal address"), socket);
     scfg.name = format!("{name} service");
+    // Every PE that dies is reported by the launcher itself.
+    scfg.quiet_reclaims = true;
     scfg.spin = Duration::from_micros(env.service_spin_us);
     scfg.sched_slice = Duration::from_micros(env.sched_slice_us);
     scfg.udp_mtu = env.udp_mtu;

@@ -20,7 +20,10 @@
 //! Beyond Hydra: `response_to_init` says `gsas_notes=1`, and `cmd=gsas_note kind=K
 //! value=V` (answered `cmd=gsas_note_result rc=0`) is reported as [`Event::Note`]: gsas's
 //! PEs send it, to this server only, to say which call they have been blocked in and that
-//! they exit without finalize, so that the launcher can explain a hang.
+//! they exit without finalize, so that the launcher can explain a hang. They also send an
+//! abort's message as `gsas_message_hex=<hex of its bytes>` (PMI-1 values cannot hold
+//! blanks), which [`Event::Abort`] carries decoded; `message=<token>` of other clients is
+//! taken as it is.
 //!
 //! Differences from Hydra, all stricter or simpler: a put is visible to gets at once
 //! (Hydra 4.0 publishes at the next barrier; clients must not rely on either); keys with
@@ -63,7 +66,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::PmiError;
-use super::wire::{LineBuf, MAX_REQUEST_LINE, Message, excerpt, excerpt_bytes};
+use super::wire::{LineBuf, MAX_REQUEST_LINE, Message, excerpt, excerpt_bytes, hex_decode};
 use super::{PROCESS_MAPPING_KEY, ProcessMapping};
 
 /// `kvsname_max` announced to clients (Hydra's `PMI_MAXKVSLEN`).
@@ -852,12 +855,23 @@ impl Server {
             Ok(None) => (1, Some("no exit code given".to_owned())),
             Err(bad) => (1, Some(format!("bad exit code {bad:?}"))),
         };
-        let message = match (msg.get("message"), note) {
-            (Some(m), None) => Some(m.to_owned()),
+        // gsas's PEs send the message in hex (`gsas_message_hex`), blanks and all; other
+        // clients (MPICH's) send a token in `message`.
+        let text = msg
+            .get("gsas_message_hex")
+            .and_then(hex_decode)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .or_else(|| msg.get("message").map(str::to_owned));
+        let message = match (text, note) {
+            (Some(m), None) => Some(m),
             (Some(m), Some(n)) => Some(format!("{m} ({n})")),
             (None, n) => n,
         };
-        log::warn!("PMI server: rank {rank} aborts the job with code {code}: {message:?}");
+        // The launcher reports the abort (once, with the message): this is its trace.
+        log::info!(
+            "PMI server: rank {rank} aborts the job with code {code}: {}",
+            message.as_deref().unwrap_or("(no message)")
+        );
         self.ranks[rank as usize] = RankState::Aborted;
         self.events.push(Event::Abort {
             rank,
@@ -1040,7 +1054,9 @@ impl Server {
             None => self.reject(c.peer, reason),
             Some(rank) => {
                 if self.ranks[rank as usize] == (RankState::Active { conn: i }) {
-                    log::warn!("PMI server: rank {rank} lost: {reason}");
+                    // The launcher reports the PE's end (its status, or that it exited
+                    // without finalize): this is its trace.
+                    log::info!("PMI server: rank {rank} lost: {reason}");
                     self.ranks[rank as usize] = RankState::Lost;
                     self.events.push(Event::Lost { rank, reason });
                 } else {

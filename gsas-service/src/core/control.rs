@@ -296,7 +296,12 @@ impl Core {
                 "PE {rank} (pid {}) of job {:016x} closed its control connection without Leave",
                 conn.cred.pid, job.id
             );
-            log::warn!("{}: {reason}; reclaiming the job", self.cfg.name);
+            let level = if self.cfg.quiet_reclaims {
+                log::Level::Info
+            } else {
+                log::Level::Warn
+            };
+            log::log!(level, "{}: {reason}; reclaiming the job", self.cfg.name);
             self.counters.jobs_reclaimed += 1;
             self.drop_job(key, reason);
         }

@@ -16,10 +16,13 @@
  * With the argument "implicit" the last cycle does not call shmem_finalize: the library's
  * exit handler finalizes and leaves.  With "leave-early" the last PE exits after the first
  * cycle: the others' shmem_init_thread must fail, naming the cycle (the harness checks the
- * message), not hang.
+ * message), not hang.  With "underscore-exit" the last PE ends with _exit(0) after its last
+ * shmem_finalize, skipping the library's exit handler: the job succeeds, and oshrun warns
+ * that the PE did not leave the job.
  */
 #define CTEST_NAME "reinit"
 #include "ctest.h"
+#include <unistd.h>
 
 #define CYCLES 3
 #define N 64
@@ -165,5 +168,7 @@ int main(int argc, char **argv) {
             return 0;
     }
     ctest_ok(me, npes);
+    if (argc > 1 && strcmp(argv[1], "underscore-exit") == 0 && me == npes - 1)
+        _exit(0);
     return 0;
 }

@@ -79,7 +79,10 @@ fn every_script_answers_help_and_does_nothing_else() {
                 o.status,
                 String::from_utf8_lossy(&o.stderr)
             );
-            assert!(out.contains(usage), "{script} {flag}: no {usage:?} in\n{out}");
+            assert!(
+                out.contains(usage),
+                "{script} {flag}: no {usage:?} in\n{out}"
+            );
             let calls = std::fs::read_to_string(&called).unwrap_or_default();
             assert!(
                 calls.is_empty(),

@@ -12,6 +12,19 @@ use super::{
 };
 use crate::pmi::wire;
 
+/// The most bytes of an abort message sent to gsas's launcher: hex doubles them, and the
+/// request line must stay within [`wire::MAX_REQUEST_LINE`].
+const ABORT_TEXT_MAX: usize = 480;
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 impl Client {
     /// Stores `value` under `key` for every rank to read after the next barrier.
     ///
@@ -300,8 +313,15 @@ impl Client {
         let m = match self.protocol {
             Protocol::Pmi1 | Protocol::Pmix => {
                 let m = Message::new("abort").with("exitcode", code);
-                if text.is_empty() {
+                if message.is_empty() {
                     m
+                } else if self.notes {
+                    // gsas's launcher decodes the whole message, blanks and all, and
+                    // prints it as the PE wrote it.
+                    m.with(
+                        "gsas_message_hex",
+                        wire::hex_encode(cut(message, ABORT_TEXT_MAX).as_bytes()),
+                    )
                 } else {
                     m.with("message", text)
                 }
