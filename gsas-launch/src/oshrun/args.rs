@@ -51,6 +51,12 @@ pub struct RunArgs {
     /// Inside a Slurm allocation, run on this machine instead of through `srun`
     /// (`--no-srun`).
     pub no_srun: bool,
+    /// Environment variables for the PEs (Open MPI's `-x VAR=VALUE`, or `-x VAR` with the
+    /// launcher's value), in order.
+    pub exports: Vec<(OsString, OsString)>,
+    /// What the command line asked that gsas does not do (Open MPI options accepted for
+    /// existing scripts): one line each, printed before the job starts.
+    pub notes: Vec<String>,
 }
 
 /// A command line that cannot be run; the message says why.
@@ -112,6 +118,18 @@ Options:
   -V, --version         print the version
   --                    end of options; PROGRAM follows
 
+Open MPI's options, for existing scripts (shmemrun is this launcher too):
+  -x VAR[=VALUE]        give the PEs VAR (with VALUE, or this launcher's value)
+  --map-by ppr:K:node   the same as --ppn K; --map-by slot or core: contiguous blocks,
+                        which is what gsas does anyway; other policies are refused
+  --npernode K, -N K    the same as --ppn K
+  --oversubscribe       accepted: gsas runs more PEs than cores without being asked
+  --bind-to none|core|socket|hwthread
+                        accepted; gsas does not bind PEs (none), says so for the others
+  --mca NAME VALUE      accepted and ignored (Open MPI's component parameters), with a note
+  --hostfile FILE       refused: gsas places PEs on the nodes of a cluster file
+                        (--config FILE) or of a Slurm allocation
+
 Environment given to every PE: GSAS_SERVICE, GSAS_JOB_ID, GSAS_JOB_KEY, GSAS_NODE and
 PMI_FD/PMI_RANK/PMI_SIZE (PMI_PORT/PMI_ID on other machines). Other GSAS_* variables
 (GSAS_DIRECT, GSAS_DEADLINE_MS, ...) are passed through; PEs on other machines get
@@ -162,6 +180,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
     let mut ppn = None;
     let mut fork = false;
     let mut no_srun = false;
+    let mut exports = Vec::new();
+    let mut notes = Vec::new();
     let mut program = None;
     while let Some(arg) = it.next() {
         let s = arg.to_string_lossy().into_owned();
@@ -222,6 +242,65 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
                     ))
                 })?);
             }
+            "-x" => {
+                let v = value(&mut it).ok_or_else(|| {
+                    UsageError("-x needs a variable: -x VAR or -x VAR=VALUE".into())
+                })?;
+                exports.push(export(&v)?);
+            }
+            "--map-by" | "-map-by" => {
+                let v = value(&mut it)
+                    .ok_or_else(|| UsageError("--map-by needs a policy (ppr:K:node)".into()))?;
+                if let Some(k) = map_by(&v.to_string_lossy())? {
+                    ppn = Some(k);
+                }
+            }
+            "--npernode" | "-npernode" | "-N" => {
+                let v = value(&mut it)
+                    .ok_or_else(|| UsageError(format!("{flag} needs a number of PEs per node")))?;
+                ppn = Some(per_node(&flag, &v.to_string_lossy())?);
+            }
+            "--oversubscribe" | "-oversubscribe" => {}
+            "--bind-to" | "-bind-to" => {
+                let v = value(&mut it).ok_or_else(|| {
+                    UsageError("--bind-to needs none, core, socket or hwthread".into())
+                })?;
+                match v.to_string_lossy().trim() {
+                    "none" => {}
+                    "core" | "socket" | "hwthread" | "numa" | "l3cache" | "board" => {
+                        notes.push(format!(
+                            "--bind-to {}: ignored, gsas does not bind PEs to CPUs (the kernel \
+                             places them; use taskset or numactl in a wrapper script to pin them)",
+                            v.to_string_lossy()
+                        ))
+                    }
+                    other => {
+                        return Err(UsageError(format!(
+                            "--bind-to {other:?}: not one of none, core, socket, hwthread"
+                        )));
+                    }
+                }
+            }
+            "--mca" | "-mca" | "--gmca" | "-gmca" => {
+                let name = value(&mut it);
+                let val = it.next();
+                let (Some(name), Some(val)) = (name, val) else {
+                    return Err(UsageError(format!("{flag} needs a name and a value")));
+                };
+                notes.push(format!(
+                    "{flag} {} {}: ignored (an Open MPI component parameter; gsas's settings \
+                     are GSAS_* variables, see docs/runtime.md)",
+                    name.to_string_lossy(),
+                    val.to_string_lossy()
+                ));
+            }
+            "--hostfile" | "-hostfile" | "--machinefile" | "-machinefile" | "--host" | "-host"
+            | "-H" => {
+                return Err(UsageError(format!(
+                    "{flag}: gsas places PEs on the nodes of a cluster file (--config FILE, \
+                     see docs/runtime.md) or, inside a Slurm allocation, on its nodes"
+                )));
+            }
             "--" => {
                 program = it.next();
                 break;
@@ -262,7 +341,67 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
         ppn,
         fork,
         no_srun,
+        exports,
+        notes,
     }))
+}
+
+/// `-x VAR=VALUE`, or `-x VAR` with this process's value.
+fn export(v: &OsStr) -> Result<(OsString, OsString), UsageError> {
+    let text = v.to_string_lossy();
+    let (name, value) = match text.split_once('=') {
+        Some((n, val)) => (n.to_owned(), Some(OsString::from(val))),
+        None => (text.clone().into_owned(), None),
+    };
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(UsageError(format!(
+            "-x {text:?}: not an environment variable name (-x VAR or -x VAR=VALUE)"
+        )));
+    }
+    let value = match value {
+        Some(v) => v,
+        None => std::env::var_os(&name).ok_or_else(|| {
+            UsageError(format!(
+                "-x {name}: {name} is not set here (give it a value: -x {name}=VALUE)"
+            ))
+        })?,
+    };
+    Ok((name.into(), value))
+}
+
+/// `--map-by POLICY`: `Some(K)` for `ppr:K:node`, `None` for the block placement gsas
+/// does anyway (`slot`, `core`, with or without `:PE=..` modifiers); other policies are
+/// refused, since gsas cannot honour them.
+fn map_by(policy: &str) -> Result<Option<u32>, UsageError> {
+    let p = policy.trim().to_ascii_lowercase();
+    if let Some(rest) = p.strip_prefix("ppr:") {
+        let (k, unit) = rest.split_once(':').unwrap_or((rest, ""));
+        if unit.split(':').next() != Some("node") {
+            return Err(UsageError(format!(
+                "--map-by {policy}: only ppr:K:node is supported (K PEs on each node)"
+            )));
+        }
+        return per_node("--map-by ppr", k).map(Some);
+    }
+    match p.split(':').next() {
+        Some("slot" | "core" | "hwthread") => Ok(None),
+        _ => Err(UsageError(format!(
+            "--map-by {policy}: gsas places PEs in contiguous blocks per node; use \
+             --map-by ppr:K:node (or --ppn K) to set how many per node"
+        ))),
+    }
+}
+
+/// A positive number of PEs per node.
+fn per_node(flag: &str, text: &str) -> Result<u32, UsageError> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|&k: &u32| k > 0)
+        .ok_or_else(|| UsageError(format!("{flag} {text:?}: not a positive number of PEs")))
 }
 
 /// Finds `program` the way `execvp` would (a name without `/` is searched on `PATH`) and
@@ -382,6 +521,66 @@ mod tests {
         assert!(msg(&["-n", "2", "--fork", "x"]).contains("--fork needs --config"));
         assert!(msg(&["--config", "c", "-n", "2", "--ppn", "0", "x"]).contains("positive"));
         assert!(msg(&["-n", "2", "--config"]).contains("needs a cluster file"));
+    }
+
+    #[test]
+    fn open_mpi_options_are_taken_or_refused_with_a_reason() {
+        // What an existing Open MPI script passes.
+        let r = run(&[
+            "-np",
+            "4",
+            "-x",
+            "GSAS_T_A=1",
+            "-x",
+            "PATH",
+            "--oversubscribe",
+            "--map-by",
+            "ppr:2:node",
+            "--bind-to",
+            "none",
+            "./a",
+            "-x",
+            "y",
+        ]);
+        assert_eq!((r.n, r.ppn), (4, Some(2)));
+        assert_eq!(r.exports[0], ("GSAS_T_A".into(), "1".into()));
+        assert_eq!(r.exports[1].0, "PATH");
+        assert_eq!(Some(&r.exports[1].1), std::env::var_os("PATH").as_ref());
+        assert_eq!(r.args, ["-x", "y"], "options after the program are its own");
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
+        assert_eq!(run(&["-n", "2", "-N", "1", "x"]).ppn, Some(1));
+        assert_eq!(run(&["-n", "2", "--npernode=3", "x"]).ppn, Some(3));
+        assert_eq!(run(&["-n", "2", "--map-by", "slot", "x"]).ppn, None);
+        assert_eq!(run(&["-n", "2", "-x", "A=b=c", "x"]).exports[0].1, "b=c");
+        // Accepted, and said to be ignored.
+        let r = run(&[
+            "-n",
+            "2",
+            "--bind-to",
+            "core",
+            "--mca",
+            "btl",
+            "^openib",
+            "x",
+        ]);
+        assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
+        assert!(r.notes[0].contains("does not bind"), "{:?}", r.notes);
+        assert!(
+            r.notes[1].contains("--mca btl ^openib: ignored"),
+            "{:?}",
+            r.notes
+        );
+        // Refused, saying what to do instead.
+        let msg = |a: &[&str]| p(a).unwrap_err().to_string();
+        assert!(msg(&["-n", "2", "--hostfile", "h", "x"]).contains("--config FILE"));
+        assert!(msg(&["-n", "2", "--map-by", "node", "x"]).contains("ppr:K:node"));
+        assert!(msg(&["-n", "2", "--map-by", "ppr:2:socket", "x"]).contains("ppr:K:node"));
+        assert!(msg(&["-n", "2", "--map-by", "ppr:0:node", "x"]).contains("positive"));
+        assert!(msg(&["-n", "2", "--bind-to", "magic", "x"]).contains("not one of"));
+        assert!(msg(&["-n", "2", "-x", "GSAS_NO_SUCH_VAR_T", "x"]).contains("is not set here"));
+        assert!(msg(&["-n", "2", "-x", "1A=2", "x"]).contains("not an environment variable"));
+        assert!(msg(&["-n", "2", "-x"]).contains("-x needs a variable"));
+        assert!(msg(&["-n", "2", "--mca", "btl"]).contains("a name and a value"));
     }
 
     #[test]

@@ -71,7 +71,17 @@ pub const EXIT_FAILURE: i32 = 1;
 
 /// Runs the launcher with the process's arguments and exits with the job's status.
 pub fn main(name: &str) -> ! {
-    let code = run_cli(name, std::env::args_os().skip(1));
+    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    // `-x VAR=VALUE` goes into this process's environment, which every path gives the
+    // PEs (inherited here, forwarded to other nodes, through srun) and which the
+    // launcher's own settings read too (a -x GSAS_UDP_MTU reaches the service as well).
+    if let Ok(Invocation::Run(run)) = args::parse(argv.clone()) {
+        for (k, v) in &run.exports {
+            // SAFETY: the process's first thread, before any other thread exists.
+            unsafe { std::env::set_var(k, v) };
+        }
+    }
+    let code = run_cli(name, argv);
     std::process::exit(code)
 }
 
@@ -93,6 +103,21 @@ pub fn run_cli(name: &str, args: impl IntoIterator<Item = OsString>) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // `main` applied the exports; a program that calls this function applies them itself.
+    if let Some((k, _)) = run
+        .exports
+        .iter()
+        .find(|(k, v)| std::env::var_os(k).as_ref() != Some(v))
+    {
+        gsas_transport::eprintln_whole!(
+            "{name}: -x {}: set it in the environment before calling run_cli",
+            k.to_string_lossy()
+        );
+        return EXIT_USAGE;
+    }
+    for note in &run.notes {
+        gsas_transport::eprintln_whole!("{name}: note: {note}");
+    }
     // The environment the PEs inherit, checked before anything else (and before the
     // logger reads GSAS_LOG): a bad value is one line and exit 2, not a line per PE.
     if let Err(e) = check_pe_environment() {

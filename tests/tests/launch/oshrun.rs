@@ -38,6 +38,39 @@ fn help_and_version() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: gshrun -n N"));
 }
 
+/// An Open MPI script's command line: `-np`, `-x VAR=VALUE` and `-x VAR` reach every PE,
+/// `--oversubscribe`, `--map-by slot` and `--bind-to none` are taken silently, `--bind-to
+/// core` and `--mca` with one note each; a `-x` of an invalid gsas variable is refused
+/// before anything starts, as the environment itself would be.
+#[test]
+fn open_mpi_command_lines_run() {
+    let o = run(oshrun()
+        .args(["-np", "3", "-x", "GSAS_T_EXPORTED=from -x", "-x", "GSAS_T_INHERITED"])
+        .args(["--oversubscribe", "--map-by", "slot", "--bind-to", "none"])
+        .args(["--bind-to", "core", "--mca", "btl", "self,tcp"])
+        .args(["sh", "-c", "echo \"$GSAS_T_EXPORTED/$GSAS_T_INHERITED\""])
+        .env("GSAS_T_INHERITED", "kept")
+        .env_remove("GSAS_T_EXPORTED"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert_eq!(
+        out.lines().filter(|l| *l == "from -x/kept").count(),
+        3,
+        "{out}{}",
+        stderr(&o)
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("oshrun: note: --bind-to core: ignored")
+            && err.contains("oshrun: note: --mca btl self,tcp: ignored"),
+        "{err}"
+    );
+    assert_eq!(err.matches("note:").count(), 2, "{err}");
+    let o = run(oshrun().args(["-np", "2", "-x", "GSAS_UDP_MTU=huge", "true"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("GSAS_UDP_MTU"), "{}", stderr(&o));
+}
+
 #[test]
 fn bad_arguments_are_refused_before_anything_starts() {
     let cases: [(&[&str], &str); 5] = [
