@@ -7,10 +7,13 @@
  * `iters`, fewer for large messages); a figure is the median over the batches of the time
  * per operation, with the fastest and the slowest batch beside it (the spread).
  *
- * Output, on PE 0 only, one line per figure, tab-separated, for scripts/bench:
+ * Output, on PE 0 only: a header of "# " lines (the program, the implementation and its
+ * OpenSHMEM version, the PEs, the run's kind, the columns; OSU style), then one line per
+ * figure, tab-separated, for scripts/bench:
  *   OSB <benchmark> <family> <size-bytes> <pes> <unit> <median> <min> <max>
  *   OSB_SKIP <benchmark> <reason>
  * A program that finds a wrong result prints "OSB_ERROR ..." and exits non-zero.
+ * --help prints the options and this format and exits (no OpenSHMEM call).
  */
 #ifndef OSB_H
 #define OSB_H
@@ -79,12 +82,61 @@ static const struct osb_opts osb_defaults[2] = {
     {1, 3, 1000, 1L << 20, {0}, 0, 512L << 10, 1000, 0.002},
 };
 
+#define OSB_USAGE                                                                            \
+    "[--quick] [--sizes N,N,...] [--batches N] [--batch-ms MS] [--table-bytes N] "            \
+    "[--updates N] [--help]"
+
+/* What --help prints. */
+static inline void osb_help(const char *program) {
+    printf("usage: %s " OSB_USAGE "\n"
+           "\n"
+           "An OpenSHMEM benchmark of gsas's scripts/bench, built with any implementation's\n"
+           "oshcc and run under its launcher (oshrun -n 2 %s ...).\n"
+           "\n"
+           "  --quick          3 short batches per figure instead of 21 (a smoke run)\n"
+           "  --sizes LIST     message sizes in bytes, comma-separated\n"
+           "  --batches N      timed batches per figure (1..1000)\n"
+           "  --batch-ms MS    aimed-at length of one batch\n"
+           "  --table-bytes N  GUPS: table bytes per PE\n"
+           "  --updates N      GUPS: updates per PE per batch (at most)\n"
+           "  --help           this text\n"
+           "\n"
+           "Output (PE 0): '# ' header lines, then one tab-separated line per figure,\n"
+           "  OSB benchmark family size-bytes pes unit median min max\n"
+           "  OSB_SKIP benchmark reason\n"
+           "(the median over the batches of the time per operation, the fastest and the\n"
+           "slowest batch). A wrong result prints OSB_ERROR and exits non-zero.\n",
+           program, program);
+}
+
+/* PE 0's header (OSU style): the program, the implementation, the job, the columns. */
+static inline void osb_header(const char *program, int me, int npes,
+                              const struct osb_opts *o) {
+    if (me != 0)
+        return;
+    char name[SHMEM_MAX_NAME_LEN + 1];
+    int major = 0, minor = 0;
+    shmem_info_get_name(name);
+    shmem_info_get_version(&major, &minor);
+    printf("# %s: %s, OpenSHMEM %d.%d, %d PEs, %s run: %d batches of about %.3g ms per "
+           "figure\n",
+           program, name, major, minor, npes, o->quick ? "quick" : "full", o->batches,
+           o->batch_sec * 1e3);
+    printf("# OSB\tbenchmark\tfamily\tsize-bytes\tpes\tunit\tmedian\tmin\tmax\n");
+    fflush(stdout);
+}
+
 /* Parses "--quick" (anywhere: it sets the defaults), "--sizes a,b,c", "--batches N",
- * "--batch-ms MS", "--table-bytes N", "--updates N". */
+ * "--batch-ms MS", "--table-bytes N", "--updates N"; "--help" prints osb_help and exits. */
 static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
     int quick = 0;
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            osb_help(argv[0]);
+            exit(0);
+        }
         quick |= strcmp(argv[i], "--quick") == 0;
+    }
     *o = osb_defaults[quick];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
@@ -108,8 +160,8 @@ static inline void osb_parse(int argc, char **argv, struct osb_opts *o) {
         } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
             o->batches = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--sizes N,N,...] [--batches N] "
-                            "[--batch-ms MS] [--table-bytes N] [--updates N] (unknown: %s)\n", argv[0], argv[i]);
+            fprintf(stderr, "%s: unknown option %s (usage: %s " OSB_USAGE ")\n", argv[0], argv[i],
+                    argv[0]);
             exit(2);
         }
     }

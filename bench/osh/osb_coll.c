@@ -200,6 +200,7 @@ int main(int argc, char **argv) {
     shmem_init();
     me = shmem_my_pe();
     npes = shmem_n_pes();
+    osb_header("osb_coll", me, npes, &o);
     if (npes > MAX_PES)
         osb_die("osb_coll: at most 256 PEs");
     src = shmem_malloc((size_t)MAX_BYTES * (size_t)npes);

@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
     shmem_init();
     me = shmem_my_pe();
     npes = shmem_n_pes();
+    osb_header("osb_gups", me, npes, &o);
     words = (uint64_t)o.table_bytes / 8;
     if (words == 0 || o.updates < 1)
         osb_die("osb_gups: --table-bytes and --updates must be positive");

@@ -213,6 +213,7 @@ int main(int argc, char **argv) {
     shmem_init();
     me = shmem_my_pe();
     npes = shmem_n_pes();
+    osb_header("osb_p2p", me, npes, &o);
     if (npes < 2)
         osb_die("osb_p2p needs at least 2 PEs");
     if (o.nsizes == 0)

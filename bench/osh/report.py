@@ -394,6 +394,12 @@ def main(argv):
         r = compare(a.a, a.b, a.out)
         print(f"bench compare: figures and summary in {a.out}/ (summary.md)")
         return r
+    for f in ("facts.json", "results.csv"):
+        if not (a.dir / f).exists():
+            what = "no such folder" if not a.dir.exists() else f"{f} not found"
+            print(f"bench check: {a.dir}: {what} (a folder that scripts/bench --out wrote)",
+                  file=sys.stderr)
+            return 2
     problems = check(a.dir, [t for t in a.targets.split(",") if t])
     for p in problems:
         print(f"bench check: {p}")

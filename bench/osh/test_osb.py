@@ -199,6 +199,19 @@ class Folder(unittest.TestCase):
         self.assertIn("flag_p_test at 2 PEs takes 2250.0 us", probs[0])
         self.assertIn("a timer?", probs[0])
 
+    def test_check_of_a_missing_folder_is_one_line(self):
+        d = Path(tempfile.mkdtemp(prefix="osb-none-"))
+        try:
+            for target, want in ((d / "absent", "no such folder"), (d, "facts.json not found")):
+                r = subprocess.run([sys.executable, str(HERE / "osb.py"), "check", str(target)],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(want, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
     def test_compare_two_folders(self):
         a, b, out = self.copy("before"), self.copy("after"), self.tmp / "cmp"
         self.assertEqual(report.compare(a, b, out), 0)
@@ -211,6 +224,38 @@ class Folder(unittest.TestCase):
 @unittest.skipUnless(os.environ.get("OSB_TEST_PREFIX"),
                      "OSB_TEST_PREFIX (an installed gsas) is not set")
 class EndToEnd(unittest.TestCase):
+    def test_programs_answer_help_and_print_a_header(self):
+        prefix = Path(os.environ["OSB_TEST_PREFIX"])
+        work = Path(tempfile.mkdtemp(prefix="osb-help-"))
+        try:
+            prog = work / "osb_p2p"
+            subprocess.run([str(prefix / "bin/oshcc"), "-O2", "-o", str(prog),
+                            str(HERE / "osb_p2p.c")], check=True, timeout=300)
+            # --help: the options and the output format, no OpenSHMEM call (no launcher).
+            r = subprocess.run([str(prog), "--help"], capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("usage: ", r.stdout)
+            self.assertIn("OSB benchmark family size-bytes pes unit median min max", r.stdout)
+            r = subprocess.run([str(prog), "--bogus"], capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("unknown option --bogus", r.stderr)
+            # A run: the OSU-style header first, then the figures.
+            r = subprocess.run([str(prefix / "bin/oshrun"), "-n", "2", str(prog), "--quick",
+                                "--sizes", "8"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertTrue(lines[0].startswith("# osb_p2p: gsas, OpenSHMEM 1.6, 2 PEs, "
+                                                "quick run"), r.stdout)
+            self.assertEqual(lines[1], "# OSB\tbenchmark\tfamily\tsize-bytes\tpes\tunit\t"
+                                       "median\tmin\tmax", r.stdout)
+            rows = [osb.parse_line(l) for l in lines[2:]]
+            self.assertTrue(any(x and x[0] == "row" for x in rows), r.stdout)
+            self.assertEqual(sum(1 for l in lines if l.startswith("# ")), 2, r.stdout)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
     def test_ctrl_c_keeps_results_and_leaves_nothing(self):
         out = Path(tempfile.mkdtemp(prefix="osb-int-"))
         try:
