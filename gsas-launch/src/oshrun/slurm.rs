@@ -85,9 +85,14 @@ fn srun_time(limit: std::time::Duration) -> String {
 
 /// The srun command line (without `srun` itself) of the PE step of `run`, on the
 /// `placement` (node count, node list) when given.
-pub fn srun_args(run: &RunArgs, program: &Path, placement: Option<(usize, &str)>) -> Vec<OsString> {
+pub fn srun_args(
+    run: &RunArgs,
+    program: &Path,
+    placement: Option<(usize, &str)>,
+    mpi: &str,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
-        "--mpi=pmi2".into(),
+        format!("--mpi={mpi}").into(),
         "--kill-on-bad-exit=1".into(),
         "-n".into(),
         run.n.to_string().into(),
@@ -109,6 +114,45 @@ pub fn srun_args(run: &RunArgs, program: &Path, placement: Option<(usize, &str)>
     a.push(program.as_os_str().to_owned());
     a.extend(run.args.iter().cloned());
     a
+}
+
+/// The PMI plugin of the PEs' `srun` step, from what `srun --mpi=list` printed (`None`:
+/// it could not run): `pmi2` where the site has it (or nothing is known), else `pmix`
+/// where only the PMIx plugin is installed (a pmix-only site), which the PEs speak as
+/// well (they load libpmix at run time).
+pub fn mpi_plugin(listed: Option<&str>) -> &'static str {
+    let Some(text) = listed else {
+        return "pmi2";
+    };
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has_pmix = words.iter().any(|w| w.starts_with("pmix"));
+    if words.contains(&"pmi2") || !has_pmix {
+        "pmi2"
+    } else {
+        "pmix"
+    }
+}
+
+/// Asks `srun --mpi=list` which PMI plugins the site has ([`mpi_plugin`]).
+fn site_mpi_plugin() -> &'static str {
+    let listed = Command::new("srun")
+        .arg("--mpi=list")
+        .stdin(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            // Slurm prints the list on stderr in some versions, stdout in others.
+            let mut t = String::from_utf8_lossy(&o.stdout).into_owned();
+            t.push_str(&String::from_utf8_lossy(&o.stderr));
+            t
+        });
+    let plugin = mpi_plugin(listed.as_deref());
+    log::info!("srun --mpi=list: using --mpi={plugin}");
+    plugin
 }
 
 /// How many of `available` nodes a job of `run` uses: N / `--ppn` rounded up, or one
@@ -369,7 +413,7 @@ pub fn run_job(
     let token = gsas_sys::process::random_u64().map_err(launcher_err)? as u32;
     let prefix = format!("/tmp/gsas-slurm-{}-{token:08x}-", alloc.job_id);
     let mut services = Services::start(m, &nodelist, (&prefix, ".sock"))?;
-    let words = srun_args(run, program, Some((m, &nodelist)));
+    let words = srun_args(run, program, Some((m, &nodelist)), site_mpi_plugin());
     let mut pes = Command::new("srun");
     pes.args(&words).env(
         gsas_transport::config::GSAS_SERVICE.name,
@@ -489,7 +533,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let words = |run: &RunArgs| -> Vec<String> {
-            srun_args(run, Path::new("/bin/app"), None)
+            srun_args(run, Path::new("/bin/app"), None, "pmi2")
                 .iter()
                 .map(|w| w.to_string_lossy().into_owned())
                 .collect()
@@ -512,10 +556,33 @@ mod tests {
         run.tag_output = false;
         run.timeout = Some(Duration::from_secs(3600));
         assert_eq!(words(&run)[4..], ["--time=60:00", "/bin/app", "-v"]);
-        let placed: Vec<OsString> = srun_args(&run, Path::new("/a"), Some((2, "n[1-2]")));
+        let placed: Vec<OsString> = srun_args(&run, Path::new("/a"), Some((2, "n[1-2]")), "pmix");
         assert_eq!(
             placed[4..7],
             ["-N", "2", "--nodelist=n[1-2]"].map(OsString::from)
+        );
+        assert_eq!(placed[0], "--mpi=pmix");
+    }
+
+    #[test]
+    fn the_pmi_plugin_is_pmi2_unless_the_site_has_only_pmix() {
+        // Slurm 22.05 (Debian 12) with both plugins; a pmix-only site; Slurm 20.11's form.
+        let both = "MPI plugin types are...\n\tcray_shasta\n\tnone\n\tpmi2\n\tpmix\n\
+                    specific pmix plugin versions available: pmix_v4\n";
+        let pmix_only = "MPI plugin types are...\n\tnone\n\tpmix\n\
+                         specific pmix plugin versions available: pmix_v3,pmix_v4\n";
+        let old = "srun: MPI types are...\nsrun: none\nsrun: pmi2\nsrun: openmpi\n";
+        assert_eq!(mpi_plugin(Some(both)), "pmi2");
+        assert_eq!(mpi_plugin(Some(pmix_only)), "pmix");
+        assert_eq!(mpi_plugin(Some(old)), "pmi2");
+        assert_eq!(
+            mpi_plugin(Some("MPI plugin types are...\n\tnone\n")),
+            "pmi2"
+        );
+        assert_eq!(
+            mpi_plugin(None),
+            "pmi2",
+            "srun --mpi=list failed: the default"
         );
     }
 

@@ -140,10 +140,17 @@ impl Core {
         }
         let (total, source) = self.memory_limit;
         if self.memory_used.saturating_add(len) > total {
+            // The heap is what a user sizes: say how.
+            let hint = if segment == SEG_HEAP {
+                "; each PE's symmetric heap is SHMEM_SYMMETRIC_SIZE: a smaller one fits more \
+                 PEs on the node"
+            } else {
+                ""
+            };
             return Err((
                 ErrorCode::TooLarge,
                 format!(
-                    "the {} segment of PE {pe} asks for {}, but only {} of the {} of {source} are left",
+                    "the {} segment of PE {pe} asks for {}, but only {} of the {} of {source} are left{hint}",
                     seg_name(segment),
                     show(len),
                     show(total.saturating_sub(self.memory_used)),

@@ -45,7 +45,14 @@ fn help_and_version() {
 #[test]
 fn open_mpi_command_lines_run() {
     let o = run(oshrun()
-        .args(["-np", "3", "-x", "GSAS_T_EXPORTED=from -x", "-x", "GSAS_T_INHERITED"])
+        .args([
+            "-np",
+            "3",
+            "-x",
+            "GSAS_T_EXPORTED=from -x",
+            "-x",
+            "GSAS_T_INHERITED",
+        ])
         .args(["--oversubscribe", "--map-by", "slot", "--bind-to", "none"])
         .args(["--bind-to", "core", "--mca", "btl", "self,tcp"])
         .args(["sh", "-c", "echo \"$GSAS_T_EXPORTED/$GSAS_T_INHERITED\""])

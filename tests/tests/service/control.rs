@@ -1035,6 +1035,8 @@ fn the_default_node_limit_leaves_a_tenth_of_the_memory_to_the_system() {
         msg.contains("90% of this machine's physical memory") && msg.contains("GSAS_MEMORY_LIMIT"),
         "{msg}"
     );
+    // A heap is what a user sizes: the message says with which variable.
+    assert!(msg.contains("SHMEM_SYMMETRIC_SIZE"), "{msg}");
     c.create_segment(0, SEG_HEAP, 4 << 20).unwrap();
     c.leave(0, 75).unwrap();
     s.stop().unwrap();
