@@ -6,7 +6,8 @@
 #   * gsas-atomicd, oshrun, gshrun and libshmem.so are 64-bit aarch64 ELF files (ELF header
 #     read here, and `file` when it is installed);
 #   * oshrun --version and gsas-atomicd --version run under qemu-aarch64 and print the
-#     workspace version;
+#     workspace version; gsas-info --parsable names OpenSHMEM 1.6, the aarch64 build and
+#     the prefix;
 #   * the unpacked oshcc (bundle built with --prefix = the unpack directory) compiles and
 #     links a C program against the bundled headers and libraries, shared and static, and
 #     the result is aarch64 too;
@@ -54,13 +55,14 @@ tar -C "$PREFIX" --strip-components=1 -xzf "$TARBALL"
 check "top directory is gsas-qfdb-$VERSION" \
     bash -c "tar -tzf '$TARBALL' | cut -d/ -f1 | sort -u | grep -qx 'gsas-qfdb-$VERSION'"
 
-for f in bin/gsas-atomicd bin/oshrun bin/gshrun bin/oshcc bin/oshc++ lib/libshmem.a \
+for f in bin/gsas-atomicd bin/oshrun bin/gshrun bin/gsas-info bin/oshcc bin/oshc++ lib/libshmem.a \
     lib/libshmem.so "lib/libshmem.so.$VERSION" lib/pkgconfig/gsas-shmem.pc include/shmem.h \
     include/shmemx.h include/pshmem.h include/mpp/shmem.h etc/gsas/cluster.toml \
-    systemd/gsas-atomicd@.service README.md MANIFEST; do
+    systemd/gsas-atomicd@.service share/gsas/build-info README.md MANIFEST; do
     check "has $f" test -e "$PREFIX/$f"
 done
-for alias in oshcxx:oshc++ shmemcc:oshcc shmemc++:oshc++ shmemcxx:oshc++ shmemrun:oshrun; do
+for alias in oshcxx:oshc++ shmemcc:oshcc shmemc++:oshc++ shmemcxx:oshc++ shmemrun:oshrun \
+    oshmem_info:gsas-info; do
     check "bin/${alias%%:*} is a link to ${alias#*:}" \
         bash -c "[ -L '$PREFIX/bin/${alias%%:*}' ] && [ \"\$(readlink '$PREFIX/bin/${alias%%:*}')\" = '${alias#*:}' ]"
 done
@@ -91,6 +93,11 @@ check "oshrun --version under qemu prints $VERSION" \
     bash -c "qemu-aarch64 -L / '$PREFIX/bin/oshrun' --version | grep -q '$VERSION'"
 check "gsas-atomicd --version under qemu prints $VERSION" \
     bash -c "qemu-aarch64 -L / '$PREFIX/bin/gsas-atomicd' --version | grep -q '$VERSION'"
+check "gsas-info --parsable under qemu: OpenSHMEM 1.6, built for aarch64, this prefix" \
+    bash -c "out=\$(qemu-aarch64 -L / '$PREFIX/bin/gsas-info' --parsable) &&
+        grep -qx 'openshmem:version:1.6' <<<\"\$out\" &&
+        grep -qx 'build:target:aarch64-unknown-linux-gnu' <<<\"\$out\" &&
+        grep -qx 'install:prefix:$PREFIX' <<<\"\$out\""
 
 cat >"$WORK/hello.c" <<'EOF'
 #include <shmem.h>

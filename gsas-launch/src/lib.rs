@@ -8,9 +8,10 @@
 //! * [`pmi`]: the PMI-1 server the launcher runs (with the client side re-exported);
 //! * [`fork`]: remote FORK, how a multi-node launcher has the nodes' daemons start PEs,
 //!   authenticated with HMAC-SHA256 under a cluster secret (off unless configured);
-//! * [`daemon`]: `gsas-atomicd`, the node's service as a daemon (it hosts the FORK server).
+//! * [`daemon`]: `gsas-atomicd`, the node's service as a daemon (it hosts the FORK server);
+//! * [`info`]: `gsas-info` (`oshmem_info`), what an installation is.
 //!
-//! The binaries `oshrun`, `gshrun` and `gsas-atomicd` are this crate's.
+//! The binaries `oshrun`, `gshrun`, `gsas-atomicd` and `gsas-info` are this crate's.
 //!
 //! **What it is not.** Nothing a PE links: the PE side is `gsas-node`, the service library
 //! `gsas-service`. Not a resource manager (the launcher uses the nodes of a cluster file
@@ -19,5 +20,6 @@
 pub mod daemon;
 pub mod embedded;
 pub mod fork;
+pub mod info;
 pub mod oshrun;
 pub mod pmi;

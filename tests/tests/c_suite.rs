@@ -1741,11 +1741,12 @@ fn other_implementations_names() {
         ("shmemc++", "oshc++"),
         ("shmemcxx", "oshc++"),
         ("shmemrun", "oshrun"),
+        ("oshmem_info", "gsas-info"),
     ] {
         let link = std::fs::read_link(bin.join(alias))
             .unwrap_or_else(|e| panic!("bin/{alias} is not a link: {e}"));
         assert_eq!(link, Path::new(target), "bin/{alias}");
-        if target != "oshrun" {
+        if target.starts_with("osh") && target != "oshrun" {
             let args = ["-showme", "-O2", "app.c", "-o", "app"];
             assert_eq!(
                 wrapper(alias, &args, &[]),
@@ -1790,6 +1791,69 @@ fn other_implementations_names() {
             .arg(status.to_string());
         global_exit_job(&format!("shmemrun global_exit({status})"), cmd, status);
     }
+}
+
+/// The installed `gsas-info` (and `oshmem_info`) describes this installation: the version,
+/// the OpenSHMEM version the library reports at run time (`shmem_info_get_version` in
+/// `setup_query`, and the crate's constants), the prefix, the build the install recorded,
+/// the verbs transport as built, and every variable's default; bad arguments are refused.
+#[test]
+fn gsas_info_describes_the_installation() {
+    let s = suite();
+    let bin = s.prefix.join("bin");
+    let info = |name: &str, args: &[&str]| {
+        run_with_timeout(
+            launch().command(bin.join(name)).args(args),
+            Duration::from_secs(120),
+        )
+        .unwrap()
+    };
+    let o = info("gsas-info", &["--parsable"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", joined(&o));
+    let want = [
+        format!("gsas:version:{}", env!("CARGO_PKG_VERSION")),
+        format!(
+            "openshmem:version:{}.{}",
+            shmem::MAJOR_VERSION,
+            shmem::MINOR_VERSION
+        ),
+        format!(
+            "install:prefix:{}",
+            s.prefix.canonicalize().unwrap().display()
+        ),
+        format!("build:version:{}", env!("CARGO_PKG_VERSION")),
+        "limit:pes_per_job:65536".to_string(),
+    ];
+    for line in &want {
+        assert!(out.lines().any(|l| l == line), "no {line:?} in\n{out}");
+    }
+    let built = std::fs::read_to_string(s.prefix.join("share/gsas/build-info")).unwrap();
+    let verbs_on = built.lines().any(|l| l == "verbs=on");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("transport:verbs:") && l.contains("yes") == verbs_on),
+        "{out}"
+    );
+    let shmem_vars = ["SHMEM_SYMMETRIC_SIZE", "SHMEM_DEBUG", "SHMEM_WAIT_TIMEOUT"];
+    for name in gsas_transport::config::VARS
+        .iter()
+        .map(|v| v.name)
+        .chain(shmem_vars)
+    {
+        assert!(out.contains(&format!("default:{name}:")), "{name}: {out}");
+    }
+    // Open MPI's name prints the same; the human form has its sections; bad input exits 2.
+    assert_eq!(
+        String::from_utf8_lossy(&info("oshmem_info", &["--parsable"]).stdout),
+        out
+    );
+    let human = String::from_utf8_lossy(&info("gsas-info", &[]).stdout).into_owned();
+    assert!(
+        human.contains("OpenSHMEM\n") && human.contains("Transports\n"),
+        "{human}"
+    );
+    assert_eq!(info("gsas-info", &["--bogus"]).status.code(), Some(2));
 }
 
 #[test]
