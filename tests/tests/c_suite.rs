@@ -1856,6 +1856,85 @@ fn gsas_info_describes_the_installation() {
     assert_eq!(info("gsas-info", &["--bogus"]).status.code(), Some(2));
 }
 
+/// The install carries the man pages (oshrun(1) with gshrun and shmemrun, oshcc(1) with
+/// the other wrapper names, gsas-info(1) with oshmem_info, gsas-atomicd(8)), versioned,
+/// rendered by groff without a warning and found by `man` under the prefix's MANPATH, and
+/// the user documentation under share/doc/gsas.
+#[test]
+fn man_pages_and_docs_are_installed() {
+    let s = suite();
+    let man = s.prefix.join("share/man");
+    let pages = [
+        ("man1", "oshrun.1"),
+        ("man1", "gshrun.1"),
+        ("man1", "shmemrun.1"),
+        ("man1", "oshcc.1"),
+        ("man1", "oshc++.1"),
+        ("man1", "shmemcc.1"),
+        ("man1", "gsas-info.1"),
+        ("man1", "oshmem_info.1"),
+        ("man8", "gsas-atomicd.8"),
+    ];
+    for (dir, page) in pages {
+        let text = std::fs::read_to_string(man.join(dir).join(page))
+            .unwrap_or_else(|e| panic!("share/man/{dir}/{page}: {e}"));
+        assert!(
+            text.contains(&format!("\"gsas {}\"", env!("CARGO_PKG_VERSION")))
+                && !text.contains("@VERSION@"),
+            "share/man/{dir}/{page} is not versioned: {}",
+            text.lines().next().unwrap_or("")
+        );
+    }
+    for doc in [
+        "README.md",
+        "runtime.md",
+        "slurm.md",
+        "bench.md",
+        "verbs.md",
+        "exanet.md",
+    ] {
+        assert!(
+            s.prefix.join("share/doc/gsas").join(doc).is_file(),
+            "share/doc/gsas/{doc} missing"
+        );
+    }
+    let groff = Command::new("groff").arg("-v").output();
+    if groff.is_err() {
+        gsas_tests::skip::note(
+            "c_suite::man_pages_and_docs_are_installed (rendering)",
+            "groff is not installed (Debian: groff-base)",
+        );
+        return;
+    }
+    for (dir, page) in pages {
+        let o = Command::new("groff")
+            .args(["-man", "-Tutf8", "-ww", "-z"])
+            .arg(man.join(dir).join(page))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success() && err.is_empty(), "{page}: {err}");
+    }
+    if Command::new("man").arg("--version").output().is_ok() {
+        for (section, name) in [("1", "oshrun"), ("1", "shmemrun"), ("8", "gsas-atomicd")] {
+            let o = Command::new("man")
+                .args(["-w", section, name])
+                .env("MANPATH", &man)
+                .output()
+                .unwrap();
+            let found = String::from_utf8_lossy(&o.stdout);
+            // (A name that is a link is shown as the page it links to.)
+            assert!(
+                o.status.success()
+                    && found.starts_with(&*man.to_string_lossy())
+                    && found.trim_end().ends_with(&format!(".{section}")),
+                "man -w {section} {name}: {found}{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
 #[test]
 fn install_twice_changes_nothing() {
     let s = suite();
