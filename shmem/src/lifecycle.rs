@@ -33,7 +33,9 @@
 //! `shmem_init`/`shmem_finalize` of other threads on the same lock; it finalizes on the
 //! exiting thread, so a program that exits while other threads are still inside the
 //! library gets what a `shmem_finalize` at that point would give. A fatal error inside it
-//! ends the process with `_exit` (see `fatal`).
+//! ends the process with `_exit` (see `fatal`). A child the PE forked inherits the handler
+//! and the PE's connections; its exit does nothing (the handler acts only in the process
+//! that initialized the library).
 //!
 //! **What it is not.** The state itself (`state`), which this module fills.
 //!
@@ -262,7 +264,12 @@ unsafe extern "C" {
     ) -> c_int;
 }
 
+/// The process that initialized the library: a child it forks inherits the exit handler
+/// (and the PE's connections), and must not act for the PE when it exits.
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
 fn register_exit_handler(st: &State) {
+    OWNER.store(std::process::id(), Ordering::Relaxed);
     // SAFETY: registers a function with the C library's exit handlers; the handler takes
     // no pointer it would dereference (the argument is NULL and ignored).
     if unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) } != 0 && st.config.debug {
@@ -275,7 +282,7 @@ fn register_exit_handler(st: &State) {
 
 /// The exit handler; see "Finalize at exit" in the [module docs](self).
 extern "C" fn finalize_at_exit(status: c_int, _arg: *mut std::ffi::c_void) {
-    if crate::fatal::ending() {
+    if crate::fatal::ending() || OWNER.load(Ordering::Relaxed) != std::process::id() {
         return;
     }
     let _guard = INIT_LOCK.lock().unwrap_or_else(PoisonError::into_inner);

@@ -800,6 +800,9 @@ fn reinit() {
     let bin = compile("reinit", "reinit.c", Lang::C, &[]);
     ends_cleanly("reinit", &bin, &[]);
     ends_cleanly("reinit implicit", &bin, &["implicit"]);
+    // A child forked after the last finalize exits through the inherited exit handler,
+    // which must not leave the job for its parent.
+    ends_cleanly("reinit fork-child", &bin, &["fork-child"]);
     // The last PE exits after the first cycle: the others' next initialization (the second
     // cycle's, by shmem_init_thread) fails naming the cycle (its barrier times out, or the
     // node of the PE that left refuses) and returns nonzero, which the program's check

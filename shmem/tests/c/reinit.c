@@ -18,10 +18,13 @@
  * cycle: the others' shmem_init_thread must fail, naming the cycle (the harness checks the
  * message), not hang.  With "underscore-exit" the last PE ends with _exit(0) after its last
  * shmem_finalize, skipping the library's exit handler: the job succeeds, and oshrun warns
- * that the PE did not leave the job.
+ * that the PE did not leave the job.  With "fork-child" every PE forks a child after its
+ * last shmem_finalize that calls exit(0), running the exit handlers it inherited: the
+ * library's must not act for the parent (which then leaves the job cleanly itself).
  */
 #define CTEST_NAME "reinit"
 #include "ctest.h"
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CYCLES 3
@@ -166,6 +169,17 @@ int main(int argc, char **argv) {
         check_initialized(0, "after shmem_finalize");
         if (leave_early && me == npes - 1)
             return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "fork-child") == 0) {
+        fflush(stdout);
+        pid_t child = fork();
+        CHECK(child >= 0, "fork failed");
+        if (child == 0)
+            exit(0); /* runs the inherited exit handlers */
+        int status = -1;
+        CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0,
+              "the forked child ended with status %d", status);
     }
     ctest_ok(me, npes);
     if (argc > 1 && strcmp(argv[1], "underscore-exit") == 0 && me == npes - 1)
