@@ -62,7 +62,7 @@ for f in bin/gsas-atomicd bin/oshrun bin/gshrun bin/gsas-info bin/oshcc bin/oshc
     check "has $f" test -e "$PREFIX/$f"
 done
 for alias in oshcxx:oshc++ shmemcc:oshcc shmemc++:oshc++ shmemcxx:oshc++ shmemrun:oshrun \
-    oshmem_info:gsas-info; do
+    gshrun:oshrun oshmem_info:gsas-info; do
     check "bin/${alias%%:*} is a link to ${alias#*:}" \
         bash -c "[ -L '$PREFIX/bin/${alias%%:*}' ] && [ \"\$(readlink '$PREFIX/bin/${alias%%:*}')\" = '${alias#*:}' ]"
 done

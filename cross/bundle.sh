@@ -8,7 +8,8 @@
 # same toolchain choice and target directory: target/debian-rustc with Debian's rustc), then
 # packs, under a top directory gsas-qfdb-VERSION/:
 #
-#   bin/{gsas-atomicd,oshrun,gshrun,oshcc,oshc++}     aarch64 binaries and compiler wrappers
+#   bin/{gsas-atomicd,oshrun,gsas-info,oshcc,oshc++}  aarch64 binaries and compiler wrappers
+#                                                     (gshrun and the other names: links)
 #   bin/{oshcxx,shmemcc,shmemc++,shmemcxx,shmemrun}   links to them under the names of other
 #                                                     implementations (as scripts/install)
 #   lib/libshmem.so*, lib/libshmem.a, lib/pkgconfig/  the shared and static library

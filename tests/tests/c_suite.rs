@@ -1744,6 +1744,7 @@ fn other_implementations_names() {
         ("shmemc++", "oshc++"),
         ("shmemcxx", "oshc++"),
         ("shmemrun", "oshrun"),
+        ("gshrun", "oshrun"),
         ("oshmem_info", "gsas-info"),
     ] {
         let link = std::fs::read_link(bin.join(alias))
@@ -1757,6 +1758,18 @@ fn other_implementations_names() {
                 "{alias} -showme differs from {target} -showme"
             );
         }
+    }
+    // gshrun is a link too, but calls itself gshrun; shmemrun keeps oshrun's name.
+    for (name, usage) in [
+        ("gshrun", "Usage: gshrun -n N"),
+        ("shmemrun", "Usage: oshrun -n N"),
+    ] {
+        let o = run_with_timeout(
+            launch().command(bin.join(name)).arg("--help"),
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        assert!(joined(&o).contains(usage), "{name} --help: {}", joined(&o));
     }
     let o = run_with_timeout(
         launch().command(bin.join("shmemrun")).arg("--version"),

@@ -69,6 +69,16 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit status when the launcher itself fails (service, PMI, spawning).
 pub const EXIT_FAILURE: i32 = 1;
 
+/// The name the launcher calls itself: `gshrun` when started under that name (the
+/// installation's `gshrun` is a link to `oshrun`), else `oshrun` (also as `shmemrun`).
+pub fn invoked_name() -> &'static str {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    match std::path::Path::new(&argv0).file_name() {
+        Some(n) if n == "gshrun" => "gshrun",
+        _ => "oshrun",
+    }
+}
+
 /// Runs the launcher with the process's arguments and exits with the job's status.
 pub fn main(name: &str) -> ! {
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
