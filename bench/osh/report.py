@@ -157,7 +157,10 @@ def draw(out, rows, targets):
             fig.suptitle(f"{title}{' (higher is better)' if higher else ' (lower is better)'}")
         fig.tight_layout()
         for ext in ("png", "svg"):
-            fig.savefig(figdir / f"{fam}.{ext}", dpi=110)
+            # Whole files only: an interrupt while drawing leaves no truncated image.
+            tmp = figdir / f".{fam}.{ext}.tmp"
+            fig.savefig(tmp, dpi=110, format=ext)
+            tmp.replace(figdir / f"{fam}.{ext}")
         plt.close(fig)
         made[fam] = f"fig/{fam}.png"
     return made
@@ -254,8 +257,14 @@ def write_report(out, rows, facts, title="OpenSHMEM benchmarks", pairs=None):
     targets = ordered([r["target"] for r in rows] + list(facts.get("targets", {})))
     if pairs is None:
         pairs = [(targets[0], t) for t in targets[1:]]
-    figs = draw(out, rows, targets) if rows else {}
-    (out / "summary.md").write_text(summary(rows, facts, targets, pairs, figs, title))
+    # The summary first, without figures, so that a run interrupted while drawing keeps
+    # it; then again with the figures drawn. Each write replaces the file whole.
+    def write_summary(figs):
+        tmp = out / ".summary.md.tmp"
+        tmp.write_text(summary(rows, facts, targets, pairs, figs, title))
+        tmp.replace(out / "summary.md")
+    write_summary({})
+    write_summary(draw(out, rows, targets) if rows else {})
 
 
 # ---------------------------------------------------------------- compare and check

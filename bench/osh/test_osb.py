@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import unittest
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import osb
@@ -198,6 +199,33 @@ class Folder(unittest.TestCase):
         self.assertEqual(len(probs), 1, probs)
         self.assertIn("flag_p_test at 2 PEs takes 2250.0 us", probs[0])
         self.assertIn("a timer?", probs[0])
+
+    def test_interrupted_drawing_keeps_the_summary_and_whole_images(self):
+        import matplotlib.figure
+        out = Path(tempfile.mkdtemp(prefix="osb-draw-"))
+        real = matplotlib.figure.Figure.savefig
+        calls = []
+
+        def interrupt_third(fig, *a, **k):  # Ctrl-C in the second figure's PNG
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return real(fig, *a, **k)
+        try:
+            matplotlib.figure.Figure.savefig = interrupt_third
+            with self.assertRaises(KeyboardInterrupt):
+                fake_run(out, ["gsas-shm", "peer-x"], osb.make_plan(True))
+        finally:
+            matplotlib.figure.Figure.savefig = real
+        try:
+            self.assertTrue((out / "summary.md").exists(), "no summary after the interrupt")
+            self.assertIn("gsas-shm", (out / "summary.md").read_text())
+            left = sorted(p.name for p in (out / "fig").iterdir())
+            self.assertEqual([n for n in left if n.endswith(".tmp")], [], left)
+            for svg in (out / "fig").glob("*.svg"):  # every image there is whole
+                ET.parse(svg)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
 
     def test_check_of_a_missing_folder_is_one_line(self):
         d = Path(tempfile.mkdtemp(prefix="osb-none-"))
