@@ -747,6 +747,7 @@ if __name__ == "__main__":
         sys.exit(report.main(sys.argv[1:]))
     try:
         sys.exit(main(sys.argv[1:]))
-    except KeyboardInterrupt:  # before the first job or while drawing: nothing to keep
+    except KeyboardInterrupt:  # before the first job (nothing to keep) or while drawing (the
+        # summary and the whole images drawn so far stay; report.write_report)
         print("\nbench: interrupted", file=sys.stderr)
         sys.exit(130)
