@@ -63,21 +63,66 @@ def size_label(n):
     return f"{n} B"
 
 
-def speedup(ref, other, higher_better):
-    """How many times faster `other` is than `ref` (> 1: faster)."""
-    if ref <= 0 or other <= 0:
+def cost_ratio(a, b, higher_better):
+    """`a`'s cost over `b`'s, one way for every figure: time per operation for latencies,
+    the inverse for rates (so below 1, `a` is faster: it takes less time or moves more)."""
+    if a <= 0 or b <= 0:
         return float("nan")
-    return other / ref if higher_better else ref / other
+    return b / a if higher_better else a / b
+
+
+def unit_label(unit):
+    """The unit as a reader writes it (the CSV keeps the ASCII `us`)."""
+    return "µs" if unit == "us" else unit
+
+
+def target_label(t, facts):
+    """A target named with where its second PE runs: `gsas-udp (PE 1 on another node over
+    UDP)`."""
+    where = facts.get("targets", {}).get(t, {}).get("where_pe1_runs")
+    return f"{t} (PE 1 on {where})" if where else t
+
+
+def footer(facts):
+    """The provenance line stamped on every image."""
+    load = lambda k: " ".join(facts.get(k) or []) or "?"  # noqa: E731
+    commit = str(facts.get("commit") or "?")
+    parts = [f"gsas {commit[:12]}{' (local changes)' if 'local changes' in commit else ''}",
+             f"{facts.get('date_utc', '?')} UTC",
+             "quick run: not for publication" if facts.get("quick") else "full run",
+             f"load {load('load_before')} before, {load('load_after')} after, "
+             f"on {facts.get('cpus', '?')} CPUs"]
+    if facts.get("interrupted"):
+        parts.append("INTERRUPTED")
+    return " | ".join(parts)
 
 
 # ---------------------------------------------------------------- figures
 
-def draw(out, rows, targets):
-    """One figure per family, every target overlaid; returns {family: png name}."""
+def not_measured(t, bench, facts):
+    """Why target `t` has no figure for `bench`."""
+    why = (facts.get("benchmark_skips", {}).get(t, {}).get(bench)
+           or facts.get("skipped", {}).get(t))
+    if why:
+        return f"{t}: skipped ({why})"
+    return f"{t}: no figure (failed or not run)"
+
+
+def draw(out, rows, targets, facts=None):
+    """One figure per family, every target overlaid; returns {family: png name}.
+
+    Sizes and PE counts are ticked where they were measured (and nowhere else), a point
+    marks every figure, latencies are in µs, the legend says where each target's PE 1 runs,
+    the atomics and the flag ping-pong are dots with min..max whiskers (no bars on a log
+    axis), a panel names the targets it lacks and why, and every image carries the run's
+    provenance as a footer. SVG text stays text (searchable; the tests read it)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    facts = facts or {}
+    matplotlib.rcParams["svg.fonttype"] = "none"
 
     tab = table(rows)
     colors = {t: plt.get_cmap("tab10")(i % 10) for i, t in enumerate(targets)}
@@ -106,12 +151,18 @@ def draw(out, rows, targets):
                     lo.append(v["median"] - v.get("min", v["median"]))
                     hi.append(v.get("max", v["median"]) - v["median"])
                 if xs:
-                    ax.bar(xs, ys, width, yerr=[lo, hi], color=colors[t], label=t, capsize=2)
+                    ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", markersize=5, capsize=3,
+                                color=colors[t], label=target_label(t, facts))
             ax.set_xticks(range(len(benches)), benches)
             ax.set_yscale("log")
-            ax.set_ylabel(f"latency ({unit}), median; bars: min..max")
-            ax.set_title(f"{title} (lower is better)")
-            ax.legend(fontsize=8)
+            ax.set_ylabel(f"latency ({unit_label(unit)}), median; whiskers: min..max")
+            ax.set_title(f"{title} (lower is better)", fontsize=11)
+            missing = [not_measured(t, b, facts) for t in targets for b in benches
+                       if not any(k[0] == t and k[1] == b for k in keys)]
+            if missing:
+                ax.text(0.01, 0.01, "\n".join(missing), transform=ax.transAxes, fontsize=7,
+                        va="bottom", color="0.3")
+            ax.legend(fontsize=7)
             ax.grid(True, axis="y", which="both", alpha=0.3)
         else:
             ncol = min(3, len(benches))
@@ -132,7 +183,7 @@ def draw(out, rows, targets):
                             continue
                         xs = [k[2] if axis == "size" else k[3] for k in ks]
                         med = [tab[k]["median"] for k in ks]
-                        lab = t
+                        lab = target_label(t, facts)
                         if len(other) > 1:
                             lab += f", {o} PEs" if axis == "size" else f", {size_label(o)}"
                         ax.plot(xs, med, styles[si % len(styles)], marker="o", markersize=3,
@@ -142,20 +193,34 @@ def draw(out, rows, targets):
                                         color=colors[t], alpha=0.12, linewidth=0)
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
+                # Ticks at the measured points only.
+                measured = sorted({k[2] if axis == "size" else k[3] for k in bkeys})
+                ax.xaxis.set_major_locator(FixedLocator(measured))
+                ax.xaxis.set_minor_locator(NullLocator())
                 if axis == "size":
                     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: size_label(int(v))))
-                    ax.set_xlabel("message size (bytes, log scale)")
+                    ax.set_xlabel("message size (log scale; ticks where measured)")
+                    if len(measured) > 8:
+                        ax.tick_params(axis="x", labelrotation=60, labelsize=7)
                 else:
                     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{int(v)}"))
-                    ax.set_xlabel("PEs (log scale)")
-                ax.set_ylabel(f"{unit} (median; band: min..max)")
+                    ax.set_xlabel("PEs (log scale; ticks where measured)")
+                ax.set_ylabel(f"{unit_label(unit)} (median; band: min..max)")
+                missing = [not_measured(t, b, facts) for t in targets
+                           if not any(k[0] == t for k in bkeys)]
+                if missing:
+                    ax.text(0.01, 0.01, "\n".join(missing), transform=ax.transAxes,
+                            fontsize=7, va="bottom", color="0.3")
                 one = other[0] if len(other) == 1 else 0
                 ax.set_title(b + (f" ({size_label(one)} per PE)" if axis == "pes" and one else ""),
                              fontsize=10)
                 ax.grid(True, which="both", alpha=0.3)
                 ax.legend(fontsize=7)
-            fig.suptitle(f"{title}{' (higher is better)' if higher else ' (lower is better)'}")
-        fig.tight_layout()
+            fig.suptitle(f"{title}{' (higher is better)' if higher else ' (lower is better)'}",
+                         fontsize=12)
+        fig.text(0.005, 0.004, footer(facts), fontsize=6.5, color="0.35", va="bottom")
+        # Room for the footer below and, with panels, the figure's title above theirs.
+        fig.tight_layout(rect=(0, 0.035, 1, 0.95 if axis != "bench" else 1))
         for ext in ("png", "svg"):
             # Whole files only: an interrupt while drawing leaves no truncated image.
             tmp = figdir / f".{fam}.{ext}.tmp"
@@ -227,8 +292,9 @@ def summary(rows, facts, targets, pairs, figs, title):
             L.append(f"| {t} | benchmark {b} skipped: {why} | | |")
     L.append("")
     if pairs:
-        L += ["Ratios: how many times faster the second target of a pair is than the first "
-              "(> 1: faster; from the medians).", ""]
+        L += ["Ratios `A / B`: A's cost over B's, from the medians (time per operation; for "
+              "rates, the inverse): **below 1, A is faster**, above 1 slower, for every "
+              "figure alike.", ""]
     for fam, (ftitle, axis, higher) in FAMILIES.items():
         keys = ordered((k[1], k[2], k[3]) for k, v in tab.items() if v["family"] == fam)
         if not keys:
@@ -237,8 +303,8 @@ def summary(rows, facts, targets, pairs, figs, title):
         keys = sorted(keys, key=lambda k: (border.index(k[0]), k[2], k[1]))
         unit = next(v["unit"] for v in tab.values() if v["family"] == fam)
         L += [f"## {ftitle}", "", f"![{fam}]({figs[fam]})" if fam in figs else "", "",
-              f"Median {unit} ({'higher' if higher else 'lower'} is better)."]
-        head = ["benchmark", "size", "PEs"] + targets + [f"{b} vs {a}" for a, b in pairs]
+              f"Median {unit_label(unit)} ({'higher' if higher else 'lower'} is better)."]
+        head = ["benchmark", "size", "PEs"] + targets + [f"{a} / {b}" for a, b in pairs]
         L += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for b, s, n in keys:
             meds = {t: tab.get((t, b, s, n), {}).get("median") for t in targets}
@@ -247,7 +313,7 @@ def summary(rows, facts, targets, pairs, figs, title):
                 if meds.get(a) is None or meds.get(c) is None:
                     cells.append("-")
                 else:
-                    cells.append(f"{speedup(meds[a], meds[c], higher):.2f}x")
+                    cells.append(f"{cost_ratio(meds[a], meds[c], higher):.3g}")
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
     return "\n".join(L) + "\n"
@@ -264,7 +330,7 @@ def write_report(out, rows, facts, title="OpenSHMEM benchmarks", pairs=None):
         tmp.write_text(summary(rows, facts, targets, pairs, figs, title))
         tmp.replace(out / "summary.md")
     write_summary({})
-    write_summary(draw(out, rows, targets) if rows else {})
+    write_summary(draw(out, rows, targets, facts) if rows else {})
 
 
 # ---------------------------------------------------------------- compare and check

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import re
 import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -103,9 +104,13 @@ class Pure(unittest.TestCase):
         raw, _ = osb.make_target("udp-raw", None, None)
         self.assertEqual(raw.launch(2, "/x/osb_udp", ["--quick"], 10), ["/x/osb_udp", "--quick"])
 
-    def test_speedup_and_labels(self):
-        self.assertEqual(report.speedup(2.0, 1.0, False), 2.0)  # half the latency
-        self.assertEqual(report.speedup(2.0, 1.0, True), 0.5)   # half the bandwidth
+    def test_ratios_and_labels(self):
+        # A / B is A's cost over B's, for latencies and rates alike (below 1: A faster).
+        self.assertEqual(report.cost_ratio(2.0, 1.0, False), 2.0)  # A twice the latency
+        self.assertEqual(report.cost_ratio(2.0, 1.0, True), 0.5)   # A twice the bandwidth
+        self.assertEqual(report.unit_label("us"), "µs")
+        self.assertEqual(report.target_label("t", {"targets": {"t": {"where_pe1_runs": "x"}}}),
+                         "t (PE 1 on x)")
         self.assertEqual(report.size_label(4 << 20), "4 MiB")
         self.assertEqual(report.size_label(1536), "1536 B")
 
@@ -162,7 +167,9 @@ class Folder(unittest.TestCase):
     def test_complete_folder_passes_check(self):
         self.assertEqual(report.check(self.good, ["one", "two"]), [])
         text = (self.good / "summary.md").read_text()
-        self.assertIn("two vs one", text)
+        self.assertIn("| one / two |", text)
+        self.assertIn("below 1, A is faster", text)
+        self.assertNotIn("0.00x", text)
         self.assertIn("peer-x | **SKIPPED**", text)
         self.assertIn("benchmark put_signal skipped", text)
         for fam in report.FAMILIES:
@@ -199,6 +206,35 @@ class Folder(unittest.TestCase):
         self.assertEqual(len(probs), 1, probs)
         self.assertIn("flag_p_test at 2 PEs takes 2250.0 us", probs[0])
         self.assertIn("a timer?", probs[0])
+
+    def test_figures_tell_the_truth(self):
+        """The rendered SVGs: ticks only at measured sizes, µs, placement in the legend,
+        the provenance footer, a title per panel, a note for a target a panel lacks, dots
+        with whiskers (no bars) for the atomics."""
+        def texts(fam):
+            root = ET.parse(self.good / "fig" / f"{fam}.svg").getroot()
+            return ["".join(e.itertext()).strip() for e in root.iter()
+                    if e.tag.endswith("text")]
+        t = texts("put_lat")
+        measured = {report.size_label(s) for s in self.plan["sizes"]}
+        sizes = {x for x in t if x.endswith(" B") or x.endswith("KiB") or x.endswith("MiB")}
+        self.assertEqual(sizes, measured, t)  # no tick at 2 B, 8 B, 32 B ...
+        self.assertTrue(any("µs" in x for x in t), t)
+        self.assertIn("one (PE 1 on same node)", t)
+        foot = [x for x in t if x.startswith("gsas ")]
+        self.assertEqual(len(foot), 1, t)
+        self.assertIn("quick run: not for publication", foot[0])
+        self.assertIn("on 2 CPUs", foot[0])
+        self.assertIn("put_quiet", t)
+        self.assertTrue(any(x.startswith("Put latency") for x in t), t)
+        s = texts("signal")
+        self.assertTrue(any("two: skipped (1.4)" in x for x in s), s)
+        amo = (self.good / "fig" / "amo.svg").read_text()
+        self.assertIn("whiskers: min..max", amo)
+        # A bar would be a path filled with a target's colour (tab10's first, #1f77b4); the
+        # dots are markers (<use>), the whiskers unfilled lines.
+        self.assertIsNone(re.search(r'<path [^>]*style="fill: #1f77b4', amo))
+        self.assertIn('<use xlink:href="#', amo)
 
     def test_interrupted_drawing_keeps_the_summary_and_whole_images(self):
         import matplotlib.figure
@@ -244,8 +280,8 @@ class Folder(unittest.TestCase):
         a, b, out = self.copy("before"), self.copy("after"), self.tmp / "cmp"
         self.assertEqual(report.compare(a, b, out), 0)
         text = (out / "summary.md").read_text()
-        self.assertIn("after:one vs before:one", text)
-        self.assertIn("after:two vs before:two", text)
+        self.assertIn("before:one / after:one", text)
+        self.assertIn("before:two / after:two", text)
         self.assertTrue((out / "fig" / "put_lat.png").exists())
 
 
