@@ -1951,6 +1951,56 @@ fn man_pages_and_docs_are_installed() {
     }
 }
 
+/// A program built with Open MPI's `oshcc` is named before it starts under gsas's
+/// `oshrun` (its PEs would each run alone as PE 0 of 1): the warning names the library and
+/// what to do. Its PEs' own fate under a launcher they do not speak to is not checked.
+#[test]
+fn an_open_mpi_program_is_named_as_such() {
+    const TEST: &str = "c_suite::an_open_mpi_program_is_named_as_such";
+    let ompi_cc = Path::new("/usr/bin/oshcc");
+    if !ompi_cc.exists() {
+        gsas_tests::skip::note(TEST, "Open MPI's /usr/bin/oshcc is not installed");
+        return;
+    }
+    let s = suite();
+    if s.emulated {
+        gsas_tests::skip::note(TEST, "Open MPI's oshcc builds for the host, not the board");
+        return;
+    }
+    let prog = s.build.join("hello-ompi");
+    let src = s.build.join("hello-ompi.c");
+    std::fs::write(
+        &src,
+        "#include <shmem.h>\n#include <stdio.h>\nint main(void) { shmem_init(); \
+         printf(\"PE %d of %d\\n\", shmem_my_pe(), shmem_n_pes()); shmem_finalize(); \
+         return 0; }\n",
+    )
+    .unwrap();
+    let o = Command::new(ompi_cc)
+        .arg(&src)
+        .arg("-o")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "Open MPI's oshcc: {}", joined(&o));
+    let o = run_with_timeout(
+        launch()
+            .command(s.prefix.join("bin/oshrun"))
+            .args(["-n", "2", "--timeout", "120", "--"])
+            .arg(&prog)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    let out = joined(&o);
+    assert!(
+        out.contains("is linked with Open MPI's liboshmem.so")
+            && out.contains("Build it with gsas's oshcc"),
+        "{out}"
+    );
+}
+
 #[test]
 fn install_twice_changes_nothing() {
     let s = suite();

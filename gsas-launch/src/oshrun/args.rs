@@ -450,6 +450,27 @@ pub fn resolve_program(program: &OsStr, path_var: Option<&OsStr>) -> Result<Path
     }))
 }
 
+/// How many bytes of a program [`foreign_openshmem`] reads: the dynamic section's strings
+/// (the libraries it needs) sit near the start of an ELF file.
+const LINK_SCAN: u64 = 8 << 20;
+
+/// The OpenSHMEM library of another implementation that `program` is linked with, if any:
+/// Open MPI's `liboshmem.so` (its PEs bootstrap through PMIx, which gsas's launcher does
+/// not serve, so each would run alone as PE 0 of 1). Reads the first [`LINK_SCAN`] bytes for
+/// the library's name, which a dynamically linked program carries in its dynamic string
+/// table. `None` when the file cannot be read.
+pub fn foreign_openshmem(program: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(program)
+        .ok()?
+        .take(LINK_SCAN)
+        .read_to_end(&mut head)
+        .ok()?;
+    let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
+    has(b"liboshmem.so").then_some("Open MPI's liboshmem.so")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,6 +602,22 @@ mod tests {
         assert!(msg(&["-n", "2", "-x", "1A=2", "x"]).contains("not an environment variable"));
         assert!(msg(&["-n", "2", "-x"]).contains("-x needs a variable"));
         assert!(msg(&["-n", "2", "--mca", "btl"]).contains("a name and a value"));
+    }
+
+    #[test]
+    fn open_mpi_programs_are_recognised() {
+        let dir = std::env::temp_dir().join(format!("gsas-foreign-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ompi = dir.join("ompi-app");
+        let mut bytes = b"\x7fELF....".to_vec();
+        bytes.extend_from_slice(b"\0libc.so.6\0liboshmem.so.40\0");
+        std::fs::write(&ompi, &bytes).unwrap();
+        assert_eq!(foreign_openshmem(&ompi), Some("Open MPI's liboshmem.so"));
+        let ours = dir.join("gsas-app");
+        std::fs::write(&ours, b"\x7fELF....\0libc.so.6\0libshmem.so.0.1\0").unwrap();
+        assert_eq!(foreign_openshmem(&ours), None);
+        assert_eq!(foreign_openshmem(&dir.join("absent")), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

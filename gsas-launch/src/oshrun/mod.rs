@@ -233,6 +233,14 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let path = std::env::var_os("PATH");
     let program =
         args::resolve_program(&run.program, path.as_deref()).map_err(|e| (EXIT_USAGE, e.0))?;
+    if let Some(lib) = args::foreign_openshmem(&program) {
+        gsas_transport::eprintln_whole!(
+            "{name}: warning: {} is linked with {lib}, another implementation's OpenSHMEM \
+             library: under {name} each of its PEs runs alone as PE 0 of 1. Build it with \
+             gsas's oshcc, or start it with that implementation's launcher.",
+            program.display()
+        );
+    }
     let allocation = slurm::Allocation::detect(|k| std::env::var_os(k))
         .filter(|_| run.config.is_none() && !run.no_srun);
     if run.config.is_none() && run.ppn.is_some() && allocation.is_none() {
