@@ -1247,11 +1247,71 @@ impl Mapped {
                     },
                 )
                 .map_err(|e| NodeError::Transport(format!("PE {rank} UDP socket: {e}")))?;
+                if rank == self.serving.placed.leader {
+                    warn_fragmented(node, service_mtu, ip, node_addrs);
+                }
                 NetTransport::Udp(udp)
             }
         };
         Ok((net, exanet_wake))
     }
+}
+
+/// IPv4 and UDP headers: what a datagram adds to its payload on the wire.
+const IP_UDP_HEADERS: usize = 28;
+
+/// The path MTU the kernel knows from `from` to `to` (the route's, or what path MTU
+/// discovery learnt), from a connected UDP socket that sends nothing; `None` if it cannot
+/// be asked (no route, IPv6).
+fn path_mtu(from: IpAddr, to: SocketAddr) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let s = std::net::UdpSocket::bind(SocketAddr::new(from, 0)).ok()?;
+    s.connect(to).ok()?;
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a c_int that lives for the
+    // call; the descriptor is the socket's, open for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU,
+            (&raw mut mtu).cast(),
+            &raw mut len,
+        )
+    };
+    (rc == 0 && mtu > 0).then_some(mtu as usize)
+}
+
+/// Warns once per node (its leader calls it) when the job's datagrams are larger than the
+/// path to another node carries: each is then sent as several IP fragments, and one lost
+/// fragment loses the whole datagram (docs/slurm.md, "Datagram size"). Loopback (MTU 65536)
+/// never warns at the default size.
+fn warn_fragmented(node: u16, datagram: usize, from: IpAddr, node_addrs: &[(u16, NetAddr)]) {
+    let mut small: Vec<(u16, usize)> = node_addrs
+        .iter()
+        .filter(|(n, _)| *n != node)
+        .filter_map(|(n, a)| match a {
+            NetAddr::Udp(to) => path_mtu(from, *to).map(|m| (*n, m)),
+            NetAddr::Exanet(_) => None,
+        })
+        .filter(|&(_, m)| datagram + IP_UDP_HEADERS > m)
+        .collect();
+    let Some(&(_, mtu)) = small.iter().min_by_key(|&&(_, m)| m) else {
+        return;
+    };
+    small.sort_unstable();
+    let nodes: Vec<String> = small.iter().map(|(n, _)| n.to_string()).collect();
+    log::warn!(
+        "node {node}: datagrams of {datagram} bytes (GSAS_UDP_MTU, or udp_mtu in the cluster \
+         file) exceed the path MTU to node(s) {}: {mtu} bytes; each is sent as {} IP \
+         fragments and one lost fragment loses it: set GSAS_UDP_MTU={} or less where the \
+         network can lose packets (docs/slurm.md)",
+        nodes.join(", "),
+        // A fragment carries up to the MTU less the IP header, in multiples of 8 bytes.
+        (datagram + 8).div_ceil((mtu - 20) / 8 * 8),
+        mtu - IP_UDP_HEADERS
+    );
 }
 
 /// The service's doorbell page mapped, and this PE's bell in it (see `gsas_transport::bell`): the

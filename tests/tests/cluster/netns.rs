@@ -38,6 +38,21 @@ fn run_cluster(test: &str, tag: &str, n: usize, pes: u32, mtu: u32) -> Option<Ou
         .env_remove("GSAS_DEADLINE_MS");
     let out = run_with_timeout(&mut cmd, Duration::from_secs(900)).unwrap();
     assert!(out.status.success(), "{}", show(&out));
+    // The veth links carry 1500 bytes: datagrams larger than 1472 are fragmented, which
+    // each node's first PE says once; at 1472 nobody does.
+    let warnings = String::from_utf8_lossy(&out.stderr)
+        .matches("exceed the path MTU to node(s)")
+        .count();
+    if mtu > 1472 {
+        assert_eq!(warnings, n, "one path MTU warning per node: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("1500 bytes; each is sent as"),
+            "{}",
+            show(&out)
+        );
+    } else {
+        assert_eq!(warnings, 0, "{}", show(&out));
+    }
     let stdout = String::from_utf8_lossy(&out.stdout);
     for pe in 0..pes {
         let line = format!("[{pe}] PE {pe} of {pes}: all ok");
