@@ -208,7 +208,8 @@ fn build(node: Node, config: Config, options: InitOptions) -> Result<State, Init
 }
 
 /// `shmem_finalize` (OpenSHMEM 1.5 §9.1.4): all but the last call are barriers; the last
-/// completes every context, waits for all PEs and leaves the job.
+/// completes every context, waits for all PEs and frees the heap ([`finish`]; the PE
+/// leaves the job at exit).
 pub fn finalize(call: &str) {
     let _guard = INIT_LOCK.lock().unwrap_or_else(PoisonError::into_inner);
     let st = live(call);

@@ -153,7 +153,9 @@ pub struct Shmem {
 }
 
 /// `shmem_init` (OpenSHMEM 1.5 §9.1.1): starts the library (a collective over all PEs).
-/// Without a launcher the process is a job of one PE.
+/// Without a launcher the process is a job of one PE. After the last [`Shmem::finalize`] it
+/// starts a new initialization cycle of the same job (OpenSHMEM 1.6; an empty symmetric
+/// heap, the same PEs).
 ///
 /// Errors: [`ErrorKind::Init`] with the reason (an invalid environment variable names the
 /// variable and its value).
@@ -264,9 +266,10 @@ impl Shmem {
         crate::coll::sync_all("shmem::Shmem::sync_all");
     }
 
-    /// `shmem_finalize` (OpenSHMEM 1.5 §9.1.4): completes all communication, waits for
-    /// every PE and leaves the job. Symmetric objects must be dropped before (the borrow
-    /// checker makes sure).
+    /// `shmem_finalize` (OpenSHMEM 1.5 §9.1.4): completes all communication and waits for
+    /// every PE; the last one frees the symmetric heap (the PE leaves the job when the
+    /// process exits, and may [`init`] again before). Symmetric objects must be dropped
+    /// before (the borrow checker makes sure).
     ///
     /// Errors: none today; the `Result` leaves room for reporting a failed leave.
     pub fn finalize(self) -> Result<(), Error> {
