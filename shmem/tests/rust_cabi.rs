@@ -650,7 +650,7 @@ fn parent() {
         };
         if report.exit_code == shmem::FATAL_EXIT_CODE
             && msg.contains("shmem_long_p")
-            && msg.contains("not_a_symmetric_address")
+            && msg.contains("is not a symmetric address")
         {
             Ok(())
         } else {
