@@ -3,7 +3,8 @@
 //! (settling before leaving the service and PMI).
 
 use super::error::NodeError;
-use gsas_core::wire::{AtomicOp, AtomicType};
+use gsas_control::ControlError;
+use gsas_core::wire::{AtomicOp, AtomicType, ErrorCode};
 use std::sync::atomic;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -137,14 +138,37 @@ impl Node {
         // Leaving makes the service close the connection: no failure for the watchdog.
         crate::watch::detach(self.watch_token);
         self.finalized.store(true, Ordering::Release);
-        let left = lock(&self.control)
-            .leave(self.rank as u16, self.job_id)
-            .map_err(NodeError::from)
-            .and_then(|()| {
-                lock(&self.pmi)
-                    .finalize()
-                    .map_err(error::pmi("PMI finalize"))
-            });
+        let left = match lock(&self.control).leave(self.rank as u16, self.job_id) {
+            // After the pause every operation of every PE completed; a service that no
+            // longer has the job (it reclaimed it because another PE of this node died or
+            // called _exit after its own pause) or that has stopped (its host PE exited)
+            // keeps nothing of this PE's: there is nothing left to leave.
+            Err(ControlError::Refused {
+                code: ErrorCode::BadKey,
+                message,
+                ..
+            }) => {
+                log::info!(
+                    "PE {}: the service ended the job already: {message}",
+                    self.rank
+                );
+                Ok(())
+            }
+            Err(ControlError::Closed { path }) => {
+                log::info!(
+                    "PE {}: the service at {} has stopped: nothing to leave",
+                    self.rank,
+                    path.display()
+                );
+                Ok(())
+            }
+            other => other.map_err(NodeError::from),
+        }
+        .and_then(|()| {
+            lock(&self.pmi)
+                .finalize()
+                .map_err(error::pmi("PMI finalize"))
+        });
         if let Some(service) = lock(&self.service).take() {
             boot::stop_embedded(service, self.boot_timeout);
         }

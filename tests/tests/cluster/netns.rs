@@ -43,7 +43,13 @@ fn run_cluster(test: &str, tag: &str, n: usize, pes: u32, mtu: u32) -> Option<Ou
     let warnings = String::from_utf8_lossy(&out.stderr)
         .matches("exceed the path MTU to node(s)")
         .count();
-    if mtu > 1472 {
+    if gsas_tests::attack::emulated() {
+        // qemu-user does not emulate getsockopt(IP_MTU): the check finds no MTU there.
+        gsas_tests::skip::note(
+            &format!("{test} (path MTU warning)"),
+            "qemu-user does not emulate getsockopt(IP_MTU)",
+        );
+    } else if mtu > 1472 {
         assert_eq!(warnings, n, "one path MTU warning per node: {}", show(&out));
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("1500 bytes; each is sent as"),
