@@ -3,7 +3,7 @@
 //! datagram and fragment boundary, each result checked exactly on every PE.
 //!
 //! ```sh
-//! cargo build --release -p shmem --examples -p gsas --bins
+//! cargo build --release -p shmem --examples -p gsas-launch --bins
 //! target/release/oshrun -n 8 target/release/examples/coll_check --count 10000 --seed 7
 //! # coll_check: 10000 collectives on 8 PEs checked exactly (seed 7): 1183 barrier, ...
 //! ```
@@ -23,9 +23,11 @@
 //! token into its right neighbour (non-blocking) and after the barrier finds its left
 //! neighbour's. An exchange step (not a collective, counted with them) is the flag exchange
 //! of applications: every member puts data, fences, and puts a flag into its right
-//! neighbour, by a blocking put or an atomic set, waits for its own flag and checks its
-//! left neighbour's data; small puts go straight to a PE of another node, larger ones and
-//! the atomic through its service, and the flag must never overtake the data.
+//! neighbour, by a blocking put or an atomic set (or puts data and flag on a context in a
+//! batch session, whose blocking puts wait in their frames), waits for its own flag and
+//! checks its left neighbour's data; small puts go straight to a PE of another node, larger
+//! ones, held ones and the atomic through its service, and the flag must never overtake the
+//! data.
 //!
 //! Sizes are drawn around the boundaries of the job's UDP MTU (`--mtu`, or `GSAS_UDP_MTU`,
 //! default 61440): what a datagram carries of the collectives' data and of the services'
@@ -63,6 +65,24 @@ unsafe extern "C" {
         pe: c_int,
     );
     fn shmem_uint64_p(dest: *mut u64, value: u64, pe: c_int);
+    fn shmem_ctx_create(options: c_long, ctx: *mut *const c_void) -> c_int;
+    fn shmem_ctx_destroy(ctx: *const c_void);
+    fn shmem_ctx_session_start(
+        ctx: *const c_void,
+        options: c_long,
+        config: *const c_void,
+        config_mask: c_long,
+    );
+    fn shmem_ctx_session_stop(ctx: *const c_void);
+    fn shmem_ctx_putmem(
+        ctx: *const c_void,
+        dest: *mut c_void,
+        src: *const c_void,
+        n: usize,
+        pe: c_int,
+    );
+    fn shmem_ctx_fence(ctx: *const c_void);
+    fn shmem_ctx_uint64_p(ctx: *const c_void, dest: *mut u64, value: u64, pe: c_int);
     fn shmem_uint64_atomic_set(dest: *mut u64, value: u64, pe: c_int);
     fn shmem_uint64_wait_until(ivar: *mut u64, cmp: c_int, value: u64);
     fn shmem_uint64_test(ivar: *mut u64, cmp: c_int, value: u64) -> c_int;
@@ -253,6 +273,8 @@ const SHMEM_CMP_NE: c_int = 2;
 /// `SHMEM_SIGNAL_SET` and `SHMEM_SIGNAL_ADD`.
 const SHMEM_SIGNAL_SET: c_int = 0;
 const SHMEM_SIGNAL_ADD: c_int = 1;
+/// `SHMEM_CTX_SESSION_BATCH`.
+const SHMEM_CTX_SESSION_BATCH: c_long = 1;
 
 /// How long an exchange step polls `shmem_uint64_test` for its flag before it fails.
 const POLL_LIMIT: Duration = Duration::from_secs(300);
@@ -499,6 +521,8 @@ struct Checker<'a> {
     rng: Rng,
     arena: Arena,
     psyncs: *mut c_long,
+    /// A context of this cycle for the exchange steps in a session.
+    ctx: *const c_void,
     small: Vec<usize>,
     boundary: Vec<usize>,
     step: u64,
@@ -656,7 +680,12 @@ impl Checker<'_> {
     /// flag (`shmem_putmem`, `shmem_uint64_p` or `shmem_uint64_atomic_set`) into its right
     /// neighbour, or the data and the flag in one `shmem_putmem_signal` (no fence: the
     /// signal must follow its data by itself; `SHMEM_SIGNAL_SET`, or `SHMEM_SIGNAL_ADD`
-    /// onto the zeroed flag, which a duplicated datagram applied twice would double). It
+    /// onto the zeroed flag, which a duplicated datagram applied twice would double), or,
+    /// in a `SHMEM_CTX_SESSION_BATCH` session on this cycle's context (OpenSHMEM 1.6), the
+    /// data in up to three `shmem_ctx_putmem`, `shmem_ctx_fence` and the flag by
+    /// `shmem_ctx_uint64_p`: blocking puts that wait in their frame for the next send, with
+    /// the session stopped before the wait, or only after it (then the held puts, the
+    /// flag's included, must leave by themselves while every PE of the ring waits). It
     /// then waits for its own flag (`shmem_uint64_wait_until`, or polls `shmem_uint64_test`)
     /// and checks the data of its left neighbour: the flag must not overtake the data,
     /// whichever paths the two take, and must hold exactly the token. (Without the fence
@@ -670,8 +699,10 @@ impl Checker<'_> {
             0..=2 => self.rng.below(1025),
             _ => self.size(1),
         };
-        let flag_by = self.rng.below(5);
+        let flag_by = self.rng.below(7);
         let polls = self.rng.below(2) == 0;
+        // The session forms put the data in up to three pieces.
+        let cut = [self.rng.below(len + 1), self.rng.below(len + 1)];
         let ([src, dest, flag], _) = self.regions(g, [len, len, 8]);
         let Some(i) = me_in else { return };
         let right = g.members[(i + 1) % n];
@@ -685,6 +716,12 @@ impl Checker<'_> {
                 "a fence and a flag by shmem_uint64_atomic_set",
                 "shmem_putmem_signal with SHMEM_SIGNAL_SET",
                 "shmem_putmem_signal with SHMEM_SIGNAL_ADD",
+                "in a SHMEM_CTX_SESSION_BATCH session on a context: the data in up to three \
+                 shmem_ctx_putmem, shmem_ctx_fence and a flag by shmem_ctx_uint64_p, the \
+                 session stopped before the wait",
+                "in a SHMEM_CTX_SESSION_BATCH session on a context: the data in up to three \
+                 shmem_ctx_putmem, shmem_ctx_fence and a flag by shmem_ctx_uint64_p, the \
+                 session stopped after the wait (the held puts leave by themselves)",
             ][flag_by],
             if polls {
                 "shmem_uint64_test"
@@ -705,6 +742,25 @@ impl Checker<'_> {
                 0 => shmem_putmem(f.cast(), (&raw const token).cast(), 8, right as c_int),
                 1 => shmem_uint64_p(f, token, right as c_int),
                 2 => shmem_uint64_atomic_set(f, token, right as c_int),
+                5 | 6 => {
+                    let ctx = self.ctx;
+                    shmem_ctx_session_start(ctx, SHMEM_CTX_SESSION_BATCH, std::ptr::null(), 0);
+                    let (a, b) = (cut[0].min(cut[1]), cut[0].max(cut[1]));
+                    for (from, to) in [(0, a), (a, b), (b, len)] {
+                        shmem_ctx_putmem(
+                            ctx,
+                            dest.add(from).cast(),
+                            src.add(from).cast(),
+                            to - from,
+                            right as c_int,
+                        );
+                    }
+                    shmem_ctx_fence(ctx);
+                    shmem_ctx_uint64_p(ctx, f, token, right as c_int);
+                    if flag_by == 5 {
+                        shmem_ctx_session_stop(ctx);
+                    }
+                }
                 op => {
                     let sig_op = if op == 3 {
                         SHMEM_SIGNAL_SET
@@ -746,6 +802,9 @@ impl Checker<'_> {
                 }
             } else {
                 shmem_uint64_wait_until(f, cmp, value);
+            }
+            if flag_by == 6 {
+                shmem_ctx_session_stop(self.ctx);
             }
         }
         self.expect(dest, len, left, 0, &what, "dest (the flag came first)");
@@ -1224,6 +1283,13 @@ fn run_cycle(
     psyncs.fill(0);
     let mut owned = Vec::new();
     let groups = groups(&shmem, &mut owned);
+    let mut ctx: *const c_void = std::ptr::null();
+    // SAFETY: `ctx` receives the handle; destroyed below before the cycle's finalize.
+    if unsafe { shmem_ctx_create(0, &raw mut ctx) } != 0 {
+        eprintln!("coll_check: PE {me}: shmem_ctx_create failed");
+        // SAFETY: ends the job.
+        unsafe { shmem_global_exit(1) }
+    }
     shmem.barrier_all();
     let small = vec![
         1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 56, 63, 64, 65, 100, 127, 128, 129, 255,
@@ -1242,6 +1308,7 @@ fn run_cycle(
             psync_next: 0,
         },
         psyncs: psyncs.as_ptr().cast_mut(),
+        ctx,
         small,
         boundary: boundary_sizes(opt.mtu, opt.max_bytes),
         step: 0,
@@ -1271,6 +1338,8 @@ fn run_cycle(
         team_calls: c.team_calls,
         wraps: c.wraps,
     };
+    // SAFETY: created above; no session is open and nothing uses it after this.
+    unsafe { shmem_ctx_destroy(ctx) };
     drop(owned);
     drop((arena, psyncs));
     shmem.finalize()?;

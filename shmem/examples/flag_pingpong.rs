@@ -4,7 +4,7 @@
 //! median round trip.
 //!
 //! ```sh
-//! cargo build --release -p shmem --examples -p gsas --bins
+//! cargo build --release -p shmem --examples -p gsas-launch --bins
 //! target/release/oshrun -n 2 target/release/examples/flag_pingpong test 20000
 //! ```
 //!

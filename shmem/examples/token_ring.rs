@@ -2,7 +2,7 @@
 //! on PE 0 with an atomic, and PE 0 checks the total.
 //!
 //! ```sh
-//! cargo build --release -p shmem --examples -p gsas --bins
+//! cargo build --release -p shmem --examples -p gsas-launch --bins
 //! target/release/oshrun -n 4 target/release/examples/token_ring
 //! ```
 //!
