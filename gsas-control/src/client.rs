@@ -17,7 +17,9 @@ use std::time::Duration;
 use gsas_transport::shm::{ShmError, recv_fds, send_fds};
 
 use crate::ControlError;
-use crate::proto::{ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, ServiceInfo};
+use crate::proto::{
+    ControlReply, ControlRequest, JoinInfo, MAX_MESSAGE, SegmentBatch, SegmentEntry, ServiceInfo,
+};
 use crate::stats::StatsReport;
 
 /// A successful reply, owned.
@@ -27,6 +29,8 @@ pub enum Answer {
     Ack,
     /// DATA.
     Data(Vec<u8>),
+    /// An encoded [`SegmentBatch`].
+    Segments(Vec<u8>),
     /// Statistics text.
     Stats(String),
 }
@@ -175,6 +179,7 @@ impl ControlClient {
             ControlReply::Ack => Ok((Answer::Ack, fds)),
             ControlReply::Data(d) => Ok((Answer::Data(d.to_vec()), fds)),
             ControlReply::Stats(s) => Ok((Answer::Stats(s.to_owned()), fds)),
+            ControlReply::Segments(b) => Ok((Answer::Segments(b.to_vec()), fds)),
             ControlReply::Error { code, message } => Err(ControlError::Refused {
                 request: what,
                 code,
@@ -245,6 +250,39 @@ impl ControlClient {
     /// The size and descriptor of segment `segment` of PE `pe` of the caller's job.
     pub fn open_segment(&mut self, pe: u16, segment: u8) -> Result<(u64, OwnedFd), ControlError> {
         self.segment_reply(ControlRequest::OpenSegment { pe, segment })
+    }
+
+    /// The segments of the other PEs of the caller's job on this node from rank `from` on,
+    /// as many as one reply carries, each with its descriptor, and the rank the next call
+    /// starts from (`None`: there are no more). See [`ControlRequest::OpenSegments`].
+    pub fn open_segments(
+        &mut self,
+        from: u16,
+    ) -> Result<(Vec<(SegmentEntry, OwnedFd)>, Option<u16>), ControlError> {
+        let req = ControlRequest::OpenSegments { from };
+        let (answer, fds) = self.request(&req)?;
+        let what = describe(&req);
+        let Answer::Segments(d) = answer else {
+            return Err(ControlError::Protocol(format!(
+                "{what}: reply without segments"
+            )));
+        };
+        let batch =
+            SegmentBatch::decode(&d).map_err(|e| ControlError::Protocol(format!("{what}: {e}")))?;
+        if batch.entries.len() != fds.len() {
+            return Err(ControlError::Protocol(format!(
+                "{what}: {} segments with {} descriptors",
+                batch.entries.len(),
+                fds.len()
+            )));
+        }
+        if batch.next.is_some_and(|n| n <= from) {
+            return Err(ControlError::Protocol(format!(
+                "{what}: the next batch would start at rank {:?}, not after {from}",
+                batch.next
+            )));
+        }
+        Ok((batch.entries.into_iter().zip(fds).collect(), batch.next))
     }
 
     /// Hands the caller's own memfd `fd` to the service as segment `segment` of `size`
@@ -332,6 +370,9 @@ fn describe(req: &ControlRequest) -> String {
         }
         ControlRequest::OpenSegment { pe, segment } => {
             format!("opening segment {segment} of PE {pe}")
+        }
+        ControlRequest::OpenSegments { from } => {
+            format!("opening the segments of the PEs from {from} on")
         }
         ControlRequest::FreeSegment { pe, segment } => {
             format!("freeing segment {segment} of PE {pe}")

@@ -11,6 +11,7 @@
 //! | Leave | CONTROL `Leave`, sender = rank, w1 = job id | ACK; the PE is gone, its job reclaimed when it was the last |
 //! | create segment | ALLOC, address = (own rank, segment id, 0), w2 = size > 0 | DATA (u64 size) + memfd |
 //! | open a peer's segment | ALLOC, address = (peer rank, segment id, 0), w2 = 0 | DATA (u64 size) + memfd; ERROR(NoSegment) if the peer has not created it |
+//! | open the peers' segments | CONTROL code [`OPEN_SEGMENTS_CODE`] (0x43), w1 = first rank | SEGMENTS (type [`SEGMENTS_REPLY`], a [`SegmentBatch`]) + one memfd per entry, in its order |
 //! | free segment | FREE, address = (own rank, segment id, 0) | ACK |
 //! | register segment | CONTROL `Register`, sender = rank, w1 = address (own rank, segment id, 0), w2 = size; the PE's own memfd attached (sealed against shrinking) | DATA (u64 size) |
 //! | ping | CONTROL `Ping` | ACK |
@@ -23,7 +24,9 @@
 //! * An ERROR reply carries a human-readable reason after its 8-byte header (gsas-core
 //!   treats bytes after a reply as padding, so the packet still parses).
 //! * A STATS reply is `[0xC0, 0, 0, 0, token u32 LE]` followed by UTF-8 text, one
-//!   `name value` pair per line (see [`crate::stats`]).
+//!   `name value` pair per line (see [`crate::stats`]). A SEGMENTS reply is
+//!   `[0xC1, 0, 0, 0, token u32 LE]` followed by a [`SegmentBatch`] (a DATA reply holds
+//!   56 bytes at most).
 //!
 //! Register is how the data segment arrives: the PE must remap its globals onto a memfd
 //! before any thread runs (an embedded service is a thread), so it creates that memfd
@@ -75,14 +78,20 @@ pub const MAX_MESSAGE: usize = 4096;
 pub const STATS_CODE: u8 = 0x40;
 /// Packet type of the statistics reply.
 pub const STATS_REPLY: u8 = 0xC0;
+/// Packet type of the reply to [`ControlRequest::OpenSegments`].
+pub const SEGMENTS_REPLY: u8 = 0xC1;
 /// CONTROL code of [`ControlRequest::Declare`] (an allocation, from the resource manager).
 pub const DECLARE_CODE: u8 = 0x41;
 /// CONTROL code of [`ControlRequest::Undeclare`].
 pub const UNDECLARE_CODE: u8 = 0x42;
+/// CONTROL code of [`ControlRequest::OpenSegments`].
+pub const OPEN_SEGMENTS_CODE: u8 = 0x43;
 /// Bytes after the packet of a Declare: version, 2 spare, uid, PEs on this node, PEs of a job.
 const DECLARE_LEN: usize = 16;
-/// Version of [`JoinInfo`] and [`ServiceInfo`].
-pub const PROTO_VERSION: u16 = 1;
+/// Version of the control protocol, carried by [`JoinInfo`] and [`ServiceInfo`]: a service
+/// refuses a Join of another version, with both versions in the message. 2 added
+/// [`ControlRequest::OpenSegments`].
+pub const PROTO_VERSION: u16 = 2;
 
 /// Segment id of the symmetric heap.
 pub const SEG_HEAP: u8 = 0;
@@ -99,6 +108,72 @@ pub const SYNC_SIZE: u64 = 1 << 20;
 
 /// Flag of [`JoinInfo::flags`]: the PE will create a request ring and wants it served.
 pub const JOIN_RING: u16 = 1;
+
+/// One segment of a [`SegmentBatch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentEntry {
+    /// The PE it belongs to.
+    pub pe: u16,
+    /// Segment id ([`SEG_HEAP`], [`SEG_DATA`] or [`SEG_SYNC`]).
+    pub segment: u8,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// The bytes of an [`ControlRequest::OpenSegments`] reply ([`ControlReply::Segments`]): `next` as u32 LE (the rank the
+/// next request starts from, `u32::MAX` when no PE is left), then 12 bytes per entry
+/// (rank u16 LE, segment id, 0, size u64 LE). The descriptors travel beside it, one per
+/// entry in the same order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentBatch {
+    /// Where the next request starts; `None`: every PE was answered.
+    pub next: Option<u16>,
+    /// The segments, in rank order.
+    pub entries: Vec<SegmentEntry>,
+}
+
+/// Bytes of one [`SegmentEntry`] in a [`SegmentBatch`].
+const ENTRY_LEN: usize = 12;
+
+impl SegmentBatch {
+    /// The DATA bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(4 + ENTRY_LEN * self.entries.len());
+        b.extend_from_slice(&self.next.map_or(u32::MAX, u32::from).to_le_bytes());
+        for e in &self.entries {
+            b.extend_from_slice(&e.pe.to_le_bytes());
+            b.extend_from_slice(&[e.segment, 0]);
+            b.extend_from_slice(&e.size.to_le_bytes());
+        }
+        b
+    }
+
+    /// Parses the DATA bytes. Never panics.
+    pub fn decode(b: &[u8]) -> Result<SegmentBatch, ProtoError> {
+        let (head, rest) = b.split_at_checked(4).ok_or(ProtoError::Truncated)?;
+        if rest.len() % ENTRY_LEN != 0 {
+            return Err(ProtoError::Malformed(format!(
+                "a segment batch of {} bytes",
+                b.len()
+            )));
+        }
+        let next = match u32::from_le_bytes([head[0], head[1], head[2], head[3]]) {
+            u32::MAX => None,
+            n => Some(u16::try_from(n).map_err(|_| {
+                ProtoError::Malformed(format!("a segment batch continuing at rank {n}"))
+            })?),
+        };
+        let entries = rest
+            .chunks_exact(ENTRY_LEN)
+            .map(|c| SegmentEntry {
+                pe: u16::from_le_bytes([c[0], c[1]]),
+                segment: c[2],
+                size: u64::from_le_bytes(c[4..12].try_into().unwrap_or([0; 8])),
+            })
+            .collect();
+        Ok(SegmentBatch { next, entries })
+    }
+}
 
 /// Bytes of [`JoinInfo`] after the 32-byte CONTROL header.
 const JOIN_INFO_LEN: usize = 16;
@@ -302,6 +377,15 @@ pub enum ControlRequest {
         /// Segment id.
         segment: u8,
     },
+    /// The heap, data and sync segments of the other PEs of the caller's job on this node,
+    /// from rank `from` on, in rank order: as many whole PEs as one reply's descriptors
+    /// ([`gsas_transport::shm::MAX_FDS`]) carry. The reply ([`SegmentBatch`]) says where the
+    /// next request starts. A start-up of N PEs on one node then costs each PE about
+    /// 3N / `MAX_FDS` round trips through the service instead of 3(N - 1).
+    OpenSegments {
+        /// The first rank to consider.
+        from: u16,
+    },
     /// Liveness probe.
     Ping,
     /// Ask for the service's counters.
@@ -435,6 +519,10 @@ impl ControlRequest {
                     addr: seg_addr(pe, segment),
                 },
             ),
+            ControlRequest::OpenSegments { from } => (
+                anyone,
+                control(ControlCode::Unknown(OPEN_SEGMENTS_CODE), u64::from(from), 0),
+            ),
             ControlRequest::Ping => (anyone, control(ControlCode::Ping, 0, 0)),
             ControlRequest::Stats => (anyone, control(ControlCode::Unknown(STATS_CODE), 0, 0)),
             ControlRequest::Declare {
@@ -567,6 +655,14 @@ impl ControlRequest {
                 arg0,
                 ..
             } => ControlRequest::Undeclare { id: arg0 },
+            Request::Control {
+                code: ControlCode::Unknown(OPEN_SEGMENTS_CODE),
+                arg0,
+                ..
+            } => ControlRequest::OpenSegments {
+                from: u16::try_from(arg0)
+                    .map_err(|_| ProtoError::Malformed(format!("OpenSegments from rank {arg0}")))?,
+            },
             Request::Control { code, .. } => {
                 return Err(ProtoError::Unexpected(format!(
                     "CONTROL code {}",
@@ -623,6 +719,8 @@ pub enum ControlReply<'a> {
     },
     /// The counters, as text.
     Stats(&'a str),
+    /// An encoded [`SegmentBatch`].
+    Segments(&'a [u8]),
 }
 
 impl<'a> ControlReply<'a> {
@@ -667,6 +765,13 @@ impl<'a> ControlReply<'a> {
                 buf[4..8].copy_from_slice(&token.to_le_bytes());
                 text(buf, s, 8)
             }
+            ControlReply::Segments(b) => {
+                buf[..8].copy_from_slice(&[SEGMENTS_REPLY, 0, 0, 0, 0, 0, 0, 0]);
+                buf[4..8].copy_from_slice(&token.to_le_bytes());
+                let n = b.len().min(buf.len() - 8);
+                buf[8..8 + n].copy_from_slice(&b[..n]);
+                8 + n
+            }
         }
     }
 
@@ -678,6 +783,11 @@ impl<'a> ControlReply<'a> {
             let text = std::str::from_utf8(&bytes[8..])
                 .map_err(|_| ProtoError::Malformed("statistics are not UTF-8".into()))?;
             return Ok((token, ControlReply::Stats(text)));
+        }
+        if bytes.first() == Some(&SEGMENTS_REPLY) {
+            let head = bytes.get(..8).ok_or(ProtoError::Truncated)?;
+            let token = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+            return Ok((token, ControlReply::Segments(&bytes[8..])));
         }
         let repr = ReplyRepr::parse(bytes).map_err(ProtoError::Wire)?;
         let reply = match repr.body {
@@ -743,6 +853,16 @@ mod tests {
             memory: 1 << 40,
         });
         round_trip(ControlRequest::Undeclare { id: 12345 });
+        round_trip(ControlRequest::OpenSegments { from: 0 });
+        round_trip(ControlRequest::OpenSegments { from: u16::MAX });
+        // A rank beyond 16 bits is refused.
+        let mut buf = [0u8; MAX_MESSAGE];
+        let n = ControlRequest::OpenSegments { from: 1 }.emit(1, &mut buf);
+        buf[8..16].copy_from_slice(&65536u64.to_le_bytes());
+        assert!(matches!(
+            ControlRequest::parse(&buf[..n]),
+            Err(ProtoError::Malformed(m)) if m.contains("65536")
+        ));
         // An allocation of no PEs, or a Declare cut short, is refused.
         let mut buf = [0u8; MAX_MESSAGE];
         let bad = ControlRequest::Declare {
@@ -765,6 +885,45 @@ mod tests {
     }
 
     #[test]
+    fn segment_batches_round_trip_and_garbage_is_refused() {
+        for batch in [
+            SegmentBatch::default(),
+            SegmentBatch {
+                next: Some(11),
+                entries: vec![
+                    SegmentEntry {
+                        pe: 0,
+                        segment: SEG_HEAP,
+                        size: 8 << 20,
+                    },
+                    SegmentEntry {
+                        pe: 65535,
+                        segment: SEG_SYNC,
+                        size: u64::MAX,
+                    },
+                ],
+            },
+            SegmentBatch {
+                next: Some(u16::MAX),
+                entries: Vec::new(),
+            },
+        ] {
+            let b = batch.encode();
+            assert_eq!(b.len(), 4 + 12 * batch.entries.len());
+            assert_eq!(SegmentBatch::decode(&b), Ok(batch));
+        }
+        assert_eq!(SegmentBatch::decode(&[1, 2]), Err(ProtoError::Truncated));
+        assert!(matches!(
+            SegmentBatch::decode(&[0; 4 + 11]),
+            Err(ProtoError::Malformed(m)) if m.contains("15 bytes")
+        ));
+        assert!(matches!(
+            SegmentBatch::decode(&70000u32.to_le_bytes()),
+            Err(ProtoError::Malformed(m)) if m.contains("70000")
+        ));
+    }
+
+    #[test]
     fn replies_round_trip() {
         let mut buf = [0u8; MAX_MESSAGE];
         for r in [
@@ -779,6 +938,8 @@ mod tests {
                 message: "",
             },
             ControlReply::Stats("requests.read 5\nrefused.bad_key 1\n"),
+            ControlReply::Segments(&[]),
+            ControlReply::Segments(&[7; 388]),
         ] {
             let n = r.emit(3, &mut buf);
             assert_eq!(ControlReply::parse(&buf[..n]), Ok((3, r)));

@@ -492,13 +492,58 @@ fn open_pe_endpoint(
 
 /// [`Node::init`](super::Node::init): the steps of the module docs, each a method of the
 /// value the step before made.
+///
+/// With `GSAS_LOG=debug` every PE logs how long each step took, in milliseconds.
 pub(crate) fn init(options: NodeOptions) -> Result<Node, NodeError> {
-    Started::start(options)?
-        .exchange()?
-        .join_service()?
-        .create_segments()?
-        .connect_verbs()?
-        .connect()
+    let mut steps = Steps::new();
+    let started = Started::start(options)?;
+    steps.mark("start");
+    let placed = started.exchange()?;
+    steps.mark("exchange");
+    let serving = placed.join_service()?;
+    steps.mark("join");
+    let mapped = serving.create_segments()?;
+    steps.mark("segments");
+    let mapped = mapped.connect_verbs()?;
+    steps.mark("verbs");
+    let node = mapped.connect()?;
+    steps.mark("connect");
+    log::debug!("start-up took {}", steps);
+    Ok(node)
+}
+
+/// The time each step of [`init`] took.
+struct Steps {
+    t0: Instant,
+    last: Instant,
+    took: Vec<(&'static str, Duration)>,
+}
+
+impl Steps {
+    fn new() -> Steps {
+        let now = Instant::now();
+        Steps {
+            t0: now,
+            last: now,
+            took: Vec::with_capacity(6),
+        }
+    }
+
+    fn mark(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.took.push((step, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Steps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.1} ms:", (self.last - self.t0).as_secs_f64() * 1e3)?;
+        for (step, d) in &self.took {
+            write!(f, " {step} {:.1}", d.as_secs_f64() * 1e3)?;
+        }
+        Ok(())
+    }
 }
 
 /// Steps 1-3 done: the data segment remapped, PMI up, the environment and the cluster file
@@ -974,20 +1019,47 @@ impl Serving {
         pmi.barrier()
             .map_err(pmi_err("PMI barrier (segments created)"))?;
 
-        // Same-node peers' segments.
+        // Same-node peers' segments, as many per request as a reply's descriptors hold
+        // (one request per segment made start-up quadratic in the node's PEs).
         if env.direct {
-            for &pe in local_pes.iter().filter(|&&p| p != rank) {
-                for seg in [SEG_HEAP, SEG_DATA, SEG_SYNC] {
-                    if seg == SEG_DATA && data.is_none() {
+            let wanted = |seg: u8| seg != SEG_DATA || data.is_some();
+            let mut from = Some(0u16);
+            while let Some(f) = from {
+                let (batch, next) = control.open_segments(f)?;
+                from = next;
+                for (e, fd) in batch {
+                    let (pe, seg) = (u32::from(e.pe), e.segment);
+                    if pe == rank
+                        || local_pes.binary_search(&pe).is_err()
+                        || ![SEG_HEAP, SEG_DATA, SEG_SYNC].contains(&seg)
+                    {
+                        return Err(NodeError::Config(format!(
+                            "the node's service offered segment {seg} of PE {pe}, which is \
+                             not another PE of this node's share of the job"
+                        )));
+                    }
+                    if !wanted(seg) {
                         continue;
                     }
-                    let (len, fd) = control.open_segment(pe as u16, seg)?;
-                    let m = map(fd, len, &format!("segment {seg} of PE {pe}"))?;
+                    let m = map(fd, e.size, &format!("segment {seg} of PE {pe}"))?;
                     mappings[pe as usize * MAPPED + usize::from(seg)] = Mapping {
                         base: m.addr(),
-                        len,
+                        len: e.size,
                     };
                     maps.push(m);
+                }
+            }
+            for &pe in local_pes.iter().filter(|&&p| p != rank) {
+                for seg in [SEG_HEAP, SEG_DATA, SEG_SYNC]
+                    .into_iter()
+                    .filter(|&s| wanted(s))
+                {
+                    if mappings[pe as usize * MAPPED + usize::from(seg)].len == 0 {
+                        return Err(NodeError::Config(format!(
+                            "PE {pe} of this node has no segment {seg} at the service after \
+                             the segments barrier"
+                        )));
+                    }
                 }
             }
         }

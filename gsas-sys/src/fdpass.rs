@@ -16,12 +16,13 @@ use std::io::{self, IoSlice};
 use std::mem::{self, size_of};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-/// Most descriptors one message carries.
-pub const MAX_FDS: usize = 32;
+/// Most descriptors one message carries: Linux's own limit (`SCM_MAX_FD`, 253) less one, so
+/// that a node's service hands a PE the segments of 84 other PEs in one reply.
+pub const MAX_FDS: usize = 252;
 
 /// Control buffer for [`MAX_FDS`] descriptors, 8-byte aligned as `cmsghdr` requires.
-/// `CMSG_SPACE(32 * 4)` is 144 bytes on 64-bit Linux; 32 words leave room on any target.
-type ControlBuf = [u64; 32];
+/// `CMSG_SPACE(252 * 4)` is 1,024 bytes on 64-bit Linux; 136 words leave room on any target.
+type ControlBuf = [u64; 136];
 
 const _: () = assert!(
     // SAFETY: CMSG_SPACE is a pure computation on an integer.
@@ -49,7 +50,7 @@ pub fn sendmsg_fds(
             ),
         ));
     }
-    let mut control: ControlBuf = [0; 32];
+    let mut control: ControlBuf = [0; 136];
     // SAFETY: an all-zero msghdr is a valid "no name, no data, no control" header.
     let mut msg: libc::msghdr = unsafe { mem::zeroed() };
     msg.msg_iov = bufs.as_ptr().cast_mut().cast::<libc::iovec>();
@@ -114,7 +115,7 @@ pub fn recvmsg_fds(
     buf: &mut [u8],
     flags: libc::c_int,
 ) -> io::Result<Received> {
-    let mut control: ControlBuf = [0; 32];
+    let mut control: ControlBuf = [0; 136];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -217,6 +218,19 @@ mod tests {
         // SAFETY: fcntl on a descriptor we own.
         let flags = unsafe { libc::fcntl(r.fds[0].as_raw_fd(), libc::F_GETFD) };
         assert!(flags & libc::FD_CLOEXEC != 0, "close-on-exec");
+
+        // A full message: the kernel takes MAX_FDS (its limit is 253).
+        let full = vec![files[2].as_fd(); MAX_FDS];
+        sendmsg_fds(a.as_fd(), &[IoSlice::new(b"f")], &full, 0).unwrap();
+        let r = recvmsg_fds(b.as_fd(), &mut buf, 0).unwrap();
+        assert!(!r.fds_truncated);
+        assert_eq!(r.fds.len(), MAX_FDS);
+        assert!(
+            r.fds
+                .iter()
+                .all(|f| inode(f.as_fd()) == inode(files[2].as_fd()))
+        );
+        drop(r);
 
         let many = vec![files[0].as_fd(); MAX_FDS + 1];
         let e = sendmsg_fds(a.as_fd(), &[IoSlice::new(b"x")], &many, 0).unwrap_err();

@@ -309,7 +309,7 @@ fn random_request(rng: &mut Rng) -> gsas_control::proto::ControlRequest {
     let small = |rng: &mut Rng, n: u64| rng.next_u64() % n;
     let pe = small(rng, 4) as u16;
     let segment = small(rng, 5) as u8;
-    match small(rng, 11) {
+    match small(rng, 12) {
         0 | 1 => R::Join {
             rank: pe,
             job_id: small(rng, 6),
@@ -349,6 +349,7 @@ fn random_request(rng: &mut Rng) -> gsas_control::proto::ControlRequest {
             memory: small(rng, 1 << 24),
         },
         9 => R::Undeclare { id: small(rng, 6) },
+        10 => R::OpenSegments { from: pe },
         _ => R::Stats,
     }
 }

@@ -243,6 +243,10 @@ impl Core {
                     self.reply(i, token, ControlReply::Data(&d), &borrowed)
                 }
                 Ok(Outcome::Stats(text)) => self.reply(i, token, ControlReply::Stats(&text), &[]),
+                Ok(Outcome::Segments(b, fds)) => {
+                    let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+                    self.reply(i, token, ControlReply::Segments(&b), &borrowed)
+                }
                 Err((code, message)) => {
                     self.counters.refused += 1;
                     log::debug!("{}: refused a control request: {message}", self.cfg.name);
@@ -405,6 +409,7 @@ impl Core {
                     ControlRequest::OpenSegment { pe, segment } => {
                         self.open_segment(key, pe, segment)
                     }
+                    ControlRequest::OpenSegments { from } => self.open_segments(key, rank, from),
                     ControlRequest::FreeSegment { pe, segment } => {
                         self.free_segment(key, rank, pe, segment)
                     }

@@ -486,4 +486,6 @@ enum Outcome {
     Ack,
     Data(Vec<u8>, Vec<OwnedFd>),
     Stats(String),
+    /// An encoded [`gsas_control::proto::SegmentBatch`] and its descriptors.
+    Segments(Vec<u8>, Vec<OwnedFd>),
 }

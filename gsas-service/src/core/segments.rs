@@ -2,10 +2,11 @@
 //! the per-job and per-user limits, and the end of a job: dropping it with its segments and
 //! peers, or, when it ended cleanly, keeping its peers closed for a while (TIME_WAIT).
 
+use gsas_control::proto::{SegmentBatch, SegmentEntry};
 use gsas_core::reliable::RefusalReason;
 use gsas_core::service::{PortQueue, Segment as ServiceSegment};
 use gsas_core::wire::ErrorCode;
-use gsas_transport::shm::{Segment, ShmError};
+use gsas_transport::shm::{MAX_FDS, Segment, ShmError};
 use gsas_transport::shmring::{RingConfig, ShmRing};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -369,6 +370,42 @@ impl Core {
             (seg.len() as u64).to_le_bytes().to_vec(),
             vec![fd],
         ))
+    }
+
+    /// [`gsas_control::proto::ControlRequest::OpenSegments`]: the heap, data and sync
+    /// segments of the PEs of job `key` on this node other than `rank`, from rank `from` on,
+    /// whole PEs while one reply's descriptors hold them.
+    pub(super) fn open_segments(
+        &mut self,
+        key: u64,
+        rank: u16,
+        from: u16,
+    ) -> Result<Outcome, (ErrorCode, String)> {
+        let job = self.jobs.get(&key).expect("checked by the caller");
+        let mut batch = SegmentBatch::default();
+        let mut fds = Vec::new();
+        for (&pe, p) in job.pes.range(from..).filter(|&(&pe, _)| pe != rank) {
+            let segs: Vec<(u8, &Arc<Segment>)> = [SEG_HEAP, SEG_DATA, SEG_SYNC]
+                .into_iter()
+                .filter_map(|seg| Some((seg, p.segments[usize::from(seg)].as_ref()?)))
+                .collect();
+            if fds.len() + segs.len() > MAX_FDS {
+                batch.next = Some(pe);
+                break;
+            }
+            for (segment, seg) in segs {
+                fds.push(
+                    seg.try_clone_fd()
+                        .map_err(|e| (ErrorCode::HostFailure, e.to_string()))?,
+                );
+                batch.entries.push(SegmentEntry {
+                    pe,
+                    segment,
+                    size: seg.len() as u64,
+                });
+            }
+        }
+        Ok(Outcome::Segments(batch.encode(), fds))
     }
 
     pub(super) fn free_segment(

@@ -384,6 +384,92 @@ fn segment_limits_say_which_limit() {
     s.stop().unwrap();
 }
 
+/// OpenSegments hands a PE the segments of every other PE of its job on the node, whole
+/// PEs in rank order, as many per reply as a message's descriptors hold, each once; PEs of
+/// other jobs, the caller's own segments and PEs that created none are not among them.
+#[test]
+fn the_peers_segments_come_in_batches() {
+    use gsas_transport::shm::MAX_FDS;
+    let s = service("batches", None);
+    const N: u16 = 200;
+    let mut pes: Vec<ControlClient> = (0..N).map(|r| join(&s, r, 41, 0x4141, 200)).collect();
+    // PE 0 of another job on the same node.
+    let mut stranger = join(&s, 0, 42, 0x4242, 2);
+    let (_, fd) = stranger.create_segment(0, SEG_HEAP, 4096).unwrap();
+    drop(fd);
+    let mut kept = Vec::new();
+    for (r, pe) in pes.iter_mut().enumerate() {
+        // PE 13 has not created its segments (yet); every 3rd PE has a data segment.
+        if r == 13 {
+            continue;
+        }
+        let mut segs = vec![SEG_HEAP, SEG_SYNC];
+        if r % 3 == 0 {
+            segs.push(SEG_DATA);
+        }
+        for seg in segs {
+            let (len, fd) = pe.create_segment(r as u16, seg, 4096).unwrap();
+            let m = Segment::map_len(fd, len as usize, "own").unwrap();
+            m.write(0, &[r as u8, (r >> 8) as u8, seg]).unwrap();
+            kept.push(m);
+        }
+    }
+    let me = 7u16;
+    let mut from = Some(0u16);
+    let (mut requests, mut seen) = (0, Vec::new());
+    while let Some(f) = from {
+        let (batch, next) = pes[usize::from(me)].open_segments(f).unwrap();
+        requests += 1;
+        assert!(
+            batch.len() <= MAX_FDS && !batch.is_empty(),
+            "{}",
+            batch.len()
+        );
+        for (e, fd) in batch {
+            let m = Segment::map_len(fd, e.size as usize, "peer").unwrap();
+            let mut b = [0u8; 3];
+            m.read(0, &mut b).unwrap();
+            assert_eq!(
+                b,
+                [e.pe as u8, (e.pe >> 8) as u8, e.segment],
+                "segment {} of PE {} holds what that PE wrote",
+                e.segment,
+                e.pe
+            );
+            seen.push((e.pe, e.segment));
+        }
+        from = next;
+    }
+    let mut want = Vec::new();
+    for r in (0..N).filter(|&r| r != me && r != 13) {
+        want.push((r, SEG_HEAP));
+        if r % 3 == 0 {
+            want.push((r, SEG_DATA));
+        }
+        want.push((r, SEG_SYNC));
+    }
+    assert_eq!(
+        seen, want,
+        "every segment once, in rank order, whole PEs per reply"
+    );
+    // Every reply but the last is full up to less than one PE's three segments.
+    assert!(
+        requests >= want.len().div_ceil(MAX_FDS) && requests <= want.len().div_ceil(MAX_FDS - 2),
+        "{requests} requests for {} segments",
+        want.len()
+    );
+    // From the last rank on: nothing, and no next batch.
+    let (batch, next) = pes[0].open_segments(N - 1).unwrap();
+    assert_eq!((batch.len(), next), (2, None));
+    let (batch, next) = pes[0].open_segments(N).unwrap();
+    assert_eq!((batch.len(), next), (0, None));
+    // Before Join: refused.
+    let mut fresh = ControlClient::connect(s.socket_path(), T).unwrap();
+    let (code, _) = refused(fresh.open_segments(0));
+    assert_eq!(code, ErrorCode::NotSupported);
+    s.stop().unwrap();
+}
+
 #[test]
 fn join_checks_name_the_problem() {
     let s = service("joins", None);
