@@ -22,6 +22,10 @@ use crate::proto::{
 };
 use crate::stats::StatsReport;
 
+/// Segments of other PEs with their descriptors, as [`ControlClient::open_segments`] returns
+/// them.
+pub type OpenedSegments = Vec<(SegmentEntry, OwnedFd)>;
+
 /// A successful reply, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -258,7 +262,7 @@ impl ControlClient {
     pub fn open_segments(
         &mut self,
         from: u16,
-    ) -> Result<(Vec<(SegmentEntry, OwnedFd)>, Option<u16>), ControlError> {
+    ) -> Result<(OpenedSegments, Option<u16>), ControlError> {
         let req = ControlRequest::OpenSegments { from };
         let (answer, fds) = self.request(&req)?;
         let what = describe(&req);
