@@ -63,7 +63,7 @@ use gsas_transport::exanet::ExanetSite;
 use gsas_transport::net::{NetAddr, NetPeer, NetTransport};
 use gsas_transport::poll::WaitConfig;
 use gsas_transport::reliable::{OwnedReliable, reliable_config};
-use gsas_transport::shm::{DataSegment, Segment};
+use gsas_transport::shm::{DataSegment, Segment, View};
 use gsas_transport::shmring::ShmRing;
 use gsas_transport::udp::{UdpConfig, UdpTransport};
 
@@ -590,6 +590,8 @@ struct Serving {
 struct Mapped {
     serving: Serving,
     maps: Vec<Segment>,
+    /// The same-node peers' segments (mapped, their descriptors closed).
+    views: Vec<View>,
     mappings: Vec<Mapping>,
     own_sizes: [u64; MAPPED],
     data: Option<DataSegment>,
@@ -976,6 +978,7 @@ impl Serving {
             .unwrap_or(DEFAULT_HEAP);
         let me = rank as u16;
         let mut maps = Vec::new();
+        let mut views = Vec::new();
         let map = |fd, len: u64, what: &str| {
             let len = usize::try_from(len).map_err(|_| {
                 NodeError::Config(format!(
@@ -1023,6 +1026,7 @@ impl Serving {
         // (one request per segment made start-up quadratic in the node's PEs).
         if env.direct {
             let wanted = |seg: u8| seg != SEG_DATA || data.is_some();
+            views.reserve(3 * local_pes.len());
             let mut from = Some(0u16);
             while let Some(f) = from {
                 let (batch, next) = control.open_segments(f)?;
@@ -1046,7 +1050,7 @@ impl Serving {
                         base: m.addr(),
                         len: e.size,
                     };
-                    maps.push(m);
+                    views.push(m.into_view());
                 }
             }
             for &pe in local_pes.iter().filter(|&&p| p != rank) {
@@ -1068,6 +1072,7 @@ impl Serving {
         Ok(Mapped {
             serving: self,
             maps,
+            views,
             mappings,
             own_sizes,
             data,
@@ -1152,6 +1157,7 @@ impl Mapped {
                     ..
                 },
             maps,
+            views,
             mappings,
             own_sizes,
             data,
@@ -1231,6 +1237,7 @@ impl Mapped {
             mappings,
             own_sizes,
             _maps: maps,
+            _views: views,
             data,
             pulse,
             bell,

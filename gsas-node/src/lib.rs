@@ -258,8 +258,10 @@ pub struct Node {
     mappings: Vec<Mapping>,
     /// Own segment sizes by id.
     own_sizes: [u64; MAPPED],
-    /// Keeps the mappings alive.
+    /// Keeps the mappings alive: this PE's own segments, and its same-node peers' (without
+    /// their descriptors, so that a node of many PEs does not run out of them).
     _maps: Vec<Segment>,
+    _views: Vec<gsas_transport::shm::View>,
     data: Option<gsas_transport::shm::DataSegment>,
     /// The remote path behind its lock, and what its callers publish for the keeper.
     pulse: Arc<Pulse>,

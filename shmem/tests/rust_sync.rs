@@ -2,7 +2,9 @@
 //! put-with-signal (SET and ADD, blocking and non-blocking), `signal_wait_until`,
 //! `wait_until` with each comparison, the multi-element waits and tests (masks, vectors,
 //! empty sets), and locks under contention (an exact non-atomic counter and a FIFO ticket
-//! log).
+//! log). And what a PE of a crowded node holds: 24 PEs on one node, each counting its open
+//! descriptors after init (it maps 69 segments of its peers and keeps none of their
+//! descriptors).
 
 mod rust_common;
 
@@ -30,8 +32,17 @@ fn scenario(shmem: &Shmem, name: &str) -> String {
         "signal" => signal(shmem),
         "p2p" => p2p(shmem),
         "lock" => lock(shmem),
+        "descriptors" => descriptors(shmem),
         other => panic!("unknown scenario {other}"),
     }
+}
+
+/// This PE's open descriptors, after init and a barrier (every peer's segments mapped).
+fn descriptors(shmem: &Shmem) -> String {
+    shmem.barrier_all();
+    let n = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    shmem.barrier_all();
+    format!("{n}")
 }
 
 fn signal(shmem: &Shmem) -> String {
@@ -275,6 +286,22 @@ fn p2p_two_nodes() {
 fn lock_one_node() {
     let r = run_and_check("lock", ONE_NODE);
     assert!(r.iter().all(|s| s == "lock ok: 1120"), "{r:?}");
+}
+
+/// A PE maps the heap and sync segments of each of its 23 same-node peers (46 mappings)
+/// and holds none of their descriptors: a node of many PEs must not need 3 descriptors per
+/// peer in each PE (a soft limit of 1,024 ended a node at about 340 PEs).
+#[test]
+fn a_pe_holds_no_descriptor_of_its_peers_segments() {
+    let topo = rust_common::Topology { nodes: 1, ppn: 24 };
+    let r = run_and_check("descriptors", topo);
+    let counts: Vec<usize> = r.iter().map(|s| s.parse().unwrap()).collect();
+    // Its own segments, control and PMI connections, doorbell, sockets, stdio and the
+    // test harness's: about 20, whatever the PE count.
+    assert!(
+        counts.iter().all(|&n| n < 2 * 23),
+        "open descriptors per PE: {counts:?}"
+    );
 }
 
 #[test]

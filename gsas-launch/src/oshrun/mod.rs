@@ -282,6 +282,16 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
         .map_err(|e| (EXIT_FAILURE, format!("socket directory: {e}")))?;
     sweep_stale_sockets(&dir, name, STALE_AFTER);
     let socket = dir.join(format!("{name}-{}.sock", config::format_hex64(job_id)));
+    // The job's service holds every PE's control connection and segment descriptors: the
+    // soft limit of 1,024 that shells give ran out at about 250 PEs (as gsas-atomicd does,
+    // raised to the hard limit; the PEs inherit it).
+    match gsas_sys::process::raise_nofile_limit(None) {
+        Ok((before, after)) if after > before => {
+            log::debug!("descriptor limit (RLIMIT_NOFILE) raised from {before} to {after}")
+        }
+        Ok(_) => {}
+        Err(e) => log::warn!("raising the descriptor limit (RLIMIT_NOFILE): {e}"),
+    }
     let mut scfg = ServiceConfig::new(0, "127.0.0.1:0".parse().expect("literal address"), socket);
     scfg.name = format!("{name} service");
     // Every PE that dies is reported by the launcher itself.

@@ -57,4 +57,4 @@ pub use data::{DataSegment, page_size};
 pub use error::ShmError;
 pub use fdpass::{MAX_FDS, recv_fds, send_fds, seqpacket_pair};
 pub use memory::ShmMemory;
-pub use segment::{Segment, mapping_alignment};
+pub use segment::{Segment, View, mapping_alignment};

@@ -358,14 +358,81 @@ impl Drop for Segment {
         // SAFETY: `ptr .. ptr + len` is exactly the mapping made in `map_fd`, owned by this
         // value and unmapped only here; references handed out borrow `self`, so none
         // outlive it.
-        let rc = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-        if rc != 0 {
-            log::warn!(
-                "munmap of segment {:?} ({} bytes) failed: {}",
-                self.name,
-                self.len,
-                std::io::Error::last_os_error()
-            );
+        unsafe { unmap(self.ptr, self.len, &self.name) }
+    }
+}
+
+/// Unmaps `ptr .. ptr + len`, warning (naming segment `name`) when the kernel refuses.
+///
+/// # Safety
+///
+/// The range is a whole mapping that nothing uses any more.
+unsafe fn unmap(ptr: NonNull<u8>, len: usize, name: &str) {
+    // SAFETY: the caller's contract.
+    let rc = unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
+    if rc != 0 {
+        log::warn!(
+            "munmap of segment {name:?} ({len} bytes) failed: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// The mapping of a [`Segment`] without its descriptor ([`Segment::into_view`]): the memory
+/// stays mapped until the view is dropped, and the process holds no file descriptor for it.
+/// A PE keeps the segments of its same-node peers this way, so that a node of N PEs does
+/// not need 3(N - 1) descriptors in each of them (a default `RLIMIT_NOFILE` of 1,024 would
+/// end a node at about 340 PEs).
+#[derive(Debug)]
+pub struct View {
+    name: String,
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: as for `Segment`: the mapping is owned by the view until `Drop` and exposed only as
+// an address.
+unsafe impl Send for View {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for View {}
+
+impl View {
+    /// Start of the mapping as an address.
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// Mapped length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: segments have at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `Segment::map_fd` made, handed over whole by `into_view` and
+        // unmapped only here.
+        unsafe { unmap(self.ptr, self.len, &self.name) }
+    }
+}
+
+impl Segment {
+    /// Closes the descriptor and keeps the mapping, as a [`View`].
+    pub fn into_view(self) -> View {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped or used again, so each field read out here is owned
+        // exactly once: the name moves into the view, the descriptor is closed below.
+        let (name, fd) = unsafe { (std::ptr::read(&me.name), std::ptr::read(&me.fd)) };
+        drop(fd);
+        View {
+            name,
+            ptr: me.ptr,
+            len: me.len,
         }
     }
 }
@@ -408,6 +475,39 @@ mod tests {
         assert!(seg.contains(seg.addr() + 10, 9_990));
         assert!(!seg.contains(seg.addr() + 10, 9_991));
         assert!(!seg.contains(seg.addr() - 1, 1));
+    }
+
+    /// A view keeps the memory shared and mapped while its descriptor is closed.
+    #[test]
+    fn a_view_keeps_the_mapping_without_the_descriptor() {
+        let seg = Segment::create("viewed", 8192).unwrap();
+        let fd = seg.try_clone_fd().unwrap();
+        let raw = fd.as_raw_fd();
+        let other = Segment::map(fd, "viewed elsewhere").unwrap();
+        let view = other.into_view();
+        // The number is closed, or (another test thread opened something since) names
+        // another file.
+        let inode = |fd: std::os::fd::RawFd| {
+            let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+            // SAFETY: fstat writes into `st` or fails; it only reads the number.
+            let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
+            // SAFETY: initialised by a successful fstat.
+            (rc == 0).then(|| unsafe { st.assume_init() }.st_ino)
+        };
+        let ino = inode(seg.fd().as_raw_fd());
+        assert!(ino.is_some());
+        assert_ne!(inode(raw), ino, "the view's descriptor is closed");
+        assert_eq!((view.len(), view.is_empty()), (8192, false));
+        seg.write(4096, &0x5eedu64.to_le_bytes()).unwrap();
+        // SAFETY: `view` maps 8192 bytes; the word is 8-byte aligned in it.
+        let got = unsafe { std::ptr::read_volatile((view.addr() + 4096) as *const u64) };
+        assert_eq!(got, 0x5eed, "the view sees the segment's bytes");
+        // SAFETY: as above; the segment sees the view's store.
+        unsafe { std::ptr::write_volatile((view.addr() + 8) as *mut u64, 9) };
+        assert_eq!(
+            seg.atomic_u64(8).map(|a| a.load(Ordering::Acquire)),
+            Some(9)
+        );
     }
 
     #[test]
