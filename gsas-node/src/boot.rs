@@ -1343,23 +1343,9 @@ const IP_UDP_HEADERS: usize = 28;
 /// discovery learnt), from a connected UDP socket that sends nothing; `None` if it cannot
 /// be asked (no route, IPv6).
 fn path_mtu(from: IpAddr, to: SocketAddr) -> Option<usize> {
-    use std::os::fd::AsRawFd;
     let s = std::net::UdpSocket::bind(SocketAddr::new(from, 0)).ok()?;
     s.connect(to).ok()?;
-    let mut mtu: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a c_int that lives for the
-    // call; the descriptor is the socket's, open for the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU,
-            (&raw mut mtu).cast(),
-            &raw mut len,
-        )
-    };
-    (rc == 0 && mtu > 0).then_some(mtu as usize)
+    gsas_sys::socket::path_mtu(s.as_fd(), to.is_ipv6()).ok()
 }
 
 /// Warns once per node (its leader calls it) when the job's datagrams are larger than the

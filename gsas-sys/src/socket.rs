@@ -252,6 +252,39 @@ pub fn peer_cred(fd: BorrowedFd<'_>) -> io::Result<PeerCred> {
     })
 }
 
+/// The kernel's path MTU of a connected UDP socket (`IP_MTU`, or `IPV6_MTU` for an IPv6
+/// socket): the largest datagram the route to its peer carries unfragmented.
+///
+/// Errors: the `getsockopt` error (`ENOTCONN` for a socket that is not connected; qemu-user
+/// does not emulate the option and fails it too).
+pub fn path_mtu(fd: BorrowedFd<'_>, ipv6: bool) -> io::Result<usize> {
+    let (level, name) = if ipv6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a c_int that lives for the
+    // call; the descriptor is borrowed, so open for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&raw mut mtu).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    usize::try_from(mtu)
+        .ok()
+        .filter(|&m| m > 0)
+        .ok_or_else(|| io::Error::other(format!("path MTU {mtu}")))
+}
+
 /// The login name of `uid` from the password database, or `"unknown user"`, for messages
 /// (the service names the user whose limit a refusal hits).
 pub fn user_name(uid: u32) -> String {
@@ -324,6 +357,27 @@ pub fn runtime_dir(xdg_runtime_dir: Option<&OsStr>) -> io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Loopback's MTU (65536, as a path 65535) for a connected socket; an unconnected one has
+    /// no path.
+    #[test]
+    fn the_path_mtu_of_a_loopback_socket() {
+        use std::os::fd::AsFd;
+        if crate::process::user_mode_emulation().is_some() {
+            eprintln!(
+                "SKIPPED: the_path_mtu_of_a_loopback_socket: qemu-user does not emulate \
+                 getsockopt(IP_MTU)"
+            );
+            return;
+        }
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(path_mtu(s.as_fd(), false).is_err(), "not connected");
+        s.connect("127.0.0.1:9").unwrap();
+        let lo = std::fs::read_to_string("/sys/class/net/lo/mtu").unwrap();
+        // The kernel caps a route's MTU at the largest IPv4 datagram, 65535.
+        let lo: usize = lo.trim().parse().unwrap();
+        assert_eq!(path_mtu(s.as_fd(), false).unwrap(), lo.min(65535));
+    }
 
     #[test]
     fn listen_accept_connect_and_credentials() {

@@ -34,7 +34,7 @@
 //! [`run_job`] is called from the launcher's main thread; the rest are pure functions.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -136,23 +136,56 @@ pub fn mpi_plugin(listed: Option<&str>) -> &'static str {
     }
 }
 
-/// Asks `srun --mpi=list` which PMI plugins the site has ([`mpi_plugin`]).
+/// How long `srun --mpi=list` may take (it asks the controller, which may be down or slow).
+const MPI_LIST_LIMIT: Duration = Duration::from_secs(10);
+
+/// Asks `srun --mpi=list` which PMI plugins the site has ([`mpi_plugin`]), within
+/// [`MPI_LIST_LIMIT`]: a controller that does not answer leaves the default.
 fn site_mpi_plugin() -> &'static str {
-    let listed = Command::new("srun")
-        .arg("--mpi=list")
-        .stdin(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| {
-            // Slurm prints the list on stderr in some versions, stdout in others.
-            let mut t = String::from_utf8_lossy(&o.stdout).into_owned();
-            t.push_str(&String::from_utf8_lossy(&o.stderr));
-            t
-        });
+    let listed = list_mpi_plugins(Command::new("srun").arg("--mpi=list"), MPI_LIST_LIMIT);
     let plugin = mpi_plugin(listed.as_deref());
     log::info!("srun --mpi=list: using --mpi={plugin}");
     plugin
+}
+
+/// Runs `cmd` (`srun --mpi=list`) for at most `limit`; what it printed on both streams when
+/// it succeeded in time, else `None` (a late one is killed, with a warning).
+fn list_mpi_plugins(cmd: &mut Command, limit: Duration) -> Option<String> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let t0 = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if t0.elapsed() < limit => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                log::warn!(
+                    "srun --mpi=list did not answer within {} s: using the default PMI plugin",
+                    limit.as_secs_f64()
+                );
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    if !status.success() {
+        return None;
+    }
+    // Slurm prints the list on stderr in some versions, stdout in others; the list is a
+    // few lines, so it was in the pipes' buffers when srun ended.
+    let mut text = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut text);
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut text);
+    }
+    Some(text)
 }
 
 /// How many of `available` nodes a job of `run` uses: N / `--ppn` rounded up, or one
@@ -583,6 +616,36 @@ mod tests {
             mpi_plugin(None),
             "pmi2",
             "srun --mpi=list failed: the default"
+        );
+    }
+
+    /// The list is read from both streams; a command that fails gives nothing, and one
+    /// that hangs (a controller that does not answer) is killed at the limit.
+    #[test]
+    fn the_plugin_list_is_read_within_a_limit() {
+        let sh = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]);
+            c
+        };
+        let got = list_mpi_plugins(&mut sh("echo pmix; echo pmi2 >&2"), Duration::from_secs(20));
+        assert_eq!(got.as_deref(), Some("pmix\npmi2\n"));
+        assert_eq!(
+            list_mpi_plugins(&mut sh("exit 1"), Duration::from_secs(20)),
+            None
+        );
+        let t0 = Instant::now();
+        assert_eq!(
+            list_mpi_plugins(&mut sh("exec sleep 30"), Duration::from_millis(300)),
+            None
+        );
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+        assert_eq!(
+            list_mpi_plugins(
+                &mut Command::new("/nonexistent/srun"),
+                Duration::from_secs(1)
+            ),
+            None
         );
     }
 
