@@ -14,7 +14,11 @@
 #   * the other implementations' names are links to the right wrapper or launcher (oshcxx,
 #     shmemc++, shmemcxx -> oshc++; shmemcc -> oshcc; shmemrun -> oshrun), and shmemcc
 #     builds the same program;
-#   * the systemd unit starts PREFIX/bin/gsas-atomicd with PREFIX/etc/gsas/cluster.toml.
+#   * the systemd unit starts PREFIX/bin/gsas-atomicd with PREFIX/etc/gsas/cluster.toml;
+#   * the binaries and libshmem.so carry no DWARF, each a .gnu_debuglink to NAME.debug; the
+#     -dbg tarball holds those files (same build ids) and the whole libshmem.a, and
+#     unpacked beside them lets gdb-multiarch (when installed) find a source line of
+#     libshmem.so; libshmem.a carries no DWARF.
 #
 #   cross/bundle-test.sh            exit 0 when every check passed, 1 otherwise
 #   cross/bundle-test.sh --help     this text (nothing is built)
@@ -67,6 +71,38 @@ for alias in oshcxx:oshc++ shmemcc:oshcc shmemc++:oshc++ shmemcxx:oshc++ shmemru
         bash -c "[ -L '$PREFIX/bin/${alias%%:*}' ] && [ \"\$(readlink '$PREFIX/bin/${alias%%:*}')\" = '${alias#*:}' ]"
 done
 check "MANIFEST verifies" bash -c "cd '$PREFIX' && sha256sum --quiet -c MANIFEST"
+
+# Debug information apart (the -dbg tarball).
+DBG_TARBALL="$WORK/bundle-dbg.tar.gz"
+check "the -dbg tarball exists beside the bundle" test -f "$DBG_TARBALL"
+check "the bundle holds no .debug directory" \
+    bash -c "! tar -tzf '$TARBALL' | grep -q '/\.debug/'"
+build_id() { aarch64-linux-gnu-readelf -n "$1" | sed -n 's/.*Build ID: //p'; }
+for b in bin/gsas-atomicd bin/oshrun bin/gsas-info "lib/libshmem.so.$VERSION"; do
+    base="$(basename "$b")"
+    check "$b carries no DWARF and links to $base.debug" \
+        bash -c "! aarch64-linux-gnu-readelf -S '$PREFIX/$b' | grep -q '\.debug_info' &&
+            aarch64-linux-gnu-readelf --string-dump=.gnu_debuglink '$PREFIX/$b' | grep -q ' $base\.debug\$'"
+done
+check "lib/libshmem.a carries no DWARF" \
+    bash -c "! aarch64-linux-gnu-readelf -S '$PREFIX/lib/libshmem.a' | grep -q '\.debug_info'"
+tar -C "$PREFIX" --strip-components=1 -xzf "$DBG_TARBALL"
+check "the -dbg tarball's lib/.debug/libshmem.a has the DWARF" \
+    bash -c "aarch64-linux-gnu-readelf -S '$PREFIX/lib/.debug/libshmem.a' | grep -q '\.debug_info'"
+for b in bin/gsas-atomicd bin/oshrun bin/gsas-info "lib/libshmem.so.$VERSION"; do
+    dbg="$(dirname "$b")/.debug/$(basename "$b").debug"
+    check "$dbg holds the DWARF of $b (same build id)" \
+        bash -c "$(declare -f build_id); id=\$(build_id '$PREFIX/$b') && [ -n \"\$id\" ] &&
+            [ \"\$(build_id '$PREFIX/$dbg')\" = \"\$id\" ] &&
+            aarch64-linux-gnu-readelf -S '$PREFIX/$dbg' | grep -q '\.debug_info'"
+done
+if command -v gdb-multiarch >/dev/null 2>&1; then
+    check "gdb-multiarch finds the source line of shmem_barrier_all through the .debug file" \
+        bash -c "gdb-multiarch -batch -ex 'info line shmem_barrier_all' '$PREFIX/lib/libshmem.so.$VERSION' 2>&1 |
+            grep -q 'capi/mod.rs'"
+else
+    echo "SKIPPED: bundle-test: gdb-multiarch not installed, the source-line check through the .debug file did not run"
+fi
 check "cluster.toml is configs/qfdb.toml" cmp "$ROOT/configs/qfdb.toml" "$PREFIX/etc/gsas/cluster.toml"
 check "unit starts the bundled daemon with the bundled config" \
     grep -q "^ExecStart=$PREFIX/bin/gsas-atomicd --config $PREFIX/etc/gsas/cluster.toml --node %i" \

@@ -20,6 +20,12 @@
 #   MANIFEST                                          every file with its sha256 (the
 #                                                     links are not files: tar keeps them)
 #
+# The binaries and libshmem.so come without their debug information (scripts/install strips
+# it into .debug/NAME.debug files); those go into a second tarball, FILE-dbg.tar.gz
+# (gsas-qfdb-VERSION-aarch64-dbg.tar.gz), under the same top directory: unpacked over the
+# installation it puts bin/.debug/ and lib/.debug/ beside the binaries, where gdb, perf and
+# Rust's backtraces find them (each binary's .gnu_debuglink names its file).
+#
 # PREFIX (default /opt/gsas) is where the bundle is meant to be unpacked on the boards: the
 # compiler wrappers and the pkg-config file carry it (they name the headers and libraries),
 # and the systemd unit starts PREFIX/bin/gsas-atomicd.
@@ -119,9 +125,22 @@ for b in bin/gsas-atomicd bin/oshrun bin/gshrun lib/libshmem.so.$VERSION; do
         die "$b is not a 64-bit aarch64 ELF file (header $hdr)"
 done
 
+# --- the debug information apart ----------------------------------------------------------------
+DBG_OUT="${OUT%.tar.gz}-dbg.tar.gz"
+[ "$DBG_OUT" != "$OUT" ] || DBG_OUT="$OUT-dbg.tar.gz"
+mkdir -p "$WORK/dbg/$NAME/bin" "$WORK/dbg/$NAME/lib"
+for d in bin/.debug lib/.debug; do
+    [ -d "$TOP/$d" ] || die "scripts/install did not produce $d"
+    mv "$TOP/$d" "$WORK/dbg/$NAME/$d"
+done
+
 # --- manifest and tarball ----------------------------------------------------------------------
 (cd "$TOP" && find . -type f ! -name MANIFEST | LC_ALL=C sort | sed 's|^\./||' |
     xargs sha256sum >MANIFEST) || die "cannot write the manifest"
 tar -C "$WORK" --owner=0 --group=0 --numeric-owner -czf "$OUT.tmp" "$NAME" || die "tar failed"
+tar -C "$WORK/dbg" --owner=0 --group=0 --numeric-owner -czf "$DBG_OUT.tmp" "$NAME" ||
+    die "tar of the debug information failed"
 mv -f "$OUT.tmp" "$OUT"
+mv -f "$DBG_OUT.tmp" "$DBG_OUT"
 say "bundle: $OUT ($(du -h "$OUT" | cut -f1)); on each node: mkdir -p $PREFIX && tar -C $PREFIX --strip-components=1 -xzf $(basename "$OUT")"
+say "bundle: $DBG_OUT ($(du -h "$DBG_OUT" | cut -f1)), the debug information: unpack it the same way where you debug"

@@ -2001,6 +2001,58 @@ fn an_open_mpi_program_is_named_as_such() {
     );
 }
 
+/// The installed binaries and libshmem.so carry no DWARF (scripts/install splits it off):
+/// each names its debug file in `.gnu_debuglink`, and that file, in `.debug/` beside it,
+/// holds the DWARF under the same build id; libshmem.a has none, lib/.debug/libshmem.a all.
+#[test]
+fn installed_binaries_keep_their_debug_information_apart() {
+    let s = suite();
+    let readelf = |args: &[&str], file: &Path| {
+        let o = Command::new("readelf")
+            .args(args)
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "readelf {args:?} {}", file.display());
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let build_id = |file: &Path| {
+        readelf(&["-n"], file)
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_owned))
+            .unwrap_or_else(|| panic!("{} has no build id", file.display()))
+    };
+    let so = std::fs::canonicalize(s.prefix.join("lib/libshmem.so")).unwrap();
+    let files = ["bin/oshrun", "bin/gsas-atomicd", "bin/gsas-info"]
+        .map(|b| s.prefix.join(b))
+        .into_iter()
+        .chain([so]);
+    for file in files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let sections = readelf(&["-S", "-W"], &file);
+        assert!(
+            !sections.contains(".debug_info"),
+            "{name} still has its DWARF"
+        );
+        let link = readelf(&["--string-dump=.gnu_debuglink"], &file);
+        assert!(link.contains(&format!("{name}.debug")), "{name}: {link}");
+        let dbg = file
+            .parent()
+            .unwrap()
+            .join(".debug")
+            .join(format!("{name}.debug"));
+        assert!(
+            readelf(&["-S", "-W"], &dbg).contains(".debug_info"),
+            "{} holds no DWARF",
+            dbg.display()
+        );
+        assert_eq!(build_id(&dbg), build_id(&file), "{name} and its debug file");
+    }
+    let lib = s.prefix.join("lib");
+    assert!(!readelf(&["-S", "-W"], &lib.join("libshmem.a")).contains(".debug_info"));
+    assert!(readelf(&["-S", "-W"], &lib.join(".debug/libshmem.a")).contains(".debug_info"));
+}
+
 #[test]
 fn install_twice_changes_nothing() {
     let s = suite();

@@ -23,11 +23,19 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("cross/aarch64.sh", "cross/aarch64.sh build"),
     ("cross/bundle.sh", "cross/bundle.sh [--out FILE.tar.gz]"),
     ("cross/bundle-test.sh", "cross/bundle-test.sh --help"),
+    (
+        "scripts/hca-check",
+        "scripts/hca-check [--device NAME] [--list]",
+    ),
 ];
 
 /// Scripts whose unknown arguments are refused with status 2 (the others take a
 /// program's arguments or a count).
-const STRICT: &[&str] = &["scripts/test-all", "cross/bundle-test.sh"];
+const STRICT: &[&str] = &[
+    "scripts/test-all",
+    "cross/bundle-test.sh",
+    "scripts/hca-check",
+];
 
 /// A directory of stand-ins that write their name into `called` and fail.
 fn stand_ins(dir: &Path) -> PathBuf {
@@ -51,6 +59,15 @@ fn stand_ins(dir: &Path) -> PathBuf {
 }
 
 fn run(script: &str, arg: &str, dir: &Path) -> std::process::Output {
+    run_with(script, &[arg], dir, &[])
+}
+
+fn run_with(
+    script: &str,
+    args: &[&str],
+    dir: &Path,
+    env: &[(&str, &Path)],
+) -> std::process::Output {
     let path = format!(
         "{}:{}",
         dir.join("bin").display(),
@@ -58,9 +75,10 @@ fn run(script: &str, arg: &str, dir: &Path) -> std::process::Output {
     );
     let mut cmd = Command::new("bash");
     cmd.arg(workspace_root().join(script))
-        .arg(arg)
+        .args(args)
         .current_dir(dir)
-        .env("PATH", path);
+        .env("PATH", path)
+        .envs(env.iter().copied());
     // The limit only keeps a broken script from hanging the suite.
     run_with_timeout(&mut cmd, Duration::from_secs(120)).unwrap()
 }
@@ -96,5 +114,50 @@ fn every_script_answers_help_and_does_nothing_else() {
         assert_eq!(o.status.code(), Some(2), "{script}: {err}");
         assert!(err.contains("--no-such-option"), "{script}: {err}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `scripts/hca-check` without an RDMA device says so and exits 1; with one it lists its
+/// ports; a device without an active port, or a named device that is not there, ends it
+/// before any test runs. The devices come from a made-up sysfs directory, so this runs
+/// the same on a machine with an HCA.
+#[test]
+fn the_hca_check_refuses_without_a_device() {
+    let dir = gsas_tests::node::scratch_dir("hca-check");
+    let called = stand_ins(&dir);
+    let sysfs = dir.join("infiniband");
+    std::fs::create_dir_all(&sysfs).unwrap();
+    let env = [("HCA_CHECK_SYSFS", sysfs.as_path())];
+    let o = run_with("scripts/hca-check", &[], &dir, &env);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no RDMA device on this machine"), "{err}");
+    let port = sysfs.join("mlx5_0/ports/1");
+    std::fs::create_dir_all(&port).unwrap();
+    std::fs::write(port.join("state"), "1: DOWN\n").unwrap();
+    std::fs::write(port.join("link_layer"), "Ethernet\n").unwrap();
+    let o = run_with("scripts/hca-check", &["--list"], &dir, &env);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("mlx5_0") && out.contains("port 1: DOWN (Ethernet)"),
+        "{out}"
+    );
+    let o = run_with("scripts/hca-check", &[], &dir, &env);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no device has an ACTIVE port"), "{err}");
+    let o = run_with("scripts/hca-check", &["--device", "mlx5_9"], &dir, &env);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no device 'mlx5_9' (devices: mlx5_0)"),
+        "{err}"
+    );
+    let calls = std::fs::read_to_string(&called).unwrap_or_default();
+    assert!(
+        calls.is_empty(),
+        "ran tests without a usable device:\n{calls}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
