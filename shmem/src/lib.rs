@@ -52,8 +52,8 @@
 //!   class expanded by callback `macro_rules!` into one-line `extern "C"` functions that
 //!   call byte-level internals (`rma::put(ctx, dest, src, nbytes, pe)`,
 //!   `amo::amo(ctx, op, dtype, ...)` with gsas-core's wire codes): no per-type logic below
-//!   the ABI layer. `shmem_X` and `pshmem_X` are both exported, both one-liners into the
-//!   same internal. Every exported function catches panics at the boundary and turns them
+//!   the ABI layer. Each routine is one function exported as `pshmem_X`, with `shmem_X` a
+//!   weak alias of it (the same code). Every exported function catches panics at the boundary and turns them
 //!   into the fatal-error path. `long double` by value and the variadic `shmem_pcontrol`
 //!   are in a C shim (`csrc/shim.c`).
 //! * **Errors.** OpenSHMEM routines have no error returns for misuse or communication

@@ -974,6 +974,15 @@ fn generics() {
 #[test]
 fn pshmem() {
     c_program("pshmem", &["-DTEST_PSHMEM"]);
+    // Statically: the tool's shmem_putmem must take precedence over the library's weak
+    // alias (with two strong definitions this link failed).
+    let bin = compile(
+        "pshmem-static",
+        "pshmem.c",
+        Lang::C,
+        &["-DTEST_PSHMEM", "-static-shmem"],
+    );
+    run_program("pshmem", &bin, &[], &[], Expect::Success);
 }
 
 #[test]

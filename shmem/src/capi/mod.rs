@@ -29,6 +29,9 @@
 //! * `noreturn`: the same, for `shmem_global_exit`;
 //! * `legacy`: `X` and `pX` (`start_pes`/`pstart_pes`, `shmalloc`/`pshmalloc`, ...).
 //!
+//! Each pair is one function: the body is exported under the profiling name, the standard
+//! name is a weak alias of it (`abi_fn!`, `weak_alias!`).
+//!
 //! The export names are built with `concat!` in `#[export_name]`, so no identifier pasting
 //! is needed; the same expansion records every exported name in a `NAMES` constant, which
 //! [`abi_names`] collects and a test compares with the specification's symbol list. Every
@@ -93,34 +96,39 @@ macro_rules! abi_names {
     };
 }
 
+/// Exports `$alias` as a weak alias of the function exported as `$target` (same address,
+/// same code). A statement inside that function: assembler directives only (`.weak`,
+/// `.set`; no instruction), so the alias is always emitted in the object file that defines
+/// the function, as `.set` needs. `.weak`, so that a definition of the same name elsewhere
+/// (a profiling tool's `shmem_X`, statically linked) takes precedence.
+macro_rules! weak_alias {
+    ($alias:expr, $target:expr) => {
+        // SAFETY: directives only: no instruction is emitted, no register or memory touched.
+        unsafe {
+            ::core::arch::asm!(
+                concat!(".weak ", $alias, "\n.set ", $alias, ", ", $target),
+                options(nomem, nostack, preserves_flags)
+            )
+        }
+    };
+}
+
 /// The functions of one `abi!` entry, in an anonymous `const` block of their own (their
-/// Rust names, `shmem`, `pshmem`, ..., are local to it; the export names are what count).
+/// Rust names, `pshmem`, `pshmem_ctx`, ..., are local to it; the export names are what
+/// count). Each routine has one body, exported under its profiling name (`pshmem_X`,
+/// `pX`), and its standard name is a weak alias of it ([`weak_alias`]): the profiling
+/// interface (a tool defines `shmem_X` and calls `pshmem_X`) works in both the shared
+/// and the static library, and the library's text holds each routine once. Messages name
+/// the standard name.
 macro_rules! abi_fn {
     (twin [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($c:ident, $call:ident)
         $body:expr) => {
         const _: () = {
-            #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
-            unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
-                let $c = $crate::ctx_table::CtxRef::DEFAULT;
-                let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
-                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
-                // pointers and sizes within them, a live context), which is all the body needs.
-                $crate::fatal::boundary($call, move || unsafe { $body })
-            }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
             unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
+                weak_alias!(concat!("shmem_", $(stringify!($p)),+), concat!("pshmem_", $(stringify!($p)),+));
                 let $c = $crate::ctx_table::CtxRef::DEFAULT;
-                let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
-                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
-                // pointers and sizes within them, a live context), which is all the body needs.
-                $crate::fatal::boundary($call, move || unsafe { $body })
-            }
-            #[unsafe(export_name = concat!("shmem_ctx_", $(stringify!($p)),+))]
-            unsafe extern "C" fn shmem_ctx(
-                ctx_handle: $crate::ctx_table::RawCtx $(, $arg: $ty)*
-            ) $(-> $ret)? {
-                let $c = $crate::ctx_table::CtxRef(ctx_handle);
-                let $call: &'static str = concat!("shmem_ctx_", $(stringify!($p)),+);
+                let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
@@ -129,8 +137,12 @@ macro_rules! abi_fn {
             unsafe extern "C" fn pshmem_ctx(
                 ctx_handle: $crate::ctx_table::RawCtx $(, $arg: $ty)*
             ) $(-> $ret)? {
+                weak_alias!(
+                    concat!("shmem_ctx_", $(stringify!($p)),+),
+                    concat!("pshmem_ctx_", $(stringify!($p)),+)
+                );
                 let $c = $crate::ctx_table::CtxRef(ctx_handle);
-                let $call: &'static str = concat!("pshmem_ctx_", $(stringify!($p)),+);
+                let $call: &'static str = concat!("shmem_ctx_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
@@ -140,16 +152,10 @@ macro_rules! abi_fn {
     (plain [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($call:ident)
         $body:expr) => {
         const _: () = {
-            #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
-            unsafe extern "C" fn shmem($($arg: $ty),*) $(-> $ret)? {
-                let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
-                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
-                // pointers and sizes within them, a live context), which is all the body needs.
-                $crate::fatal::boundary($call, move || unsafe { $body })
-            }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
             unsafe extern "C" fn pshmem($($arg: $ty),*) $(-> $ret)? {
-                let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
+                weak_alias!(concat!("shmem_", $(stringify!($p)),+), concat!("pshmem_", $(stringify!($p)),+));
+                let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })
@@ -158,16 +164,10 @@ macro_rules! abi_fn {
     };
     (noreturn [$($p:tt)+] ($($arg:ident : $ty:ty),*) () ($call:ident) $body:expr) => {
         const _: () = {
-            #[unsafe(export_name = concat!("shmem_", $(stringify!($p)),+))]
-            unsafe extern "C" fn shmem($($arg: $ty),*) -> ! {
-                let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
-                // SAFETY: the C caller upholds the routine's contract, which is all the body
-                // needs.
-                $crate::fatal::boundary_noreturn($call, move || unsafe { $body })
-            }
             #[unsafe(export_name = concat!("pshmem_", $(stringify!($p)),+))]
             unsafe extern "C" fn pshmem($($arg: $ty),*) -> ! {
-                let $call: &'static str = concat!("pshmem_", $(stringify!($p)),+);
+                weak_alias!(concat!("shmem_", $(stringify!($p)),+), concat!("pshmem_", $(stringify!($p)),+));
+                let $call: &'static str = concat!("shmem_", $(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract, which is all the body
                 // needs.
                 $crate::fatal::boundary_noreturn($call, move || unsafe { $body })
@@ -177,16 +177,10 @@ macro_rules! abi_fn {
     (legacy [$($p:tt)+] ($($arg:ident : $ty:ty),*) ($($ret:ty)?) ($call:ident)
         $body:expr) => {
         const _: () = {
-            #[unsafe(export_name = concat!($(stringify!($p)),+))]
-            unsafe extern "C" fn legacy($($arg: $ty),*) $(-> $ret)? {
-                let $call: &'static str = concat!($(stringify!($p)),+);
-                // SAFETY: the C caller upholds the routine's contract (valid, symmetric
-                // pointers and sizes within them, a live context), which is all the body needs.
-                $crate::fatal::boundary($call, move || unsafe { $body })
-            }
             #[unsafe(export_name = concat!("p", $(stringify!($p)),+))]
             unsafe extern "C" fn profiling($($arg: $ty),*) $(-> $ret)? {
-                let $call: &'static str = concat!("p", $(stringify!($p)),+);
+                weak_alias!(concat!($(stringify!($p)),+), concat!("p", $(stringify!($p)),+));
+                let $call: &'static str = concat!($(stringify!($p)),+);
                 // SAFETY: the C caller upholds the routine's contract (valid, symmetric
                 // pointers and sizes within them, a live context), which is all the body needs.
                 $crate::fatal::boundary($call, move || unsafe { $body })

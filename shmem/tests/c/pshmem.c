@@ -7,9 +7,9 @@
  * shmem_putmem and shmem_long_atomic_fetch_add that count their calls and forward to the
  * pshmem_ entry points, and checks that the calls were counted and did their work.
  *
- * Interposing like this needs the shared library: with libshmem.a the program's
- * shmem_putmem and the library's are two definitions of one symbol (the library's
- * routines are strong symbols), so the harness builds this program without -static-shmem.
+ * The harness runs it against the shared library and against libshmem.a (-static-shmem):
+ * the library defines each routine once, as pshmem_X, with shmem_X a weak alias of it, so
+ * the program's own shmem_putmem takes precedence in a static link as well.
  */
 #define CTEST_NAME "pshmem"
 #include "ctest.h"
