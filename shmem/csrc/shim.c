@@ -10,7 +10,7 @@
  *   - shmem_pcontrol(int level, ...): stable Rust cannot define a C-variadic function.  The
  *     profiling control is a no-op in gsas (the library keeps no profiling state), so the
  *     level and the variadic arguments are accepted and ignored.
- *   Every routine also exists under its pshmem_ name, both calling the same Rust internal.
+ *   Every routine is defined once, under its pshmem_ name; its shmem_ name is a weak alias.
  *
  * What it is not
  *   No other logic lives here: the Rust side owns the state, the checks and the errors.
@@ -33,25 +33,31 @@ void gsas_shmem_get_bytes(shmem_ctx_t ctx, void *dest, const void *source, size_
 #define GSAS_SHIM_LONGDOUBLE(PREFIX)                                                          \
     void PREFIX##longdouble_p(long double *dest, long double value, int pe) {                 \
         gsas_shmem_put_bytes(SHMEM_CTX_DEFAULT, dest, &value, sizeof value, pe,               \
-                             #PREFIX "longdouble_p");                                         \
+                             "shmem_longdouble_p");                                         \
     }                                                                                         \
     void PREFIX##ctx_longdouble_p(shmem_ctx_t ctx, long double *dest, long double value,      \
                                   int pe) {                                                   \
-        gsas_shmem_put_bytes(ctx, dest, &value, sizeof value, pe, #PREFIX "ctx_longdouble_p"); \
+        gsas_shmem_put_bytes(ctx, dest, &value, sizeof value, pe, "shmem_ctx_longdouble_p"); \
     }                                                                                         \
     long double PREFIX##longdouble_g(const long double *source, int pe) {                     \
         long double value;                                                                    \
         gsas_shmem_get_bytes(SHMEM_CTX_DEFAULT, &value, source, sizeof value, pe,             \
-                             #PREFIX "longdouble_g");                                         \
+                             "shmem_longdouble_g");                                         \
         return value;                                                                         \
     }                                                                                         \
     long double PREFIX##ctx_longdouble_g(shmem_ctx_t ctx, const long double *source, int pe) { \
         long double value;                                                                    \
         gsas_shmem_get_bytes(ctx, &value, source, sizeof value, pe,                           \
-                             #PREFIX "ctx_longdouble_g");                                     \
+                             "shmem_ctx_longdouble_g");                                     \
         return value;                                                                         \
     }                                                                                         \
     void PREFIX##pcontrol(int level, ...) { (void)level; }
 
-GSAS_SHIM_LONGDOUBLE(shmem_)
+/* One body each, under the profiling name; the standard name is a weak alias (as for the
+ * Rust routines), so that a profiling tool's own shmem_X takes precedence in a static link. */
 GSAS_SHIM_LONGDOUBLE(pshmem_)
+#pragma weak shmem_longdouble_p = pshmem_longdouble_p
+#pragma weak shmem_ctx_longdouble_p = pshmem_ctx_longdouble_p
+#pragma weak shmem_longdouble_g = pshmem_longdouble_g
+#pragma weak shmem_ctx_longdouble_g = pshmem_ctx_longdouble_g
+#pragma weak shmem_pcontrol = pshmem_pcontrol
