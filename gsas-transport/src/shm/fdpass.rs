@@ -259,7 +259,7 @@ mod tests {
         let many: Vec<BorrowedFd<'_>> = (0..MAX_FDS + 1).map(|_| a.as_fd()).collect();
         assert!(matches!(
             send_fds(&a, b"x", &many, T),
-            Err(ShmError::TooManyFds { count: 33, max: 32 })
+            Err(ShmError::TooManyFds { count, max }) if count == MAX_FDS + 1 && max == MAX_FDS
         ));
         let e = recv_fds(&b, &mut [0u8; 4], Duration::from_millis(20)).unwrap_err();
         assert!(
