@@ -257,17 +257,23 @@ class Target:
         self.daemons = []
 
 
-GSAS_TARGETS = ("gsas-shm", "gsas-udp", "gsas-exanet", "gsas-verbs")
+GSAS_TARGETS = ("gsas-shm", "gsas-ring", "gsas-udp", "gsas-exanet", "gsas-verbs")
 
 
 class GsasTarget(Target):
-    """gsas from an installed prefix: one node, two UDP nodes, two emulated Exanet nodes, or
-    two nodes on the software verbs device (verbs-emu's softverbs-env sets it up; the
-    prefix must be installed --with-verbs)."""
+    """gsas from an installed prefix: one node (`shm`: the PEs map each other's memory;
+    `ring`: the same with GSAS_DIRECT=0, every operation through the node's service over
+    the PE's request ring), two UDP nodes, two emulated Exanet nodes, or two nodes on the
+    software verbs device (verbs-emu's softverbs-env sets it up; the prefix must be
+    installed --with-verbs)."""
 
     def __init__(self, name, prefix, transport, tools=None):
-        where = "same node" if transport == "shm" else "other node"
-        super().__init__(name, str(prefix / "bin/oshcc"), [], where=where, kind="gsas")
+        where = {"shm": "same node", "ring": "same node, through the service"}.get(
+            transport, "other node")
+        env = {"GSAS_DIRECT": "0"} if transport == "ring" else None
+        super().__init__(name, str(prefix / "bin/oshcc"), [], env, where=where, kind="gsas")
+        if transport == "ring":
+            transport = "shm"
         self.prefix, self.transport = prefix, transport
         self.emu = (tools or {}).get("exanet")
         self.softverbs_env = (tools or {}).get("verbs")
@@ -388,7 +394,7 @@ def make_target(spec, prefix, tools):
         if not os.access(oshcc, os.X_OK):
             return None, f"{oshcc} is not an executable"
         return Target(name, oshcc, shlex.split(launcher)), None
-    raise SystemExit(f"bench: unknown target {spec!r} (gsas-shm, gsas-udp, gsas-exanet, "
+    raise SystemExit(f"bench: unknown target {spec!r} (gsas-shm, gsas-ring, gsas-udp, gsas-exanet, "
                      "gsas-verbs, ompi, "
                      "ompi-tcp, udp-raw, or peer:NAME:OSHCC:LAUNCHER)")
 
@@ -557,7 +563,8 @@ def main(argv):
     ap.add_argument("--quick", action="store_true", help="a short run (pipeline check)")
     ap.add_argument("--out", type=Path, help="results folder (default target/bench/results-DATE)")
     ap.add_argument("--target", action="append", default=[],
-                    help="comma-separated: gsas-shm, gsas-udp, gsas-exanet, gsas-verbs (two "
+                    help="comma-separated: gsas-shm, gsas-ring (one node with GSAS_DIRECT=0), "
+                         "gsas-udp, gsas-exanet, gsas-verbs (two "
                          "nodes on the software verbs device), ompi, ompi-tcp, "
                          "udp-raw, peer:NAME:OSHCC:LAUNCHER, gsas-udp=PREFIX (another "
                          "installed gsas, e.g. an earlier build) "

@@ -103,6 +103,14 @@ class Pure(unittest.TestCase):
             self.assertEqual((t.name, t.transport, t.kind), (f"gsas-udp:{Path(d).name}", "udp", "gsas"))
         raw, _ = osb.make_target("udp-raw", None, None)
         self.assertEqual(raw.launch(2, "/x/osb_udp", ["--quick"], 10), ["/x/osb_udp", "--quick"])
+        # gsas-ring: one node like gsas-shm (no cluster file, no daemons), every operation
+        # through the service: GSAS_DIRECT=0 in the jobs' environment, and only there.
+        ring, _ = osb.make_target("gsas-ring", Path("/p"), None)
+        shm, _ = osb.make_target("gsas-shm", Path("/p"), None)
+        self.assertEqual((ring.transport, ring.kind, ring.env.get("GSAS_DIRECT")), ("shm", "gsas", "0"))
+        self.assertNotEqual(shm.env.get("GSAS_DIRECT"), "0")
+        self.assertEqual(ring.launch(2, "/x/osb_p2p", [], 10), shm.launch(2, "/x/osb_p2p", [], 10))
+        self.assertIn("through the service", ring.where)
 
     def test_ratios_and_labels(self):
         # A / B is A's cost over B's, for latencies and rates alike (below 1: A faster).
