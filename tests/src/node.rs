@@ -50,7 +50,7 @@ pub fn init_pe(heap: u64) -> Node {
     .unwrap_or_else(|e| panic!("Node::init: {e}"))
 }
 
-/// Runs `scenario` (`all`, `rma`, `amo`, `threads`, `hang`, `abort`, ...) as one PE of
+/// Runs `scenario` (`all`, `rma`, `pairs`, `amo`, `threads`, `hang`, `abort`, ...) as one PE of
 /// the job this process belongs to (a singleton job without a launcher).
 pub fn run(scenario: &str) {
     let node = init();
@@ -63,6 +63,11 @@ pub fn run(scenario: &str) {
             threads(&node);
         }
         "rma" => rma(&node),
+        // Every pair of PEs: puts, gets and atomics between each PE and every other.
+        "pairs" => {
+            pairs(&node);
+            amo(&node);
+        }
         "threads" => threads(&node),
         "amo" => amo(&node),
         "hang" => hang(&node),
@@ -151,6 +156,48 @@ fn rma(node: &Node) {
     assert_eq!(back, pattern(left + 100, 200_003));
     node.barrier_all().unwrap();
     node.free(dst).unwrap();
+}
+
+/// Bytes each PE puts into every other PE in [`pairs`]: three 1472-byte datagrams' worth,
+/// so that each pair's put and get are cut into fragments at every MTU the tests use.
+const PAIR_BYTES: usize = 3000;
+
+/// Every PE puts its record into its own slot of a table on every other PE (starting at
+/// its right neighbour, so that the PEs do not all begin with PE 0), then checks that its
+/// own table holds every other PE's record, and reads back from every other PE the record
+/// it put there.
+fn pairs(node: &Node) {
+    let (me, n) = (node.rank(), node.size());
+    let len = PAIR_BYTES as u64;
+    let table = node.calloc(u64::from(n), len).unwrap().expect("pair table");
+    let slot = |pe: u32| table + u64::from(pe) * len;
+    node.barrier_all().unwrap();
+    let mine = pattern(me, PAIR_BYTES);
+    for k in 1..n {
+        let t = (me + k) % n;
+        node.put(CTX, t, HEAP, slot(me), &mine)
+            .unwrap_or_else(|e| panic!("PE {me}: put of {PAIR_BYTES} bytes to PE {t}: {e}"));
+    }
+    node.quiet(CTX).unwrap();
+    node.barrier_all().unwrap();
+    let mut got = vec![0u8; PAIR_BYTES];
+    for k in 1..n {
+        let p = (me + n - k) % n;
+        node.get(CTX, me, HEAP, slot(p), &mut got).unwrap();
+        assert!(
+            got == pattern(p, PAIR_BYTES),
+            "PE {me}: the record PE {p} put here differs"
+        );
+        let t = (me + k) % n;
+        node.get(CTX, t, HEAP, slot(me), &mut got)
+            .unwrap_or_else(|e| panic!("PE {me}: get of {PAIR_BYTES} bytes from PE {t}: {e}"));
+        assert!(
+            got == mine,
+            "PE {me}: the record read back from PE {t} differs"
+        );
+    }
+    node.barrier_all().unwrap();
+    node.free(table).unwrap();
 }
 
 /// The wire bits of `x` for `ty`.

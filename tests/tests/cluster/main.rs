@@ -9,6 +9,8 @@
 //! * [`exanet`]: jobs over an emulated QFDB (four nodes), with link faults and a cut node;
 //! * [`demo`]: `scripts/demo --transport udp|exanet|verbs` as users run it, and its clean-up;
 //! * [`netns`]: nodes in network namespaces joined by veth links (root);
+//! * [`sixteen`]: sixteen namespaces: every collective at 16 x 2 and 8 x 4 PEs, every pair
+//!   of nodes, a PE killed on node 11 (root);
 //! * [`job_end`]: many short jobs in a row over lossy namespaces: every one ends cleanly;
 //! * [`verbs`]: jobs across two emulated verbs nodes (RDMA on the software verbs device),
 //!   the switch through the services, a node cut off, and a PE stopped beside CPU hogs;
@@ -32,6 +34,7 @@ mod put_signal;
 mod services;
 #[path = "../shmem_pes/mod.rs"]
 mod shmem_pes;
+mod sixteen;
 mod verbs;
 
 /// The child entry point: a PE started by a test's launcher runs its scenario and exits;

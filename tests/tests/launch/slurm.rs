@@ -1,4 +1,4 @@
-//! OpenSHMEM jobs started by a real Slurm: `srun --mpi=pmi2` over four nodes.
+//! OpenSHMEM jobs started by a real Slurm: `srun --mpi=pmi2` over four nodes, then sixteen.
 //!
 //! **What it is.** One test that starts a Slurm cluster of its own from Debian's packages
 //! (`slurmctld`, `slurmd`, `slurm-client`, `munge`), runs jobs on it and tears it down:
@@ -28,15 +28,20 @@
 //! * a PE killed with SIGKILL in the middle of a job, under `srun -K` and under
 //!   `oshrun` in an `salloc`: the job ends non-zero and srun names the task (under
 //!   `oshrun`, its node services are stopped too);
-//! * `srun --mpi=none -n 2`: both PEs stop with the message that names `--mpi=pmi2`.
+//! * `srun --mpi=none -n 2`: both PEs stop with the message that names `--mpi=pmi2`;
+//! * then a second cluster of sixteen nodes (`sn0`..`sn15`, 10.203.0.11-26), where 32 PEs
+//!   of a small program (a put to the right neighbour, an atomic add into every other PE,
+//!   a broadcast and a sum reduction, each checked) run as `srun --mpi=pmi2 -K -N 16 -n
+//!   32`, in blocks and `-m cyclic`, and as `salloc -N 16 -n 32 oshrun -n 32` (a service
+//!   step on all sixteen nodes).
 //!
 //! Needs root, x86_64 and the Slurm packages (`.ci/run` installs them). Otherwise the test
 //! prints `SKIPPED: slurm_cluster: <reason>` on standard error and returns; with
 //! `GSAS_REQUIRE_SLURM=1` a skip is a failure. The daemons, every process left in the
 //! node namespaces, the namespaces and the scratch directory are removed by a guard even
 //! when a step fails (the scratch directory is kept, and the daemons' logs printed, on
-//! failure). The whole test takes about 40-60 s on the 2-core machine, 150 s when four
-//! other builds load it.
+//! failure). The whole test takes about 65 s on the 2-core machine (the sixteen-node part
+//! 25 s of it), 150 s or more when other builds load it.
 //!
 //! **What it is not.** A test of Slurm itself.
 
@@ -49,8 +54,10 @@ use std::time::{Duration, Instant};
 
 use gsas_tests::launch::{run_with_timeout, wait_timeout};
 
-/// Nodes of the cluster.
+/// Nodes of the cluster of most jobs.
 const NODES: usize = 4;
+/// Nodes of the large cluster the last jobs run on.
+const LARGE: usize = 16;
 /// Prefix of the namespaces and interfaces (followed by this process's id).
 const PREFIX: &str = "gsl";
 /// The controller's address; node `i` is `10.203.0.(11 + i)`.
@@ -128,6 +135,8 @@ fn ip(args: &[&str]) -> Result<(), String> {
 struct Lab {
     dir: PathBuf,
     tag: String,
+    /// Its node count: nodes `sn0`.. at `10.203.0.11`..
+    nodes: usize,
     namespaces: Vec<String>,
     daemons: Vec<(String, Child)>,
     ok: bool,
@@ -174,15 +183,17 @@ impl Lab {
         Ok(full)
     }
 
-    fn up() -> Result<Lab, String> {
+    /// A cluster of `nodes` nodes (at most 16).
+    fn up(nodes: usize) -> Result<Lab, String> {
         gsas_tests::launch::remove_stale_namespaces(PREFIX);
         let pid = std::process::id();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("slurm-lab-{pid}"));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("slurm-lab-{pid}-{nodes}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("state")).map_err(|e| format!("{dir:?}: {e}"))?;
         let mut lab = Lab {
             dir,
             tag: format!("{PREFIX}{pid}"),
+            nodes,
             namespaces: Vec::new(),
             daemons: Vec::new(),
             ok: false,
@@ -195,10 +206,10 @@ impl Lab {
         ip(&["-n", &br, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", &br, "link", "set", "br0", "up"])?;
         let mut hosts = format!("127.0.0.1 localhost\n{CTL_ADDR} gsasctl\n");
-        for (i, name) in std::iter::once("ctl")
-            .chain((0..NODES).map(|i| ["n0", "n1", "n2", "n3"][i]))
-            .enumerate()
-        {
+        let names: Vec<String> = std::iter::once("ctl".to_owned())
+            .chain((0..nodes).map(|i| format!("n{i}")))
+            .collect();
+        for (i, name) in names.iter().enumerate() {
             let ns = lab.namespace(name)?;
             let addr = if i == 0 {
                 CTL_ADDR.to_owned()
@@ -231,14 +242,14 @@ impl Lab {
             std::fs::write(d.join(name), text).map_err(|e| format!("writing {name}: {e}"))
         };
         write("hosts", &hosts)?;
-        write("slurm.conf", &slurm_conf(&d))?;
+        write("slurm.conf", &slurm_conf(&d, nodes))?;
         // Each node reads its own directory: the same slurm.conf, and an mpi.conf that
         // gives its PMIx plugin a directory of its own (the nodes share /tmp).
-        for i in 0..NODES {
+        for i in 0..nodes {
             let node_dir = d.join(format!("sn{i}"));
             std::fs::create_dir_all(node_dir.join("pmix"))
                 .map_err(|e| format!("{}: {e}", node_dir.display()))?;
-            write(&format!("sn{i}/slurm.conf"), &slurm_conf(&d))?;
+            write(&format!("sn{i}/slurm.conf"), &slurm_conf(&d, nodes))?;
             write(
                 &format!("sn{i}/mpi.conf"),
                 &format!("PMIxCliTmpDirBase={}\n", node_dir.join("pmix").display()),
@@ -291,7 +302,7 @@ impl Lab {
             &format!("slurmctld -D -i -f {}", conf.display()),
         );
         lab.daemon("slurmctld", ctl)?;
-        for i in 0..NODES {
+        for i in 0..nodes {
             let node = in_host(
                 lab.ns_path(&format!("n{i}")),
                 &format!("sn{i}"),
@@ -300,15 +311,20 @@ impl Lab {
             lab.daemon(&format!("slurmd-sn{i}"), node)?;
         }
         let t0 = Instant::now();
-        wait_for(Duration::from_secs(30), "four idle nodes in sinfo", || {
-            lab.client("sinfo")
-                .args(["-h", "-o", "%T %D"])
-                .stderr(Stdio::null())
-                .output()
-                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "idle 4")
-        })?;
+        let idle = format!("idle {nodes}");
+        wait_for(
+            Duration::from_secs(60),
+            &format!("{nodes} idle nodes in sinfo"),
+            || {
+                lab.client("sinfo")
+                    .args(["-h", "-o", "%T %D"])
+                    .stderr(Stdio::null())
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == idle)
+            },
+        )?;
         report(&format!(
-            "cluster of {NODES} nodes up in {:.1} s ({})",
+            "cluster of {nodes} nodes up in {:.1} s ({})",
             t0.elapsed().as_secs_f64(),
             lab.dir.display()
         ));
@@ -329,7 +345,7 @@ impl Lab {
     /// The processes in the nodes' network namespaces (PEs, slurmstepd, services), the
     /// slurmd daemons excepted, whose command name is `comm` (any when empty).
     fn node_processes(&self, comm: &str) -> Vec<u32> {
-        let inodes: Vec<u64> = (0..NODES)
+        let inodes: Vec<u64> = (0..self.nodes)
             .filter_map(|i| ns_inode(&self.ns_path(&format!("n{i}"))))
             .collect();
         let Ok(procs) = std::fs::read_dir("/proc") else {
@@ -416,7 +432,7 @@ fn wait_for(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Res
     Err(format!("no {what} within {} s", limit.as_secs()))
 }
 
-fn slurm_conf(d: &Path) -> String {
+fn slurm_conf(d: &Path, nodes: usize) -> String {
     let d = d.display();
     let mut s = format!(
         "ClusterName=gsaslab
@@ -447,13 +463,16 @@ SchedulerType=sched/builtin
 KillWait=2
 "
     );
-    for i in 0..NODES {
+    for i in 0..nodes {
         s.push_str(&format!(
             "NodeName=sn{i} NodeAddr=10.203.0.{} CPUs=4\n",
             11 + i
         ));
     }
-    s.push_str("PartitionName=lab Nodes=sn[0-3] Default=YES MaxTime=INFINITE State=UP\n");
+    s.push_str(&format!(
+        "PartitionName=lab Nodes=sn[0-{}] Default=YES MaxTime=INFINITE State=UP\n",
+        nodes - 1
+    ));
     s
 }
 
@@ -481,6 +500,39 @@ int main(void) {
     }
     shmem_finalize();
     return 0;
+}
+"#;
+
+/// The program of the sixteen-node jobs: every PE puts its rank into its right
+/// neighbour and adds one to a counter on every other PE (so every pair of nodes
+/// exchanges), then checks both, a broadcast from the last PE and a sum reduction. Light
+/// on purpose: 32 PEs of a debug build on two cores, where the 4-node jobs' programs,
+/// hundreds of barriers each, take minutes.
+const RING_C: &str = r#"#include <shmem.h>
+#include <stdio.h>
+int main(void) {
+    shmem_init();
+    int me = shmem_my_pe(), n = shmem_n_pes();
+    static long from_left = -1, counter = 0, bsrc = 0, bcast = 0, sum = 0, mine;
+    shmem_long_p(&from_left, me, (me + 1) % n);
+    for (int k = 1; k < n; k++)
+        shmem_long_atomic_add(&counter, 1, (me + k) % n);
+    shmem_barrier_all();
+    int ok = from_left == (me + n - 1) % n && shmem_long_atomic_fetch(&counter, me) == n - 1;
+    if (me == n - 1)
+        bsrc = 4242;
+    shmem_long_broadcast(SHMEM_TEAM_WORLD, &bcast, &bsrc, 1, n - 1);
+    mine = me;
+    shmem_long_sum_reduce(SHMEM_TEAM_WORLD, &sum, &mine, 1);
+    ok = ok && bcast == 4242 && sum == (long)n * (n - 1) / 2;
+    if (ok)
+        printf("ring: PE %d of %d: ok\n", me, n);
+    else
+        printf("ring: PE %d of %d: FAILED (left %ld counter %ld bcast %ld sum %ld)\n", me, n,
+               from_left, counter, bcast, sum);
+    fflush(stdout);
+    shmem_finalize();
+    return ok ? 0 : 1;
 }
 "#;
 
@@ -519,9 +571,16 @@ fn passing_job(
     let out = lab.srun(&all, &[("GSAS_LOG", "info")])?;
     let name = program.file_name().unwrap_or_default().to_string_lossy();
     let what = format!("srun {}", all.join(" "));
-    check_passed(&what, &out, &name, pes, protocol, NodeServices::Embedded)?;
+    check_passed(
+        &what,
+        &out,
+        (&name, lab.nodes, pes),
+        protocol,
+        NodeServices::Embedded,
+    )?;
     report(&format!(
-        "{what}: {pes} PEs ok on 4 nodes through {protocol} ({:.1} s)",
+        "{what}: {pes} PEs ok on {} nodes through {protocol} ({:.1} s)",
+        lab.nodes,
         t0.elapsed().as_secs_f64()
     ));
     Ok(())
@@ -559,7 +618,13 @@ fn verbs_job(lab: &Lab, program: &Path) -> Result<(), String> {
     ];
     let out = lab.srun(&args, &env)?;
     let what = format!("GSAS_TRANSPORT=verbs srun {}", args.join(" "));
-    check_passed(&what, &out, "rma_types", 8, "Pmi2", NodeServices::Embedded)?;
+    check_passed(
+        &what,
+        &out,
+        ("rma_types", NODES, 8),
+        "Pmi2",
+        NodeServices::Embedded,
+    )?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     let mut lids: Vec<String> = Vec::new();
     let mut reports = 0;
@@ -602,12 +667,11 @@ enum NodeServices {
 /// What a job of program `name` that passed shows: exit 0, every PE's `ok` line, every
 /// PE bootstrapped through `protocol` (`Pmi2`, `Pmix`: the PEs' `GSAS_LOG=info` line),
 /// and the node services: one `gsas-atomicd --private` started by the first PE of each of
-/// the four nodes, or `oshrun`'s service step on all four and none started by a PE.
+/// the `nodes` nodes, or `oshrun`'s service step on all of them and none started by a PE.
 fn check_passed(
     what: &str,
     out: &Output,
-    name: &str,
-    pes: u32,
+    (name, nodes, pes): (&str, usize, u32),
     protocol: &str,
     services: NodeServices,
 ) -> Result<(), String> {
@@ -635,28 +699,31 @@ fn check_passed(
         ));
     }
     // GSAS_LOG=info: each node's first PE says it started the node's service.
-    let mut nodes: Vec<&str> = stderr
+    let mut started: Vec<&str> = stderr
         .lines()
         .filter_map(|l| l.split("started a service for node ").nth(1))
         .map(|r| r.split_whitespace().next().unwrap_or(""))
         .collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    let step = stderr.contains("node services up on sn0,sn1,sn2,sn3");
-    let expected: &[&str] = match services {
-        NodeServices::Embedded => &["0", "1", "2", "3"],
-        NodeServices::Step if step => &[],
+    started.sort_unstable();
+    started.dedup();
+    let hosts: Vec<String> = (0..nodes).map(|i| format!("sn{i}")).collect();
+    let step = stderr.contains(&format!("node services up on {}", hosts.join(",")));
+    let mut expected: Vec<String> = match services {
+        NodeServices::Embedded => (0..nodes).map(|i| i.to_string()).collect(),
+        NodeServices::Step if step => Vec::new(),
         NodeServices::Step => {
             return Err(format!(
-                "{}: oshrun did not report its node services on sn0-sn3\n{}",
+                "{}: oshrun did not report its node services on sn0-sn{}\n{}",
                 all.join(" "),
+                nodes - 1,
                 text(out)
             ));
         }
     };
-    if nodes != expected {
+    expected.sort_unstable();
+    if started != expected {
         return Err(format!(
-            "{}: expected services started by PEs on nodes {expected:?}, saw {nodes:?}\n{}",
+            "{}: expected services started by PEs on nodes {expected:?}, saw {started:?}\n{}",
             all.join(" "),
             text(out)
         ));
@@ -682,23 +749,31 @@ fn services_gone(lab: &Lab) -> Result<(), String> {
     Ok(())
 }
 
-/// `salloc -N 4 -n 8 oshrun -n 8 PROGRAM`: oshrun places the PEs through srun.
-fn salloc_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String> {
+/// `salloc -N NODES -n PES oshrun -n PES PROGRAM` on all of the lab's nodes: oshrun
+/// places the PEs through srun.
+fn salloc_oshrun(lab: &Lab, oshrun: &Path, program: &Path, pes: u32) -> Result<(), String> {
     let t0 = Instant::now();
+    let (n, p) = (lab.nodes.to_string(), pes.to_string());
     let mut c = lab.client("salloc");
-    c.args(["-N", "4", "-n", "8"])
+    c.args(["-N", &n, "-n", &p])
         .arg(oshrun)
-        .args(["-n", "8"])
+        .args(["-n", &p])
         .arg(program)
         .env("GSAS_LOG", "info")
         .stdin(Stdio::null());
     let out = run_with_timeout(&mut c, JOB_LIMIT).map_err(|e| format!("salloc: {e}"))?;
     let name = program.file_name().unwrap_or_default().to_string_lossy();
-    let what = format!("salloc -N 4 -n 8 oshrun -n 8 {name}");
-    check_passed(&what, &out, &name, 8, "Pmi2", NodeServices::Step)?;
+    let what = format!("salloc -N {n} -n {p} oshrun -n {p} {name}");
+    check_passed(
+        &what,
+        &out,
+        (&name, lab.nodes, pes),
+        "Pmi2",
+        NodeServices::Step,
+    )?;
     services_gone(lab)?;
     report(&format!(
-        "{what}: 8 PEs ok on 4 nodes ({:.1} s)",
+        "{what}: {pes} PEs ok on {n} nodes ({:.1} s)",
         t0.elapsed().as_secs_f64()
     ));
     Ok(())
@@ -756,7 +831,7 @@ fn sbatch_oshrun(lab: &Lab, oshrun: &Path, program: &Path) -> Result<(), String>
     };
     let name = program.file_name().unwrap_or_default().to_string_lossy();
     let what = format!("sbatch job.sh (oshrun -n 8 {name}), batch job {job}");
-    check_passed(&what, &out, &name, 8, "Pmi2", NodeServices::Step)
+    check_passed(&what, &out, (&name, NODES, 8), "Pmi2", NodeServices::Step)
         .map_err(|e| format!("{e}\n--- scontrol show job {job}\n{record}"))?;
     services_gone(lab)?;
     report(&format!(
@@ -893,7 +968,7 @@ fn slurm_cluster() {
     }
     let t0 = Instant::now();
     let prefix = install().unwrap_or_else(|e| panic!("{e}"));
-    let mut lab = Lab::up().unwrap_or_else(|e| panic!("starting the Slurm cluster: {e}"));
+    let mut lab = Lab::up(NODES).unwrap_or_else(|e| panic!("starting the Slurm cluster: {e}"));
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shmem/tests/c");
     let bin = lab.dir.join("bin");
     std::fs::create_dir_all(&bin).expect("bin directory");
@@ -912,7 +987,7 @@ fn slurm_cluster() {
         passing_job(&lab, &bin.join("rma_types"), &pmix, 8, "Pmix")?;
         verbs_job(&lab, &bin.join("rma_types"))?;
         let oshrun = prefix.join("bin/oshrun");
-        salloc_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
+        salloc_oshrun(&lab, &oshrun, &bin.join("rma_types"), 8)?;
         sbatch_oshrun(&lab, &oshrun, &bin.join("rma_types"))?;
         killed_pe(&lab, &bin.join("victim"), None)?;
         killed_pe(&lab, &bin.join("victim"), Some(&oshrun))?;
@@ -922,6 +997,31 @@ fn slurm_cluster() {
     let result = steps();
     lab.ok = result.is_ok();
     drop(lab);
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    // Sixteen nodes: 32 PEs by srun over PMI-2, in blocks and cyclic (each node's first PE
+    // hosts its service), and by oshrun in an allocation (a service step on all sixteen).
+    let mut large =
+        Lab::up(LARGE).unwrap_or_else(|e| panic!("starting the {LARGE}-node Slurm cluster: {e}"));
+    let bin = large.dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin directory");
+    let steps = || -> Result<(), String> {
+        let ring_src = large.dir.join("ring.c");
+        std::fs::write(&ring_src, RING_C).map_err(|e| format!("ring.c: {e}"))?;
+        build(&prefix, &ring_src, &bin.join("ring"))?;
+        let pes = 2 * LARGE as u32;
+        let (n, p) = (LARGE.to_string(), pes.to_string());
+        let pmi2 = ["--mpi=pmi2", "-K", "-N", &n, "-n", &p];
+        passing_job(&large, &bin.join("ring"), &pmi2, pes, "Pmi2")?;
+        let cyclic = ["--mpi=pmi2", "-K", "-N", &n, "-n", &p, "-m", "cyclic"];
+        passing_job(&large, &bin.join("ring"), &cyclic, pes, "Pmi2")?;
+        salloc_oshrun(&large, &prefix.join("bin/oshrun"), &bin.join("ring"), pes)?;
+        Ok(())
+    };
+    let result = steps();
+    large.ok = result.is_ok();
+    drop(large);
     if let Err(e) = result {
         panic!("{e}");
     }
