@@ -195,6 +195,22 @@ impl Cluster {
     }
 }
 
+/// Asserts what a job over the namespaces leaves in each node's daemon (`daemons[i]` is
+/// node `i`'s): nothing refused, and PEs started through FORK on every node but node 0,
+/// whose PEs the launcher starts itself.
+pub fn assert_nodes_served(daemons: &[crate::multinode::Daemon]) {
+    for (i, d) in daemons.iter().enumerate() {
+        let st = d.stats();
+        assert_eq!(st.get("refused.total"), Some(0), "node {i}: {st}");
+        let forked = st.get("fork.pes_started").unwrap_or(0);
+        if i == 0 {
+            assert_eq!(forked, 0, "node 0: {st}");
+        } else {
+            assert!(forked > 0, "node {i}: {st}");
+        }
+    }
+}
+
 /// A cluster file for `n` nodes at [`address`]`(i)`, port 7470, control sockets in `dir`,
 /// UDP payloads of `mtu` bytes, remote FORK with the secret file `secret`, the relaxed
 /// service deadline, and a 32 MiB heap.

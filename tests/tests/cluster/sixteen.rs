@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use gsas_tests::launch::{collect_output, example, launch, program, run_with_timeout};
 use gsas_tests::multinode::{SECRET, pid_alive, secret_file, show, wait_ready};
-use gsas_tests::netns::{Cluster, address, cluster_file};
+use gsas_tests::netns::{Cluster, address, assert_nodes_served, cluster_file};
 
 /// Nodes of the cluster.
 const NODES: usize = 16;
@@ -159,16 +159,7 @@ fn sixteen_namespaces_run_every_collective_every_pair_and_lose_a_pe() {
     coll_check(&ns, &file, 32, 4, 400, seed + 1);
     pairs(&ns, &file);
     // Every node served PEs and refused nothing; nodes 1..15 started theirs by FORK.
-    for (i, d) in ds.iter().enumerate() {
-        let st = d.stats();
-        assert_eq!(st.get("refused.total"), Some(0), "node {i}: {st}");
-        let forked = st.get("fork.pes_started").unwrap_or(0);
-        if i == 0 {
-            assert_eq!(forked, 0, "node 0: {st}");
-        } else {
-            assert!(forked > 0, "node {i}: {st}");
-        }
-    }
+    assert_nodes_served(&ds);
     killed_pe(&ns, &file, &dir);
     drop(ds);
     drop(ns);

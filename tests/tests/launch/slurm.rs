@@ -960,6 +960,16 @@ fn without_pmi(lab: &Lab, program: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Removes the cluster (keeping its scratch directory and printing its logs when the
+/// steps failed), then fails the test with the steps' error.
+fn tear_down(mut lab: Lab, result: Result<(), String>) {
+    lab.ok = result.is_ok();
+    drop(lab);
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
 #[test]
 fn slurm_cluster() {
     if let Some(reason) = skip_reason() {
@@ -968,7 +978,7 @@ fn slurm_cluster() {
     }
     let t0 = Instant::now();
     let prefix = install().unwrap_or_else(|e| panic!("{e}"));
-    let mut lab = Lab::up(NODES).unwrap_or_else(|e| panic!("starting the Slurm cluster: {e}"));
+    let lab = Lab::up(NODES).unwrap_or_else(|e| panic!("starting the Slurm cluster: {e}"));
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shmem/tests/c");
     let bin = lab.dir.join("bin");
     std::fs::create_dir_all(&bin).expect("bin directory");
@@ -995,14 +1005,10 @@ fn slurm_cluster() {
         Ok(())
     };
     let result = steps();
-    lab.ok = result.is_ok();
-    drop(lab);
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    tear_down(lab, result);
     // Sixteen nodes: 32 PEs by srun over PMI-2, in blocks and cyclic (each node's first PE
     // hosts its service), and by oshrun in an allocation (a service step on all sixteen).
-    let mut large =
+    let large =
         Lab::up(LARGE).unwrap_or_else(|e| panic!("starting the {LARGE}-node Slurm cluster: {e}"));
     let bin = large.dir.join("bin");
     std::fs::create_dir_all(&bin).expect("bin directory");
@@ -1020,11 +1026,7 @@ fn slurm_cluster() {
         Ok(())
     };
     let result = steps();
-    large.ok = result.is_ok();
-    drop(large);
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    tear_down(large, result);
     report(&format!(
         "all Slurm jobs passed ({:.1} s including the cluster)",
         t0.elapsed().as_secs_f64()
