@@ -20,6 +20,20 @@ pub const RELAXED_DEADLINE_MS: &str = "60000";
 /// A cluster secret for tests.
 pub const SECRET: &str = "gsas-test-cluster-secret-0123456789";
 
+/// The seed of a run of the collective checker (`shmem/examples/coll_check.rs`):
+/// `GSAS_COLL_CHECK_SEED`, else from the clock (so it changes every run; the checker
+/// prints it, and a failure names it).
+pub fn coll_check_seed() -> u64 {
+    std::env::var("GSAS_COLL_CHECK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
+        })
+}
+
 /// Whether a test that moves thousands of small datagrams should run: always natively;
 /// under qemu-user (the aarch64 tests on an x86_64 host) only with `GSAS_QEMU_FULL=1`,
 /// because emulation makes each datagram's path (two daemons and the PEs, all emulated)

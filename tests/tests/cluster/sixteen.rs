@@ -19,11 +19,11 @@
 //! and 32 emulated PEs on two cores take many minutes, and the code paths are those of the
 //! two- and four-namespace tests, which run there.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gsas_tests::launch::{collect_output, example, launch, program, run_with_timeout};
-use gsas_tests::multinode::{SECRET, pid_alive, secret_file, show, wait_ready};
+use gsas_tests::multinode::{SECRET, coll_check_seed, pid_alive, secret_file, show, wait_ready};
 use gsas_tests::netns::{Cluster, address, assert_nodes_served, cluster_file};
 
 /// Nodes of the cluster.
@@ -33,8 +33,8 @@ const LIMIT: Duration = Duration::from_secs(600);
 /// The node whose PE is killed.
 const VICTIM_NODE: usize = 11;
 
-/// `oshrun --config FILE -n PES [--ppn PPN] --timeout ..` in node 0's namespace, with
-/// `rest` after its options.
+/// `oshrun --config FILE -n PES --timeout .. [--ppn PPN]` in node 0's namespace; the
+/// caller adds the program.
 fn oshrun(ns: &Cluster, file: &std::path::Path, pes: u32, ppn: Option<u32>) -> Command {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.nodes[0]])
@@ -65,7 +65,7 @@ fn coll_check(ns: &Cluster, file: &std::path::Path, pes: u32, ppn: u32, count: u
     let line = format!("coll_check: {count} collectives on {pes} PEs checked exactly");
     assert!(
         out.status.success() && stdout.contains(&line),
-        "{} x {ppn} PEs: {}",
+        "{} x {ppn} PEs, seed {seed} (GSAS_COLL_CHECK_SEED={seed} repeats it): {}",
         pes / ppn,
         show(&out)
     );
@@ -99,7 +99,7 @@ fn pairs(ns: &Cluster, file: &std::path::Path) {
 }
 
 /// 16 x 2 PEs that wait; the first PE of node [`VICTIM_NODE`] is killed.
-fn killed_pe(ns: &Cluster, file: &std::path::Path, dir: &std::path::Path) -> Output {
+fn killed_pe(ns: &Cluster, file: &std::path::Path, dir: &std::path::Path) {
     let pes = 2 * NODES as u32;
     let mut cmd = oshrun(ns, file, pes, Some(2));
     cmd.arg("--")
@@ -131,7 +131,6 @@ fn killed_pe(ns: &Cluster, file: &std::path::Path, dir: &std::path::Path) -> Out
     }
     let alive: Vec<_> = pids.iter().filter(|&&p| pid_alive(p)).collect();
     assert!(alive.is_empty(), "PEs {alive:?} survived the job: {err}");
-    out
 }
 
 #[test]
@@ -152,11 +151,10 @@ fn sixteen_namespaces_run_every_collective_every_pair_and_lose_a_pe() {
     let secret = secret_file(&dir, "secret", SECRET, 0o600);
     let file = cluster_file(&dir, NODES, 1472, &secret);
     let ds = ns.daemons(&file, &dir);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007);
-    coll_check(&ns, &file, 2 * NODES as u32, 2, 400, seed);
-    coll_check(&ns, &file, 32, 4, 400, seed + 1);
+    let seed = coll_check_seed();
+    let pes = 2 * NODES as u32;
+    coll_check(&ns, &file, pes, 2, 400, seed);
+    coll_check(&ns, &file, pes, 4, 400, seed);
     pairs(&ns, &file);
     // Every node served PEs and refused nothing; nodes 1..15 started theirs by FORK.
     assert_nodes_served(&ds);

@@ -183,7 +183,7 @@ impl Lab {
         Ok(full)
     }
 
-    /// A cluster of `nodes` nodes (at most 16).
+    /// A cluster of `nodes` nodes.
     fn up(nodes: usize) -> Result<Lab, String> {
         gsas_tests::launch::remove_stale_namespaces(PREFIX);
         let pid = std::process::id();
@@ -506,8 +506,8 @@ int main(void) {
 /// The program of the sixteen-node jobs: every PE puts its rank into its right
 /// neighbour and adds one to a counter on every other PE (so every pair of nodes
 /// exchanges), then checks both, a broadcast from the last PE and a sum reduction. Light
-/// on purpose: 32 PEs of a debug build on two cores, where the 4-node jobs' programs,
-/// hundreds of barriers each, take minutes.
+/// on purpose: 32 PEs of a debug build on two cores, where `rma_types` (hundreds of
+/// barriers) did not finish within [`JOB_LIMIT`].
 const RING_C: &str = r#"#include <shmem.h>
 #include <stdio.h>
 int main(void) {

@@ -32,14 +32,7 @@ fn checker() -> PathBuf {
 
 /// The seed of this run: `GSAS_COLL_CHECK_SEED`, else from the clock.
 fn seed() -> u64 {
-    std::env::var("GSAS_COLL_CHECK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_007)
-        })
+    gsas_tests::multinode::coll_check_seed()
 }
 
 /// The checker's arguments: `count` collectives over `cycles` initialization cycles.
