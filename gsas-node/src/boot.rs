@@ -80,8 +80,18 @@ const RING_SLOTS: u64 = 32;
 pub const MAX_PES: u32 = 1 << 16;
 /// Frame buffers of a PE's reliability layer.
 const PE_FRAMES: usize = 64;
-/// Timeout of one control request to the local service.
+/// Shortest timeout of one control request to the local service: the job's deadline
+/// (`GSAS_DEADLINE_MS`) when that is longer, see [`control_timeout`].
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a control request to the node's service (join, segments, leave) waits for its
+/// reply in a job with deadline `deadline`: as long as a request to another node's service
+/// may go unanswered, at least [`CONTROL_TIMEOUT`]. A fixed 10 s had made a job that
+/// completed fail at exit when a service on a crowded machine answered the Leave of its PEs
+/// later than that (512 PEs over sixteen namespaces on two CPUs, deadline 60 s).
+fn control_timeout(deadline: Duration) -> Duration {
+    CONTROL_TIMEOUT.max(deadline)
+}
 
 const ENTRY_VERSION: u8 = 1;
 const TABLE_OK: u8 = 1;
@@ -784,6 +794,7 @@ impl Placed {
         } else {
             None
         };
+        let control_timeout = control_timeout(self.deadline);
         let Placed {
             started,
             table,
@@ -812,7 +823,7 @@ impl Placed {
         let mut joined = None;
         if let Some((path, service)) = leading {
             embedded = service;
-            let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
+            let mut c = ControlClient::connect(&path, control_timeout)?;
             let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
             pmi.kvs_put(
                 &format!("gsas-n{node}"),
@@ -860,7 +871,7 @@ impl Placed {
                 let path = service_of_host(env, host).or(leader_path).ok_or_else(|| {
                     NodeError::Config(format!("no service known for node {node}"))
                 })?;
-                let mut c = ControlClient::connect(&path, CONTROL_TIMEOUT)?;
+                let mut c = ControlClient::connect(&path, control_timeout)?;
                 let j = c.join(rank as u16, table.job_id, table.job_key, join_info)?;
                 (path, c, j)
             }
@@ -1478,6 +1489,16 @@ mod tests {
         err.extend_from_slice(b"no good");
         assert_eq!(Table::decode(&err), Err("no good".into()));
         assert!(Table::decode(&[TABLE_OK, 1]).is_err());
+    }
+
+    #[test]
+    fn control_requests_wait_as_long_as_the_deadline_and_at_least_ten_seconds() {
+        assert_eq!(control_timeout(Duration::from_secs(1)), CONTROL_TIMEOUT);
+        assert_eq!(control_timeout(CONTROL_TIMEOUT), CONTROL_TIMEOUT);
+        assert_eq!(
+            control_timeout(Duration::from_secs(60)),
+            Duration::from_secs(60)
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //!   `shmem_set_lock` of a lock on the same node): a PE notices within its wait and ends the job with
 //!   `the local atomic service (control socket ...) closed the connection`, long before
 //!   the job's time limit;
+//! * a service that answers its PEs' Leave after more than 10 s (stopped, here) fails no
+//!   job that completed: a control request waits as long as the job's deadline;
 //! * a PE started through FORK that exits without `shmem_finalize` while the others wait
 //!   is named by `oshrun` with what they wait in; `--timeout` makes every PE, forked ones
 //!   included, say where it waits.
@@ -27,7 +29,47 @@ use gsas_tests::multinode::{
 };
 
 pub(crate) const ABORT_ON_UNREACHABLE: &str = "abort-on-unreachable";
+pub(crate) const LATE_LEAVE: &str = "late-leave";
 const ABORT_CODE: i32 = 3;
+/// How long [`a_service_slower_than_ten_seconds_at_leave_fails_no_job`] stops node 0's
+/// daemon: longer than the 10 s a control request used to be given, shorter than the
+/// cluster file's deadline.
+const LEAVE_STOP: Duration = Duration::from_secs(13);
+
+/// Waits (bounded) until the harness created `dir/name`.
+fn await_file(dir: &Path, name: &str, me: u32) {
+    let until = Instant::now() + Duration::from_secs(120);
+    while !dir.join(name).exists() {
+        assert!(
+            Instant::now() < until,
+            "PE {me}: no {name} from the harness"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Two PEs on two nodes: both complete the job (a barrier, then the pause of the last
+/// finalize) and say they are ready; once the harness stopped node 0's daemon, they leave
+/// their services, node 0's answering only when the harness lets it run again.
+pub(crate) fn late_leave() {
+    let dir = PathBuf::from(std::env::var_os(gsas_tests::node::SIGNAL_DIR).expect("GSAS_TEST_DIR"));
+    let node = Node::init(NodeOptions {
+        heap_size: Some(1 << 20),
+        ..NodeOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("Node::init: {e}"));
+    let me = node.rank();
+    node.barrier_all().unwrap();
+    node.pause().unwrap();
+    std::fs::write(
+        dir.join(format!("ready-{me}")),
+        std::process::id().to_string(),
+    )
+    .unwrap();
+    await_file(&dir, "stopped", me);
+    node.leave()
+        .unwrap_or_else(|e| panic!("PE {me}: leaving the job: {e}"));
+}
 
 /// Two PEs on two nodes: after both are ready the harness kills node 1's daemon; PE 0's
 /// next operation to PE 1 must fail naming node 1, and PE 0 aborts the job with it.
@@ -57,14 +99,7 @@ pub(crate) fn abort_on_unreachable() {
         std::process::id().to_string(),
     )
     .unwrap();
-    let until = Instant::now() + Duration::from_secs(120);
-    while !dir.join("killed").exists() {
-        assert!(
-            Instant::now() < until,
-            "PE {me}: the daemon was never killed"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    await_file(&dir, "killed", me);
     if me == 0 {
         let t0 = Instant::now();
         let mut buf = [0u8; 8];
@@ -290,6 +325,65 @@ fn a_killed_daemon_fails_operations_and_aborts_the_job_naming_the_node() {
     for pid in &pids {
         assert!(!pid_alive(*pid), "PE pid {pid} survived: {err}");
     }
+    drop(ds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A job that completed must not fail at exit because its node's service answered the PE's
+/// Leave late: a control request waits as long as the job's deadline (the cluster file's
+/// 30 s here), not a fixed 10 s. Node 0's daemon is stopped (SIGSTOP) for [`LEAVE_STOP`]
+/// after both PEs finished and before they leave. Before, PE 0 failed with `waiting for the
+/// reply to Leave ...: timed out after 10.0 s` and `oshrun` exited 255; so did PEs of a
+/// 512-PE job over sixteen namespaces on this 2-CPU machine whose service was that slow.
+#[test]
+fn a_service_slower_than_ten_seconds_at_leave_fails_no_job() {
+    let dir = gsas_tests::node::scratch_dir("late-leave");
+    let (_cf, file) = cluster(&dir, Some("30000"));
+    let ds = daemons(&_cf, &file);
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(&file)
+        .args(["-n", "2", "--timeout", "120", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, LATE_LEAVE)
+        .env(gsas_tests::node::SIGNAL_DIR, &dir)
+        .env_remove("GSAS_DEADLINE_MS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    wait_ready(&dir, 2, &mut child, Duration::from_secs(300));
+    let daemon = ds[0].child.id() as libc::pid_t;
+    /// Lets the daemon run again however the test ends.
+    struct Resume(libc::pid_t);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            // SAFETY: a signal to the test's own daemon process.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(daemon, libc::SIGSTOP) }, 0);
+    let resume = Resume(daemon);
+    std::fs::write(dir.join("stopped"), b"").unwrap();
+    let t0 = Instant::now();
+    std::thread::sleep(LEAVE_STOP);
+    drop(resume);
+    let out = collect_output(child, Duration::from_secs(120)).unwrap();
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("Leave"),
+        "a PE reported its Leave although the job passed: {err}"
+    );
+    // The job ended only after the daemon ran again: PE 0's Leave waited for it.
+    assert!(took >= LEAVE_STOP, "the job ended after {took:?}: {err}");
+    eprintln!(
+        "failure: node 0's service stopped {} s at the PEs' Leave: job passed, {:.1} s after the stop",
+        LEAVE_STOP.as_secs(),
+        took.as_secs_f64()
+    );
     drop(ds);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -51,6 +51,10 @@ fn child_pe() {
             failure::abort_on_unreachable();
             std::process::exit(0);
         }
+        Some(failure::LATE_LEAVE) => {
+            failure::late_leave();
+            std::process::exit(0);
+        }
         _ => gsas_tests::node::child(),
     }
 }
