@@ -36,6 +36,26 @@ const ABORT_CODE: i32 = 3;
 /// cluster file's deadline.
 const LEAVE_STOP: Duration = Duration::from_secs(13);
 
+/// A PE of a job whose harness signals through files: the directory, and the node client.
+fn harnessed_pe() -> (PathBuf, Node) {
+    let dir = PathBuf::from(std::env::var_os(gsas_tests::node::SIGNAL_DIR).expect("GSAS_TEST_DIR"));
+    let node = Node::init(NodeOptions {
+        heap_size: Some(1 << 20),
+        ..NodeOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("Node::init: {e}"));
+    (dir, node)
+}
+
+/// Tells the harness that PE `me` is ready (its pid in `dir/ready-<me>`, see `wait_ready`).
+fn say_ready(dir: &Path, me: u32) {
+    std::fs::write(
+        dir.join(format!("ready-{me}")),
+        std::process::id().to_string(),
+    )
+    .unwrap();
+}
+
 /// Waits (bounded) until the harness created `dir/name`.
 fn await_file(dir: &Path, name: &str, me: u32) {
     let until = Instant::now() + Duration::from_secs(120);
@@ -52,20 +72,11 @@ fn await_file(dir: &Path, name: &str, me: u32) {
 /// finalize) and say they are ready; once the harness stopped node 0's daemon, they leave
 /// their services, node 0's answering only when the harness lets it run again.
 pub(crate) fn late_leave() {
-    let dir = PathBuf::from(std::env::var_os(gsas_tests::node::SIGNAL_DIR).expect("GSAS_TEST_DIR"));
-    let node = Node::init(NodeOptions {
-        heap_size: Some(1 << 20),
-        ..NodeOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("Node::init: {e}"));
+    let (dir, node) = harnessed_pe();
     let me = node.rank();
     node.barrier_all().unwrap();
     node.pause().unwrap();
-    std::fs::write(
-        dir.join(format!("ready-{me}")),
-        std::process::id().to_string(),
-    )
-    .unwrap();
+    say_ready(&dir, me);
     await_file(&dir, "stopped", me);
     node.leave()
         .unwrap_or_else(|e| panic!("PE {me}: leaving the job: {e}"));
@@ -74,12 +85,7 @@ pub(crate) fn late_leave() {
 /// Two PEs on two nodes: after both are ready the harness kills node 1's daemon; PE 0's
 /// next operation to PE 1 must fail naming node 1, and PE 0 aborts the job with it.
 pub(crate) fn abort_on_unreachable() {
-    let dir = PathBuf::from(std::env::var_os(gsas_tests::node::SIGNAL_DIR).expect("GSAS_TEST_DIR"));
-    let node = Node::init(NodeOptions {
-        heap_size: Some(1 << 20),
-        ..NodeOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("Node::init: {e}"));
+    let (dir, node) = harnessed_pe();
     let me = node.rank();
     let slot = node.calloc(1, 8).unwrap().expect("slot");
     node.barrier_all().unwrap();
@@ -94,11 +100,7 @@ pub(crate) fn abort_on_unreachable() {
         0,
     )
     .unwrap();
-    std::fs::write(
-        dir.join(format!("ready-{me}")),
-        std::process::id().to_string(),
-    )
-    .unwrap();
+    say_ready(&dir, me);
     await_file(&dir, "killed", me);
     if me == 0 {
         let t0 = Instant::now();
@@ -276,24 +278,39 @@ fn kill_9_of_the_launcher_makes_the_daemons_end_their_pes() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn a_killed_daemon_fails_operations_and_aborts_the_job_naming_the_node() {
-    let dir = gsas_tests::node::scratch_dir("fail-daemon");
-    let (cf, file) = cluster(&dir, Some("1500"));
-    let mut ds = daemons(&cf, &file);
+/// `oshrun --config file -n 2 OPTIONS -- <a PE of scenario>` with the harness's signal
+/// directory `dir`, the cluster file's deadline and standard error piped, once both PEs
+/// are ready: the launcher and the PEs' pids.
+fn harnessed_job(
+    dir: &Path,
+    file: &Path,
+    options: &[&str],
+    scenario: &str,
+) -> (std::process::Child, Vec<u32>) {
     let mut cmd = oshrun();
     cmd.arg("--config")
-        .arg(&file)
-        .args(["-n", "2", "--"])
+        .arg(file)
+        .args(["-n", "2"])
+        .args(options)
+        .arg("--")
         .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, ABORT_ON_UNREACHABLE)
-        .env(gsas_tests::node::SIGNAL_DIR, &dir)
+        .env(gsas_tests::node::SCENARIO, scenario)
+        .env(gsas_tests::node::SIGNAL_DIR, dir)
         .env_remove("GSAS_DEADLINE_MS")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
-    let pids = wait_ready(&dir, 2, &mut child, Duration::from_secs(300));
+    let pids = wait_ready(dir, 2, &mut child, Duration::from_secs(300));
+    (child, pids)
+}
+
+#[test]
+fn a_killed_daemon_fails_operations_and_aborts_the_job_naming_the_node() {
+    let dir = gsas_tests::node::scratch_dir("fail-daemon");
+    let (cf, file) = cluster(&dir, Some("1500"));
+    let mut ds = daemons(&cf, &file);
+    let (child, pids) = harnessed_job(&dir, &file, &[], ABORT_ON_UNREACHABLE);
     ds[1].kill();
     std::fs::write(dir.join("killed"), b"").unwrap();
     let t0 = Instant::now();
@@ -338,21 +355,9 @@ fn a_killed_daemon_fails_operations_and_aborts_the_job_naming_the_node() {
 #[test]
 fn a_service_slower_than_ten_seconds_at_leave_fails_no_job() {
     let dir = gsas_tests::node::scratch_dir("late-leave");
-    let (_cf, file) = cluster(&dir, Some("30000"));
-    let ds = daemons(&_cf, &file);
-    let mut cmd = oshrun();
-    cmd.arg("--config")
-        .arg(&file)
-        .args(["-n", "2", "--timeout", "120", "--"])
-        .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, LATE_LEAVE)
-        .env(gsas_tests::node::SIGNAL_DIR, &dir)
-        .env_remove("GSAS_DEADLINE_MS")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    wait_ready(&dir, 2, &mut child, Duration::from_secs(300));
+    let (cf, file) = cluster(&dir, Some("30000"));
+    let ds = daemons(&cf, &file);
+    let (child, _) = harnessed_job(&dir, &file, &["--timeout", "120"], LATE_LEAVE);
     let daemon = ds[0].child.id() as libc::pid_t;
     /// Lets the daemon run again however the test ends.
     struct Resume(libc::pid_t);
