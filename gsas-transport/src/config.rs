@@ -258,7 +258,7 @@ pub const GSAS_DEADLINE_MS: EnvVar = EnvVar {
     },
     default: "`defaults.service_timeout_ms` of the cluster file, else `10000`",
     reader: Reader::All,
-    doc: "An operation to a node whose service does not answer for this long fails with an error naming the node.",
+    doc: "An operation to a node whose service does not answer for this long fails with an error naming the node. A request to the PE's own service (join, segments, leave) waits this long too, at least 10 s.",
 };
 /// `GSAS_SPIN_US`.
 pub const GSAS_SPIN_US: EnvVar = EnvVar {
