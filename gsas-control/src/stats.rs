@@ -119,6 +119,11 @@ pub const DOCS: &[(&str, Kind, &str)] = {
             "frames refused a peer slot: the user of their job has all the peers one user may have on this node (half the table on a shared daemon)",
         ),
         (
+            "reliable.refused_job_reclaimed",
+            C,
+            "frames refused a peer slot: their job was reclaimed here (a PE of it ended without shmem_finalize); its other PEs' operations fail at once",
+        ),
+        (
             "reliable.closed_refused",
             C,
             "new requests from a lingering peer (its job ended here) refused, never executed",

@@ -120,6 +120,14 @@ impl fmt::Display for NodeError {
                 node,
                 addr,
                 refusal,
+            } if refusal.reason == gsas_core::reliable::RefusalReason::JobReclaimed => write!(
+                f,
+                "node {node} ({addr}): the atomic service there refused this PE: {refusal}"
+            ),
+            NodeError::PeerRefused {
+                node,
+                addr,
+                refusal,
             } => write!(
                 f,
                 "node {node} ({addr}): the atomic service there refused this PE: {refusal} (its log has the figures)"

@@ -16,13 +16,14 @@
 //!
 //! Anyone else is refused (counted by reason by the layer, and a data frame answered with
 //! a refusal naming the reason and the figures). A job reclaimed (a PE died) has its peers
-//! freed at once ([`JobIndex::forget_job`]). A job that ended cleanly (every PE of this
+//! freed at once ([`JobIndex::forget_job`]), and its key is remembered as an ended job's
+//! (below). A job that ended cleanly (every PE of this
 //! node left) keeps its peers' slots, closed in the layer, while its last frames may still
 //! arrive ([`JobIndex::end_job`]; the service frees them after the reliability deadline):
 //! they are *lingering* peers, which count towards no share and give way first when the
 //! table is full (a lingering peer is always evicted for a newcomer, so keeping them never
-//! refuses anyone). The keys of the last [`ENDED_KEYS`] jobs that ended cleanly are
-//! remembered: a peer of such a key without a slot is refused with
+//! refuses anyone). The keys of the last [`ENDED_KEYS`] jobs that ended, cleanly or
+//! reclaimed, are remembered: a peer of such a key without a slot is refused with
 //! [`RefusalReason::JobEnded`], not as a stranger. Idle peers of any kind are freed when
 //! they fall silent (the service calls
 //! [`Reliable::release_silent`](gsas_core::reliable::Reliable::release_silent)). Peers of
@@ -61,8 +62,9 @@ pub(crate) const HOST_PER_ADDRESS: usize = 8;
 /// valid for 16 to 32 s).
 pub(crate) const COOKIE_PERIOD_NS: u64 = 16_000_000_000;
 
-/// Keys of jobs that ended cleanly that are remembered (8 bytes each, twice), so that
-/// their late frames are refused with [`RefusalReason::JobEnded`].
+/// Keys of jobs that ended (cleanly or reclaimed) that are remembered (tens of bytes each),
+/// so that their late frames are refused with [`RefusalReason::JobEnded`] or
+/// [`RefusalReason::JobReclaimed`].
 pub(crate) const ENDED_KEYS: usize = 1024;
 
 /// The share of the peer table of a job of `npes` PEs in a table of `capacity` slots.
@@ -107,7 +109,9 @@ pub(crate) struct JobIndex {
     /// Keys of jobs that ended cleanly, oldest first (at most [`ENDED_KEYS`]), and the
     /// same as a set.
     ended: VecDeque<u64>,
-    ended_keys: HashSet<u64>,
+    /// The same as a map, with the refusal their late frames get ([`RefusalReason::JobEnded`]
+    /// or [`RefusalReason::JobReclaimed`]).
+    ended_keys: HashMap<u64, RefusalReason>,
     /// Peers with a slot whose job ended cleanly (closed in the layer), oldest first.
     lingering: VecDeque<NetPeer>,
     /// The last refusal decided here, for the service's log.
@@ -184,7 +188,7 @@ impl JobIndex {
     /// the user's share). (The caller frees the peers of an ended job of the same key
     /// first.)
     pub(crate) fn admit_job(&mut self, key: u64, limit: usize, uid: u32) {
-        if self.ended_keys.remove(&key) {
+        if self.ended_keys.remove(&key).is_some() {
             self.ended.retain(|&k| k != key);
         }
         let before = self.host.len();
@@ -193,12 +197,16 @@ impl JobIndex {
         let moved = before - self.host.len();
         let used = self.jobs.get(&key).map_or(0, |s| s.used) + moved;
         self.jobs.insert(key, Share { limit, used, uid });
+        log::debug!("job key {key:#x} admitted: {limit} peers, {moved} of them host peers before");
     }
 
-    /// Stops admitting job `key`; returns its peers that have a slot (the caller frees
+    /// Stops admitting job `key` (reclaimed: a PE of it died) and remembers its key, so
+    /// that the frames its other PEs still send are refused with
+    /// [`RefusalReason::JobEnded`] (their operations fail at once, naming the reason), not
+    /// challenged as a stranger's; returns its peers that have a slot (the caller frees
     /// them in the layer, which calls [`PeerIndex::release`]).
     pub(crate) fn forget_job(&mut self, key: u64) -> Vec<NetPeer> {
-        self.jobs.remove(&key);
+        self.stop_job(key, RefusalReason::JobReclaimed);
         self.map.keys().filter(|p| p.key == key).copied().collect()
     }
 
@@ -206,8 +214,17 @@ impl JobIndex {
     /// peers that have a slot, which stay as lingering peers (the caller closes them in
     /// the layer, and frees them with [`JobIndex::peers_of`] when they may go).
     pub(crate) fn end_job(&mut self, key: u64) -> Vec<NetPeer> {
+        self.stop_job(key, RefusalReason::JobEnded);
+        let peers = self.peers_of(key);
+        self.lingering.extend(peers.iter().copied());
+        peers
+    }
+
+    /// Stops admitting job `key` and remembers its key among the last [`ENDED_KEYS`], with
+    /// the refusal `why` its late frames get.
+    fn stop_job(&mut self, key: u64, why: RefusalReason) {
         self.jobs.remove(&key);
-        if self.ended_keys.insert(key) {
+        if self.ended_keys.insert(key, why).is_none() {
             self.ended.push_back(key);
             if self.ended.len() > ENDED_KEYS {
                 if let Some(old) = self.ended.pop_front() {
@@ -215,9 +232,6 @@ impl JobIndex {
                 }
             }
         }
-        let peers = self.peers_of(key);
-        self.lingering.extend(peers.iter().copied());
-        peers
     }
 
     /// The peers of key `key` that have a slot.
@@ -386,7 +400,7 @@ impl PeerIndex<NetPeer> for JobIndex {
     ) -> Option<u64> {
         if !self.host_open
             || self.jobs.contains_key(&peer.key)
-            || self.ended_keys.contains(&peer.key)
+            || self.ended_keys.contains_key(&peer.key)
         {
             return None;
         }
@@ -395,7 +409,16 @@ impl PeerIndex<NetPeer> for JobIndex {
             c == self.cookie(peer, epoch, period)
                 || c == self.cookie(peer, epoch, period.wrapping_sub(1))
         });
-        (!valid).then(|| self.cookie(peer, epoch, period))
+        if valid {
+            return None;
+        }
+        log::debug!(
+            "challenge to {} (key {:#x}, epoch {epoch:#x}, cookie {}): no job here has the key",
+            peer.addr,
+            peer.key,
+            if cookie.is_some() { "stale" } else { "none" }
+        );
+        Some(self.cookie(peer, epoch, period))
     }
 
     fn slot(&mut self, peer: NetPeer, capacity: usize) -> Option<usize> {
@@ -442,8 +465,8 @@ impl PeerIndex<NetPeer> for JobIndex {
             }
             return Admission::Admit;
         }
-        if self.ended_keys.contains(&peer.key) {
-            return self.refuse(peer, figures(RefusalReason::JobEnded, 0, 0));
+        if let Some(&why) = self.ended_keys.get(&peer.key) {
+            return self.refuse(peer, figures(why, 0, 0));
         }
         if !self.host_open {
             return self.refuse(peer, figures(RefusalReason::UnknownJob, 0, 0));
@@ -751,6 +774,17 @@ mod tests {
         }
         assert_eq!(ix.len(), 0);
         assert!(!ix.jobs.contains_key(&7));
+        // A reclaimed job's late frames are refused by name, not challenged (with host
+        // actions served) or refused as a stranger's.
+        assert_eq!(
+            ix.admit(peer(1, 7), 8),
+            Admission::Refuse(figures(RefusalReason::JobReclaimed, 0, 0))
+        );
+        ix.serve_host_actions(true);
+        assert_eq!(ix.challenge(peer(1, 7), 9, None, 1), None);
+        // The same key may start again (a job of that key starts afresh).
+        ix.admit_job(7, 2, 0);
+        assert_eq!(ix.admit(peer(1, 7), 8), Admission::Admit);
     }
 
     #[test]
@@ -805,7 +839,7 @@ mod tests {
         );
         // A new job of the same key is admitted again.
         ix.admit_job(7, 3, 0);
-        assert!(!ix.ended_keys.contains(&7) && !ix.ended.contains(&7));
+        assert!(!ix.ended_keys.contains_key(&7) && !ix.ended.contains(&7));
         assert_eq!(ix.admit(peer(3, 7), 8), Admission::Admit);
         // The remembered keys are bounded.
         for key in 1000..1000 + ENDED_KEYS as u64 + 5 {
@@ -814,7 +848,7 @@ mod tests {
         }
         assert_eq!(ix.ended.len(), ENDED_KEYS);
         assert_eq!(ix.ended_keys.len(), ENDED_KEYS);
-        assert!(!ix.ended_keys.contains(&1000));
+        assert!(!ix.ended_keys.contains_key(&1000));
     }
 
     #[test]

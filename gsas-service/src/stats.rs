@@ -189,6 +189,10 @@ pub fn render(
     line("reliable.refused_host_full", reliable.refused_host_full);
     line("reliable.refused_job_ended", reliable.refused_job_ended);
     line("reliable.refused_user_full", reliable.refused_user_full);
+    line(
+        "reliable.refused_job_reclaimed",
+        reliable.refused_job_reclaimed,
+    );
     line("reliable.closed_refused", reliable.closed_refused);
     line("reliable.closed_expired", reliable.closed_expired);
     line("reliable.refusals_sent", reliable.refusals_sent);

@@ -474,6 +474,10 @@ pub enum RefusalReason {
     /// The job's user (the uid that started it on the receiver's node) has as many peers
     /// as the receiver allows per user, over all of the user's jobs there.
     UserFull,
+    /// The frame's job was reclaimed on the receiver's node (a PE of it there ended
+    /// without finalizing, or the service stopped): whatever the frame carries was not
+    /// executed, and no operation of the job will be there any more.
+    JobReclaimed,
     /// Not a refusal for good: the receiver keeps no state for an unknown sender until it
     /// echoes the cookie this carries ([`Refusal::cookie`](super::Refusal::cookie)); see the module docs.
     Challenge,
@@ -492,6 +496,7 @@ impl RefusalReason {
             RefusalReason::JobEnded => 5,
             RefusalReason::UserFull => 6,
             RefusalReason::Challenge => 7,
+            RefusalReason::JobReclaimed => 8,
             RefusalReason::Unknown(c) => c,
         }
     }
@@ -507,6 +512,7 @@ impl From<u8> for RefusalReason {
             5 => RefusalReason::JobEnded,
             6 => RefusalReason::UserFull,
             7 => RefusalReason::Challenge,
+            8 => RefusalReason::JobReclaimed,
             c => RefusalReason::Unknown(c),
         }
     }
@@ -526,6 +532,10 @@ impl core::fmt::Display for RefusalReason {
             }
             RefusalReason::UserFull => f.write_str(
                 "the job's user has as many peers there as one user may have (its share of the peer table)",
+            ),
+            RefusalReason::JobReclaimed => f.write_str(
+                "the job was reclaimed there (a PE of it on that node ended without \
+                 shmem_finalize, or that node's service stopped it); see that PE's exit",
             ),
             RefusalReason::Challenge => {
                 f.write_str("it asks the sender to echo a cookie before it keeps any state")
@@ -672,7 +682,7 @@ mod tests {
             text.contains("refusal code 200") && text.contains("same release"),
             "{text}"
         );
-        for c in 1..=7 {
+        for c in 1..=8 {
             assert_eq!(RefusalReason::from(c).code(), c);
             assert!(!matches!(RefusalReason::from(c), RefusalReason::Unknown(_)));
         }

@@ -975,6 +975,7 @@ impl<P: Copy + Eq + core::fmt::Debug, const W: usize, I: PeerIndex<P>> Core<'_, 
             RefusalReason::HostFull => s.refused_host_full += 1,
             RefusalReason::JobEnded => s.refused_job_ended += 1,
             RefusalReason::UserFull => s.refused_user_full += 1,
+            RefusalReason::JobReclaimed => s.refused_job_reclaimed += 1,
             RefusalReason::TableFull | RefusalReason::Unknown(_) | RefusalReason::Challenge => {
                 s.refused_table_full += 1
             }

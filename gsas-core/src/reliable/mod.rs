@@ -359,7 +359,7 @@ pub struct Stats {
     /// Frames dropped for an old sender epoch or a wrong receiver epoch.
     pub stale_frames: u64,
     /// Frames dropped because their sender has no slot and was refused one (the sum of
-    /// the six `refused_*` counters).
+    /// the seven `refused_*` counters).
     pub unknown_peers: u64,
     /// Frames refused a slot: the index knows no job for the sender.
     pub refused_unknown_job: u64,
@@ -374,6 +374,8 @@ pub struct Stats {
     /// Frames refused a slot: the user of the sender's job has all the peers one user may
     /// have.
     pub refused_user_full: u64,
+    /// Frames refused a slot: the sender's job was reclaimed here.
+    pub refused_job_reclaimed: u64,
     /// New data frames from a closed peer ([`Reliable::close_peer`]), refused and not
     /// delivered.
     pub closed_refused: u64,

@@ -133,7 +133,7 @@ impl Core {
         };
         let kind = match r.reason {
             RefusalReason::UnknownJob => 0,
-            RefusalReason::JobEnded => 2,
+            RefusalReason::JobEnded | RefusalReason::JobReclaimed => 2,
             _ => 1,
         };
         self.refusals_logged[kind] += 1;
@@ -144,13 +144,17 @@ impl Core {
         let st = self.net.stats();
         if kind == 2 {
             // Not an error of this service: a frame of a job that ended here cleanly,
-            // arriving after its peers stopped lingering (or one that never had a slot).
+            // arriving after its peers stopped lingering (or one that never had a slot), or
+            // of a job reclaimed here (its PE's end was logged already).
+            let (how, so_far) = match r.reason {
+                RefusalReason::JobReclaimed => ("was reclaimed", st.refused_job_reclaimed),
+                _ => ("ended", st.refused_job_ended),
+            };
             log::info!(
-                "{}: network peer {} (job key {:#x}) sent a frame after its job ended here; refused ({} so far)",
+                "{}: network peer {} (job key {:#x}) sent a frame after its job {how} here; refused ({so_far} so far)",
                 self.cfg.name,
                 peer.addr,
                 peer.key,
-                st.refused_job_ended
             );
             return;
         }

@@ -1071,6 +1071,7 @@ fn fuzzing_the_wire_leaves_the_service_up_and_every_job_exact() {
         "reliable.refused_host_full",
         "reliable.refused_job_ended",
         "reliable.refused_user_full",
+        "reliable.refused_job_reclaimed",
     ]
     .iter()
     .map(|n| st.get(n).unwrap())

@@ -348,6 +348,45 @@ fn a_request_that_arrives_after_the_job_ended_is_refused_as_such() {
 }
 
 #[test]
+fn a_request_of_a_reclaimed_job_is_refused_by_name_at_once() {
+    let key = KEY + 3;
+    let (s, pe0, heap) = service_with_pe0("reclaimed", key, 1024);
+    let mut st = storage();
+    let mut pe1 = Requester::new(&mut st, &s, key);
+    pe1.add(1, 0);
+    assert_eq!(pe1.wait(1), Ok(None));
+    // PE 0 dies: its control connection closes without a Leave, the job is reclaimed.
+    drop(pe0);
+    let t0 = Instant::now();
+    while stats(&s).get("jobs.reclaimed") != Some(1) {
+        assert!(t0.elapsed() < LIMIT, "not reclaimed: {}", stats(&s));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The other PE's next request is refused naming the reclaim (its operation fails at
+    // once), not refused as a stranger's (nor challenged, where FORK is served).
+    let mut st2 = storage();
+    let mut late = Requester::new(&mut st2, &s, key);
+    late.add(2, 0);
+    assert_eq!(late.wait(2), Err(OpError::Aborted));
+    let reclaimed = Refusal {
+        reason: RefusalReason::JobReclaimed,
+        in_use: 0,
+        limit: 0,
+    };
+    assert_eq!(late.events, vec![PeerEvent::Refused(late.to, reclaimed)]);
+    assert!(reclaimed.to_string().contains("reclaimed"), "{reclaimed}");
+    assert_eq!(word(&heap), 1, "the late add was never executed");
+    let st = stats(&s);
+    assert!(
+        st.get("reliable.refused_job_reclaimed").unwrap() >= 1,
+        "{st}"
+    );
+    assert_eq!(st.get("reliable.refused_unknown_job"), Some(0), "{st}");
+    assert_eq!(st.get("reliable.refused_job_ended"), Some(0), "{st}");
+    s.stop().unwrap();
+}
+
+#[test]
 fn ended_jobs_are_kept_bounded_and_give_way() {
     // A table of 4 peer slots, filled by requesters of a job that then ends.
     let key = KEY + 2;
