@@ -471,15 +471,17 @@ fn publish(st: &State, w: u64) {
     unsafe { AtomicU64::from_ptr(p as *mut u64) }.store(w, Ordering::Release);
 }
 
-/// The endpoint of PE `pe` (read through its service once, then remembered).
-fn peer_addr(st: &State, e: &mut Endpoint, pe: u32, call: &str) -> Option<SocketAddr> {
-    let p = &mut e.inbox.peers[pe as usize];
-    if let Some(a) = p.addr {
+/// The endpoint of PE `pe` (read through its service once, then remembered), taking and
+/// letting go of the endpoint's lock itself: the read through the service is made without
+/// it, so that this PE's keeper (and every other thread) still acknowledges the frames
+/// sent to it meanwhile; on a crowded machine such a read can take seconds, and the peers
+/// that send to this PE must not take it for gone. Two threads may both read it; they
+/// read the same record (a PE publishes its endpoint once, before the last start-up
+/// barrier).
+fn peer_addr(st: &State, m: &Mutex<Endpoint>, pe: u32, call: &str) -> Option<SocketAddr> {
+    if let Some(a) = lock(m).inbox.peers[pe as usize].addr {
         return a;
     }
-    // The hook of this read (`complete`) must not need the lock held here: no put went to
-    // a PE whose address is unknown.
-    debug_assert!(!shared().is_some_and(|sh| sh.dirty[pe as usize].load(Ordering::Relaxed)));
     let mut rec = [0u8; 8];
     if let Err(err) = st
         .node
@@ -488,7 +490,7 @@ fn peer_addr(st: &State, e: &mut Endpoint, pe: u32, call: &str) -> Option<Socket
         fatal(call, err);
     }
     let a = decode(u64::from_le_bytes(rec));
-    p.addr = Some(a);
+    lock(m).inbox.peers[pe as usize].addr = Some(a);
     a
 }
 
@@ -498,16 +500,14 @@ pub fn reaches(st: &State, pe: u32, call: &str) -> bool {
     if st.node.is_local(pe) {
         return false;
     }
-    let mut e = lock(m);
-    peer_addr(st, &mut e, pe, call).is_some()
+    peer_addr(st, m, pe, call).is_some()
 }
 
 /// Whether world PE `pe` (of any node) has a collective endpoint: for choices that every
 /// PE of a group must make alike (a PE without one reaches no one and no one reaches it).
 pub fn has_endpoint(st: &State, pe: u32, call: &str) -> bool {
     let Some(m) = ep() else { return false };
-    let mut e = lock(m);
-    peer_addr(st, &mut e, pe, call).is_some()
+    peer_addr(st, m, pe, call).is_some()
 }
 
 /// Most data bytes one step sends with its flag (`SHMEM_COLL_DIRECT_MAX`).
@@ -559,13 +559,13 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
         ),
     };
     let put = matches!(kind, KIND_PUT | KIND_PUT_ADD);
-    let mut e = lock(&sh.ep);
-    let Some(addr) = peer_addr(st, &mut e, pe, call) else {
+    let Some(addr) = peer_addr(st, &sh.ep, pe, call) else {
         fatal(
             call,
             "internal error: a direct signal to a PE without an endpoint",
         );
     };
+    let mut e = lock(&sh.ep);
     let to = UdpPeer {
         addr,
         key: e.job_key,
@@ -738,17 +738,18 @@ pub fn p2p_put(
     if data.len() > sh.p2p_max || !st.node.writes_through_network_service(pe) {
         return false;
     }
-    let mut e = lock(&sh.ep);
+    let chunk = lock(&sh.ep).chunk;
     let room = match signal {
-        Some(_) => e.chunk.saturating_sub(SIGNAL_BYTES),
-        None => e.chunk,
+        Some(_) => chunk.saturating_sub(SIGNAL_BYTES),
+        None => chunk,
     };
     if room == 0 || piece(Some(at.off), 0, data.len(), room) != data.len() {
         return false;
     }
-    let Some(addr) = peer_addr(st, &mut e, pe, call) else {
+    let Some(addr) = peer_addr(st, &sh.ep, pe, call) else {
         return false;
     };
+    let mut e = lock(&sh.ep);
     // Under the endpoint's lock: `complete` clears the node's mark under it too.
     if !st.node.outside_begin() {
         return false;
@@ -802,10 +803,9 @@ pub fn p2p_put(
 fn complete(st: &State, pe: Option<u32>) {
     let Some(sh) = shared() else { return };
     if let Some(p) = pe {
-        // Without the lock: `peer_addr` reads a PE's endpoint record through the node
-        // (`Node::get`, which calls this hook) while it holds the lock. That PE's mark is
-        // never set then (a put goes to a PE only once its address is known), so the
-        // hook returns here and does not take the lock again.
+        // Without the lock: a PE to which no put of this PE is outstanding (the common
+        // case of every operation through a service, `peer_addr`'s read of an endpoint
+        // record among them) needs nothing.
         if !sh
             .dirty
             .get(p as usize)
