@@ -24,7 +24,7 @@
 //! table is full (a lingering peer is always evicted for a newcomer, so keeping them never
 //! refuses anyone). The keys of the last [`ENDED_KEYS`] jobs that ended, cleanly or
 //! reclaimed, are remembered: a peer of such a key without a slot is refused with
-//! [`RefusalReason::JobEnded`], not as a stranger. Idle peers of any kind are freed when
+//! [`RefusalReason::JobEnded`] (or [`RefusalReason::JobReclaimed`]), not as a stranger. Idle peers of any kind are freed when
 //! they fall silent (the service calls
 //! [`Reliable::release_silent`](gsas_core::reliable::Reliable::release_silent)). Peers of
 //! a job that arrived as host peers (the launcher's FORK, before a PE joined) count
@@ -106,8 +106,8 @@ pub(crate) struct JobIndex {
     /// was accepted): they keep their slot while they talk, where the others give way to a
     /// newcomer at once.
     proven: HashSet<NetPeer>,
-    /// Keys of jobs that ended cleanly, oldest first (at most [`ENDED_KEYS`]), and the
-    /// same as a set.
+    /// Keys of jobs that ended (cleanly or reclaimed), oldest first (at most
+    /// [`ENDED_KEYS`]).
     ended: VecDeque<u64>,
     /// The same as a map, with the refusal their late frames get ([`RefusalReason::JobEnded`]
     /// or [`RefusalReason::JobReclaimed`]).
@@ -202,7 +202,7 @@ impl JobIndex {
 
     /// Stops admitting job `key` (reclaimed: a PE of it died) and remembers its key, so
     /// that the frames its other PEs still send are refused with
-    /// [`RefusalReason::JobEnded`] (their operations fail at once, naming the reason), not
+    /// [`RefusalReason::JobReclaimed`] (their operations fail at once, naming the reason), not
     /// challenged as a stranger's; returns its peers that have a slot (the caller frees
     /// them in the layer, which calls [`PeerIndex::release`]).
     pub(crate) fn forget_job(&mut self, key: u64) -> Vec<NetPeer> {
