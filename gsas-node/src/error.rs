@@ -112,26 +112,20 @@ impl fmt::Display for NodeError {
                 node,
                 addr,
                 refusal,
-            } if refusal.reason == gsas_core::reliable::RefusalReason::JobEnded => write!(
-                f,
-                "node {node} ({addr}): the atomic service there refused this PE: {refusal}; this operation came after that"
-            ),
-            NodeError::PeerRefused {
-                node,
-                addr,
-                refusal,
-            } if refusal.reason == gsas_core::reliable::RefusalReason::JobReclaimed => write!(
-                f,
-                "node {node} ({addr}): the atomic service there refused this PE: {refusal}"
-            ),
-            NodeError::PeerRefused {
-                node,
-                addr,
-                refusal,
-            } => write!(
-                f,
-                "node {node} ({addr}): the atomic service there refused this PE: {refusal} (its log has the figures)"
-            ),
+            } => {
+                use gsas_core::reliable::RefusalReason;
+                // What the refusal means for this operation: an ended job's came after
+                // the job; a reclaimed job's names its cause; the others have figures.
+                let tail = match refusal.reason {
+                    RefusalReason::JobEnded => "; this operation came after that",
+                    RefusalReason::JobReclaimed => "",
+                    _ => " (its log has the figures)",
+                };
+                write!(
+                    f,
+                    "node {node} ({addr}): the atomic service there refused this PE: {refusal}{tail}"
+                )
+            }
             NodeError::Refused { op, node, code } => {
                 write!(f, "{op}: refused by node {node}: {code}")
             }
@@ -183,4 +177,44 @@ pub(crate) fn pmi(context: impl Into<String>) -> impl FnOnce(PmiError) -> NodeEr
 pub(crate) fn shm(context: impl Into<String>) -> impl FnOnce(ShmError) -> NodeError {
     let context = context.into();
     move |source| NodeError::Shm { context, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeError;
+    use gsas_core::reliable::{Refusal, RefusalReason};
+    use gsas_transport::net::NetAddr;
+
+    #[test]
+    fn a_refusal_says_what_it_means_for_the_operation() {
+        // The service sends figures only with the refusals of a full share or table.
+        let text = |reason, n| {
+            NodeError::PeerRefused {
+                node: 1,
+                addr: NetAddr::Udp("10.0.0.2:7470".parse().unwrap()),
+                refusal: Refusal {
+                    reason,
+                    in_use: n,
+                    limit: n,
+                },
+            }
+            .to_string()
+        };
+        let ended = text(RefusalReason::JobEnded, 0);
+        assert!(
+            ended.ends_with("; this operation came after that"),
+            "{ended}"
+        );
+        let reclaimed = text(RefusalReason::JobReclaimed, 0);
+        assert!(
+            reclaimed.starts_with("node 1 (10.0.0.2:7470): the atomic service there refused this PE: the job was reclaimed there")
+                && reclaimed.ends_with("see that PE's exit"),
+            "{reclaimed}"
+        );
+        let full = text(RefusalReason::JobFull, 12);
+        assert!(
+            full.ends_with("(12 of 12 in use) (its log has the figures)"),
+            "{full}"
+        );
+    }
 }

@@ -468,9 +468,10 @@ impl Refusal {
 impl core::fmt::Display for Refusal {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.reason {
-            RefusalReason::UnknownJob | RefusalReason::JobEnded | RefusalReason::Challenge => {
-                write!(f, "{}", self.reason)
-            }
+            RefusalReason::UnknownJob
+            | RefusalReason::JobEnded
+            | RefusalReason::JobReclaimed
+            | RefusalReason::Challenge => write!(f, "{}", self.reason),
             _ => write!(
                 f,
                 "{} ({} of {} in use)",

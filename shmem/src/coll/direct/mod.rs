@@ -471,17 +471,25 @@ fn publish(st: &State, w: u64) {
     unsafe { AtomicU64::from_ptr(p as *mut u64) }.store(w, Ordering::Release);
 }
 
-/// The endpoint of PE `pe` (read through its service once, then remembered), taking and
-/// letting go of the endpoint's lock itself: the read through the service is made without
-/// it, so that this PE's keeper (and every other thread) still acknowledges the frames
-/// sent to it meanwhile; on a crowded machine such a read can take seconds, and the peers
-/// that send to this PE must not take it for gone. Two threads may both read it; they
-/// read the same record (a PE publishes its endpoint once, before the last start-up
-/// barrier).
-fn peer_addr(st: &State, m: &Mutex<Endpoint>, pe: u32, call: &str) -> Option<SocketAddr> {
-    if let Some(a) = lock(m).inbox.peers[pe as usize].addr {
-        return a;
+/// The endpoint of PE `pe` (read through its service once, then remembered), with the
+/// endpoint's lock `e` (of `m`) held on return. Once known it costs nothing more than the
+/// lock the caller holds. The first time, the read through the service is made without
+/// the lock, so that this PE's keeper (and every other thread) still acknowledges the
+/// frames sent to it meanwhile: on a crowded machine such a read can take seconds, and
+/// the peers that send to this PE must not take it for gone. Two threads may both read
+/// it; they read the same record (a PE publishes its endpoint once, before the last
+/// start-up barrier).
+fn peer_addr<'a>(
+    st: &State,
+    m: &'a Mutex<Endpoint>,
+    e: MutexGuard<'a, Endpoint>,
+    pe: u32,
+    call: &str,
+) -> (MutexGuard<'a, Endpoint>, Option<SocketAddr>) {
+    if let Some(a) = e.inbox.peers[pe as usize].addr {
+        return (e, a);
     }
+    drop(e);
     let mut rec = [0u8; 8];
     if let Err(err) = st
         .node
@@ -490,8 +498,9 @@ fn peer_addr(st: &State, m: &Mutex<Endpoint>, pe: u32, call: &str) -> Option<Soc
         fatal(call, err);
     }
     let a = decode(u64::from_le_bytes(rec));
-    lock(m).inbox.peers[pe as usize].addr = Some(a);
-    a
+    let mut e = lock(m);
+    e.inbox.peers[pe as usize].addr = Some(a);
+    (e, a)
 }
 
 /// Whether signals to world PE `pe` (of another node) go straight to it.
@@ -500,14 +509,14 @@ pub fn reaches(st: &State, pe: u32, call: &str) -> bool {
     if st.node.is_local(pe) {
         return false;
     }
-    peer_addr(st, m, pe, call).is_some()
+    peer_addr(st, m, lock(m), pe, call).1.is_some()
 }
 
 /// Whether world PE `pe` (of any node) has a collective endpoint: for choices that every
 /// PE of a group must make alike (a PE without one reaches no one and no one reaches it).
 pub fn has_endpoint(st: &State, pe: u32, call: &str) -> bool {
     let Some(m) = ep() else { return false };
-    peer_addr(st, m, pe, call).is_some()
+    peer_addr(st, m, lock(m), pe, call).1.is_some()
 }
 
 /// Most data bytes one step sends with its flag (`SHMEM_COLL_DIRECT_MAX`).
@@ -559,13 +568,13 @@ pub fn send(st: &State, pe: u32, msg: Msg<'_>, call: &str) {
         ),
     };
     let put = matches!(kind, KIND_PUT | KIND_PUT_ADD);
-    let Some(addr) = peer_addr(st, &sh.ep, pe, call) else {
+    let (mut e, addr) = peer_addr(st, &sh.ep, lock(&sh.ep), pe, call);
+    let Some(addr) = addr else {
         fatal(
             call,
             "internal error: a direct signal to a PE without an endpoint",
         );
     };
-    let mut e = lock(&sh.ep);
     let to = UdpPeer {
         addr,
         key: e.job_key,
@@ -738,18 +747,18 @@ pub fn p2p_put(
     if data.len() > sh.p2p_max || !st.node.writes_through_network_service(pe) {
         return false;
     }
-    let chunk = lock(&sh.ep).chunk;
+    let e = lock(&sh.ep);
     let room = match signal {
-        Some(_) => chunk.saturating_sub(SIGNAL_BYTES),
-        None => chunk,
+        Some(_) => e.chunk.saturating_sub(SIGNAL_BYTES),
+        None => e.chunk,
     };
     if room == 0 || piece(Some(at.off), 0, data.len(), room) != data.len() {
         return false;
     }
-    let Some(addr) = peer_addr(st, &sh.ep, pe, call) else {
+    let (mut e, addr) = peer_addr(st, &sh.ep, e, pe, call);
+    let Some(addr) = addr else {
         return false;
     };
-    let mut e = lock(&sh.ep);
     // Under the endpoint's lock: `complete` clears the node's mark under it too.
     if !st.node.outside_begin() {
         return false;
