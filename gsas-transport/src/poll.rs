@@ -22,7 +22,11 @@
 //!    first, and at most for a backoff that starts at [`WaitConfig::min_block`] and doubles
 //!    up to [`WaitConfig::max_block`] while nothing happens (so a condition that no
 //!    descriptor signals, such as a flag in shared memory, is still seen within
-//!    `max_block`).
+//!    `max_block`). On a crowded machine ([`oversubscribed`]) the bound grows with the
+//!    wait, to an eighth of the time waited so far, up to [`CROWDED_MAX_BLOCK`]
+//!    ([`crowded_block`]): hundreds of waiters that each woke every millisecond kept the
+//!    run queue hundreds deep, and the service they waited for got half a percent of a
+//!    CPU.
 //!
 //! With a [`Bell`] ([`Waiter::wait_bell`], for a condition in memory that the node's
 //! service updates on behalf of other nodes) and no descriptors, phase 3 instead announces
@@ -104,6 +108,26 @@ pub fn spin_pause(idle: Duration) {
     }
 }
 
+/// The longest block of a waiter on a crowded machine; see [`crowded_block`].
+pub const CROWDED_MAX_BLOCK: Duration = Duration::from_millis(50);
+
+/// The bound of one block of a waiter that has waited `waited` so far on a crowded
+/// machine ([`oversubscribed`]), when its bound on a quiet one is `base`: an eighth of the
+/// time waited (so a condition that nothing signals is seen at most an eighth later than
+/// it could have been), at least `base`, at most [`CROWDED_MAX_BLOCK`].
+///
+/// Why: every waiter that wakes to look costs a context switch and a look, and on a
+/// crowded machine it also stays runnable behind the others until it gets a CPU. 512 PEs
+/// of sixteen emulated nodes on two cores, each waking every millisecond in a barrier,
+/// kept about a thousand threads runnable; the services they waited for got 5 ms of CPU
+/// a second each, their sockets held a megabyte of requests for a minute, and jobs failed
+/// on the 60 s deadline. Waits that a descriptor or a doorbell ends are not slowed: only
+/// the look at a condition nothing signals comes later.
+#[inline]
+pub fn crowded_block(base: Duration, waited: Duration) -> Duration {
+    base.max((waited / 8).min(CROWDED_MAX_BLOCK))
+}
+
 /// How often [`oversubscribed`] reads the machine's run queue.
 pub const LOAD_SAMPLE: Duration = Duration::from_millis(10);
 
@@ -180,8 +204,9 @@ pub struct WaitConfig {
     pub min_block: Duration,
     /// Largest bound of a blocking call.
     pub max_block: Duration,
-    /// Skip the spinning and the yields when the machine is crowded ([`oversubscribed`]):
-    /// block at once.
+    /// When the machine is crowded ([`oversubscribed`]): skip the spinning and the
+    /// yields (block at once), and let the bound of the blocks grow with the wait
+    /// ([`crowded_block`]).
     pub block_when_crowded: bool,
 }
 
@@ -438,6 +463,16 @@ impl Waiter {
         self.run(what, deadline, fds, None, arm, step)
     }
 
+    /// The bound of the next block after `waited` of waiting: [`WaitConfig::max_block`],
+    /// or on a crowded machine (when the configuration says so) [`crowded_block`] of it.
+    fn block_bound(&self, waited: Duration) -> Duration {
+        if self.config.block_when_crowded && oversubscribed() {
+            crowded_block(self.config.max_block, waited)
+        } else {
+            self.config.max_block
+        }
+    }
+
     /// The loop behind [`Waiter::wait`], [`Waiter::wait_bell`] and [`Waiter::wait_armed`].
     fn run<T, D, F>(
         &mut self,
@@ -504,7 +539,7 @@ impl Waiter {
                     self.bell_stats.rung += 1;
                 } else {
                     self.bell_stats.slept_out += 1;
-                    backoff = (backoff * 2).min(self.config.max_block);
+                    backoff = (backoff * 2).min(self.block_bound(now - start));
                 }
                 continue;
             }
@@ -543,7 +578,7 @@ impl Waiter {
                 if block(fds, until - now).map_err(WaitError::Poll)? {
                     self.stats.fd_wakeups += 1;
                 }
-                backoff = (backoff * 2).min(self.config.max_block);
+                backoff = (backoff * 2).min(self.block_bound(now - start));
             }
         }
     }
@@ -604,6 +639,24 @@ mod tests {
     use std::io::{Read, Write};
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn crowded_blocks_grow_with_the_wait_between_base_and_the_cap() {
+        let ms = Duration::from_millis;
+        // Early in a wait: the quiet machine's bound.
+        assert_eq!(crowded_block(ms(1), Duration::ZERO), ms(1));
+        assert_eq!(crowded_block(ms(1), ms(7)), ms(1));
+        // Then an eighth of the time waited.
+        assert_eq!(crowded_block(ms(1), ms(80)), ms(10));
+        assert_eq!(crowded_block(Duration::from_micros(100), ms(8)), ms(1));
+        // Never above the cap, however long the wait.
+        assert_eq!(
+            crowded_block(ms(1), Duration::from_secs(60)),
+            CROWDED_MAX_BLOCK
+        );
+        // A base above the cap is kept.
+        assert_eq!(crowded_block(ms(80), Duration::from_secs(60)), ms(80));
+    }
 
     #[test]
     fn run_queue_field_of_loadavg() {

@@ -7,15 +7,16 @@
 //! runnable threads than CPUs ([`gsas_transport::poll::oversubscribed`]; e.g. two emulated
 //! nodes of two PEs each on two cores). Then it yields the CPU for 500 us (on a crowded
 //! machine the PE being waited for needs this core), then sleeps in steps growing from
-//! 2 us to 100 us; a PE with a collective endpoint sleeps in `ppoll` on its socket, so that
-//! a datagram ends the nap. Every phase checks the condition between waits; before every
+//! 2 us to 100 us (on a crowded machine up to an eighth of the time waited so far, at most
+//! 50 ms: [`gsas_transport::poll::crowded_block`]); a PE with a collective endpoint sleeps
+//! in `ppoll` on its socket, so that a datagram ends the nap. Every phase checks the condition between waits; before every
 //! check the PE drives its own remote operations if any are in flight
 //! ([`crate::wait::progress_coll`]: the signals it just posted may still sit in an open
 //! frame, and the PE it waits for may be waiting for them) and its collective endpoint.
 //! [`wait_on`] with `socket` waits for a signal that arrives on this PE's endpoint (the
 //! remote counters of a leader whose peers it reaches directly): on a crowded machine it
 //! spins for at most [`SOCKET_SPIN`] and then blocks on the socket (up to [`SOCKET_NAP`]
-//! at a time) instead of yielding, so that it leaves the CPU to the PEs and services that
+//! at a time, growing with the wait as above) instead of yielding, so that it leaves the CPU to the PEs and services that
 //! have work. After `SHMEM_WAIT_TIMEOUT` the job ends with a message naming the collective
 //! and what it waited for (the PEs that did not arrive).
 //!
@@ -89,6 +90,19 @@ fn crowded(st: &State) -> bool {
     }) || gsas_transport::poll::oversubscribed()
 }
 
+/// The longest nap of a wait that began at `start`, whose bound on a quiet machine is
+/// `base`: on a crowded one it grows with the wait
+/// ([`gsas_transport::poll::crowded_block`]), so that hundreds of waiting PEs do not keep
+/// the run queue full (and the services and PEs they wait for off the CPUs) by waking
+/// every 100 us to look.
+fn nap_bound(st: &State, base: Duration, start: Instant) -> Duration {
+    if crowded(st) {
+        gsas_transport::poll::crowded_block(base, start.elapsed())
+    } else {
+        base
+    }
+}
+
 #[inline(never)]
 fn slow(
     st: &State,
@@ -139,7 +153,7 @@ fn slow(
         let idle = phase.elapsed();
         if block {
             // Woken by the datagram (or after the nap: the deadline is looked at).
-            direct::nap(SOCKET_NAP);
+            direct::nap(nap_bound(st, SOCKET_NAP, start));
         } else if idle < spin {
             std::hint::spin_loop();
         } else if idle < yield_until {
@@ -149,7 +163,7 @@ fn slow(
             if !direct::nap(nap) {
                 std::thread::sleep(nap);
             }
-            nap = (nap * 2).min(MAX_NAP);
+            nap = (nap * 2).min(nap_bound(st, MAX_NAP, start));
         }
         if ready() {
             return;
