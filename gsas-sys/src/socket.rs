@@ -144,6 +144,19 @@ pub fn bind_listen(path: &Path, ty: libc::c_int) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Raises the accept queue of a listening socket to the most the kernel allows (it
+/// truncates 65,535 to `net.core.somaxconn`, 4,096 by default), where the standard
+/// library's `TcpListener` asks for 128: a launcher whose ranks all connect at once needs
+/// room for them.
+pub fn widen_backlog(listener: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: listen(2) on a borrowed descriptor; calling it again on a listening socket
+    // only changes its backlog.
+    if unsafe { libc::listen(listener.as_raw_fd(), 65_535) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets the send and receive timeouts of a socket (at least 1 ms).
 pub fn set_timeouts(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<()> {
     let t = timeout.max(Duration::from_millis(1));

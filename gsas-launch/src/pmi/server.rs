@@ -77,7 +77,10 @@ pub const KEYLEN_MAX: usize = 64;
 pub const VALLEN_MAX: usize = 1024;
 /// Most keys the key-value space holds (a bound on memory; about 1 KiB each at most).
 pub const MAX_KVS_ENTRIES: usize = 1 << 18;
-/// Most TCP connections waiting to identify themselves at one time.
+/// Most TCP connections waiting to identify themselves at one time, unless more ranks
+/// than this are still to connect: then as many as those ranks
+/// ([`Server::pending_limit`]). Connections beyond it wait in the kernel's accept queue
+/// until one identifies or times out; none is refused for it.
 pub const MAX_PENDING_CONNECTIONS: usize = 256;
 /// Most reply bytes buffered for a peer that does not read.
 pub const MAX_UNSENT: usize = 64 * 1024;
@@ -441,6 +444,8 @@ impl Server {
         let l = TcpListener::bind(addr).map_err(|e| PmiError::io(format!("binding {addr}"), e))?;
         l.set_nonblocking(true)
             .map_err(|e| PmiError::io("configuring the TCP listener", e))?;
+        gsas_sys::socket::widen_backlog(l.as_fd())
+            .map_err(|e| PmiError::io("widening the TCP listener's queue", e))?;
         let local = l
             .local_addr()
             .map_err(|e| PmiError::io("reading the listener address", e))?;
@@ -489,7 +494,13 @@ impl Server {
             events: libc::POLLIN,
             revents: 0,
         }];
-        if let Some(l) = &self.listener {
+        // At the pending limit the listener is left out: its queue waits for a slot.
+        let pending = self.pending();
+        if let Some(l) = self
+            .listener
+            .as_ref()
+            .filter(|_| pending < self.pending_limit())
+        {
             fds.push(libc::pollfd {
                 fd: l.as_raw_fd(),
                 events: libc::POLLIN,
@@ -576,6 +587,15 @@ impl Server {
     fn accept_all(&mut self) {
         loop {
             let Some(l) = &self.listener else { return };
+            if self.pending() >= self.pending_limit() {
+                // The rest stay queued in the kernel until a slot frees (an identify or
+                // a handshake timeout); the listener is polled again then.
+                log::debug!(
+                    "PMI server: {} connections waiting to identify; accepting more later",
+                    self.pending()
+                );
+                return;
+            }
             let (stream, peer) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -587,19 +607,6 @@ impl Server {
                 }
             };
             let peer = peer.to_string();
-            let pending = self
-                .conns
-                .iter()
-                .flatten()
-                .filter(|c| c.rank.is_none())
-                .count();
-            if pending >= MAX_PENDING_CONNECTIONS {
-                self.reject(
-                    peer,
-                    format!("more than {MAX_PENDING_CONNECTIONS} connections waiting to identify"),
-                );
-                continue;
-            }
             let _ = stream.set_nodelay(true);
             let fd = OwnedFd::from(stream);
             if let Err(e) = gsas_sys::fd::set_nonblocking_cloexec(fd.as_fd()) {
@@ -617,6 +624,27 @@ impl Server {
                 in_barrier: false,
             });
         }
+    }
+
+    /// Connections accepted that have not yet identified a rank.
+    fn pending(&self) -> usize {
+        self.conns
+            .iter()
+            .flatten()
+            .filter(|c| c.rank.is_none())
+            .count()
+    }
+
+    /// How many connections may wait to identify at once: [`MAX_PENDING_CONNECTIONS`],
+    /// or every rank still to connect when there are more (a job of 1,024 remote ranks
+    /// connects all at once; a bound below that would hold back ranks of the job).
+    fn pending_limit(&self) -> usize {
+        let waiting = self
+            .ranks
+            .iter()
+            .filter(|r| matches!(r, RankState::Waiting))
+            .count();
+        MAX_PENDING_CONNECTIONS.max(waiting)
     }
 
     fn reject(&mut self, peer: String, reason: String) {

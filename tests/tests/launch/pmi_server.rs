@@ -382,6 +382,105 @@ fn bad_tcp_peers_are_rejected_and_good_ones_served() {
     assert_eq!(events.last(), Some(&Event::Finalized { rank: 1 }));
 }
 
+/// Reads from `peer` (non-blocking) until `want` appears, stepping `server` meanwhile.
+fn tcp_reply_contains(
+    server: &mut Server,
+    peer: &mut TcpStream,
+    got: &mut Vec<u8>,
+    want: &str,
+) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        if String::from_utf8_lossy(got).contains(want) {
+            return true;
+        }
+        match peer.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                server.step(Duration::from_millis(5), |_| {}).unwrap();
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A job of more TCP ranks than `MAX_PENDING_CONNECTIONS` whose ranks all connect before
+/// any identifies (what 512 PEs started at once on sixteen nodes do): every one is served.
+/// Before, connections past the 256th were refused ("more than 256 connections waiting to
+/// identify") and the job failed in `shmem_init`.
+#[test]
+fn more_ranks_than_the_pending_bound_all_connect_at_once() {
+    let _ = gsas_sys::process::raise_nofile_limit(None);
+    let n = u32::try_from(gsas_launch::pmi::MAX_PENDING_CONNECTIONS).unwrap() + 64;
+    let mut server = Server::new(ServerConfig::new(n)).unwrap();
+    let addr = server
+        .listen_tcp("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    // Every rank connects (the kernel queues them: the listener's backlog holds them all)
+    // and is accepted before any says who it is.
+    let mut peers: Vec<TcpStream> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let mut events = Vec::new();
+    for _ in 0..20 {
+        server
+            .step(Duration::from_millis(20), |e| events.push(e))
+            .unwrap();
+    }
+    for (r, p) in peers.iter_mut().enumerate() {
+        p.write_all(format!("cmd=initack pmiid={r}\n").as_bytes())
+            .unwrap();
+        p.set_nonblocking(true).unwrap();
+    }
+    for (r, p) in peers.iter_mut().enumerate() {
+        let mut got = Vec::new();
+        let want = format!("cmd=set rank={r}\n");
+        assert!(
+            tcp_reply_contains(&mut server, p, &mut got, &want),
+            "rank {r} of {n} was not served: {:?}; events {events:?}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+    assert!(events.is_empty(), "{events:?}");
+}
+
+/// Strangers that fill every pending slot only delay a rank of the job: its connection
+/// waits in the kernel's queue until a stranger's handshake times out, then is served.
+#[test]
+fn a_rank_behind_a_full_set_of_silent_strangers_waits_and_is_served() {
+    let _ = gsas_sys::process::raise_nofile_limit(None);
+    let mut cfg = ServerConfig::new(2);
+    cfg.handshake_timeout = Duration::from_millis(500);
+    let mut server = Server::new(cfg).unwrap();
+    let _rank0 = raw_peer(&mut server, 0);
+    let addr = server
+        .listen_tcp("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    let strangers: Vec<TcpStream> = (0..gsas_launch::pmi::MAX_PENDING_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // Let the server accept all of them before the rank connects.
+    for _ in 0..10 {
+        server.step(Duration::from_millis(10), |_| {}).unwrap();
+    }
+    let mut rank1 = TcpStream::connect(addr).unwrap();
+    rank1.write_all(b"cmd=initack pmiid=1\n").unwrap();
+    rank1.set_nonblocking(true).unwrap();
+    let mut got = Vec::new();
+    let start = Instant::now();
+    assert!(
+        tcp_reply_contains(&mut server, &mut rank1, &mut got, "cmd=set rank=1\n"),
+        "rank 1 was refused: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    // It was held back until the strangers' handshakes expired, not refused.
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(strangers);
+}
+
 #[test]
 fn lost_rank_fails_a_pending_barrier_at_once() {
     let mut server = Server::new(ServerConfig::new(2)).unwrap();
