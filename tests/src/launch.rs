@@ -484,3 +484,74 @@ mod tests {
         assert!(e.to_string().contains("was killed"), "{e}");
     }
 }
+
+/// Byte offset of the first line of `stderr` in which PE `pe` says `text`: a diagnostic
+/// `PROGRAM: PE 3: ...text...`, or the same line of several PEs as the launcher merges it,
+/// `PROGRAM: PEs 0-3, 7: ...text...` (`oshrun --no-merge-errors` prints one line per PE).
+pub fn pe_line(stderr: &str, pe: u32, text: &str) -> Option<usize> {
+    let mut at = 0;
+    for line in stderr.split_inclusive('\n') {
+        if line_is_of(line, pe, text) {
+            return Some(at);
+        }
+        at += line.len();
+    }
+    None
+}
+
+/// The PE lists of the diagnostic lines of `stderr` that say `text`, in order: one list
+/// per line, `[3]` for `gsas-shmem: PE 3: text`, `[0, 1, 2]` for `... PEs 0-2: text`.
+pub fn pes_saying(stderr: &str, text: &str) -> Vec<Vec<u32>> {
+    stderr
+        .lines()
+        .filter_map(said_by)
+        .filter(|(_, said)| said.contains(text))
+        .map(|(pes, _)| pes)
+        .collect()
+}
+
+fn line_is_of(line: &str, pe: u32, text: &str) -> bool {
+    said_by(line).is_some_and(|(pes, said)| pes.contains(&pe) && said.contains(text))
+}
+
+/// The PEs a diagnostic line names and what they say: `gsas-shmem: PEs 0-2, 5: in x` is
+/// `([0, 1, 2, 5], " in x")`, `PE 3: in y` is `([3], " in y")`; `None` for a line that is
+/// not `[PROGRAM: ]PE(s) LIST: ...`.
+pub fn said_by(line: &str) -> Option<(Vec<u32>, &str)> {
+    let rest = match line.strip_prefix("PE") {
+        Some(r) => r,
+        None => &line[line.find(": PE")? + ": PE".len()..],
+    };
+    let rest = rest.strip_prefix("s ").or_else(|| rest.strip_prefix(' '))?;
+    let (list, said) = rest.split_once(':')?;
+    let mut pes = Vec::new();
+    for item in list.split(", ") {
+        match item.split_once('-') {
+            Some((a, b)) => pes.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => pes.push(item.parse().ok()?),
+        }
+    }
+    Some((pes, said))
+}
+
+#[cfg(test)]
+mod pe_line_tests {
+    use super::pe_line;
+
+    #[test]
+    fn a_pes_line_is_found_alone_or_merged() {
+        let err = "noise\ngsas-shmem: PE 3: in x: waiting\ngsas-shmem: PEs 0-2, 5, 7: in y\n";
+        assert_eq!(pe_line(err, 3, "in x"), Some(6));
+        assert_eq!(pe_line(err, 1, "in y"), Some(38));
+        assert_eq!(pe_line(err, 7, "in y"), Some(38));
+        assert_eq!(pe_line(err, 4, "in y"), None);
+        assert_eq!(pe_line(err, 3, "in y"), None);
+        assert_eq!(pe_line(err, 31, "in x"), None);
+        assert_eq!(
+            super::said_by("gsas-shmem: PEs 0-2, 5, 7: in y"),
+            Some((vec![0, 1, 2, 5, 7], " in y"))
+        );
+        assert_eq!(super::said_by("gsas-shmem: PE 0 of 4: node 0"), None);
+        assert_eq!(super::said_by("PE 3: in y"), Some((vec![3], " in y")));
+    }
+}

@@ -33,6 +33,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gsas_core::client::{Client, ClientError, Completion, HostRequest, OpError, OpHandle};
@@ -47,6 +48,7 @@ use gsas_transport::udp::{UdpConfig, UdpPeer, UdpTransport};
 use super::request::{ForkRequest, LaunchSpec};
 use super::secret::Secret;
 use super::stream::{self, Frame, FrameReader, FrameType, STDERR};
+use crate::oshrun::merge::Merger;
 
 /// FORK requests in flight at once (more targets are started as earlier ones finish).
 const IN_FLIGHT: usize = 64;
@@ -484,8 +486,10 @@ pub struct RemoteJob {
     pending: Vec<Pending>,
     ranks: HashMap<u32, (usize, RankState)>,
     order: Order,
-    /// Partial output lines per (rank, stream) when tagging.
+    /// Partial output lines per (rank, stream) when tagging or merging.
     partial: HashMap<(u32, u8), Vec<u8>>,
+    /// Where the PEs' standard-error lines go when diagnostics are merged.
+    merger: Option<Arc<Merger>>,
     /// Receive buffer.
     buf: Vec<u8>,
 }
@@ -545,8 +549,15 @@ impl RemoteJob {
             ranks,
             order: Order::None,
             partial: HashMap::new(),
+            merger: None,
             buf: vec![0u8; 64 * 1024],
         })
+    }
+
+    /// Sends the remote PEs' standard-error lines through `merger` (the same diagnostic of
+    /// many PEs printed once, [`crate::oshrun::merge`]); `None`: printed as they come.
+    pub fn set_merger(&mut self, merger: Option<Arc<Merger>>) {
+        self.merger = merger;
     }
 
     /// The launcher addresses the nodes reach (the PMI server must listen on each).
@@ -868,7 +879,8 @@ impl RemoteJob {
     }
 
     fn output(&mut self, rank: u32, stream_no: u8, data: &[u8]) {
-        if !self.cfg.tag_output {
+        let merged = self.merger.as_ref().filter(|_| stream_no == STDERR);
+        if !self.cfg.tag_output && merged.is_none() {
             write_out(stream_no, data);
             return;
         }
@@ -878,23 +890,35 @@ impl RemoteJob {
             return;
         };
         let rest = buf.split_off(last_nl + 1);
-        let mut text = Vec::with_capacity(buf.len() + 16);
-        for line in buf.split_inclusive(|&b| b == b'\n') {
-            text.extend_from_slice(format!("[{rank}] ").as_bytes());
-            text.extend_from_slice(line);
+        if let Some(m) = merged {
+            for line in buf.split_inclusive(|&b| b == b'\n') {
+                m.line(rank, line);
+            }
+        } else {
+            let mut text = Vec::with_capacity(buf.len() + 16);
+            for line in buf.split_inclusive(|&b| b == b'\n') {
+                text.extend_from_slice(format!("[{rank}] ").as_bytes());
+                text.extend_from_slice(line);
+            }
+            write_out(stream_no, &text);
         }
         *buf = rest;
-        write_out(stream_no, &text);
     }
 
     fn flush_rank(&mut self, rank: u32) {
         for st in [stream::STDOUT, STDERR] {
             if let Some(mut b) = self.partial.remove(&(rank, st)) {
-                if !b.is_empty() {
-                    b.push(b'\n');
-                    let mut text = format!("[{rank}] ").into_bytes();
-                    text.extend_from_slice(&b);
-                    write_out(st, &text);
+                if b.is_empty() {
+                    continue;
+                }
+                b.push(b'\n');
+                match self.merger.as_ref().filter(|_| st == STDERR) {
+                    Some(m) => m.line(rank, &b),
+                    None => {
+                        let mut text = format!("[{rank}] ").into_bytes();
+                        text.extend_from_slice(&b);
+                        write_out(st, &text);
+                    }
                 }
             }
         }

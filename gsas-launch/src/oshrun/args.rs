@@ -37,6 +37,9 @@ pub struct RunArgs {
     pub args: Vec<OsString>,
     /// Prefix every output line with the PE's rank (`--tag-output`).
     pub tag_output: bool,
+    /// Print the same diagnostic of many PEs once with the PE list; `--no-merge-errors`
+    /// turns it off.
+    pub merge_errors: bool,
     /// End the job after this long (`--timeout SECONDS`).
     pub timeout: Option<Duration>,
     /// Log level of the launcher and its service (`--log-level`).
@@ -111,6 +114,9 @@ Options:
                         FORK, also the nodes of this machine
   --no-srun             in a Slurm allocation, run on this machine, not through srun
   --tag-output          prefix every line a PE prints with its rank, e.g. \"[3] \"
+  --no-merge-errors     print each PE's diagnostics as they come (default: the same
+                        line of many PEs once, \"gsas-shmem: PEs 0-63: ...\"; not
+                        under srun, which prints the PEs' output itself)
   --timeout SECONDS     end the job (exit status 124) if it runs longer, after every
                         PE said where it waits
   --log-level LEVEL     off, error, warn, info, debug or trace (default: GSAS_LOG, or warn)
@@ -174,6 +180,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
     let mut it = args.into_iter();
     let mut n = None;
     let mut tag_output = false;
+    let mut merge_errors = true;
     let mut timeout = None;
     let mut log_level = None;
     let mut config = None;
@@ -197,6 +204,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
                 n = Some(parse_count(&flag, value(&mut it).as_deref())?);
             }
             "--tag-output" => tag_output = true,
+            "--no-merge-errors" => merge_errors = false,
             "--fork" => fork = true,
             "--no-srun" => no_srun = true,
             "--config" => {
@@ -335,6 +343,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Usa
         program,
         args: it.collect(),
         tag_output,
+        merge_errors,
         timeout,
         log_level,
         config,
@@ -506,6 +515,8 @@ mod tests {
             "a",
         ]);
         assert!(r.tag_output);
+        assert!(r.merge_errors, "merged unless asked not to");
+        assert!(!run(&["--no-merge-errors", "-n", "1", "x"]).merge_errors);
         assert_eq!(r.timeout, Some(Duration::from_millis(2500)));
         assert_eq!(r.program, "-weird");
         assert_eq!(r.args, ["a"]);

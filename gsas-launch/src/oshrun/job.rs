@@ -6,8 +6,10 @@
 //! runs it to the end in the calling thread. Each PE gets its end of a socketpair as
 //! `PMI_FD` (`PMI_RANK`, `PMI_SIZE`), `PR_SET_PDEATHSIG(SIGKILL)` so that a dead launcher
 //! takes it down, and either the launcher's stdio or pipes whose lines are forwarded with a
-//! `[rank] ` prefix. One loop alternates between serving PMI (at most 10 ms per step),
-//! reaping children and reading the launcher's own termination signals. The first PE that
+//! `[rank] ` prefix; standard error goes through a pipe unless merging is off, so that the
+//! same diagnostic of many PEs is printed once with the PE list ([`super::merge`]). One
+//! loop alternates between serving PMI (at most 10 ms per step), reaping children and
+//! reading the launcher's own termination signals. The first PE that
 //! exits non-zero or dies by a signal, a PMI `abort`, a termination signal to the launcher
 //! or the time limit ends the job: one message on stderr naming the PE, SIGTERM to the
 //! PEs still running, SIGKILL after [`JobSpec::grace`], and every PE is reaped before
@@ -27,25 +29,30 @@
 //! daemons run it, and passes its socket in each PE's environment).
 //!
 //! Thread-safety: [`run_job`] runs in the caller's thread and starts one forwarding thread
-//! per piped stream; it shares nothing else.
+//! per piped stream; they share the [`Merger`] and nothing else.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::fork::launcher::{RemoteEvent, RemoteJob};
 use crate::pmi::{Event, Server, ServerConfig, Stop};
 
 use super::hangs::{self, Asked, Hangs, rank_list};
+use super::merge::{self, Merger};
 use gsas_sys::event::SignalFd;
 
 /// Longest wait for the daemons' last output after every PE has ended.
 const REMOTE_FINISH: Duration = Duration::from_secs(2);
 /// Longest wait for remote PEs to be reported ended after SIGKILL was asked for.
 const REMOTE_KILL_WAIT: Duration = Duration::from_secs(1);
+/// Longest wait for the local PEs' pipes to be read to their end once every PE has ended (a
+/// PE's background child may hold a pipe open: it must not hold the launcher too).
+const FORWARD_DRAIN: Duration = Duration::from_secs(1);
 
 /// One PE to start on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +81,9 @@ pub struct JobSpec {
     pub pes: Vec<PeLaunch>,
     /// Forward output through pipes with a `[rank] ` prefix instead of sharing stdio.
     pub tag_output: bool,
+    /// Print the same diagnostic of many PEs once with the PE list ([`super::merge`]);
+    /// `false`: the PEs share the launcher's standard error (unless `tag_output`).
+    pub merge_errors: bool,
     /// Time between SIGTERM and SIGKILL when the job is ended.
     pub grace: Duration,
     /// End the job when it runs longer than this.
@@ -88,7 +98,7 @@ pub struct JobSpec {
 
 impl JobSpec {
     /// A job of `pes` on one node (every rank on node 0), launcher name `oshrun`, no
-    /// tagging, 500 ms grace, no time limit, no signal handling.
+    /// tagging, merged diagnostics, 500 ms grace, no time limit, no signal handling.
     pub fn single_node(pes: Vec<PeLaunch>) -> JobSpec {
         let size = pes.len() as u32;
         JobSpec {
@@ -97,6 +107,7 @@ impl JobSpec {
             node_of_rank: vec![0; size as usize],
             pes,
             tag_output: false,
+            merge_errors: true,
             grace: Duration::from_millis(500),
             time_limit: None,
             signals: None,
@@ -348,12 +359,18 @@ struct Running {
     forwarders: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// Copies lines from `pipe` to `out`, each prefixed with `[rank] `. Ends at end of file.
-fn forward(
-    rank: u32,
-    pipe: impl Read + Send + 'static,
-    stderr: bool,
-) -> std::thread::JoinHandle<()> {
+/// Where a forwarder sends the lines it reads.
+enum Dest {
+    /// Standard output, each line prefixed with `[rank] `.
+    TaggedStdout,
+    /// Standard error, each line prefixed with `[rank] `.
+    TaggedStderr,
+    /// The merger of standard-error lines (which tags them if asked).
+    Merged(Arc<Merger>),
+}
+
+/// Copies lines from `pipe` to `dest`. Ends at end of file.
+fn forward(rank: u32, pipe: impl Read + Send + 'static, dest: Dest) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(pipe);
         let mut line = Vec::new();
@@ -365,13 +382,19 @@ fn forward(
                     if !line.ends_with(b"\n") {
                         line.push(b'\n');
                     }
-                    let mut buf = format!("[{rank}] ").into_bytes();
-                    buf.extend_from_slice(&line);
+                    let tagged = || {
+                        let mut buf = format!("[{rank}] ").into_bytes();
+                        buf.extend_from_slice(&line);
+                        buf
+                    };
                     // One write per line keeps lines of different PEs whole.
-                    let _ = if stderr {
-                        std::io::stderr().lock().write_all(&buf)
-                    } else {
-                        std::io::stdout().lock().write_all(&buf)
+                    let _ = match &dest {
+                        Dest::TaggedStdout => std::io::stdout().lock().write_all(&tagged()),
+                        Dest::TaggedStderr => std::io::stderr().lock().write_all(&tagged()),
+                        Dest::Merged(m) => {
+                            m.line(rank, &line);
+                            Ok(())
+                        }
                     };
                 }
             }
@@ -383,6 +406,7 @@ fn spawn_one(
     pe: &PeLaunch,
     endpoint: crate::pmi::ChildEndpoint,
     tag_output: bool,
+    merger: Option<&Arc<Merger>>,
 ) -> Result<Running, std::io::Error> {
     let mut cmd = Command::new(&pe.program);
     cmd.args(&pe.args);
@@ -395,7 +419,10 @@ fn spawn_one(
         Stdio::null()
     });
     if tag_output {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdout(Stdio::piped());
+    }
+    if tag_output || merger.is_some() {
+        cmd.stderr(Stdio::piped());
     }
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -412,10 +439,11 @@ fn spawn_one(
     let mut child = endpoint.spawn(&mut cmd)?;
     let mut forwarders = Vec::new();
     if let Some(out) = child.stdout.take() {
-        forwarders.push(forward(pe.rank, out, false));
+        forwarders.push(forward(pe.rank, out, Dest::TaggedStdout));
     }
     if let Some(err) = child.stderr.take() {
-        forwarders.push(forward(pe.rank, err, true));
+        let dest = merger.map_or(Dest::TaggedStderr, |m| Dest::Merged(m.clone()));
+        forwarders.push(forward(pe.rank, err, dest));
     }
     Ok(Running {
         rank: pe.rank,
@@ -447,8 +475,12 @@ pub fn run_job(mut spec: JobSpec) -> Result<JobReport, LaunchError> {
     let mut config = ServerConfig::new(spec.size);
     config.node_of_rank = Some(spec.node_of_rank.clone());
     let mut server = Server::new(config).map_err(LaunchError::Pmi)?;
+    let merger = spec
+        .merge_errors
+        .then(|| Arc::new(Merger::new(spec.size, spec.tag_output)));
     let mut remote = spec.remote.take();
     if let Some(r) = remote.as_mut() {
+        r.set_merger(merger.clone());
         let mut pmi = Vec::new();
         for ip in r.listen_ips() {
             pmi.push(
@@ -467,10 +499,12 @@ pub fn run_job(mut spec: JobSpec) -> Result<JobReport, LaunchError> {
             .add_local_rank(pe.rank)
             .map_err(LaunchError::Pmi)
             .and_then(|ep| {
-                spawn_one(pe, ep, spec.tag_output).map_err(|source| LaunchError::Spawn {
-                    rank: pe.rank,
-                    program: pe.program.clone(),
-                    source,
+                spawn_one(pe, ep, spec.tag_output, merger.as_ref()).map_err(|source| {
+                    LaunchError::Spawn {
+                        rank: pe.rank,
+                        program: pe.program.clone(),
+                        source,
+                    }
                 })
             });
         match started {
@@ -495,13 +529,41 @@ pub fn run_job(mut spec: JobSpec) -> Result<JobReport, LaunchError> {
             }
         }
     }
-    let report = supervise(&spec, &mut server, &mut running, remote.as_mut());
-    for r in &mut running {
-        for f in r.forwarders.drain(..) {
-            let _ = f.join();
-        }
+    let report = supervise(
+        &spec,
+        &mut server,
+        &mut running,
+        remote.as_mut(),
+        merger.as_deref(),
+    );
+    join_forwarders(&mut running);
+    if let Some(m) = &merger {
+        m.flush_all();
     }
     Ok(report)
+}
+
+/// Waits until the forwarders have read their pipes to the end, at most [`FORWARD_DRAIN`].
+fn join_forwarders(running: &mut [Running]) {
+    let until = Instant::now() + FORWARD_DRAIN;
+    let handles: Vec<_> = running
+        .iter_mut()
+        .flat_map(|r| r.forwarders.drain(..))
+        .collect();
+    while handles.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let open = handles.iter().filter(|h| !h.is_finished()).count();
+    if open > 0 {
+        log::info!(
+            "{open} output pipe(s) still open {:.1} s after every PE ended (a PE's background \
+             process?): not waited for",
+            FORWARD_DRAIN.as_secs_f64()
+        );
+    }
+    for h in handles.into_iter().filter(|h| h.is_finished()) {
+        let _ = h.join();
+    }
 }
 
 /// The loop of [`run_job`] once every PE is started.
@@ -510,14 +572,17 @@ fn supervise(
     server: &mut Server,
     running: &mut [Running],
     remote: Option<&mut RemoteJob>,
+    merger: Option<&Merger>,
 ) -> JobReport {
     let mut s = Supervisor {
         spec,
         server,
         running,
         remote,
+        merger,
         start: Instant::now(),
         failure: None,
+        failure_at: None,
         kill_at: None,
         pmi_done: false,
         events: Vec::new(),
@@ -539,6 +604,9 @@ fn supervise(
         s.take_signals();
         s.check_time_limit();
         s.check_hangs();
+        if let Some(m) = s.merger {
+            m.flush_due();
+        }
         if s.finished() {
             break;
         }
@@ -552,9 +620,13 @@ struct Supervisor<'a> {
     server: &'a mut Server,
     running: &'a mut [Running],
     remote: Option<&'a mut RemoteJob>,
+    /// Holds the PEs' diagnostics; printed out before a line of the launcher's own.
+    merger: Option<&'a Merger>,
     start: Instant,
     /// The first failure seen: what the user is told and what sets the exit code.
     failure: Option<Failure>,
+    /// When [`Self::finished`] first saw the failure.
+    failure_at: Option<Instant>,
     /// When the PEs still running after the termination get SIGKILL.
     kill_at: Option<Instant>,
     pmi_done: bool,
@@ -571,6 +643,33 @@ struct Supervisor<'a> {
 const SUPERVISE_STEP: Duration = Duration::from_millis(10);
 
 impl Supervisor<'_> {
+    /// The failure as the launcher tells it: a PE's abort message that the PE printed on
+    /// standard error just before is not repeated.
+    fn describe(&self, f: &Failure) -> String {
+        if let Failure::Aborted {
+            rank,
+            message: Some(m),
+            ..
+        } = f
+        {
+            if self.merger.is_some_and(|mg| mg.printed(*rank, m)) {
+                let mut short = f.clone();
+                if let Failure::Aborted { message, .. } = &mut short {
+                    *message = None;
+                }
+                return format!("{} (its message is above)", short.describe());
+            }
+        }
+        f.describe()
+    }
+
+    /// Prints the PEs' held diagnostics, before a line of the launcher's own.
+    fn flush_held(&self) {
+        if let Some(m) = self.merger {
+            m.flush_all();
+        }
+    }
+
     /// Local PEs that ended since the last turn go to `ended`.
     fn reap_local(&mut self) {
         for r in self.running.iter_mut().filter(|r| r.status.is_none()) {
@@ -703,6 +802,7 @@ impl Supervisor<'_> {
                 self.failure
                     .get_or_insert(Failure::Interrupted { signal: sig });
             } else if self.failure.is_none() {
+                self.flush_held();
                 gsas_transport::eprintln_whole!(
                     "{}: SIGQUIT: asking every PE where it waits (the job goes on)",
                     self.spec.launcher
@@ -729,6 +829,7 @@ impl Supervisor<'_> {
         };
         if self.start.elapsed() > limit && !self.timed_out && self.failure.is_none() {
             self.timed_out = true;
+            self.flush_held();
             gsas_transport::eprintln_whole!(
                 "{}: the job ran longer than {:.1} s; asking every PE where it waits",
                 self.spec.launcher,
@@ -752,6 +853,7 @@ impl Supervisor<'_> {
         let gone = |rank| Self::gone(running, remote, rank);
         if let Some((why, missing)) = self.hangs.asking(gone) {
             for rank in missing {
+                self.flush_held();
                 gsas_transport::eprintln_whole!(
                     "{}: {} did not say where it waits within {:.1} s",
                     self.spec.launcher,
@@ -784,12 +886,21 @@ impl Supervisor<'_> {
     /// Whether the loop ends: every PE ended, or the grace after the termination of a
     /// failed job passed (the rest are killed). A failure terminates the job first.
     fn finished(&mut self) -> bool {
+        if self.failure.is_some() && self.kill_at.is_none() && self.merger.is_some() {
+            // The failing PE's last words (and the same words of PEs failing alike) come
+            // first, merged: they are read from pipes while its abort came over PMI.
+            let at = *self.failure_at.get_or_insert_with(Instant::now);
+            if at.elapsed() < merge::QUIET {
+                return false;
+            }
+        }
         let remote_ended = self.remote.as_deref().is_none_or(RemoteJob::all_ended);
         let launcher = &self.spec.launcher;
         if self.running.iter().all(|r| r.status.is_some()) && remote_ended {
             if let (Some(f), None) = (&self.failure, self.kill_at) {
                 // Nothing is left to terminate, but the user must learn what failed.
-                gsas_transport::eprintln_whole!("{launcher}: {}", f.describe());
+                self.flush_held();
+                gsas_transport::eprintln_whole!("{launcher}: {}", self.describe(f));
             }
             let left = self.hangs.exited_without_finalize();
             if self.failure.is_none() && !left.is_empty() {
@@ -797,6 +908,7 @@ impl Supervisor<'_> {
                 // were done: one line, where the PMI server's and the service's traces
                 // used to say it twice per PE. (A PE leaves the job in the library's exit
                 // handler, after its last shmem_finalize.)
+                self.flush_held();
                 gsas_transport::eprintln_whole!(
                     "{launcher}: warning: {} {} exited with status 0 without leaving the job \
                      (the library's exit handler did not run: _exit or exec, after \
@@ -812,9 +924,10 @@ impl Supervisor<'_> {
         };
         match self.kill_at {
             None => {
+                self.flush_held();
                 gsas_transport::eprintln_whole!(
                     "{launcher}: {}; terminating the job",
-                    f.describe()
+                    self.describe(f)
                 );
                 terminate(self.running, Duration::ZERO);
                 if let Some(rj) = self.remote.as_deref_mut() {

@@ -52,6 +52,7 @@
 pub mod args;
 pub mod hangs;
 pub mod job;
+pub mod merge;
 pub mod multinode;
 pub mod slurm;
 
@@ -325,6 +326,7 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let mut spec = JobSpec::single_node(pes);
     spec.launcher = name.to_owned();
     spec.tag_output = run.tag_output;
+    spec.merge_errors = run.merge_errors;
     spec.time_limit = run.timeout;
     spec.signals = Some(signals);
     let result = job::run_job(spec);

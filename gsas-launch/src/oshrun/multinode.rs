@@ -205,6 +205,7 @@ pub fn launch_cluster(
         .map(|r| u32::from(placement.node_of(r).unwrap_or(0)))
         .collect();
     spec.tag_output = run.tag_output;
+    spec.merge_errors = run.merge_errors;
     spec.time_limit = run.timeout;
     spec.signals = Some(signals);
     if let Some(secret) = secret {

@@ -79,7 +79,7 @@ pub const VALLEN_MAX: usize = 1024;
 pub const MAX_KVS_ENTRIES: usize = 1 << 18;
 /// Most TCP connections waiting to identify themselves at one time, unless more ranks
 /// than this are still to connect: then as many as those ranks
-/// ([`Server::pending_limit`]). Connections beyond it wait in the kernel's accept queue
+/// (`Server::pending_limit`). Connections beyond it wait in the kernel's accept queue
 /// until one identifies or times out; none is refused for it.
 pub const MAX_PENDING_CONNECTIONS: usize = 256;
 /// Most reply bytes buffered for a peer that does not read.

@@ -466,7 +466,7 @@ fn node_death_is_explained(
     // Every waiting PE of the node notices; the first abort ends the job.
     assert!(
         waiters.iter().any(|&pe| {
-            err.contains(&format!("gsas-shmem: PE {pe}: {want}"))
+            gsas_tests::launch::pe_line(&err, pe as u32, &want).is_some()
                 && err.contains(&format!(
                     "oshrun: PE {pe} (pid {}) aborted the job with code 255",
                     pids[pe]
@@ -592,6 +592,43 @@ fn a_forked_pe_that_exits_without_finalize_is_named_with_the_call_the_others_wai
 }
 
 #[test]
+fn the_same_diagnostic_of_forked_pes_on_two_nodes_is_printed_once_with_the_pe_list() {
+    let dir = gsas_tests::node::scratch_dir("fork-merge");
+    let (cf, file) = cluster(&dir, None);
+    let ds = daemons(&cf, &file);
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(&file)
+        .args(["-n", "4", "--fork", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, crate::shmem_pes::SAME_WORDS)
+        .env(gsas_tests::node::SIGNAL_DIR, &dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let out = collect_output(cmd.spawn().unwrap(), Duration::from_secs(300)).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Lines of PEs on both nodes, arriving through the daemons' streams, are merged (one
+    // line when the four said it within the merge window; at worst a few), each PE once.
+    let lists = gsas_tests::launch::pes_saying(&err, " the same words on every PE");
+    let mut all: Vec<u32> = lists.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, [0, 1, 2, 3], "{err}");
+    assert!(lists.len() < 4, "nothing merged: {err}");
+    for pe in 0..4 {
+        assert_eq!(
+            gsas_tests::launch::pes_saying(&err, &format!(" words of PE {pe} alone")),
+            [vec![pe]],
+            "{err}"
+        );
+    }
+    drop(ds);
+    let _ = cf;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_timeout_makes_forked_pes_say_where_they_wait() {
     let dir = gsas_tests::node::scratch_dir("fork-timeout");
     let (cf, file) = cluster(&dir, None);
@@ -611,9 +648,12 @@ fn a_timeout_makes_forked_pes_say_where_they_wait() {
     assert_eq!(out.status.code(), Some(124), "{err}");
     for pe in 0..4 {
         assert!(
-            err.contains(&format!(
-                "PE {pe}: in shmem_long_wait_until: waiting for the variable at 0x"
-            )),
+            gsas_tests::launch::pe_line(
+                &err,
+                pe,
+                " in shmem_long_wait_until: waiting for the variable at 0x"
+            )
+            .is_some(),
             "no line of PE {pe}: {err}"
         );
     }

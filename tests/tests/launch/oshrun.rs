@@ -404,6 +404,97 @@ fn sigquit_makes_every_pe_say_where_it_waits_and_the_job_goes_on() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Each PE of `0..n` is named by exactly one of `lists` (lines saying the same thing).
+fn each_pe_once(lists: &[Vec<u32>], n: u32, e: &str) {
+    let mut all: Vec<u32> = lists.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..n).collect::<Vec<_>>(), "{e}");
+}
+
+#[test]
+fn the_same_diagnostic_of_many_pes_is_printed_once_with_the_pe_list() {
+    let dir = gsas_tests::node::scratch_dir("merge-errors");
+    let same = " the same words on every PE";
+    for (extra, tag) in [(&[][..], false), (&["--tag-output"][..], true)] {
+        let child = shmem_job(8, extra, crate::shmem_pes::SAME_WORDS, &dir, &[]);
+        let out = collect_output(child, Duration::from_secs(300)).unwrap();
+        let e = stderr(&out);
+        assert!(out.status.success(), "{e}");
+        // Every PE said it; the lines are merged (one line when the eight PEs said it
+        // within the merge window, as they do after a barrier; at worst a few).
+        let lists = gsas_tests::launch::pes_saying(&e, same);
+        each_pe_once(&lists, 8, &e);
+        assert!(lists.len() < 8, "nothing merged: {e}");
+        let merged = e.lines().find(|l| l.contains(same)).unwrap();
+        assert_eq!(
+            merged.starts_with('['),
+            tag,
+            "a merged line is tagged with its PE list only under --tag-output: {e}"
+        );
+        // The words of one PE stay its own, each once.
+        for pe in 0..8 {
+            assert_eq!(
+                gsas_tests::launch::pes_saying(&e, &format!(" words of PE {pe} alone")),
+                [vec![pe]],
+                "{e}"
+            );
+        }
+    }
+    // Merging off: one line per PE, as each wrote it.
+    let child = shmem_job(
+        8,
+        &["--no-merge-errors"],
+        crate::shmem_pes::SAME_WORDS,
+        &dir,
+        &[],
+    );
+    let out = collect_output(child, Duration::from_secs(300)).unwrap();
+    let e = stderr(&out);
+    assert!(out.status.success(), "{e}");
+    let lists = gsas_tests::launch::pes_saying(&e, same);
+    assert_eq!(lists.len(), 8, "{e}");
+    each_pe_once(&lists, 8, &e);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_error_every_pe_meets_is_printed_once_and_the_launcher_does_not_repeat_it() {
+    let dir = gsas_tests::node::scratch_dir("merge-abort");
+    let child = shmem_job(8, &[], crate::shmem_pes::BAD_PE, &dir, &[]);
+    let out = collect_output(child, Duration::from_secs(300)).unwrap();
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(255), "{e}");
+    let said = " shmem_long_p: PE 8 does not exist (the job has 8 PEs: 0..7)";
+    // PEs killed by the job's end may not have said it; none said it twice.
+    let lists = gsas_tests::launch::pes_saying(&e, said);
+    let mut all: Vec<u32> = lists.iter().flatten().copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), lists.iter().map(Vec::len).sum::<usize>(), "{e}");
+    // The launcher names the PE whose abort ended the job; its message is printed by the
+    // PE (before the launcher's line) or, if the PE's line was not read in time, by the
+    // launcher: never by neither.
+    let line = e
+        .lines()
+        .find(|l| l.starts_with("oshrun: PE ") && l.contains(" aborted the job with code 255"))
+        .unwrap_or_else(|| panic!("no abort line: {e}"));
+    let rank: u32 = line["oshrun: PE ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    if line.contains("(its message is above)") {
+        let at = e.find(line).unwrap();
+        let pe_said = gsas_tests::launch::pe_line(&e, rank, said)
+            .unwrap_or_else(|| panic!("PE {rank}'s message is not above: {e}"));
+        assert!(pe_said < at, "{e}");
+    } else {
+        assert!(line.contains(said.trim_start()), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn timeout_makes_every_pe_say_where_it_waits_before_the_job_ends() {
     let dir = gsas_tests::node::scratch_dir("timeout-report");
@@ -424,11 +515,12 @@ fn timeout_makes_every_pe_say_where_it_waits_before_the_job_ends() {
         .find("oshrun: the job ran longer than 10.0 s; terminating the job\n")
         .unwrap_or_else(|| panic!("{e}"));
     for pe in 0..2 {
-        let line = e
-            .find(&format!(
-                "PE {pe}: in shmem_long_wait_until: waiting for the variable at 0x"
-            ))
-            .unwrap_or_else(|| panic!("no line of PE {pe}: {e}"));
+        let line = gsas_tests::launch::pe_line(
+            &e,
+            pe,
+            " in shmem_long_wait_until: waiting for the variable at 0x",
+        )
+        .unwrap_or_else(|| panic!("no line of PE {pe}: {e}"));
         assert!(asked < line && line < ended, "{e}");
     }
     std::fs::remove_dir_all(&dir).unwrap();

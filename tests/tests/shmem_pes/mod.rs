@@ -36,6 +36,13 @@ pub const ALL_EXIT: &str = "shmem-all-exit";
 /// `shmem_barrier_all`, 3 computes until the file `go` exists, then sets PE 0's flag to 5;
 /// all then finalize.
 pub const WHERE: &str = "shmem-where";
+/// After a barrier every PE writes two diagnostics to standard error, each in one write:
+/// `gsas-test: PE <me>: the same words on every PE` and `gsas-test: PE <me>: words of PE
+/// <me> alone`; then a barrier and `shmem_finalize` (a clean job).
+pub const SAME_WORDS: &str = "shmem-same-words";
+/// After a barrier every PE puts to PE `shmem_n_pes()`, which does not exist: each prints
+/// the library's error (`shmem_long_p: PE N does not exist ...`) and aborts the job.
+pub const BAD_PE: &str = "shmem-bad-pe";
 
 /// The rank that exits in [`EXIT_EARLY`].
 pub const VICTIM: &str = "GSAS_TEST_VICTIM";
@@ -48,6 +55,7 @@ const CMP_GE: c_int = 4;
 unsafe extern "C" {
     static gsas_shmem_team_world: u8;
     fn shmem_my_pe() -> c_int;
+    fn shmem_n_pes() -> c_int;
     fn shmem_calloc(count: usize, size: usize) -> *mut c_void;
     fn shmem_barrier_all();
     fn shmem_long_wait_until(ivar: *mut c_long, cmp: c_int, value: c_long);
@@ -75,6 +83,8 @@ pub fn child(s: &str) {
         EXIT_EARLY => exit_early,
         ALL_EXIT => all_exit,
         WHERE => where_they_wait,
+        SAME_WORDS => same_words,
+        BAD_PE => bad_pe,
         _ => return,
     };
     // The Rust API starts the library (the C ABI's shmem_init would remap the globals,
@@ -233,4 +243,30 @@ fn where_they_wait() {
     }
     // SAFETY: the library is initialized.
     unsafe { shmem_barrier_all() };
+}
+
+fn same_words() {
+    use std::io::Write;
+    // SAFETY: the library is initialized.
+    unsafe { shmem_barrier_all() };
+    let me = me();
+    for line in [
+        format!("gsas-test: PE {me}: the same words on every PE\n"),
+        format!("gsas-test: PE {me}: words of PE {me} alone\n"),
+    ] {
+        std::io::stderr().write_all(line.as_bytes()).unwrap();
+    }
+    // SAFETY: the library is initialized.
+    unsafe { shmem_barrier_all() };
+}
+
+fn bad_pe() {
+    let x = symmetric_long();
+    // SAFETY: the library is initialized; the put's PE is out of range, which the library
+    // reports and ends the job for.
+    unsafe {
+        shmem_barrier_all();
+        shmem_long_p(x, 1, shmem_n_pes());
+    }
+    panic!("PE {}: a put to a PE that does not exist returned", me());
 }
