@@ -195,10 +195,13 @@ fn package_target(package: &str, flag: &str, name: &str, path: &str, features: &
 /// The profile directory of the running test binary (`<target>[/<triple>]/<profile>/`).
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    exe.parent()
-        .and_then(std::path::Path::parent)
-        .expect("test executable in <profile>/deps")
-        .to_path_buf()
+    let dir = exe.parent().expect("test executable in a directory");
+    // Tests are in <profile>/deps; the kit's own programs (netns-cluster) in <profile>.
+    if dir.file_name() == Some(OsStr::new("deps")) {
+        dir.parent().expect("<profile>/deps").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 /// `cargo build -q TARGETS...` into `profile_dir`'s target directory, target and profile
@@ -515,9 +518,20 @@ fn line_is_of(line: &str, pe: u32, text: &str) -> bool {
 }
 
 /// The PEs a diagnostic line names and what they say: `gsas-shmem: PEs 0-2, 5: in x` is
-/// `([0, 1, 2, 5], " in x")`, `PE 3: in y` is `([3], " in y")`; `None` for a line that is
-/// not `[PROGRAM: ]PE(s) LIST: ...`.
+/// `([0, 1, 2, 5], " in x")`, `PE 3: in y` is `([3], " in y")`, the log line `pe3[4802]
+/// warn: z` is `([3], "warn: z")`; `None` for a line that is not `[PROGRAM: ]PE(s) LIST: ...`
+/// or a PE's log line.
 pub fn said_by(line: &str) -> Option<(Vec<u32>, &str)> {
+    // `--tag-output`'s `[0-7] ` goes first.
+    let line = match line.strip_prefix('[').and_then(|l| l.split_once("] ")) {
+        Some((_, rest)) => rest,
+        None => line,
+    };
+    // A PE's log line: `pe3[4802] warn: ...`.
+    if let Some((rank, rest)) = line.strip_prefix("pe").and_then(|r| r.split_once('[')) {
+        let said = rest.split_once("] ")?.1;
+        return Some((vec![rank.parse().ok()?], said));
+    }
     let rest = match line.strip_prefix("PE") {
         Some(r) => r,
         None => &line[line.find(": PE")? + ": PE".len()..],
@@ -553,5 +567,9 @@ mod pe_line_tests {
         );
         assert_eq!(super::said_by("gsas-shmem: PE 0 of 4: node 0"), None);
         assert_eq!(super::said_by("PE 3: in y"), Some((vec![3], " in y")));
+        assert_eq!(
+            super::said_by("pe3[4802] warn: z"),
+            Some((vec![3], "warn: z"))
+        );
     }
 }

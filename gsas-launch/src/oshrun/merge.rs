@@ -5,11 +5,11 @@
 //! PE number) used to print one line per PE: 512 lines that say one thing. The launcher reads
 //! the PEs' standard error line by line and hands each line to a [`Merger`]:
 //!
-//! * a line of the form `PROGRAM: PE R...` where `R` is the rank of the PE that wrote it is
-//!   *held*, grouped with the lines of other PEs that read the same once their rank is cut
-//!   out;
-//! * a group is printed as one line, `PROGRAM: PEs 0-63...` (the original line when one PE
-//!   wrote it), when every PE of the job has written it, [`QUIET`] after its latest line,
+//! * a line of the form `PROGRAM: PE R...` where `R` is the rank of the PE that wrote it,
+//!   or a line of the PE's logger, `peR[PID] LEVEL: ...`, is *held*, grouped with the lines
+//!   of other PEs that read the same once their rank (and pid) is cut out;
+//! * a group is printed as one line, `PROGRAM: PEs 0-63...` or `PEs 0-63: LEVEL: ...` (the
+//!   original line when one PE wrote it), when every PE of the job has written it, [`QUIET`] after its latest line,
 //!   [`HOLD_MAX`] after its first, or when the launcher is about to print a line of its own
 //!   ([`Merger::flush_all`]);
 //! * any other line passes at once, after the held groups that hold a line of the same PE
@@ -41,10 +41,12 @@ enum Sink {
 
 /// Lines of the same text from different PEs, waiting to be printed as one.
 struct Group {
-    /// The line up to the rank: `gsas-shmem: PE `.
+    /// What a merged line has before `PEs LIST`: `gsas-shmem: ` (empty for a log line).
     head: Vec<u8>,
-    /// The line after the rank, with its newline: `: shmem_long_p: ...\n`.
+    /// What it has after the list, with the newline: `: shmem_long_p: ...\n`.
     tail: Vec<u8>,
+    /// The first PE's line as it wrote it (printed when it stays alone).
+    first_line: Vec<u8>,
     ranks: Vec<u32>,
     first: Instant,
     last: Instant,
@@ -159,8 +161,9 @@ impl Merger {
                     self.drain(&mut st.held, i + 1, &mut out);
                 }
                 st.held.push(Group {
-                    head: head.to_vec(),
-                    tail: tail.to_vec(),
+                    head,
+                    tail,
+                    first_line: line.clone(),
                     ranks: vec![rank],
                     first: now,
                     last: now,
@@ -205,17 +208,15 @@ impl Merger {
     /// Renders the first `n` held groups into `out` and forgets them.
     fn drain(&self, held: &mut Vec<Group>, n: usize, out: &mut Vec<u8>) {
         for g in held.drain(..n) {
-            let mut line = g.head[..g.head.len() - b"PE ".len()].to_vec();
-            let ranks = if let [one] = g.ranks[..] {
-                line.extend_from_slice(format!("PE {one}").as_bytes());
-                one.to_string()
-            } else {
-                let list = rank_list(g.ranks);
-                line.extend_from_slice(format!("PEs {list}").as_bytes());
-                list
-            };
+            if let [one] = g.ranks[..] {
+                self.tagged(&one.to_string(), &g.first_line, out);
+                continue;
+            }
+            let list = rank_list(g.ranks);
+            let mut line = g.head;
+            line.extend_from_slice(format!("PEs {list}").as_bytes());
             line.extend_from_slice(&g.tail);
-            self.tagged(&ranks, &line, out);
+            self.tagged(&list, &line, out);
         }
     }
 
@@ -241,10 +242,30 @@ fn write(sink: &mut Sink, bytes: &[u8]) {
     }
 }
 
-/// `(head, tail)` when `line` is `PROGRAM: PE R...` with `R` = `rank`: `head` ends with
-/// `PE `, `tail` starts after the digits. `PROGRAM` is one word of letters, digits and
-/// `-_.+`, as the libraries' and tools' names are.
-fn split_at_rank(line: &[u8], rank: u32) -> Option<(&[u8], &[u8])> {
+/// `(head, tail)` of a merged line ([`Group`]) when `line` names `rank` as the PE that
+/// wrote it: `PROGRAM: PE R...` (`PROGRAM` one word of letters, digits and `-_.+`, as the
+/// libraries' and tools' names are) or the PE's log line `peR[PID] ...`; `None` otherwise.
+fn split_at_rank(line: &[u8], rank: u32) -> Option<(Vec<u8>, Vec<u8>)> {
+    let is_rank = |digits: &[u8]| {
+        !digits.is_empty()
+            && std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse::<u32>().ok())
+                == Some(rank)
+    };
+    // The PE's logger: `pe3[4802] warn: ...` merges as `PEs 3, 5: warn: ...`.
+    if let Some(rest) = line.strip_prefix(b"pe") {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let after = rest[digits..].strip_prefix(b"[")?;
+        let pid = after.iter().take_while(|b| b.is_ascii_digit()).count();
+        let said = after[pid..].strip_prefix(b"] ")?;
+        if !is_rank(&rest[..digits]) || pid == 0 {
+            return None;
+        }
+        let mut tail = b": ".to_vec();
+        tail.extend_from_slice(said);
+        return Some((Vec::new(), tail));
+    }
     let colon = line.iter().position(|&b| b == b':')?;
     let word = &line[..colon];
     let word_ok = !word.is_empty()
@@ -254,20 +275,14 @@ fn split_at_rank(line: &[u8], rank: u32) -> Option<(&[u8], &[u8])> {
     if !word_ok {
         return None;
     }
-    let after = &line[colon..];
-    let rest = after.strip_prefix(b": PE ")?;
+    let rest = line[colon..].strip_prefix(b": PE ")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0
-        || std::str::from_utf8(&rest[..digits])
-            .ok()?
-            .parse::<u32>()
-            .ok()?
-            != rank
-    {
+    if !is_rank(&rest[..digits]) {
         return None;
     }
-    let head_len = colon + b": PE ".len();
-    Some((&line[..head_len], &line[head_len + digits..]))
+    let head_len = colon + b": ".len();
+    let tail_at = colon + b": PE ".len() + digits;
+    Some((line[..head_len].to_vec(), line[tail_at..].to_vec()))
 }
 
 #[cfg(test)]
@@ -284,8 +299,16 @@ mod tests {
     fn a_line_only_its_own_pe_could_write_is_split_at_the_rank() {
         let l = bad(3);
         let (h, t) = split_at_rank(l.as_bytes(), 3).unwrap();
-        assert_eq!(h, b"gsas-shmem: PE ");
+        assert_eq!(h, b"gsas-shmem: ");
         assert_eq!(t, BAD.as_bytes());
+        let (h, t) = split_at_rank(b"pe3[4802] warn: slow\n", 3).unwrap();
+        assert_eq!(
+            (h.as_slice(), t.as_slice()),
+            (&b""[..], &b": warn: slow\n"[..])
+        );
+        assert!(split_at_rank(b"pe3[4802] warn: slow\n", 4).is_none());
+        assert!(split_at_rank(b"pe3[] warn\n", 3).is_none());
+        assert!(split_at_rank(b"pe3 warn\n", 3).is_none());
         // Another PE's number, a longer number, no program word, a sentence: not split.
         assert!(split_at_rank(l.as_bytes(), 4).is_none());
         assert!(split_at_rank(b"gsas-shmem: PE 31: x\n", 3).is_none());
@@ -391,6 +414,21 @@ mod tests {
         );
         m.line_at(1, bad(1).as_bytes(), t);
         assert_eq!(m.take_output(), format!("gsas-shmem: PEs 0, 1{BAD}"));
+    }
+
+    #[test]
+    fn log_lines_of_many_pes_merge_without_their_pids() {
+        let m = Merger::buffered(4, false);
+        let t = Instant::now();
+        for (r, pid) in [(0, 100), (1, 101), (3, 103)] {
+            m.line_at(r, format!("pe{r}[{pid}] error: refused\n").as_bytes(), t);
+        }
+        m.line_at(2, b"pe2[102] error: other\n", t);
+        m.flush_all();
+        assert_eq!(
+            m.take_output(),
+            "PEs 0, 1, 3: error: refused\npe2[102] error: other\n"
+        );
     }
 
     #[test]

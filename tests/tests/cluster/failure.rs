@@ -616,6 +616,11 @@ fn the_same_diagnostic_of_forked_pes_on_two_nodes_is_printed_once_with_the_pe_li
     all.sort_unstable();
     assert_eq!(all, [0, 1, 2, 3], "{err}");
     assert!(lists.len() < 4, "nothing merged: {err}");
+    let logs = gsas_tests::launch::pes_saying(&err, "warn: the same warning on every PE");
+    assert!(
+        logs.len() < 4 && logs.iter().map(Vec::len).sum::<usize>() == 4,
+        "{err}"
+    );
     for pe in 0..4 {
         assert_eq!(
             gsas_tests::launch::pes_saying(&err, &format!(" words of PE {pe} alone")),

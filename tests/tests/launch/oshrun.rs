@@ -425,6 +425,10 @@ fn the_same_diagnostic_of_many_pes_is_printed_once_with_the_pe_list() {
         let lists = gsas_tests::launch::pes_saying(&e, same);
         each_pe_once(&lists, 8, &e);
         assert!(lists.len() < 8, "nothing merged: {e}");
+        // The PEs' log lines merge the same way, without their pids.
+        let lists = gsas_tests::launch::pes_saying(&e, "warn: the same warning on every PE");
+        each_pe_once(&lists, 8, &e);
+        assert!(lists.len() < 8, "no log line merged: {e}");
         let merged = e.lines().find(|l| l.contains(same)).unwrap();
         assert_eq!(
             merged.starts_with('['),

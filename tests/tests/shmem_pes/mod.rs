@@ -36,9 +36,10 @@ pub const ALL_EXIT: &str = "shmem-all-exit";
 /// `shmem_barrier_all`, 3 computes until the file `go` exists, then sets PE 0's flag to 5;
 /// all then finalize.
 pub const WHERE: &str = "shmem-where";
-/// After a barrier every PE writes two diagnostics to standard error, each in one write:
-/// `gsas-test: PE <me>: the same words on every PE` and `gsas-test: PE <me>: words of PE
-/// <me> alone`; then a barrier and `shmem_finalize` (a clean job).
+/// After a barrier every PE writes three diagnostics to standard error, each in one write:
+/// `gsas-test: PE <me>: the same words on every PE`, `gsas-test: PE <me>: words of PE <me>
+/// alone` and, as the PE's logger would, `pe<me>[<pid>] warn: the same warning on every
+/// PE`; then a barrier and `shmem_finalize` (a clean job).
 pub const SAME_WORDS: &str = "shmem-same-words";
 /// After a barrier every PE puts to PE `shmem_n_pes()`, which does not exist: each prints
 /// the library's error (`shmem_long_p: PE N does not exist ...`) and aborts the job.
@@ -253,6 +254,10 @@ fn same_words() {
     for line in [
         format!("gsas-test: PE {me}: the same words on every PE\n"),
         format!("gsas-test: PE {me}: words of PE {me} alone\n"),
+        format!(
+            "pe{me}[{}] warn: the same warning on every PE\n",
+            std::process::id()
+        ),
     ] {
         std::io::stderr().write_all(line.as_bytes()).unwrap();
     }
