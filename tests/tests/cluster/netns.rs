@@ -126,3 +126,79 @@ fn an_unreachable_node_is_named_within_the_deadline() {
     drop(ns);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `netns-cluster` (the kit's tool for measuring by hand, docs/runtime.md) makes its nodes,
+/// says how to run a job there, a job run that way succeeds, and at the end of its
+/// standard input it stops its daemons and deletes its namespaces.
+#[test]
+fn the_netns_cluster_tool_runs_a_job_and_leaves_nothing() {
+    use std::io::BufRead;
+    let test = "the_netns_cluster_tool_runs_a_job_and_leaves_nothing";
+    if gsas_tests::attack::emulated() {
+        // A tool for the host that measures; its pieces (namespaces, cluster file,
+        // daemons, FORK) run under qemu in this file's other tests.
+        gsas_tests::skip::note(test, "a host tool, not run under qemu-user");
+        return;
+    }
+    if !gsas_tests::skip::is_root() {
+        gsas_tests::skip::skip(
+            test,
+            gsas_tests::skip::REQUIRE_NETNS,
+            "not running as root (network namespaces need CAP_SYS_ADMIN)",
+        );
+        return;
+    }
+    let dir = gsas_tests::node::scratch_dir("netns-tool");
+    let mut tool = launch()
+        .command(gsas_tests::launch::package_bin(
+            "gsas-tests",
+            "netns-cluster",
+        ))
+        .args(["2", "--max-peers", "64", "--stdin", "--dir"])
+        .arg(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdin = tool.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(tool.stdout.take().unwrap()).lines();
+    // The line that shows the command: `  ip netns exec NS .../oshrun --config FILE ...`.
+    let shown = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.trim_start().starts_with("ip netns exec "))
+        .expect("netns-cluster printed no command");
+    let ns = shown.split_whitespace().nth(3).unwrap().to_owned();
+    let file = dir.join("cluster.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.matches("max_peers = 64").count(), 2, "{text}");
+    assert!(
+        shown.contains(&format!("--config {}", file.display())),
+        "{shown}"
+    );
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns])
+        .args(launch().prefix())
+        .arg(gsas_tests::launch::program("oshrun"))
+        .arg("--config")
+        .arg(&file)
+        .args(["-n", "4", "--fork", "--"])
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, "all")
+        .env_remove("GSAS_UDP_MTU")
+        .env_remove("GSAS_DEADLINE_MS");
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    drop(stdin);
+    let status = gsas_tests::launch::wait_timeout(&mut tool, Duration::from_secs(60)).unwrap();
+    assert!(status.success(), "netns-cluster: {status}");
+    let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    let prefix = ns.trim_end_matches("-0");
+    assert!(
+        !left.contains(prefix),
+        "namespaces of {prefix} left: {left}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
