@@ -18,7 +18,7 @@
 //!   included, say where it waits.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gsas_core::wire::{AtomicOp, AtomicType};
@@ -230,21 +230,31 @@ fn kill_9_of_a_launcher_started_pe_ends_the_job_everywhere_within_2_s() {
     kill_9_ends_the_job("fail-kill-local", false, 1);
 }
 
+/// `oshrun --config FILE -n 4 --fork EXTRA -- <the child PE>` running `scenario` with
+/// `GSAS_TEST_DIR` = `dir`; stdin and stdout null, stderr piped.
+fn forked_job(file: &Path, dir: &Path, extra: &[&str], scenario: &str) -> Command {
+    let mut cmd = oshrun();
+    cmd.arg("--config")
+        .arg(file)
+        .args(["-n", "4", "--fork"])
+        .args(extra)
+        .arg("--")
+        .args(self_test_argv("child_pe").unwrap())
+        .env(gsas_tests::node::SCENARIO, scenario)
+        .env(gsas_tests::node::SIGNAL_DIR, dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
 #[test]
 fn kill_9_of_the_launcher_makes_the_daemons_end_their_pes() {
     let dir = gsas_tests::node::scratch_dir("fail-kill-launcher");
     let (cf, file) = cluster(&dir, None);
     let ds = daemons(&cf, &file);
-    let mut cmd = oshrun();
-    cmd.arg("--config")
-        .arg(&file)
-        .args(["-n", "4", "--fork", "--"])
-        .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, "hang")
-        .env(gsas_tests::node::SIGNAL_DIR, &dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut cmd = forked_job(&file, &dir, &[], "hang");
+    cmd.stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let pids = wait_ready(&dir, 4, &mut child, Duration::from_secs(300));
     child.kill().unwrap();
@@ -596,16 +606,7 @@ fn the_same_diagnostic_of_forked_pes_on_two_nodes_is_printed_once_with_the_pe_li
     let dir = gsas_tests::node::scratch_dir("fork-merge");
     let (cf, file) = cluster(&dir, None);
     let ds = daemons(&cf, &file);
-    let mut cmd = oshrun();
-    cmd.arg("--config")
-        .arg(&file)
-        .args(["-n", "4", "--fork", "--"])
-        .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, crate::shmem_pes::SAME_WORDS)
-        .env(gsas_tests::node::SIGNAL_DIR, &dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = forked_job(&file, &dir, &[], crate::shmem_pes::SAME_WORDS);
     let out = collect_output(cmd.spawn().unwrap(), Duration::from_secs(300)).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -638,16 +639,12 @@ fn a_timeout_makes_forked_pes_say_where_they_wait() {
     let dir = gsas_tests::node::scratch_dir("fork-timeout");
     let (cf, file) = cluster(&dir, None);
     let ds = daemons(&cf, &file);
-    let mut cmd = oshrun();
-    cmd.arg("--config")
-        .arg(&file)
-        .args(["-n", "4", "--fork", "--timeout", "15", "--"])
-        .args(self_test_argv("child_pe").unwrap())
-        .env(gsas_tests::node::SCENARIO, crate::shmem_pes::WAIT_UNTIL)
-        .env(gsas_tests::node::SIGNAL_DIR, &dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = forked_job(
+        &file,
+        &dir,
+        &["--timeout", "15"],
+        crate::shmem_pes::WAIT_UNTIL,
+    );
     let out = collect_output(cmd.spawn().unwrap(), Duration::from_secs(300)).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(124), "{err}");
