@@ -42,6 +42,8 @@ def fake_run(out, targets, plan, skip=None):
     rows = osb.aggregate(raw)
     osb.write_csv(out / "results.csv", rows)
     facts = {"plan": plan, "quick": True, "cpus": 2, "load_before": ["0.1", "0.1", "0.1"],
+             "load_after": ["0.7", "0.2", "0.1"], "commit": "0123456789abcdef0123",
+             "date_utc": "2026-12-02 01:00",
              "targets": {t: {"where_pe1_runs": "same node", "launch": "x"} for t in targets},
              "skipped": {"peer-x": "not installed"}, "failed": [], "interrupted": False,
              "benchmark_skips": skip or {}}
@@ -233,6 +235,10 @@ class Folder(unittest.TestCase):
         self.assertEqual(len(foot), 1, t)
         self.assertIn("quick run: not for publication", foot[0])
         self.assertIn("on 2 CPUs", foot[0])
+        # Provenance: the commit (12 digits), the date, the load before and after.
+        self.assertIn("gsas 0123456789ab |", foot[0])
+        self.assertIn("2026-12-02 01:00 UTC", foot[0])
+        self.assertIn("load 0.1 0.1 0.1 before, 0.7 0.2 0.1 after", foot[0])
         self.assertIn("put_quiet", t)
         self.assertTrue(any(x.startswith("Put latency") for x in t), t)
         s = texts("signal")

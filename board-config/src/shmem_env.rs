@@ -105,6 +105,14 @@ pub const DEBUG: EnvVar = EnvVar {
     default: "off",
     doc: "Print diagnostic messages (start-up details, ignored hints) on standard error.",
 };
+/// `SHMEM_QUIET` (a gsas extension).
+pub const QUIET: EnvVar = EnvVar {
+    name: "SHMEM_QUIET",
+    alias: None,
+    kind: Kind::Bool,
+    default: "off",
+    doc: "gsas extension: PE 0 does not print the one line that reports the job's first allocation that returns NULL (`shmem_malloc` and the other allocation routines, with the heap's size and `SHMEM_SYMMETRIC_SIZE`); `SHMEM_DEBUG` still reports every one.",
+};
 /// `SHMEM_WAIT_TIMEOUT` (a gsas extension).
 pub const WAIT_TIMEOUT: EnvVar = EnvVar {
     name: "SHMEM_WAIT_TIMEOUT",
@@ -177,6 +185,7 @@ pub const VARS: &[EnvVar] = &[
     INFO,
     SYMMETRIC_SIZE,
     DEBUG,
+    QUIET,
     WAIT_TIMEOUT,
     COLL_FLAT_MAX,
     COLL_FANIN,
@@ -202,6 +211,8 @@ pub struct Config {
     pub info: bool,
     /// `SHMEM_DEBUG`.
     pub debug: bool,
+    /// `SHMEM_QUIET`.
+    pub quiet: bool,
     /// `SHMEM_SYMMETRIC_SIZE` in bytes; `None` when unset (the runtime's default applies).
     pub symmetric_size: Option<u64>,
     /// `SHMEM_WAIT_TIMEOUT`.
@@ -228,6 +239,7 @@ impl Default for Config {
             version: false,
             info: false,
             debug: false,
+            quiet: false,
             symmetric_size: None,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             coll_flat_max: 8,
@@ -295,6 +307,7 @@ impl Config {
                         "SHMEM_VERSION" => c.version = on,
                         "SHMEM_INFO" => c.info = on,
                         "SHMEM_DEBUG" => c.debug = on,
+                        "SHMEM_QUIET" => c.quiet = on,
                         _ => {}
                     }
                 }
@@ -448,7 +461,8 @@ mod tests {
         let c = cfg(&[("SMA_SYMMETRIC_SIZE", "1m"), ("SHMEM_SYMMETRIC_SIZE", "2m")]).unwrap();
         assert_eq!(c.symmetric_size, Some(2 << 20), "SHMEM_ wins over SMA_");
         let c = cfg(&[("SHMEM_VERSION", ""), ("SHMEM_INFO", "yes")]).unwrap();
-        assert!(c.version && c.info && !c.debug);
+        assert!(c.version && c.info && !c.debug && !c.quiet);
+        assert!(cfg(&[("SHMEM_QUIET", "1")]).unwrap().quiet);
         let c = cfg(&[("SHMEM_WAIT_TIMEOUT", "2.5")]).unwrap();
         assert_eq!(c.wait_timeout, Duration::from_millis(2500));
 

@@ -31,6 +31,7 @@
 //! | `SHMEM_INFO` | `SMA_INFO` | boolean (set = on) | off | PE 0 prints the library version and this list of variables at start-up. |
 //! | `SHMEM_SYMMETRIC_SIZE` | `SMA_SYMMETRIC_SIZE` | size (number, decimals allowed, with optional k/m/g/t) | the runtime's default: `defaults.symmetric_size` of the cluster file, else 64 MiB | Symmetric heap size of every PE in bytes; at least ceil(number * scale) bytes are provided; at least 4k (a page). |
 //! | `SHMEM_DEBUG` | `SMA_DEBUG` | boolean (set = on) | off | Print diagnostic messages (start-up details, ignored hints) on standard error. |
+//! | `SHMEM_QUIET` | - | boolean (set = on) | off | gsas extension: PE 0 does not print the one line that reports the job's first allocation that returns NULL (`shmem_malloc` and the other allocation routines, with the heap's size and `SHMEM_SYMMETRIC_SIZE`); `SHMEM_DEBUG` still reports every one. |
 //! | `SHMEM_WAIT_TIMEOUT` | - | seconds (number > 0) | 3600 | gsas extension: longest time a point-to-point wait, a signal wait, a lock acquisition or a wait inside a collective may block before the job is ended with a message naming the call. |
 //! | `SHMEM_COLL_FLAT_MAX` | - | integer (>= 0) | 8 | gsas extension: a barrier of a team or active set on one node with at most this many PEs is flat (every PE watches every other PE's flag); larger ones gather through a tree of sub-leaders to one leader. |
 //! | `SHMEM_COLL_FANIN` | - | integer (>= 0) | 8 | gsas extension: fan-in of the intra-node arrival tree of barriers (each sub-leader waits for this many PEs; at least 1). |

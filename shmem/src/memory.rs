@@ -80,14 +80,14 @@ fn address(st: &State, off: Option<u64>) -> *mut c_void {
 
 /// Reports an allocation that returns NULL: by default the job's first one, on PE 0 only
 /// (every PE gets NULL: the allocators agree), with the heap's size and the variable that
-/// sets it, as other implementations print it without being asked; with `SHMEM_DEBUG`
-/// every one on every PE.
+/// sets it, as other implementations print it without being asked (not with `SHMEM_QUIET`);
+/// with `SHMEM_DEBUG` every one on every PE.
 fn report_failure(call: &str, e: &AllocError) {
     static REPORTED: AtomicBool = AtomicBool::new(false);
     let Some(st) = state::get() else { return };
     if st.config.debug {
         debug(call, e);
-    } else if st.me == 0 && !REPORTED.swap(true, Ordering::Relaxed) {
+    } else if st.me == 0 && !st.config.quiet && !REPORTED.swap(true, Ordering::Relaxed) {
         gsas_transport::eprintln_whole!(
             "gsas-shmem: PE 0: {call}: {e}; the symmetric heap is {} bytes per PE \
              (SHMEM_SYMMETRIC_SIZE sets it); NULL on every PE (SHMEM_DEBUG=1 reports every \

@@ -1411,8 +1411,33 @@ fn symmetric_size_from_the_environment() {
             check_run(&label, "env_size", case, &run, Expect::Success);
         }
     }
-    // SHMEM_ wins over SMA_.
+    // SHMEM_QUIET silences that line; the allocation still returns NULL (the program
+    // checks it and succeeds).
     let case = cases[0];
+    let (var, value, bytes) = valid[0];
+    let run = run_case(
+        &bin,
+        &[&bytes.to_string()],
+        &[(var, value), ("SHMEM_QUIET", "1")],
+        case,
+        daemons.as_ref(),
+    );
+    if run.output.contains(": shmem_malloc: ") {
+        fail_run(
+            "env_size SHMEM_QUIET",
+            case,
+            &run,
+            "SHMEM_QUIET=1 printed the failed allocation",
+        );
+    }
+    check_run(
+        "env_size SHMEM_QUIET",
+        "env_size",
+        case,
+        &run,
+        Expect::Success,
+    );
+    // SHMEM_ wins over SMA_.
     let run = run_case(
         &bin,
         &[&(2u64 << 20).to_string()],

@@ -488,6 +488,14 @@ fn the_error_every_pe_meets_is_printed_once_and_the_launcher_does_not_repeat_it(
         .unwrap()
         .parse()
         .unwrap();
+    // The launcher's and its service's traces of the same failure stay at info level: the
+    // first line said it.
+    for trace in ["PMI server: rank", "reclaiming the job"] {
+        assert!(
+            !e.contains(trace),
+            "{trace:?} printed at the default level: {e}"
+        );
+    }
     if line.contains("(its message is above)") {
         let at = e.find(line).unwrap();
         let pe_said = gsas_tests::launch::pe_line(&e, rank, said)
