@@ -246,26 +246,36 @@ fn write(sink: &mut Sink, bytes: &[u8]) {
 /// wrote it: `PROGRAM: PE R...` (`PROGRAM` one word of letters, digits and `-_.+`, as the
 /// libraries' and tools' names are) or the PE's log line `peR[PID] ...`; `None` otherwise.
 fn split_at_rank(line: &[u8], rank: u32) -> Option<(Vec<u8>, Vec<u8>)> {
-    let is_rank = |digits: &[u8]| {
-        !digits.is_empty()
-            && std::str::from_utf8(digits)
-                .ok()
-                .and_then(|d| d.parse::<u32>().ok())
-                == Some(rank)
-    };
-    // The PE's logger: `pe3[4802] warn: ...` merges as `PEs 3, 5: warn: ...`.
-    if let Some(rest) = line.strip_prefix(b"pe") {
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        let after = rest[digits..].strip_prefix(b"[")?;
-        let pid = after.iter().take_while(|b| b.is_ascii_digit()).count();
-        let said = after[pid..].strip_prefix(b"] ")?;
-        if !is_rank(&rest[..digits]) || pid == 0 {
-            return None;
-        }
-        let mut tail = b": ".to_vec();
-        tail.extend_from_slice(said);
-        return Some((Vec::new(), tail));
+    // A program whose name starts with `pe` (`perftest: PE 3: ...`) is not a log line.
+    split_log_line(line, rank).or_else(|| split_program_line(line, rank))
+}
+
+/// Whether `digits` (ASCII) is `rank`.
+fn is_rank(digits: &[u8], rank: u32) -> bool {
+    !digits.is_empty()
+        && std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse::<u32>().ok())
+            == Some(rank)
+}
+
+/// The PE's logger: `pe3[4802] warn: ...` merges as `PEs 3, 5: warn: ...`.
+fn split_log_line(line: &[u8], rank: u32) -> Option<(Vec<u8>, Vec<u8>)> {
+    let rest = line.strip_prefix(b"pe")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let after = rest[digits..].strip_prefix(b"[")?;
+    let pid = after.iter().take_while(|b| b.is_ascii_digit()).count();
+    let said = after[pid..].strip_prefix(b"] ")?;
+    if !is_rank(&rest[..digits], rank) || pid == 0 {
+        return None;
     }
+    let mut tail = b": ".to_vec();
+    tail.extend_from_slice(said);
+    Some((Vec::new(), tail))
+}
+
+/// `PROGRAM: PE R...` merges as `PROGRAM: PEs 3, 5...`.
+fn split_program_line(line: &[u8], rank: u32) -> Option<(Vec<u8>, Vec<u8>)> {
     let colon = line.iter().position(|&b| b == b':')?;
     let word = &line[..colon];
     let word_ok = !word.is_empty()
@@ -277,7 +287,7 @@ fn split_at_rank(line: &[u8], rank: u32) -> Option<(Vec<u8>, Vec<u8>)> {
     }
     let rest = line[colon..].strip_prefix(b": PE ")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if !is_rank(&rest[..digits]) {
+    if !is_rank(&rest[..digits], rank) {
         return None;
     }
     let head_len = colon + b": ".len();
@@ -309,6 +319,12 @@ mod tests {
         assert!(split_at_rank(b"pe3[4802] warn: slow\n", 4).is_none());
         assert!(split_at_rank(b"pe3[] warn\n", 3).is_none());
         assert!(split_at_rank(b"pe3 warn\n", 3).is_none());
+        // A program named pe...: its PE lines, not a log line.
+        let (h, t) = split_at_rank(b"perftest: PE 3: slow\n", 3).unwrap();
+        assert_eq!(
+            (h.as_slice(), t.as_slice()),
+            (&b"perftest: "[..], &b": slow\n"[..])
+        );
         // Another PE's number, a longer number, no program word, a sentence: not split.
         assert!(split_at_rank(l.as_bytes(), 4).is_none());
         assert!(split_at_rank(b"gsas-shmem: PE 31: x\n", 3).is_none());
