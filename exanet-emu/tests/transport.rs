@@ -836,6 +836,68 @@ mod pio_over_the_emulator {
         assert!(st.dropped >= 6 && st.corrupted >= 2, "{st:?}");
     }
 
+    /// A receiver that takes its packets slowly keeps its mailbox full: the sender's
+    /// messages are refused (`RING_FULL`) and wait in its resend queue, backing off up to
+    /// 10 ms, while its later messages take the places the receiver frees, so some fall
+    /// more than the receiver's window of 1,024 numbers behind (as the requests of 4 PEs
+    /// updating one service in `osb_gups` did). Each packet is still delivered exactly
+    /// once; before the receiver remembered the numbers its window left behind, those
+    /// were dropped as copies.
+    #[test]
+    fn a_slow_receiver_gets_every_pio_packet_once_however_far_behind_a_refused_one_falls() {
+        let mut p = pair("slow", Duration::from_secs(120), Duration::from_secs(5));
+        // 20,000 packets, and more (up to 80,000) until one came from behind the window.
+        let mut total = 20_000u32;
+        let to_b = p.to_b;
+        let (mut next, mut copies) = (0u32, 0u32);
+        let mut got = HashSet::new();
+        let (start, mut heard) = (Instant::now(), Instant::now());
+        // Until all arrived, or nothing arrived for 10 s (a resend backs off 10 ms at most).
+        while got.len() < total as usize && heard.elapsed() < Duration::from_secs(10) {
+            if next == total && total < 80_000 && p.b.inner().exanet().unwrap().pio_late() == 0 {
+                total += 20_000;
+            }
+            while next < total {
+                let packet = next.to_le_bytes();
+                match p.a.send(to_b, 4, |b| b.copy_from_slice(&packet)) {
+                    Ok(()) => next += 1,
+                    Err(TransportError::WouldBlock) => break,
+                    Err(e) => panic!("send {next}: {e:?}"),
+                }
+            }
+            let now = monotonic_ns();
+            p.a.poll(now).unwrap();
+            p.a.flush().unwrap();
+            p.b.poll(now).unwrap();
+            // One packet per 100 us at most: the receiver falls behind and its mailbox
+            // fills.
+            if let Some(d) = p.b.recv(|_, d| d.to_vec()).unwrap() {
+                copies += u32::from(!got.insert(d));
+                heard = Instant::now();
+            }
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_micros(100) {
+                std::hint::spin_loop();
+            }
+        }
+        let link = p.b.inner().exanet().unwrap();
+        let (late, duplicates) = (link.pio_late(), link.pio_duplicates());
+        let sender = p.a.inner().exanet().unwrap().stats();
+        eprintln!(
+            "{} of {total} delivered in {:.1} s; {late} from behind the window; {duplicates} copies dropped; sender: {sender:?}; emulator: {:?}",
+            got.len(),
+            start.elapsed().as_secs_f64(),
+            p.stats()
+        );
+        assert!(p.a.next_event().is_none(), "nothing given up");
+        assert_eq!(copies, 0, "nothing delivered twice");
+        assert_eq!(got.len(), total as usize, "every packet delivered");
+        assert!(
+            late > 0,
+            "no packet came from behind the window: the case was not tested"
+        );
+    }
+
     /// A peer that does not answer: the PIO message is resent until the deadline, then
     /// the peer is reported unreachable and later sends to it fail.
     #[test]

@@ -329,6 +329,12 @@ impl ExanetLink {
         self.pio_rx.dropped
     }
 
+    /// PIO messages delivered from behind their stream's window of 1024 numbers (refused
+    /// with `RING_FULL` while over 1024 later ones were delivered; see [`pio`]).
+    pub fn pio_late(&self) -> u64 {
+        self.pio_rx.late()
+    }
+
     /// PIO packets sent (posted to the NI) and received (delivered once).
     pub fn pio_counts(&self) -> (u64, u64) {
         (self.pio_sent, self.pio_received)

@@ -32,12 +32,22 @@
 //!
 //! Why the window is enough: a message is resent right after its timeout is reaped, behind
 //! at most the 15 later messages of the TX ring and the driver's queued resends (at most
-//! 64), so a duplicate is always far inside the window; a stream that leaves numbers
-//! behind by more than 1024 (a message refused with `RING_FULL` for longer than 1024 later
-//! ones took to be delivered) has them counted as seen: such a message, arriving later,
-//! would be dropped, and its operation fails at the requester's deadline with the node
-//! named. A new incarnation of a sender (a PE restarted on the endpoint) resets its stream;
-//! a message of an older one (a straggler of a process that ended) is dropped.
+//! 64), so the copy that a lost ack produces is always far inside the window. A message
+//! refused with `RING_FULL` is different: it waits in its sender's resend queue with a
+//! backoff that grows to 10 ms, refused again whenever the ring is full, while the
+//! sender's later messages take every free place (a node's PEs hammering one service, as
+//! GUPS does), so more than 1024 later ones can be delivered before it. The window then
+//! moves on and the numbers it leaves behind unseen are remembered as *holes* (at most
+//! [`MAX_HOLES`] per stream, oldest forgotten first; a sender never has more than 96
+//! messages unfinished): a message behind the window is delivered if it fills a hole and
+//! dropped as a copy otherwise. Before holes were remembered such a message was taken
+//! for a copy and dropped, and its operation failed at the requester's deadline (`osb_gups`
+//! on 8 PEs over the emulator: `shmem_quiet: timed out`). A stream is numbered from 0, so
+//! a receiver that first hears a source at a number inside the window starts its window
+//! at 0 (the earlier numbers may still come); one that hears it at a later number (it
+//! restarted, or forgot the source) starts half a window back. A new incarnation of a
+//! sender (a PE restarted on the endpoint) resets its stream; a message of an older one
+//! (a straggler of a process that ended) is dropped.
 //!
 //! What it is not: a path for packets above [`MAX_PACKET`] (they stay in the reliability
 //! layer's frames, pulled by RDMA), nor ordered (like the frames, PIO messages to one peer
@@ -45,7 +55,7 @@
 //!
 //! Thread-safety: plain single-owner values.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
@@ -64,6 +74,12 @@ const WINDOW: u16 = 1024;
 /// process only while the current one is younger than this; later it is a new process
 /// (incarnations wrap after about 70 minutes).
 const QUIET: Duration = Duration::from_secs(10);
+/// Numbers a receiver remembers per source endpoint as left behind unseen by its window.
+/// A sender has at most 16 messages in its TX ring and 64 queued resends (the driver's
+/// `max_queued_retries`; reaping a full ring of NACKs can add 16 more) unfinished at any
+/// time, whatever their destinations, so no more than 96 numbers of one stream can still
+/// arrive behind the window; the rest of the room is margin.
+const MAX_HOLES: usize = 256;
 /// Source endpoints remembered before the receiver looks for ones it may forget.
 const MAX_STREAMS: usize = 4096;
 /// How long a source endpoint must have been silent before its window may be forgotten:
@@ -262,16 +278,33 @@ struct Stream {
     since: Instant,
     /// When this source was last heard.
     last: Instant,
+    /// Numbers the window left behind unseen, oldest first (at most [`MAX_HOLES`]): a
+    /// message the NI refused while more than [`WINDOW`] later ones were delivered, still
+    /// in its sender's resend queue.
+    holes: VecDeque<u16>,
+    /// Messages delivered from behind the window (holes filled).
+    late: u64,
 }
 
 impl Stream {
+    /// The stream of a source first heard (or heard in a new incarnation) with number
+    /// `first`. A sender numbers each stream from 0, so when `first` is inside the window
+    /// every earlier number is still to come (it may be in its sender's resend queue);
+    /// later (a receiver that restarted or forgot the source) half the window is left for
+    /// stragglers.
     fn new(incarnation: u32, first: u16, now: Instant) -> Stream {
         Stream {
             incarnation,
-            next: first.wrapping_sub(WINDOW / 2),
+            next: if first < WINDOW {
+                0
+            } else {
+                first.wrapping_sub(WINDOW / 2)
+            },
             seen: [0; WINDOW as usize / 64],
             since: now,
             last: now,
+            holes: VecDeque::new(),
+            late: 0,
         }
     }
 
@@ -284,10 +317,18 @@ impl Stream {
     fn accept(&mut self, seq: u16) -> bool {
         let mut d = seq.wrapping_sub(self.next);
         if d >= u16::MAX / 2 {
-            return false;
+            // Behind the window: new only if the window left it behind unseen.
+            return match self.holes.iter().position(|&h| h == seq) {
+                Some(i) => {
+                    self.holes.remove(i);
+                    self.late += 1;
+                    true
+                }
+                None => false,
+            };
         }
         while d >= WINDOW {
-            // Leave the oldest number behind (counted as seen).
+            // Leave the oldest number behind (remembered as a hole if it was not seen).
             self.advance();
             d -= 1;
         }
@@ -307,6 +348,12 @@ impl Stream {
 
     fn advance(&mut self) {
         let (w, b) = Stream::bit(self.next);
+        if self.seen[w] & b == 0 {
+            if self.holes.len() == MAX_HOLES {
+                self.holes.pop_front();
+            }
+            self.holes.push_back(self.next);
+        }
         self.seen[w] &= !b;
         self.next = self.next.wrapping_add(1);
     }
@@ -318,6 +365,9 @@ pub struct PioRx {
     streams: DestMap<Stream>,
     /// Messages dropped as duplicates or stragglers of an older incarnation.
     pub dropped: u64,
+    /// Messages delivered from behind their stream's window (refused with `RING_FULL`
+    /// while more than a window of later ones arrived), of the streams remembered now.
+    late: u64,
 }
 
 impl PioRx {
@@ -350,7 +400,9 @@ impl PioRx {
             *s = Stream::new(inc, seq, now);
         }
         s.last = now;
+        let late = s.late;
         if s.accept(seq) {
+            self.late += s.late - late;
             Some(key)
         } else {
             self.dropped += 1;
@@ -363,6 +415,12 @@ impl PioRx {
     fn forget_silent(&mut self, now: Instant) {
         self.streams
             .retain(|_, s| now.duration_since(s.last) < FORGET_AFTER);
+    }
+
+    /// Messages delivered from behind their stream's window: each one was dropped as a
+    /// copy before holes were remembered (see the module docs).
+    pub fn late(&self) -> u64 {
+        self.late
     }
 
     /// How many sources the receiver remembers (for tests and diagnostics).
@@ -434,6 +492,95 @@ mod tests {
             assert_eq!(rx.accept(A, &msg(seq, 7, 9)), None, "{seq}");
         }
         assert_eq!(rx.dropped, 3003);
+    }
+
+    #[test]
+    fn a_message_refused_while_more_than_a_window_of_later_ones_arrived_is_delivered_once() {
+        // osb_gups on 8 PEs over the emulator: a request refused with RING_FULL waited in
+        // its sender's resend queue while thousands of later ones were delivered; it was
+        // then taken for a copy and dropped, and shmem_quiet timed out.
+        let mut rx = PioRx::default();
+        let late = [3u16, 700, 701, 2500];
+        for seq in 0..6000u16 {
+            if !late.contains(&seq) {
+                assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9), "{seq}");
+            }
+        }
+        for seq in late {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9), "late {seq}");
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), None, "a copy of late {seq}");
+        }
+        // Numbers that were delivered stay copies, behind the window as inside it.
+        for seq in [0u16, 4, 699, 702, 2499, 5999] {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), None, "{seq}");
+        }
+        assert_eq!(rx.dropped, 10);
+        assert_eq!(rx.late(), 4, "all four came from behind the window");
+        assert!(rx.streams[&A].holes.is_empty());
+        // Across the wrap of the numbers: a hole left at 65,530 is filled after 0..3000.
+        for seq in 6000..=u16::MAX {
+            if seq != 65_530 {
+                assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9), "{seq}");
+            }
+        }
+        for seq in 0..3000u16 {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9), "{seq}");
+        }
+        assert_eq!(rx.accept(A, &msg(65_530, 7, 9)), Some(9));
+        assert_eq!(rx.accept(A, &msg(65_530, 7, 9)), None);
+    }
+
+    #[test]
+    fn a_source_first_heard_late_in_its_stream_still_gets_its_earlier_messages() {
+        // The first message to arrive is number 600: 0..600 were refused (RING_FULL) and
+        // are still being resent; before, the window started at 88 and dropped 0..88.
+        let mut rx = PioRx::default();
+        assert_eq!(rx.accept(A, &msg(600, 7, 9)), Some(9));
+        for seq in (0..600u16).rev() {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9), "{seq}");
+        }
+        for seq in 0..=600u16 {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), None, "a copy of {seq}");
+        }
+        // A receiver that hears a source first far into its stream (it restarted) keeps
+        // half a window for stragglers.
+        let b = Dest { coord: 2, ep: 1 };
+        let at = |seq: u16| {
+            let mut tx = PioTx::new(7);
+            tx.streams.insert(b, (seq, 9));
+            let mut h = [0u8; 16];
+            tx.header(b, 9, &mut h);
+            h
+        };
+        assert_eq!(rx.accept(b, &at(5000)), Some(9));
+        assert_eq!(rx.accept(b, &at(5000 - 512)), Some(9));
+        assert_eq!(rx.accept(b, &at(5000 - 513)), None);
+    }
+
+    #[test]
+    fn the_holes_a_stream_remembers_are_bounded_and_the_oldest_go_first() {
+        let mut rx = PioRx::default();
+        // Every other number of 0..2 * (MAX_HOLES + 10) is missing, then the window moves
+        // far past them: only the newest MAX_HOLES are remembered.
+        let n = 2 * (MAX_HOLES as u16 + 10);
+        for seq in (0..n).step_by(2) {
+            assert_eq!(rx.accept(A, &msg(seq, 7, 9)), Some(9));
+        }
+        assert_eq!(rx.accept(A, &msg(n - 1 + WINDOW, 7, 9)), Some(9));
+        let holes = &rx.streams[&A].holes;
+        assert_eq!(holes.len(), MAX_HOLES);
+        assert_eq!(
+            holes.front(),
+            Some(&21),
+            "the 10 oldest odd numbers went first"
+        );
+        assert_eq!(
+            rx.accept(A, &msg(19, 7, 9)),
+            None,
+            "forgotten: taken for a copy"
+        );
+        assert_eq!(rx.accept(A, &msg(21, 7, 9)), Some(9));
+        assert_eq!(rx.accept(A, &msg(n - 1, 7, 9)), Some(9));
     }
 
     #[test]

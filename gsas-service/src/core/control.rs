@@ -793,6 +793,7 @@ impl Core {
                 ("exanet.pio_sent", link.pio_counts().0),
                 ("exanet.pio_received", link.pio_counts().1),
                 ("exanet.pio_duplicates", link.pio_duplicates()),
+                ("exanet.pio_late", link.pio_late()),
             ] {
                 text.push_str(&format!("{name} {value}\n"));
             }
