@@ -1629,10 +1629,24 @@ fn wrappers_add_the_right_flags() {
         ("cc", "c++")
     };
 
-    let (ok, out, _) = wrapper("oshcc", &["-showme:compile"], &[]);
-    assert!(ok && out.trim() == inc, "oshcc -showme:compile: {out:?}");
-    let (ok, out, _) = wrapper("oshcc", &["-showme:link"], &[]);
-    assert!(ok && out.trim() == dyn_link, "oshcc -showme:link: {out:?}");
+    // Open MPI's double-dash spellings are the same modes.
+    for dash in ["-", "--"] {
+        let (ok, out, _) = wrapper("oshcc", &[&format!("{dash}showme:compile")], &[]);
+        assert!(
+            ok && out.trim() == inc,
+            "oshcc {dash}showme:compile: {out:?}"
+        );
+        let (ok, out, _) = wrapper("oshcc", &[&format!("{dash}showme:link")], &[]);
+        assert!(
+            ok && out.trim() == dyn_link,
+            "oshcc {dash}showme:link: {out:?}"
+        );
+    }
+    let (ok, out, _) = wrapper("oshcc", &["--showme", "-c", "app.c"], &[]);
+    assert!(
+        ok && out.trim().ends_with(&format!("{inc} -c app.c")),
+        "oshcc --showme: {out:?}"
+    );
     let (ok, out, _) = wrapper("oshcc", &["-static-shmem", "-showme:link"], &[]);
     assert!(
         ok && out

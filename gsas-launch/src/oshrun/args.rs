@@ -459,25 +459,59 @@ pub fn resolve_program(program: &OsStr, path_var: Option<&OsStr>) -> Result<Path
     }))
 }
 
-/// How many bytes of a program [`foreign_openshmem`] reads: the dynamic section's strings
-/// (the libraries it needs) sit near the start of an ELF file.
+/// How many bytes of a program [`look_at_program`] reads: the dynamic section's strings
+/// (the libraries it needs) sit near the start of an ELF file, and a small static
+/// program's symbol names fit too.
 const LINK_SCAN: u64 = 8 << 20;
 
-/// The OpenSHMEM library of another implementation that `program` is linked with, if any:
-/// Open MPI's `liboshmem.so` (its PEs bootstrap through PMIx, which gsas's launcher does
-/// not serve, so each would run alone as PE 0 of 1). Reads the first [`LINK_SCAN`] bytes for
-/// the library's name, which a dynamically linked program carries in its dynamic string
-/// table. `None` when the file cannot be read.
-pub fn foreign_openshmem(program: &Path) -> Option<&'static str> {
+/// What the launcher can tell of a program from its bytes before it starts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProgramLook {
+    /// The OpenSHMEM library of another implementation it is linked with: Open MPI's
+    /// `liboshmem.so` (its PEs bootstrap through PMIx, which gsas's launcher does not serve,
+    /// so each would run alone as PE 0 of 1), Sandia OpenSHMEM's `libsma.so`, or either
+    /// linked statically (their internal start-up functions, `oshmem_shmem_init` and
+    /// `shmem_internal_init`, in a symbol table that was not stripped).
+    pub foreign: Option<&'static str>,
+    /// Whether it names `shmem_init` or `start_pes` (an OpenSHMEM program, of whatever
+    /// implementation, unless stripped of symbols and linked statically).
+    pub openshmem: bool,
+    /// Whether it is linked with gsas's library: it needs `libshmem.so`, or carries the
+    /// library's `gsas-shmem` messages (linked statically).
+    pub gsas: bool,
+}
+
+/// Reads the first [`LINK_SCAN`] bytes of `program` for the names [`ProgramLook`] looks
+/// for (a dynamically linked program carries the libraries it needs and the symbols it
+/// imports in its dynamic string table). Nothing is known of a file that cannot be read.
+pub fn look_at_program(program: &Path) -> ProgramLook {
     use std::io::Read;
     let mut head = Vec::new();
-    std::fs::File::open(program)
-        .ok()?
-        .take(LINK_SCAN)
-        .read_to_end(&mut head)
-        .ok()?;
+    let read = std::fs::File::open(program).and_then(|f| f.take(LINK_SCAN).read_to_end(&mut head));
+    if read.is_err() {
+        return ProgramLook::default();
+    }
     let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
-    has(b"liboshmem.so").then_some("Open MPI's liboshmem.so")
+    let foreign = [
+        (&b"liboshmem.so"[..], "Open MPI's liboshmem.so"),
+        (b"libsma.so", "Sandia OpenSHMEM's libsma.so"),
+        (
+            b"oshmem_shmem_init",
+            "Open MPI's OpenSHMEM library (linked statically)",
+        ),
+        (
+            b"shmem_internal_init",
+            "Sandia OpenSHMEM's library (linked statically)",
+        ),
+    ]
+    .into_iter()
+    .find(|(needle, _)| has(needle))
+    .map(|(_, name)| name);
+    ProgramLook {
+        foreign,
+        openshmem: has(b"shmem_init") || has(b"start_pes"),
+        gsas: has(b"libshmem.so") || has(b"gsas-shmem"),
+    }
 }
 
 #[cfg(test)]
@@ -616,18 +650,60 @@ mod tests {
     }
 
     #[test]
-    fn open_mpi_programs_are_recognised() {
+    fn other_implementations_programs_are_recognised() {
         let dir = std::env::temp_dir().join(format!("gsas-foreign-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let ompi = dir.join("ompi-app");
-        let mut bytes = b"\x7fELF....".to_vec();
-        bytes.extend_from_slice(b"\0libc.so.6\0liboshmem.so.40\0");
-        std::fs::write(&ompi, &bytes).unwrap();
-        assert_eq!(foreign_openshmem(&ompi), Some("Open MPI's liboshmem.so"));
-        let ours = dir.join("gsas-app");
-        std::fs::write(&ours, b"\x7fELF....\0libc.so.6\0libshmem.so.0.1\0").unwrap();
-        assert_eq!(foreign_openshmem(&ours), None);
-        assert_eq!(foreign_openshmem(&dir.join("absent")), None);
+        let look = |name: &str, strings: &[u8]| {
+            let path = dir.join(name);
+            let mut bytes = b"\x7fELF....\0libc.so.6\0".to_vec();
+            bytes.extend_from_slice(strings);
+            std::fs::write(&path, &bytes).unwrap();
+            look_at_program(&path)
+        };
+        let cases: [(&str, &[u8], Option<&str>); 4] = [
+            (
+                "ompi",
+                b"liboshmem.so.40\0shmem_init\0",
+                Some("Open MPI's liboshmem.so"),
+            ),
+            (
+                "sos",
+                b"libsma.so.1\0shmem_init\0",
+                Some("Sandia OpenSHMEM's libsma.so"),
+            ),
+            (
+                "ompi-static",
+                b"shmem_init\0oshmem_shmem_init\0",
+                Some("Open MPI's OpenSHMEM library (linked statically)"),
+            ),
+            (
+                "sos-static",
+                b"start_pes\0shmem_internal_init\0",
+                Some("Sandia OpenSHMEM's library (linked statically)"),
+            ),
+        ];
+        for (name, strings, foreign) in cases {
+            let l = look(name, strings);
+            assert_eq!(l.foreign, foreign, "{name}");
+            assert!(l.openshmem, "{name}");
+        }
+        for strings in [
+            &b"libshmem.so.0.1\0shmem_init\0"[..],
+            b"shmem_init\0gsas-shmem: \0",
+        ] {
+            let ours = look("gsas-app", strings);
+            let want = ProgramLook {
+                foreign: None,
+                openshmem: true,
+                gsas: true,
+            };
+            assert_eq!(ours, want, "{}", String::from_utf8_lossy(strings));
+        }
+        let unknown = look("other", b"libopenshmem.so\0shmem_init\0");
+        assert!(unknown.openshmem && !unknown.gsas && unknown.foreign.is_none());
+        let plain = look("hostname", b"gethostname\0");
+        assert_eq!(plain, ProgramLook::default(), "no OpenSHMEM program");
+        assert_eq!(look_at_program(&dir.join("absent")), ProgramLook::default());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -288,6 +288,9 @@ pub struct JobReport {
     pub pids: Vec<u32>,
     /// How the PEs on other machines ended, in the order their daemons reported them.
     pub remote: Vec<RemotePe>,
+    /// How many ranks sent PMI `init` (started the library through this launcher); 0 for
+    /// a program that is no gsas PE, such as another implementation's OpenSHMEM program.
+    pub pmi_inits: u32,
 }
 
 /// How a PE on another machine ended.
@@ -961,6 +964,9 @@ impl Supervisor<'_> {
             statuses: self.running.iter().map(|r| r.status).collect(),
             pids: self.running.iter().map(|r| r.pid).collect(),
             remote: self.remote_pes,
+            pmi_inits: (0..self.spec.size)
+                .filter(|&r| self.server.initialized(r))
+                .count() as u32,
         }
     }
 }

@@ -234,7 +234,8 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
     let path = std::env::var_os("PATH");
     let program =
         args::resolve_program(&run.program, path.as_deref()).map_err(|e| (EXIT_USAGE, e.0))?;
-    if let Some(lib) = args::foreign_openshmem(&program) {
+    let look = args::look_at_program(&program);
+    if let Some(lib) = look.foreign {
         gsas_transport::eprintln_whole!(
             "{name}: warning: {} is linked with {lib}, another implementation's OpenSHMEM \
              library: under {name} each of its PEs runs alone as PE 0 of 1. Build it with \
@@ -270,7 +271,11 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
         return slurm::run_job(run, &program, &alloc, &signals);
     }
     if let Some(file) = &run.config {
-        return multinode::launch_cluster(name, run, file, &program, &env, signals);
+        let r = multinode::launch_cluster(name, run, file, &program, &env, signals);
+        if let Ok((_, report)) = &r {
+            note_no_pe_started(name, &program, look, run.n, report);
+        }
+        return r.map(|(code, _)| code);
     }
     let random = |what: &str| {
         gsas_sys::process::random_nonzero_u64()
@@ -334,9 +339,37 @@ fn launch(name: &str, run: &RunArgs) -> Result<i32, (i32, String)> {
         log::warn!("stopping the atomic service: {e}");
     }
     match result {
-        Ok(report) => Ok(report.exit_code),
+        Ok(report) => {
+            note_no_pe_started(name, &program, look, run.n, &report);
+            Ok(report.exit_code)
+        }
         Err(e) => Err((EXIT_FAILURE, e.to_string())),
     }
+}
+
+/// After a job of `n` processes of `program` in which none started the library through
+/// this launcher (none sent PMI `init`): if the program names `shmem_init` and is not
+/// linked with gsas's library, nor with one [`args::look_at_program`] recognised (that was
+/// said before the start), it is most likely another implementation's OpenSHMEM program,
+/// and each process ran alone as PE 0 of 1. Says so, once. A plain program (`hostname`)
+/// says nothing: running one is fine.
+fn note_no_pe_started(
+    name: &str,
+    program: &std::path::Path,
+    look: args::ProgramLook,
+    n: u32,
+    report: &job::JobReport,
+) {
+    if n < 2 || report.pmi_inits > 0 || !look.openshmem || look.gsas || look.foreign.is_some() {
+        return;
+    }
+    gsas_transport::eprintln_whole!(
+        "{name}: warning: none of the {n} processes of {} started OpenSHMEM through {name} \
+         (none contacted its PMI server), yet the program names shmem_init: if it is \
+         another implementation's OpenSHMEM program, each process ran alone as PE 0 of 1. \
+         Build it with gsas's oshcc, or start it with that implementation's launcher.",
+        program.display()
+    );
 }
 
 #[cfg(test)]

@@ -118,8 +118,8 @@ struct Block<'c> {
     local: bool,
 }
 
-/// Runs a multi-node job; see the [module docs](self). Returns the exit status, or the
-/// status and message of a launch error.
+/// Runs a multi-node job; see the [module docs](self). Returns the exit status and the
+/// job's report, or the status and message of a launch error.
 pub fn launch_cluster(
     name: &str,
     run: &RunArgs,
@@ -127,7 +127,7 @@ pub fn launch_cluster(
     program: &Path,
     env: &RuntimeConfig,
     signals: SignalFd,
-) -> Result<i32, (i32, String)> {
+) -> Result<(i32, job::JobReport), (i32, String)> {
     let usage = |m: String| (EXIT_USAGE, m);
     let cluster = Cluster::load(file).map_err(|e| usage(e.to_string()))?;
     let file = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
@@ -239,7 +239,7 @@ pub fn launch_cluster(
         spec.remote = Some(RemoteJob::new(rc).map_err(|e| (EXIT_FAILURE, e))?);
     }
     match job::run_job(spec) {
-        Ok(report) => Ok(report.exit_code),
+        Ok(report) => Ok((report.exit_code, report)),
         Err(e) => Err((EXIT_FAILURE, e.to_string())),
     }
 }

@@ -537,3 +537,47 @@ fn timeout_makes_every_pe_say_where_it_waits_before_the_job_ends() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A program that names `shmem_init` but whose processes never start the library through
+/// oshrun (none sends PMI `init`: another implementation's OpenSHMEM program, here a C
+/// program with its own `shmem_init`, as a statically linked one carries) ran as N
+/// one-PE jobs: oshrun says so once after the job. A plain program (`true`) and a gsas job
+/// get no such line.
+#[test]
+fn a_program_whose_processes_never_start_the_library_here_is_named_once() {
+    let dir = gsas_tests::node::scratch_dir("foreign-pes");
+    let src = dir.join("other.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n\
+         /* Another implementation's start-up, linked in: it never contacts oshrun. */\n\
+         int shmem_init(void) { return 0; }\n\
+         int main(void) { shmem_init(); printf(\"PE 0 of 1\\n\"); return 0; }\n",
+    )
+    .unwrap();
+    let prog = dir.join("other");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = run(Command::new(&cc).arg("-o").arg(&prog).arg(&src));
+    assert!(o.status.success(), "{cc}: {}", stderr(&o));
+    let warning = "none of the 3 processes of";
+    let o = run(oshrun().arg("-n").arg("3").arg(&prog));
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(out.matches("PE 0 of 1").count(), 3, "{out}");
+    assert_eq!(err.matches(warning).count(), 1, "{err}");
+    assert!(
+        err.contains("started OpenSHMEM through oshrun") && err.contains("oshcc"),
+        "{err}"
+    );
+    let o = run(oshrun().args(["-n", "3", "true"]));
+    assert!(
+        o.status.success() && !stderr(&o).contains("warning"),
+        "{}",
+        stderr(&o)
+    );
+    let child = shmem_job(3, &[], crate::shmem_pes::ALL_EXIT, &dir, &[]);
+    let o = collect_output(child, Duration::from_secs(300)).unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains(warning), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
