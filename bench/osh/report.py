@@ -108,6 +108,14 @@ def not_measured(t, bench, facts):
     return f"{t}: no figure (failed or not run)"
 
 
+def note_in_legend(ax, notes):
+    """A line of the panel's legend for each target the panel lacks ("ompi: skipped
+    (...)"), with no marker: the legend is placed where it covers no data and no other
+    text, which a free text in a corner of the panel was not (it lay under the legend)."""
+    for n in notes:
+        ax.plot([], [], " ", label=n)
+
+
 def draw(out, rows, targets, facts=None):
     """One figure per family, every target overlaid; returns {family: png name}.
 
@@ -159,9 +167,7 @@ def draw(out, rows, targets, facts=None):
             ax.set_title(f"{title} (lower is better)", fontsize=11)
             missing = [not_measured(t, b, facts) for t in targets for b in benches
                        if not any(k[0] == t and k[1] == b for k in keys)]
-            if missing:
-                ax.text(0.01, 0.01, "\n".join(missing), transform=ax.transAxes, fontsize=7,
-                        va="bottom", color="0.3")
+            note_in_legend(ax, missing)
             ax.legend(fontsize=7)
             ax.grid(True, axis="y", which="both", alpha=0.3)
         else:
@@ -206,11 +212,8 @@ def draw(out, rows, targets, facts=None):
                     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{int(v)}"))
                     ax.set_xlabel("PEs (log scale; ticks where measured)")
                 ax.set_ylabel(f"{unit_label(unit)} (median; band: min..max)")
-                missing = [not_measured(t, b, facts) for t in targets
-                           if not any(k[0] == t for k in bkeys)]
-                if missing:
-                    ax.text(0.01, 0.01, "\n".join(missing), transform=ax.transAxes,
-                            fontsize=7, va="bottom", color="0.3")
+                note_in_legend(ax, [not_measured(t, b, facts) for t in targets
+                                    if not any(k[0] == t for k in bkeys)])
                 one = other[0] if len(other) == 1 else 0
                 ax.set_title(b + (f" ({size_label(one)} per PE)" if axis == "pes" and one else ""),
                              fontsize=10)

@@ -154,6 +154,53 @@ class Pure(unittest.TestCase):
         self.assertIn("/nonexistent/oshcc", why)
 
 
+def text_boxes(svg):
+    """(text, x0, x1, top, bottom) of every unrotated text element of a matplotlib SVG
+    written with svg.fonttype "none", from its anchor, font size and length (DejaVu Sans:
+    about 0.55 em a character, ascent 0.75 em, descent 0.2 em). Texts placed by a group's
+    transform (mathtext tick labels, whose parts have no x/y of their own) are left out."""
+    out = []
+    for e in ET.parse(svg).getroot().iter():
+        if not e.tag.endswith("text") or e.get("x") is None:
+            continue
+        t = "".join(e.itertext()).strip()
+        rot = re.match(r"rotate\((-?[\d.]+)", e.get("transform", ""))
+        if not t or (rot and float(rot.group(1)) != 0):
+            continue
+        style = e.get("style", "")
+        fs = float(re.search(r"font: ([\d.]+)px", style).group(1))
+        anchor = re.search(r"text-anchor: (\w+)", style).group(1)
+        x, y, w = float(e.get("x")), float(e.get("y")), 0.55 * fs * len(t)
+        x0 = {"start": x, "middle": x - w / 2, "end": x - w}[anchor]
+        out.append((t, x0, x0 + w, y - 0.75 * fs, y + 0.2 * fs))
+    return out
+
+
+def text_overlaps(svg):
+    """Pairs of texts of `svg` whose boxes (text_boxes) intersect."""
+    b = text_boxes(svg)
+    return [(p[0], q[0]) for i, p in enumerate(b) for q in b[i + 1:]
+            if p[1] < q[2] and q[1] < p[2] and p[3] < q[4] and q[3] < p[4]]
+
+
+class TextBoxes(unittest.TestCase):
+    def test_overlapping_texts_are_found(self):
+        d = Path(tempfile.mkdtemp(prefix="osb-boxes-"))
+        try:
+            f = d / "t.svg"
+            t = ('<text style="font: 10px \'DejaVu Sans\'; text-anchor: {a}" x="{x}" '
+                 'y="{y}" transform="rotate({r} {x} {y})">{s}</text>')
+            f.write_text('<svg xmlns="http://www.w3.org/2000/svg">'
+                         + t.format(a="middle", x=100, y=20, r="-0", s="Collectives title")
+                         + t.format(a="middle", x=110, y=26, r="-0", s="barrier")
+                         + t.format(a="start", x=100, y=60, r="-0", s="apart")
+                         + t.format(a="middle", x=100, y=20, r="-90", s="rotated label")
+                         + "</svg>")
+            self.assertEqual(text_overlaps(f), [("Collectives title", "barrier")])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class Folder(unittest.TestCase):
     """One made-up complete folder (drawing is the slow part), copied where a test breaks it."""
 
@@ -243,12 +290,28 @@ class Folder(unittest.TestCase):
         self.assertTrue(any(x.startswith("Put latency") for x in t), t)
         s = texts("signal")
         self.assertTrue(any("two: skipped (1.4)" in x for x in s), s)
+        # The note is a line of the panel's legend, which is placed clear of it; a free
+        # text in the panel's corner lay under the legend (the collectives of a full run).
+        root = ET.parse(self.good / "fig" / "signal.svg").getroot()
+        legend = ["".join(e.itertext()).strip() for g in root.iter()
+                  if g.tag.endswith("}g") and (g.get("id") or "").startswith("legend")
+                  for e in g.iter() if e.tag.endswith("text")]
+        self.assertTrue(any("two: skipped (1.4)" in x for x in legend), legend)
         amo = (self.good / "fig" / "amo.svg").read_text()
         self.assertIn("whiskers: min..max", amo)
         # A bar would be a path filled with a target's colour (tab10's first, #1f77b4); the
         # dots are markers (<use>), the whiskers unfilled lines.
         self.assertIsNone(re.search(r'<path [^>]*style="fill: #1f77b4', amo))
         self.assertIn('<use xlink:href="#', amo)
+
+    def test_no_text_of_a_figure_overlaps_another(self):
+        """Titles, panel titles, legends, notes, tick labels and the footer of every
+        rendered SVG: no two unrotated texts share space (the collectives' title was once
+        drawn over a panel's, a skipped target's note over a legend)."""
+        for fam in report.FAMILIES:
+            svg = self.good / "fig" / f"{fam}.svg"
+            if svg.exists():
+                self.assertEqual(text_overlaps(svg), [], fam)
 
     def test_interrupted_drawing_keeps_the_summary_and_whole_images(self):
         import matplotlib.figure
