@@ -479,13 +479,15 @@ def machine_facts(argv, profile):
 
 def build_gsas(profile, prefix, need_emu, need_verbs, say):
     """scripts/install into `prefix` (--with-verbs when the verbs target is wanted), and
-    exanet-emu and softverbs-env when needed; returns their paths as make_target's tools."""
-    args = [str(ROOT / "scripts/install"), "--prefix", str(prefix), "--quiet"]
+    exanet-emu and softverbs-env when needed; returns their paths as make_target's tools.
+    Cargo's own progress (its bar on a terminal, `Compiling ...` lines otherwise) reaches
+    the user's standard error: a first build takes minutes."""
+    args = [str(ROOT / "scripts/install"), "--prefix", str(prefix)]
     if profile == "debug":
         args.append("--debug")
     if need_verbs:
         args.append("--with-verbs")
-    say(f"bench: building gsas ({profile}) into {prefix}")
+    say(f"bench: building gsas ({profile}) into {prefix} (a first build takes minutes)")
     if subprocess.run(args, cwd=ROOT).returncode != 0:
         raise SystemExit("bench: scripts/install failed")
     tdir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
@@ -495,7 +497,7 @@ def build_gsas(profile, prefix, need_emu, need_verbs, say):
         if not need:
             continue
         crate = "verbs-emu" if name == "verbs" else pkg
-        cargo = ["cargo", "build", "--quiet", "-p", crate, "--bin", pkg]
+        cargo = ["cargo", "build", "-p", crate, "--bin", pkg]
         if profile == "release":
             cargo.append("--release")
         if subprocess.run(cargo, cwd=ROOT).returncode != 0:

@@ -144,6 +144,32 @@ class Pure(unittest.TestCase):
             for p in (orphan, held, foreign):
                 p.unlink(missing_ok=True)
 
+    def test_the_build_shows_cargos_progress(self):
+        """A first build takes minutes: scripts/install and cargo run without --quiet and
+        with their output passed through (not captured), after a line that says so."""
+        calls, said = [], []
+
+        def fake_run(args, **kw):
+            calls.append((args, kw))
+            return subprocess.CompletedProcess(args, 0)
+
+        real = osb.subprocess.run
+        osb.subprocess.run = fake_run
+        try:
+            tools = osb.build_gsas("debug", Path("/tmp/p"), True, True, said.append)
+        finally:
+            osb.subprocess.run = real
+        self.assertEqual(len(calls), 3, calls)  # install, exanet-emu, softverbs-env
+        self.assertTrue(calls[0][0][0].endswith("scripts/install"), calls)
+        for args, kw in calls:
+            self.assertNotIn("--quiet", args)
+            self.assertNotIn("-q", args)
+            for k in ("stdout", "stderr", "capture_output"):
+                self.assertNotIn(k, kw, args)
+        self.assertIn("--with-verbs", calls[0][0])
+        self.assertTrue(any("building gsas" in s and "minutes" in s for s in said), said)
+        self.assertEqual(set(tools), {"exanet", "verbs"})
+
     def test_unknown_target_is_an_error(self):
         with self.assertRaises(SystemExit):
             osb.make_target("nonsense", Path("/nowhere"), None)
