@@ -477,6 +477,28 @@ def machine_facts(argv, profile):
 
 # ---------------------------------------------------------------- the run
 
+def run_build(args):
+    """Runs a build command in ROOT, in a session of its own, and returns its status. Ctrl-C
+    or SIGTERM of the run (KeyboardInterrupt here) ends it and everything it started (cargo,
+    rustc, the C compiler) before the run goes on to exit: SIGTERM to its process group,
+    SIGKILL after 5 s."""
+    p = subprocess.Popen(args, cwd=ROOT, start_new_session=True)
+    try:
+        return p.wait()
+    except BaseException:
+        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, None)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                p.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        raise
+
+
 def build_gsas(profile, prefix, need_emu, need_verbs, say):
     """scripts/install into `prefix` (--with-verbs when the verbs target is wanted), and
     exanet-emu and softverbs-env when needed; returns their paths as make_target's tools.
@@ -488,7 +510,7 @@ def build_gsas(profile, prefix, need_emu, need_verbs, say):
     if need_verbs:
         args.append("--with-verbs")
     say(f"bench: building gsas ({profile}) into {prefix} (a first build takes minutes)")
-    if subprocess.run(args, cwd=ROOT).returncode != 0:
+    if run_build(args) != 0:
         raise SystemExit("bench: scripts/install failed")
     tdir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     tools = {}
@@ -500,7 +522,7 @@ def build_gsas(profile, prefix, need_emu, need_verbs, say):
         cargo = ["cargo", "build", "-p", crate, "--bin", pkg]
         if profile == "release":
             cargo.append("--release")
-        if subprocess.run(cargo, cwd=ROOT).returncode != 0:
+        if run_build(cargo) != 0:
             raise SystemExit(f"bench: building {pkg} failed")
         tools[name] = tdir / profile / pkg
     return tools
@@ -614,6 +636,12 @@ def main(argv):
     tty = sys.stderr.isatty()
     prog = Progress(0, tty)
 
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    # SIGTERM as Ctrl-C from the start: the build, the compiles and the jobs are ended.
+    old_term = signal.signal(signal.SIGTERM, on_term)
+
     profile = a.build
     prefix = a.prefix
     gsas_wanted = any(s.startswith("gsas-") and "=" not in s for s in specs)
@@ -652,11 +680,6 @@ def main(argv):
     scratch_root = Path(f"/tmp/gsas-bench-{os.getpid()}")
     log = open(out / "run.log", "w", buffering=1)  # line-buffered: readable while it runs
     children = Children(log)
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    old_term = signal.signal(signal.SIGTERM, on_term)
     for t in list(targets):
         try:
             compile_programs(t, out / "build" / t.name, plan.get("programs", PROGRAMS))

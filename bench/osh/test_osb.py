@@ -149,16 +149,20 @@ class Pure(unittest.TestCase):
         with their output passed through (not captured), after a line that says so."""
         calls, said = [], []
 
-        def fake_run(args, **kw):
-            calls.append((args, kw))
-            return subprocess.CompletedProcess(args, 0)
+        class FakePopen:
+            def __init__(self, args, **kw):
+                calls.append((args, kw))
+                self.pid = 0
 
-        real = osb.subprocess.run
-        osb.subprocess.run = fake_run
+            def wait(self, timeout=None):
+                return 0
+
+        real = osb.subprocess.Popen
+        osb.subprocess.Popen = FakePopen
         try:
             tools = osb.build_gsas("debug", Path("/tmp/p"), True, True, said.append)
         finally:
-            osb.subprocess.run = real
+            osb.subprocess.Popen = real
         self.assertEqual(len(calls), 3, calls)  # install, exanet-emu, softverbs-env
         self.assertTrue(calls[0][0][0].endswith("scripts/install"), calls)
         for args, kw in calls:
@@ -166,6 +170,7 @@ class Pure(unittest.TestCase):
             self.assertNotIn("-q", args)
             for k in ("stdout", "stderr", "capture_output"):
                 self.assertNotIn(k, kw, args)
+            self.assertTrue(kw.get("start_new_session"), args)  # ended as a group
         self.assertIn("--with-verbs", calls[0][0])
         self.assertTrue(any("building gsas" in s and "minutes" in s for s in said), said)
         self.assertEqual(set(tools), {"exanet", "verbs"})
@@ -386,6 +391,79 @@ class Folder(unittest.TestCase):
         self.assertIn("before:one / after:one", text)
         self.assertIn("before:two / after:two", text)
         self.assertTrue((out / "fig" / "put_lat.png").exists())
+
+
+class EarlyInterrupts(unittest.TestCase):
+    """Ctrl-C and SIGTERM before the first job, with stand-ins for a long build (CARGO)
+    and a long compile (a peer target's oshcc): no installed gsas needed."""
+
+    def interrupt_while(self, marker_name, argv, env, signal_group):
+        """Starts scripts/bench with `argv`, waits until the stand-in that writes
+        `marker_name` into the scratch folder runs (a build or a compile that sleeps), then
+        sends SIGINT to the run's process group, as a terminal's Ctrl-C does
+        (`signal_group`), or SIGTERM to the run alone; returns (status, output, scratch)."""
+        work = Path(tempfile.mkdtemp(prefix="osb-early-"))
+        marker = work / marker_name
+        p = subprocess.Popen([sys.executable, str(HERE / "osb.py"), "--out", str(work / "out")]
+                             + argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=dict(os.environ, OSB_T_WORK=str(work), **env),
+                             start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists():
+                self.assertLess(time.monotonic(), deadline, "the stand-in never started")
+                self.assertIsNone(p.poll(), p.stdout.read() if p.poll() is not None else "")
+                time.sleep(0.05)
+            if signal_group:
+                os.killpg(p.pid, signal.SIGINT)
+            else:
+                p.send_signal(signal.SIGTERM)
+            text, _ = p.communicate(timeout=60)
+            return p.returncode, text, work
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+
+    def stand_in(self, work_var, name, marker):
+        """A script that writes `marker` into $OSB_T_WORK and sleeps, as a long build or
+        compile would; returns its path."""
+        d = Path(tempfile.mkdtemp(prefix="osb-stand-in-"))
+        self.addCleanup(shutil.rmtree, d, True)
+        f = d / name
+        f.write_text(f'#!/bin/sh\necho $$ > "${work_var}/{marker}"\nexec sleep 300\n')
+        f.chmod(0o755)
+        return f
+
+    def assert_ended_cleanly(self, rc, text, work, marker):
+        try:
+            self.assertEqual(rc, 130, text)
+            self.assertIn("interrupted", text)
+            self.assertNotIn("Traceback", text)
+            pid = int((work / marker).read_text())
+            # Gone, or dead and not reaped yet by whoever adopted it (a zombie).
+            state = subprocess.run(["ps", "-o", "stat=,args=", "-p", str(pid)],
+                                   capture_output=True, text=True).stdout.strip()
+            self.assertTrue(state == "" or state.startswith("Z"),
+                            f"the stand-in {pid} still runs: {state}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def test_ctrl_c_or_sigterm_during_the_build_ends_it(self):
+        cargo = self.stand_in("OSB_T_WORK", "cargo", "building")
+        for group in (True, False):
+            rc, text, work = self.interrupt_while(
+                "building", ["--target", "gsas-shm", "--build", "debug", "--quick"],
+                {"CARGO": str(cargo)}, group)
+            self.assertIn("bench: building gsas", text)
+            self.assert_ended_cleanly(rc, text, work, "building")
+
+    def test_ctrl_c_before_the_first_job_ends_the_run(self):
+        oshcc = self.stand_in("OSB_T_WORK", "oshcc", "compiling")
+        for group in (True, False):
+            rc, text, work = self.interrupt_while(
+                "compiling", ["--target", f"peer:slow:{oshcc}:true", "--quick"], {}, group)
+            self.assert_ended_cleanly(rc, text, work, "compiling")
 
 
 @unittest.skipUnless(os.environ.get("OSB_TEST_PREFIX"),
