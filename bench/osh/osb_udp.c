@@ -80,23 +80,46 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    int batches = 21;
+    int batches = 21, quick = 0;
     long iters = 2000;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             batches = 3;
             iters = 200;
+            quick = 1;
         } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
             batches = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             i++; /* accepted (the suite passes its size list to every program); always 8 B */
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s [--quick] [--batches N] [--help]\n"
+                   "\n"
+                   "The raw UDP round trip on loopback (no OpenSHMEM: two processes, plain\n"
+                   "sockets, both busy-polling), the floor a cross-node collective of gsas's\n"
+                   "scripts/bench is measured against.\n"
+                   "\n"
+                   "  --quick      3 short batches instead of 21 (a smoke run)\n"
+                   "  --batches N  timed batches (1..1000)\n"
+                   "  --help       this text\n"
+                   "\n"
+                   "Output: '# ' header lines, then one tab-separated line per figure,\n"
+                   "  OSB benchmark family size-bytes pes unit median min max\n",
+                   argv[0]);
+            return 0;
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--batches N]\n", argv[0]);
+            fprintf(stderr, "%s: unknown option %s (usage: %s [--quick] [--batches N] [--help])\n",
+                    argv[0], argv[i], argv[0]);
             return 2;
         }
     }
     if (batches < 1 || batches > 1000)
         batches = 21;
+    /* The header of every osb program (OSU style). */
+    printf("# osb_udp: raw UDP on loopback, 2 processes, %s run: %d batches of %ld round "
+           "trips\n",
+           quick ? "quick" : "full", batches, iters);
+    printf("# OSB\tbenchmark\tfamily\tsize-bytes\tpes\tunit\tmedian\tmin\tmax\n");
+    fflush(stdout);
     struct sockaddr_in pa, qa;
     int ps = sock(&pa), qs = sock(&qa);
     long total = (long)batches * iters + iters; /* one warm-up batch */

@@ -309,14 +309,13 @@ class Folder(unittest.TestCase):
         self.assertEqual(sizes, measured, t)  # no tick at 2 B, 8 B, 32 B ...
         self.assertTrue(any("µs" in x for x in t), t)
         self.assertIn("one (PE 1 on same node)", t)
-        foot = [x for x in t if x.startswith("gsas ")]
-        self.assertEqual(len(foot), 1, t)
-        self.assertIn("quick run: not for publication", foot[0])
-        self.assertIn("on 2 CPUs", foot[0])
-        # Provenance: the commit (12 digits), the date, the load before and after.
-        self.assertIn("gsas 0123456789ab |", foot[0])
-        self.assertIn("2026-12-02 01:00 UTC", foot[0])
-        self.assertIn("load 0.1 0.1 0.1 before, 0.7 0.2 0.1 after", foot[0])
+        # Provenance on every image: the commit (12 digits), the date, quick or full, the
+        # load before and after.
+        for fam in report.FAMILIES:
+            foot = [x for x in texts(fam) if x.startswith("gsas ")]
+            self.assertEqual(foot, ["gsas 0123456789ab | 2026-12-02 01:00 UTC | quick run: not "
+                                    "for publication | load 0.1 0.1 0.1 before, 0.7 0.2 0.1 "
+                                    "after, on 2 CPUs"], fam)
         self.assertIn("put_quiet", t)
         self.assertTrue(any(x.startswith("Put latency") for x in t), t)
         s = texts("signal")
@@ -334,6 +333,21 @@ class Folder(unittest.TestCase):
         # dots are markers (<use>), the whiskers unfilled lines.
         self.assertIsNone(re.search(r'<path [^>]*style="fill: #1f77b4', amo))
         self.assertIn('<use xlink:href="#', amo)
+
+    def test_a_full_run_says_so_on_its_images(self):
+        d = self.copy("full")
+        facts = json.loads((d / "facts.json").read_text())
+        facts.update(quick=False, interrupted=True)
+        rows = report.load_rows(d / "results.csv")
+        report.draw(d, rows, ["one", "two"], facts)
+        for fam in report.FAMILIES:
+            root = ET.parse(d / "fig" / f"{fam}.svg").getroot()
+            foot = ["".join(e.itertext()).strip() for e in root.iter()
+                    if e.tag.endswith("text") and "".join(e.itertext()).startswith("gsas ")]
+            self.assertEqual(len(foot), 1, fam)
+            self.assertIn("| full run |", foot[0])
+            self.assertNotIn("publication", foot[0])
+            self.assertTrue(foot[0].endswith("| INTERRUPTED"), foot[0])
 
     def test_no_text_of_a_figure_overlaps_another(self):
         """Titles, panel titles, legends, notes, tick labels and the footer of every
@@ -473,31 +487,39 @@ class EndToEnd(unittest.TestCase):
         prefix = Path(os.environ["OSB_TEST_PREFIX"])
         work = Path(tempfile.mkdtemp(prefix="osb-help-"))
         try:
-            prog = work / "osb_p2p"
-            subprocess.run([str(prefix / "bin/oshcc"), "-O2", "-o", str(prog),
-                            str(HERE / "osb_p2p.c")], check=True, timeout=300)
-            # --help: the options and the output format, no OpenSHMEM call (no launcher).
-            r = subprocess.run([str(prog), "--help"], capture_output=True, text=True,
-                               timeout=60)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertIn("usage: ", r.stdout)
-            self.assertIn("OSB benchmark family size-bytes pes unit median min max", r.stdout)
-            r = subprocess.run([str(prog), "--bogus"], capture_output=True, text=True,
-                               timeout=60)
-            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-            self.assertIn("unknown option --bogus", r.stderr)
-            # A run: the OSU-style header first, then the figures.
-            r = subprocess.run([str(prefix / "bin/oshrun"), "-n", "2", str(prog), "--quick",
-                                "--sizes", "8"], capture_output=True, text=True, timeout=300)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            lines = r.stdout.splitlines()
-            self.assertTrue(lines[0].startswith("# osb_p2p: gsas, OpenSHMEM 1.6, 2 PEs, "
-                                                "quick run"), r.stdout)
-            self.assertEqual(lines[1], "# OSB\tbenchmark\tfamily\tsize-bytes\tpes\tunit\t"
-                                       "median\tmin\tmax", r.stdout)
-            rows = [osb.parse_line(l) for l in lines[2:]]
-            self.assertTrue(any(x and x[0] == "row" for x in rows), r.stdout)
-            self.assertEqual(sum(1 for l in lines if l.startswith("# ")), 2, r.stdout)
+            for p, args in (("p2p", ["--sizes", "8"]), ("coll", ["--sizes", "8"]),
+                            ("gups", []), ("udp", [])):
+                prog = work / f"osb_{p}"
+                cc = os.environ.get("CC", "cc") if p == "udp" else str(prefix / "bin/oshcc")
+                subprocess.run([cc, "-O2", "-o", str(prog), str(HERE / f"osb_{p}.c")],
+                               check=True, timeout=300)
+                # --help: the options and the output format, no OpenSHMEM call (no
+                # launcher).
+                r = subprocess.run([str(prog), "--help"], capture_output=True, text=True,
+                                   timeout=60)
+                self.assertEqual(r.returncode, 0, p + r.stdout + r.stderr)
+                self.assertIn("usage: ", r.stdout)
+                self.assertIn("OSB benchmark family size-bytes pes unit median min max",
+                              r.stdout)
+                r = subprocess.run([str(prog), "--bogus"], capture_output=True, text=True,
+                                   timeout=60)
+                self.assertEqual(r.returncode, 2, p + r.stdout + r.stderr)
+                self.assertIn("unknown option --bogus", r.stderr)
+                # A run: the OSU-style header first, then the figures.
+                run = [str(prog)] if p == "udp" else [str(prefix / "bin/oshrun"), "-n", "2",
+                                                       str(prog)]
+                r = subprocess.run(run + ["--quick"] + args, capture_output=True, text=True,
+                                   timeout=300)
+                self.assertEqual(r.returncode, 0, p + r.stdout + r.stderr)
+                lines = r.stdout.splitlines()
+                first = ("# osb_udp: raw UDP on loopback, 2 processes, quick run" if p == "udp"
+                         else f"# osb_{p}: gsas, OpenSHMEM 1.6, 2 PEs, quick run")
+                self.assertTrue(lines[0].startswith(first), r.stdout)
+                self.assertEqual(lines[1], "# OSB\tbenchmark\tfamily\tsize-bytes\tpes\tunit\t"
+                                           "median\tmin\tmax", r.stdout)
+                rows = [osb.parse_line(l) for l in lines[2:]]
+                self.assertTrue(any(x and x[0] == "row" for x in rows), r.stdout)
+                self.assertEqual(sum(1 for l in lines if l.startswith("# ")), 2, r.stdout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -213,6 +213,7 @@ mod tests {
         assert!(p.contains("transport:verbs:no (install with"), "{p}");
         assert!(p.contains("limit:pes_per_job:65536\n"), "{p}");
         assert!(p.contains("default:SHMEM_SYMMETRIC_SIZE:"), "{p}");
+        assert!(p.contains("default:SHMEM_QUIET:"), "{p}");
         assert!(p.contains("default:GSAS_UDP_MTU:"), "{p}");
         assert!(p.lines().all(|l| l.splitn(3, ':').count() == 3), "{p}");
         let human = render(&f);

@@ -1384,8 +1384,8 @@ fn symmetric_size_from_the_environment() {
             let bytes_s = bytes.to_string();
             let run = run_case(&bin, &[&bytes_s], &[(var, value)], case, daemons.as_ref());
             let label = format!("env_size {var}={value}");
-            // The refused request (four times the heap) is printed once, by PE 0, with the
-            // heap's size, without SHMEM_DEBUG.
+            // The first refused request (four times the heap) is printed once, by PE 0,
+            // with the heap's size, without SHMEM_DEBUG; the second (eight times) is not.
             let said = format!(
                 "gsas-shmem: PE 0: shmem_malloc: symmetric heap exhausted: requested {} bytes",
                 bytes * 4
@@ -2149,4 +2149,61 @@ fn install_twice_changes_nothing() {
         "{}",
         joined(&o)
     );
+}
+
+/// The installed launcher under Open MPI's name takes an Open MPI script's command line:
+/// `-np`, `-x VAR=VALUE` (reaching every PE), `--oversubscribe`, `--map-by slot` and
+/// `--bind-to none` silently, `--bind-to core` with a note; `--hostfile` and `--map-by
+/// ppr:K:node` without a cluster file are refused before anything starts, saying what
+/// to use instead.
+#[test]
+fn the_installed_shmemrun_takes_open_mpi_command_lines() {
+    let s = suite();
+    let shmemrun = |args: &[&str]| {
+        let o = run_with_timeout(
+            launch()
+                .command(s.prefix.join("bin/shmemrun"))
+                .args(args)
+                .current_dir(&s.build),
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        (
+            o.status.code(),
+            out,
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = shmemrun(&[
+        "-np",
+        "3",
+        "-x",
+        "GSAS_T_FROM_X=exported",
+        "--oversubscribe",
+        "--map-by",
+        "slot",
+        "--bind-to",
+        "none",
+        "--bind-to",
+        "core",
+        "sh",
+        "-c",
+        "echo \"PE $PMI_RANK: $GSAS_T_FROM_X\"",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    for r in 0..3 {
+        assert!(out.contains(&format!("PE {r}: exported")), "{out}{err}");
+    }
+    assert!(err.contains("note: --bind-to core: ignored"), "{err}");
+    assert_eq!(err.matches("note:").count(), 1, "{err}");
+    let (code, _, err) = shmemrun(&["-np", "2", "--hostfile", "hosts", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--hostfile") && err.contains("--config FILE"),
+        "{err}"
+    );
+    let (code, _, err) = shmemrun(&["-np", "4", "--map-by", "ppr:2:node", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--config FILE or a Slurm allocation"), "{err}");
 }

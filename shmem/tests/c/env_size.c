@@ -3,8 +3,8 @@
  * (OpenSHMEM 1.5 §8, "Environment Variables").
  *
  *   env_size BYTES     the harness set a valid size worth BYTES (e.g. "1.5M" -> 1572864):
- *                      3/4 of it can be allocated, 4 times it cannot (NULL on every PE,
- *                      and the heap stays usable), the block is symmetric.
+ *                      3/4 of it can be allocated, 4 and 8 times it cannot (NULL on every
+ *                      PE, and the heap stays usable), the block is symmetric.
  *   env_size invalid   the harness set an invalid value: shmem_init_thread must refuse to
  *                      initialise (return nonzero) or end the program with a message; this
  *                      program reports a successful initialisation as a failure.  The
@@ -47,6 +47,9 @@ int main(int argc, char **argv) {
     shmem_free(p);
     void *q = shmem_malloc((size_t)bytes * 4);
     CHECK(q == NULL, "shmem_malloc(%llu) succeeded with a %llu-byte heap", bytes * 4, bytes);
+    /* A second refusal: the library reports only the job's first. */
+    void *q2 = shmem_malloc((size_t)bytes * 8);
+    CHECK(q2 == NULL, "shmem_malloc(%llu) succeeded with a %llu-byte heap", bytes * 8, bytes);
     char *s = (char *)shmem_malloc(fits);
     CHECK(s != NULL, "shmem_malloc(%zu) failed after a refused request", fits);
     ctest_barrier();
