@@ -144,6 +144,23 @@ class Pure(unittest.TestCase):
             for p in (orphan, held, foreign):
                 p.unlink(missing_ok=True)
 
+    def test_the_docs_state_the_sizes_the_run_uses(self):
+        """docs/bench.md's paragraph on sizes says what make_plan does (it once said 1 MiB
+        where the quick run used 64 KiB)."""
+        doc = (HERE.parent.parent / "docs/bench.md").read_text()
+        para = " ".join(doc[doc.index("Sizes run from"):].split("\n\n")[0].split())
+        q, f = osb.make_plan(True), osb.make_plan(False)
+        label = report.size_label
+        self.assertIn(f"Sizes run from {label(f['sizes'][0])} to {label(f['sizes'][-1])} in "
+                      "powers of two", para)
+        self.assertEqual(f["sizes"], [1 << k for k in range(len(f["sizes"]))])
+        self.assertIn("(`--quick`: " + ", ".join(label(v) for v in q["sizes"]) + ")", para)
+        self.assertIn("collectives at " + ", ".join(label(v) for v in f["coll_sizes"][:-1])
+                      + f" and {label(f['coll_sizes'][-1])} (per PE; `--quick`: "
+                      + ", ".join(label(v) for v in q["coll_sizes"]) + ")", para)
+        self.assertIn("for " + ", ".join(str(n) for n in f["pes"][:-1]) + f" and {f['pes'][-1]}"
+                      " PEs (`--quick`: " + ", ".join(str(n) for n in q["pes"]) + ")", para)
+
     def test_the_build_shows_cargos_progress(self):
         """A first build takes minutes: scripts/install and cargo run without --quiet and
         with their output passed through (not captured), after a line that says so."""
