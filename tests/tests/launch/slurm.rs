@@ -15,7 +15,8 @@
 //!   as `srun --mpi=pmi2 -K -N 4 -n 8` (Slurm places them 4+2+1+1) and `-m cyclic`; the
 //!   PEs bootstrap through PMI-2, take their nodes from `PMI_process_mapping`, and each
 //!   node's first PE hosts the node's atomic service (no `gsas-atomicd` runs: an srun job
-//!   needs none);
+//!   needs none); with no cluster file the datagrams have the default size, larger than
+//!   the veths' MTU of 1500, and each node's first PE warns of it once (checked);
 //! * the same over PMIx, `srun --mpi=pmix` (the PEs load the system's libpmix at run
 //!   time; each node's PMIx plugin gets a directory of its own through an `mpi.conf`
 //!   beside the node's copy of `slurm.conf`);
@@ -578,6 +579,20 @@ fn passing_job(
         protocol,
         NodeServices::Embedded,
     )?;
+    // No cluster file under srun, so the datagrams have the default size, larger than the
+    // lab's veth MTU of 1500 bytes: each node's first PE says so once (docs/slurm.md,
+    // "Datagram size").
+    let t = text(&out);
+    let warned = t
+        .lines()
+        .filter(|l| l.contains("exceed the path MTU to node(s)") && l.contains("GSAS_UDP_MTU="))
+        .count();
+    if warned != lab.nodes {
+        return Err(format!(
+            "{what}: want the path-MTU warning once per node ({} nodes), got {warned}:\n{t}",
+            lab.nodes
+        ));
+    }
     report(&format!(
         "{what}: {pes} PEs ok on {} nodes through {protocol} ({:.1} s)",
         lab.nodes,
