@@ -366,7 +366,7 @@ pub struct PioRx {
     /// Messages dropped as duplicates or stragglers of an older incarnation.
     pub dropped: u64,
     /// Messages delivered from behind their stream's window (refused with `RING_FULL`
-    /// while more than a window of later ones arrived), of the streams remembered now.
+    /// while more than a window of later ones arrived), since the receiver was made.
     late: u64,
 }
 
