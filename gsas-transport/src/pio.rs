@@ -282,8 +282,17 @@ struct Stream {
     /// message the NI refused while more than [`WINDOW`] later ones were delivered, still
     /// in its sender's resend queue.
     holes: VecDeque<u16>,
-    /// Messages delivered from behind the window (holes filled).
-    late: u64,
+}
+
+/// What [`Stream::accept`] found a number to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// Not seen before, inside the window or ahead of it.
+    New,
+    /// Not seen before, behind the window (a hole it left).
+    Late,
+    /// Seen: a copy.
+    Copy,
 }
 
 impl Stream {
@@ -304,7 +313,6 @@ impl Stream {
             since: now,
             last: now,
             holes: VecDeque::new(),
-            late: 0,
         }
     }
 
@@ -313,18 +321,17 @@ impl Stream {
         (i / 64, 1u64 << (i % 64))
     }
 
-    /// Records `seq`; false if it was seen.
-    fn accept(&mut self, seq: u16) -> bool {
+    /// Records `seq` and says whether it was new, late or a copy.
+    fn accept(&mut self, seq: u16) -> Seen {
         let mut d = seq.wrapping_sub(self.next);
         if d >= u16::MAX / 2 {
             // Behind the window: new only if the window left it behind unseen.
             return match self.holes.iter().position(|&h| h == seq) {
                 Some(i) => {
                     self.holes.remove(i);
-                    self.late += 1;
-                    true
+                    Seen::Late
                 }
-                None => false,
+                None => Seen::Copy,
             };
         }
         while d >= WINDOW {
@@ -334,7 +341,7 @@ impl Stream {
         }
         let (w, b) = Stream::bit(seq);
         if self.seen[w] & b != 0 {
-            return false;
+            return Seen::Copy;
         }
         self.seen[w] |= b;
         while {
@@ -343,7 +350,7 @@ impl Stream {
         } {
             self.advance();
         }
-        true
+        Seen::New
     }
 
     fn advance(&mut self) {
@@ -400,13 +407,16 @@ impl PioRx {
             *s = Stream::new(inc, seq, now);
         }
         s.last = now;
-        let late = s.late;
-        if s.accept(seq) {
-            self.late += s.late - late;
-            Some(key)
-        } else {
-            self.dropped += 1;
-            None
+        match s.accept(seq) {
+            Seen::New => Some(key),
+            Seen::Late => {
+                self.late += 1;
+                Some(key)
+            }
+            Seen::Copy => {
+                self.dropped += 1;
+                None
+            }
         }
     }
 
