@@ -537,6 +537,11 @@ def compile_programs(t, bdir, programs=PROGRAMS):
             raise RuntimeError(f"{t.oshcc} osb_{p}.c failed:\n{r.stderr.strip()}")
 
 
+# A CPU-bound process of --beside: a loop that makes no system call (the name at the end marks
+# it in ps).
+HOG = [sys.executable, "-c", "while True: pass", "osb-beside"]
+
+
 def run_job(children, t, argv, timeout, log):
     """Runs one job; yields parsed output lines; raises RuntimeError on failure or timeout."""
     shm0 = shm_names()
@@ -605,7 +610,12 @@ def main(argv):
     ap.add_argument("--prefix", type=Path, help="use this installed gsas (no build)")
     ap.add_argument("--rounds", type=int, help="rounds over all targets (default 3, quick 1)")
     ap.add_argument("--timeout", type=float, help="seconds per job (default 1800, quick 120)")
+    ap.add_argument("--beside", type=int, default=0, metavar="N",
+                    help="run N CPU-bound processes beside every job, to measure on a loaded "
+                         "machine (default 0)")
     a = ap.parse_args(argv)
+    if a.beside < 0:
+        raise SystemExit("bench: --beside must be 0 or more")
 
     plan = make_plan(a.quick)
     if a.rounds:
@@ -658,7 +668,7 @@ def main(argv):
                                or shutil.which("softverbs-env"))}
     facts = machine_facts(argv, profile)
     facts.update({"quick": a.quick, "plan": plan, "targets": {}, "skipped": {}, "failed": [],
-                  "interrupted": False})
+                  "interrupted": False, "beside": a.beside})
     targets = []
     for s in specs:
         t, why = make_target(s, prefix, tools)
@@ -699,6 +709,8 @@ def main(argv):
     started = None
     broken = set()  # targets that could not start
     try:
+        for _ in range(a.beside):
+            children.start(HOG, stdout=subprocess.DEVNULL)
         for rnd, t, (p, n, args) in job_list:
             if t.name in broken:
                 prog.done += 1

@@ -92,6 +92,8 @@ def footer(facts):
              "quick run: not for publication" if facts.get("quick") else "full run",
              f"load {load('load_before')} before, {load('load_after')} after, "
              f"on {facts.get('cpus', '?')} CPUs"]
+    if facts.get("beside"):
+        parts.append(f"beside {facts['beside']} CPU-bound processes")
     if facts.get("interrupted"):
         parts.append("INTERRUPTED")
     return " | ".join(parts)
@@ -260,7 +262,12 @@ def summary(rows, facts, targets, pairs, figs, title):
         L.append("")
     load = facts.get("load_before") or ["?"]
     cpus = facts.get("cpus") or 1
+    beside = facts.get("beside") or 0
+    if beside:
+        L += [f"**Measured beside {beside} CPU-bound processes** (`--beside {beside}`): every "
+              "job, of every target, ran on a machine loaded on purpose.", ""]
     try:
+        # Taken before the processes of --beside started: the machine's own load.
         busy = float(load[0]) > 0.5 * cpus
     except ValueError:
         busy = False

@@ -497,6 +497,53 @@ class EarlyInterrupts(unittest.TestCase):
             self.assert_ended_cleanly(rc, text, work, "compiling")
 
 
+class Beside(unittest.TestCase):
+    """--beside N: N CPU-bound processes run during every job and are gone after the run;
+    the summary and the figures say so. A peer target of stand-ins (no installed gsas)."""
+
+    def test_cpu_bound_processes_run_beside_every_job_and_end_with_the_run(self):
+        work = Path(tempfile.mkdtemp(prefix="osb-beside-"))
+        self.addCleanup(shutil.rmtree, work, True)
+        # The stand-in compiler writes a "program" that reports how many processes of
+        # --beside run (and run, not sleep) while it does, and one figure.
+        oshcc = work / "oshcc"
+        oshcc.write_text(
+            "#!/bin/sh\n"
+            "cat > \"$3\" <<'EOF'\n"
+            "#!/bin/sh\n"
+            "sleep 0.5\n"
+            "n=0\n"
+            "for p in $(pgrep -f 'osb-beside$'); do\n"
+            "  s=$(cut -d' ' -f3 /proc/$p/stat)\n"
+            "  [ \"$s\" = R ] && n=$((n+1))\n"
+            "done\n"
+            "echo $n >> \"$OSB_T_WORK/seen\"\n"
+            "printf 'OSB\\tput_quiet\\tput_lat\\t8\\t2\\tus\\t1\\t1\\t1\\n'\n"
+            "EOF\n"
+            "chmod +x \"$3\"\n")
+        oshcc.chmod(0o755)
+        out = work / "out"
+        r = subprocess.run([sys.executable, str(HERE / "osb.py"), "--quick", "--out", str(out),
+                            "--programs", "p2p", "--rounds", "2", "--beside", "2",
+                            "--target", f"peer:standin:{oshcc}:env N={{n}}"],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, OSB_T_WORK=str(work)))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # Both jobs saw both processes at work.
+        self.assertEqual((work / "seen").read_text().split(), ["2", "2"])
+        left = subprocess.run(["pgrep", "-f", "osb-beside$"], capture_output=True, text=True)
+        self.assertEqual(left.stdout.strip(), "", "a process of --beside outlived the run")
+        self.assertEqual(json.loads((out / "facts.json").read_text())["beside"], 2)
+        self.assertIn("**Measured beside 2 CPU-bound processes**",
+                      (out / "summary.md").read_text())
+        self.assertIn("beside 2 CPU-bound processes", report.footer(
+            json.loads((out / "facts.json").read_text())))
+        r = subprocess.run([sys.executable, str(HERE / "osb.py"), "--beside", "-1"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("--beside must be 0 or more", r.stderr)
+
+
 @unittest.skipUnless(os.environ.get("OSB_TEST_PREFIX"),
                      "OSB_TEST_PREFIX (an installed gsas) is not set")
 class EndToEnd(unittest.TestCase):
