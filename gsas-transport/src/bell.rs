@@ -130,6 +130,18 @@ impl Bell {
         self.seq.load(Ordering::Relaxed)
     }
 
+    /// Sleeps until the bell's sequence is no longer `seq` (a ring after the
+    /// announcement that read it, see [`Sleeper::seq`]) or `timeout` passes. Returns at
+    /// once, without a system call, if it rang already. Returns whether it rang. Only
+    /// an announced sleeper makes the service ring: the caller must know one stands.
+    pub fn sleep_past(&self, seq: u32, timeout: Duration) -> bool {
+        if self.seq.load(Ordering::Acquire) != seq {
+            return true;
+        }
+        futex_wait(&self.seq, seq, timeout);
+        self.seq.load(Ordering::Acquire) != seq
+    }
+
     /// Resets the counters, for a slot handed to a new PE (a PE killed while asleep would
     /// otherwise leave its announcement behind and cost the service needless wakes).
     pub fn reset(&self) {
@@ -154,11 +166,14 @@ impl Sleeper<'_> {
     /// call, if it rang since the announcement. Returns whether it rang (`false`: the
     /// timeout passed, or a signal interrupted the sleep).
     pub fn sleep(&self, timeout: Duration) -> bool {
-        if self.rung() {
-            return true;
-        }
-        futex_wait(&self.bell.seq, self.seq, timeout);
-        self.rung()
+        self.bell.sleep_past(self.seq, timeout)
+    }
+
+    /// The bell's sequence read at the announcement: another thread may wait for a ring
+    /// after it with [`Bell::sleep_past`] on this sleeper's behalf (while this thread
+    /// blocks on something else, and the announcement stands).
+    pub fn seq(&self) -> u32 {
+        self.seq
     }
 }
 
@@ -256,6 +271,27 @@ mod tests {
         assert_eq!(bell.sleepers(), 0, "the announcement is withdrawn");
         assert!(!bell.ring());
         assert_eq!(bell.seq(), 1);
+    }
+
+    #[test]
+    fn another_thread_sleeps_past_an_announcements_sequence() {
+        let bell = Bell::new();
+        let s = bell.announce();
+        let seq = s.seq();
+        assert!(!bell.sleep_past(seq, Duration::from_millis(2)), "no ring: it times out");
+        std::thread::scope(|t| {
+            let h = t.spawn(|| bell.sleep_past(seq, Duration::from_secs(60)));
+            // Rings until the other thread returns: a ring before its futex wait makes the
+            // wait return at once, one during it wakes it.
+            while !h.is_finished() {
+                bell.ring();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(h.join().unwrap(), "woken by a ring, not by the timeout");
+        });
+        // Rung since `seq`: no wait at all (a wait would last an hour).
+        assert!(bell.sleep_past(seq, Duration::from_secs(3600)));
+        assert!(s.rung());
     }
 
     #[test]

@@ -438,7 +438,34 @@ impl Waiter {
         D: fmt::Display,
         F: FnMut() -> Progress<T>,
     {
+        let bell = bell.map(|bell| OnBell { bell, sleep: None });
         self.run(what, deadline, fds, bell, None, step)
+    }
+
+    /// [`Waiter::wait_bell`] whose sleeps are `sleep(sleeper, timeout)` instead of
+    /// [`Sleeper::sleep`]: the caller may block on something else too (its own socket, and
+    /// a descriptor that another thread signals when the bell rings, see
+    /// [`Bell::sleep_past`]). `sleep` returns whether the bell rang or the other event came
+    /// (the next step re-checks at once); `false` is a sleep that ran out.
+    ///
+    /// Errors: as [`Waiter::wait`].
+    pub fn wait_bell_with<T, D, F>(
+        &mut self,
+        what: D,
+        deadline: Instant,
+        bell: Option<&Bell>,
+        sleep: BellSleep<'_>,
+        step: F,
+    ) -> Result<T, WaitError>
+    where
+        D: fmt::Display,
+        F: FnMut() -> Progress<T>,
+    {
+        let bell = bell.map(|bell| OnBell {
+            bell,
+            sleep: Some(sleep),
+        });
+        self.run(what, deadline, &mut [], bell, None, step)
     }
 
     /// [`Waiter::wait`] for descriptors that signal only once armed (an Exanet endpoint's
@@ -473,13 +500,14 @@ impl Waiter {
         }
     }
 
-    /// The loop behind [`Waiter::wait`], [`Waiter::wait_bell`] and [`Waiter::wait_armed`].
+    /// The loop behind [`Waiter::wait`], [`Waiter::wait_bell`], [`Waiter::wait_bell_with`]
+    /// and [`Waiter::wait_armed`].
     fn run<T, D, F>(
         &mut self,
         what: D,
         deadline: Instant,
         fds: &mut [PollFd<'_>],
-        bell: Option<&Bell>,
+        bell: Option<OnBell<'_>>,
         mut arm: Option<&mut dyn FnMut()>,
         mut step: F,
     ) -> Result<T, WaitError>
@@ -487,7 +515,10 @@ impl Waiter {
         D: fmt::Display,
         F: FnMut() -> Progress<T>,
     {
-        let bell = bell.filter(|_| fds.is_empty());
+        let (bell, mut sleep) = match bell.filter(|_| fds.is_empty()) {
+            Some(OnBell { bell, sleep }) => (Some(bell), sleep),
+            None => (None, None),
+        };
         // Set in the block phase: the next step is the re-check after announcing.
         let mut announced: Option<Sleeper<'_>> = None;
         // Set in the block phase when `arm` was called: the next idle step blocks.
@@ -532,7 +563,12 @@ impl Waiter {
                     until = until.min(wake);
                 }
                 self.stats.blocks += 1;
-                if sleeper.sleep(until.saturating_duration_since(now)) {
+                let timeout = until.saturating_duration_since(now);
+                let woken = match sleep.as_mut() {
+                    Some(sleep) => sleep(&sleeper, timeout),
+                    None => sleeper.sleep(timeout),
+                };
+                if woken {
                     // Memory was written: the next step re-checks at once, and if that
                     // finds nothing the waiter announces itself and sleeps again (no
                     // spinning: an unrelated write must not cost a spin phase).
@@ -605,6 +641,16 @@ impl Waiter {
             }
         })
     }
+}
+
+/// How a waiter of [`Waiter::wait_bell_with`] sleeps once announced on its bell: given
+/// the announcement and the longest sleep, returns whether it was woken before that.
+pub type BellSleep<'a> = &'a mut dyn FnMut(&Sleeper<'_>, Duration) -> bool;
+
+/// The bell of a wait, and how to sleep on it (`None`: [`Sleeper::sleep`]).
+struct OnBell<'a> {
+    bell: &'a Bell,
+    sleep: Option<BellSleep<'a>>,
 }
 
 /// Blocks until a descriptor of `fds` is ready or `timeout` passes (a plain sleep when

@@ -186,6 +186,13 @@ pub mod testing {
     pub fn p2p_direct_counts() -> (u64, u64) {
         crate::coll::direct::p2p_counts()
     }
+
+    /// How often a wait or test of this PE slept on its endpoint's socket (while
+    /// point-to-point puts come through it), and how many of those sleeps a doorbell ring
+    /// (an update applied by the node's service) ended, passed on by the keeper thread.
+    pub fn socket_sleeps() -> (u64, u64) {
+        crate::coll::direct::socket_sleeps()
+    }
 }
 
 pub use api::{

@@ -18,8 +18,10 @@
 //! sleeps, so the waiter wakes at once instead of after up to 1 ms (with more processes
 //! than cores those sleeps dominated cross-node ping-pong). A small put sent straight to
 //! this PE (`SHMEM_P2P_DIRECT_MAX`, see `coll::direct`) is applied by the waiter itself,
-//! which drives its endpoint in [`progress`], or, while it sleeps, by its keeper thread,
-//! which then rings the bell; packets arriving on the endpoint count as activity, so the
+//! which drives its endpoint in [`progress`]; while such puts flow, a waiter that sleeps
+//! sleeps on the endpoint's socket instead of the futex (`coll::direct::sleep`: the put
+//! wakes it once, and the keeper thread passes the bell's rings on to it through an
+//! eventfd); packets arriving on the endpoint count as activity, so the
 //! waiter spins again while a stream of them comes in. Stores of same-node PEs go
 //! directly into memory and do not ring; the waiter's spin phase sees those, and a sleeping
 //! waiter sees them at the end of its (bounded) sleep step as before. On a crowded machine
@@ -134,28 +136,34 @@ pub fn wait_for<R>(
     let deadline = start + st.wait_timeout();
     let mut watch = Watch::new(Some(call), start);
     let mut received = crate::coll::direct::received();
-    let got = waiter.wait_bell(&what, deadline, &mut [], st.node.bell(), || {
-        progress(st, call);
-        match cond() {
-            Some(r) => Progress::Done(r),
-            // Point-to-point puts arrive on this PE's endpoint (for other variables):
-            // activity, so the waiter spins again, as while a service applies them.
-            None if crate::coll::direct::received() != received => {
-                received = crate::coll::direct::received();
-                Progress::Busy
-            }
-            None => {
-                // Announced on the bell (the re-check before a sleep): the keeper thread
-                // watches the endpoint while this thread sleeps.
-                if st.node.bell().is_some_and(|b| b.sleepers() > 0) {
-                    crate::coll::direct::sleeping();
+    let got = waiter.wait_bell_with(
+        &what,
+        deadline,
+        st.node.bell(),
+        &mut crate::coll::direct::sleep,
+        || {
+            progress(st, call);
+            match cond() {
+                Some(r) => Progress::Done(r),
+                // Point-to-point puts arrive on this PE's endpoint (for other variables):
+                // activity, so the waiter spins again, as while a service applies them.
+                None if crate::coll::direct::received() != received => {
+                    received = crate::coll::direct::received();
+                    Progress::Busy
                 }
-                // A dead service was seen by `progress`; this prints the report line.
-                let _ = watch.idle(&what);
-                Progress::Idle(None)
+                None => {
+                    // Announced on the bell (the re-check before a sleep): the keeper thread
+                    // watches the endpoint while this thread sleeps.
+                    if st.node.bell().is_some_and(|b| b.sleepers() > 0) {
+                        crate::coll::direct::sleeping();
+                    }
+                    // A dead service was seen by `progress`; this prints the report line.
+                    let _ = watch.idle(&what);
+                    Progress::Idle(None)
+                }
             }
-        }
-    });
+        },
+    );
     match got {
         Ok(r) => r,
         Err(e) => fatal(
@@ -218,11 +226,14 @@ pub fn tested<R>(
         return r;
     }
     // RDMA writes over verbs ring no bell: the nap is all the delay such an update sees.
-    sleeper.sleep(if st.node.unbelled_updates() {
-        TEST_NAP_UNBELLED
-    } else {
-        TEST_NAP
-    });
+    crate::coll::direct::sleep(
+        &sleeper,
+        if st.node.unbelled_updates() {
+            TEST_NAP_UNBELLED
+        } else {
+            TEST_NAP
+        },
+    );
     drop(sleeper);
     progress_polled(st, call);
     let r = eval();

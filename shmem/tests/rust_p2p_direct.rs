@@ -31,6 +31,13 @@
 //!   finished before it, while that thread keeps sending.
 //! * `off`: with `SHMEM_P2P_DIRECT_MAX=0` nothing takes the shortcut and the ring still
 //!   works (the counters say 0).
+//! * `sleep`: PE 0 and the last PE pass a flag back and forth, each pausing 3 ms before it
+//!   answers, so that the waiter's spin ends and it sleeps. Two rounds in four the answer
+//!   is a direct `p` (it wakes a waiter that sleeps on its endpoint's socket), the other
+//!   two an atomic set through the receiver's service (its doorbell ring must reach that
+//!   waiter through the keeper thread, or the waiter sleeps out its step); the waits
+//!   alternate between `wait_until` and a `test` loop. Each checks every value, that it
+//!   slept on its socket, and that rings were passed on to it.
 
 mod rust_common;
 
@@ -38,7 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rust_common::{Topology, report_ok, run, run_and_check};
-use shmem::testing::{coll_drop, p2p_direct_counts};
+use shmem::testing::{coll_drop, p2p_direct_counts, socket_sleeps};
 use shmem::{Cmp, Shmem, SignalOp, ThreadLevel};
 
 const SPIN_LIMIT: Duration = Duration::from_secs(120);
@@ -59,6 +66,7 @@ fn child_pe() {
         "order" => order(&shmem),
         "signal" => signal(&shmem),
         "race" => race(&shmem),
+        "sleep" => sleep(&shmem),
         other => panic!("unknown scenario {other}"),
     };
     let me = shmem.my_pe();
@@ -101,6 +109,50 @@ fn ring(shmem: &Shmem, direct: bool) -> String {
         assert_eq!((sent, applied), (0, 0), "PE {me}: SHMEM_P2P_DIRECT_MAX=0");
     }
     format!("ring ok: {rounds} rounds")
+}
+
+fn sleep(shmem: &Shmem) -> String {
+    let me = shmem.my_pe();
+    let last = shmem.n_pes() - 1;
+    let flag = shmem.alloc_box(0i64).unwrap();
+    shmem.barrier_all();
+    let rounds = 40i64;
+    let (sleeps0, passed0) = socket_sleeps();
+    if me == 0 || me == last {
+        let other = if me == 0 { last } else { 0 };
+        let answer = |r: i64| {
+            std::thread::sleep(Duration::from_millis(3));
+            if r % 4 < 2 {
+                shmem.p(&flag, r, other);
+            } else {
+                shmem.atomic_set(&flag, r, other);
+            }
+        };
+        for r in 1..=rounds {
+            if me == 0 {
+                answer(r);
+            }
+            wait(shmem, &flag, r, me);
+            if me == last {
+                answer(r);
+            }
+        }
+    }
+    let (sleeps, passed) = socket_sleeps();
+    let (sleeps, passed) = (sleeps - sleeps0, passed - passed0);
+    shmem.barrier_all();
+    if me == 0 || me == last {
+        assert!(
+            sleeps >= rounds as u64 / 4,
+            "PE {me}: only {sleeps} of {rounds} waits slept on the endpoint's socket"
+        );
+        assert!(
+            passed >= 1,
+            "PE {me}: {sleeps} sleeps on the socket, and no doorbell ring reached one \
+             (the service's atomic sets were seen only when a sleep ran out)"
+        );
+    }
+    format!("sleep ok: {rounds} rounds, {sleeps} sleeps on the socket, {passed} rings passed on")
 }
 
 fn wait(shmem: &Shmem, flag: &shmem::SymBox<i64>, round: i64, me: usize) {
@@ -352,6 +404,18 @@ fn one_threads_quiet_covers_the_direct_puts_another_thread_finished() {
     for nodes in [2, 3] {
         let r = run_and_check("race", topo(nodes));
         assert!(r.iter().all(|s| s == "race ok: 3000 puts"), "{r:?}");
+    }
+}
+
+#[test]
+fn a_waiter_asleep_on_its_socket_is_woken_by_direct_puts_and_by_its_doorbell() {
+    for nodes in [2, 3] {
+        let r = run_and_check("sleep", topo(nodes));
+        assert!(
+            r.iter().all(|s| s.starts_with("sleep ok: 40 rounds")),
+            "{r:?}"
+        );
+        eprintln!("{nodes} nodes: {r:?}");
     }
 }
 

@@ -57,9 +57,11 @@
 //! `shmem_put_signal` of such data goes the same way, its signal value in the same packet
 //! (applied after the data). The receiver applies it when
 //! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; while such
-//! puts flow ([`ACTIVE_FOR`]), when no caller drove it for [`DRIVEN_RECENTLY`] or a thread
-//! of the PE sleeps on its doorbell, the keeper thread blocks on the socket and applies it
-//! at once), rings the PE's doorbell and acknowledges it: at once when the keeper applied
+//! puts flow ([`ACTIVE_FOR`]) a wait or test that sleeps sleeps on the socket ([`sleep`]),
+//! so the put wakes it once, and the keeper passes the doorbell's rings on to it; when no
+//! caller drove the endpoint for [`DRIVEN_RECENTLY`] or a thread of the PE sleeps on its
+//! doorbell, the keeper thread blocks on the socket and applies it at once), rings the
+//! PE's doorbell and acknowledges it: at once when the keeper applied
 //! it, else with the PE's next call (its answer to the sender carries the
 //! acknowledgement), or the keeper's soon after. A put sent here is never reordered with
 //! another write of the PE to the same PE (two writes through a service are ordered by
@@ -82,7 +84,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread::JoinHandle;
@@ -291,6 +293,13 @@ struct Shared {
     /// The keeper sent the last owed acknowledgements (the program made no call that did
     /// within [`ACK_SOON`]).
     keeper_acked: AtomicBool,
+    /// A thread of this PE sleeps on the socket ([`sleep`]): `1 << 32 | seq`, the doorbell
+    /// sequence its announcement read; 0 when none does.
+    bridge: AtomicU64,
+    /// Signalled by the keeper when the doorbell rang after `bridge`'s sequence: it ends
+    /// that thread's sleep (`None`: no eventfd could be made; then nobody sleeps on the
+    /// socket).
+    rung: Option<gsas_sys::event::EventFd>,
 }
 
 static EP: OnceLock<Option<Shared>> = OnceLock::new();
@@ -366,6 +375,8 @@ pub fn setup(st: &'static State) {
         keeper_thread: OnceLock::new(),
         owed_since: AtomicU64::new(0),
         keeper_acked: AtomicBool::new(false),
+        bridge: AtomicU64::new(0),
+        rung: gsas_sys::event::EventFd::new().ok(),
     }));
     // Receiving point-to-point puts is on wherever the endpoint is (a PE with
     // SHMEM_P2P_DIRECT_MAX=0 may still be sent some by PEs without it); the limit only
@@ -906,6 +917,98 @@ pub fn sleeping() {
     }
 }
 
+/// The sleep of a wait or test on this PE's memory that announced `sleeper` on the
+/// doorbell; returns whether it was woken (a ring, or a datagram on the endpoint), as
+/// [`Sleeper::sleep`](gsas_transport::bell::Sleeper::sleep) does.
+///
+/// While point-to-point puts come through the endpoint ([`active`]), the thread blocks on
+/// the endpoint's socket itself, so that such a put wakes it once: it applies the put in
+/// its next step. A ring of the doorbell (an update the node's service applied) reaches it
+/// through the keeper thread, which sleeps on the bell on its behalf (past the sequence
+/// its announcement read, so a ring between the re-check and the block is not lost) and
+/// signals an eventfd that the sleeper polls too. Before, the put woke the keeper, which
+/// applied it and rang the bell, which woke the sleeper: two wake-ups, each one a
+/// scheduling delay on a machine with more runnable threads than CPUs. Otherwise (no
+/// endpoint, no puts lately, another thread of the PE already sleeping on the socket) it
+/// is the plain sleep on the bell.
+pub fn sleep(sleeper: &gsas_transport::bell::Sleeper<'_>, timeout: Duration) -> bool {
+    let Some((sh, rung)) = shared()
+        .filter(|_| P2P.load(Ordering::Relaxed) && active())
+        .and_then(|sh| Some((sh, sh.rung.as_ref()?)))
+    else {
+        return sleeper.sleep(timeout);
+    };
+    let word = 1 << 32 | u64::from(sleeper.seq());
+    if sh
+        .bridge
+        .compare_exchange(0, word, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return sleeper.sleep(timeout);
+    }
+    SOCKET_SLEEPS.fetch_add(1, Ordering::Relaxed);
+    if let Some(t) = sh.keeper_thread.get() {
+        t.unpark();
+    }
+    let mut fds = [
+        libc::pollfd {
+            fd: sh.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: rung.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // A ring before this point is seen here (no block); one after it signals `rung`.
+    let woken = sleeper.rung()
+        || gsas_sys::fd::ppoll(&mut fds, timeout).is_ok_and(|n| n > 0)
+        || sleeper.rung();
+    sh.bridge.store(0, Ordering::Release);
+    rung.drain();
+    woken
+}
+
+/// The keeper's part of [`sleep`]: while a thread sleeps on the socket, wait (at most
+/// `limit`) for the doorbell to ring past the sequence that thread read, and pass the ring
+/// on. `passed` is the bridge word of the last ring passed on (one ring, one signal).
+/// Returns false when no thread sleeps on the socket.
+fn bridge_ring(st: &State, sh: &Shared, passed: &mut u64, limit: Duration) -> bool {
+    let word = sh.bridge.load(Ordering::Acquire);
+    let (Some(bell), Some(rung)) = (st.node.bell(), sh.rung.as_ref()) else {
+        return false;
+    };
+    if word == 0 {
+        return false;
+    }
+    if word == *passed {
+        // Passed on already: the sleeper wakes and takes it; until then, nothing to do.
+        std::thread::park_timeout(limit);
+        return true;
+    }
+    if bell.sleep_past(word as u32, limit) && sh.bridge.load(Ordering::Acquire) == word {
+        rung.signal();
+        *passed = word;
+        RINGS_PASSED.fetch_add(1, Ordering::Relaxed);
+    }
+    true
+}
+
+/// Sleeps of [`sleep`] on the socket, and doorbell rings the keeper passed on to them.
+static SOCKET_SLEEPS: AtomicU64 = AtomicU64::new(0);
+static RINGS_PASSED: AtomicU64 = AtomicU64::new(0);
+
+/// How often a wait or test of this PE slept on its endpoint's socket ([`sleep`]), and how
+/// many of those sleeps a doorbell ring passed on by the keeper ended.
+pub fn socket_sleeps() -> (u64, u64) {
+    (
+        SOCKET_SLEEPS.load(Ordering::Relaxed),
+        RINGS_PASSED.load(Ordering::Relaxed),
+    )
+}
+
 /// Before this PE sleeps: the acknowledgements a caller's drive left owed go now (their
 /// senders may wait in a quiet; no answer of this PE's will carry them soon).
 fn send_owed(sh: &Shared) {
@@ -1293,6 +1396,7 @@ impl Inbox {
 /// every [`IDLE_NAP`] otherwise, whenever no caller drove the endpoint for that long and
 /// the lock is free.
 fn keep(st: &'static State, sh: &'static Shared) {
+    let mut passed = 0;
     while !sh.stop.load(Ordering::Acquire) {
         let nap = if sh.pending.load(Ordering::Relaxed) {
             TICK
@@ -1301,7 +1405,10 @@ fn keep(st: &'static State, sh: &'static Shared) {
         };
         let owed = sh.owed_since.load(Ordering::Relaxed);
         let watch = watching(st, sh);
-        if owed != 0 {
+        if bridge_ring(st, sh, &mut passed, nap.min(TICK)) {
+            // A thread of this PE sleeps on the socket and applies what arrives; the
+            // keeper's rounds below still resend and acknowledge when it sleeps long.
+        } else if owed != 0 {
             // A caller left acknowledgements owed: send them unless the program's next
             // call does within `ACK_SOON`.
             let due = owed + ACK_SOON.as_nanos() as u64;
@@ -1317,8 +1424,7 @@ fn keep(st: &'static State, sh: &'static Shared) {
                 Err(TryLockError::WouldBlock) => std::thread::sleep(KEEPER_BACKOFF),
             }
             continue;
-        }
-        if watch {
+        } else if watch {
             // Point-to-point puts come here and this PE does not drive the endpoint (it
             // computes, or a thread sleeps on its doorbell, see `sleeping`): block on the
             // socket, so that what arrives is applied, acknowledged and the sleeper woken
@@ -1366,6 +1472,7 @@ const DRIVEN_RECENTLY: Duration = Duration::from_millis(1);
 fn watching(st: &State, sh: &Shared) -> bool {
     P2P.load(Ordering::Relaxed)
         && active()
+        && sh.bridge.load(Ordering::Relaxed) == 0
         && (st.node.bell().is_some_and(|b| b.sleepers() > 0)
             || now_ns().saturating_sub(sh.last_drive.load(Ordering::Relaxed))
                 >= DRIVEN_RECENTLY.as_nanos() as u64)
