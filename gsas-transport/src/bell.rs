@@ -278,7 +278,10 @@ mod tests {
         let bell = Bell::new();
         let s = bell.announce();
         let seq = s.seq();
-        assert!(!bell.sleep_past(seq, Duration::from_millis(2)), "no ring: it times out");
+        assert!(
+            !bell.sleep_past(seq, Duration::from_millis(2)),
+            "no ring: it times out"
+        );
         std::thread::scope(|t| {
             let h = t.spawn(|| bell.sleep_past(seq, Duration::from_secs(60)));
             // Rings until the other thread returns: a ring before its futex wait makes the

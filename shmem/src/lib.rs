@@ -193,6 +193,13 @@ pub mod testing {
     pub fn socket_sleeps() -> (u64, u64) {
         crate::coll::direct::socket_sleeps()
     }
+
+    /// Acknowledgements of point-to-point puts this PE sent in datagrams of their own (not
+    /// carried by a put of its own to the sender), by the program's calls and by the
+    /// keeper thread.
+    pub fn p2p_acks_alone() -> (u64, u64) {
+        crate::coll::direct::acks_alone()
+    }
 }
 
 pub use api::{

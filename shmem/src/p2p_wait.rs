@@ -470,6 +470,8 @@ pub unsafe fn signal_fetch(sig: *const u64, call: &str) -> u64 {
     let st = state::live(call);
     check_aligned(sig.cast(), ScalarKind::U64, call);
     progress(st, call);
+    // No condition to tell whether the program answers now: owed acknowledgements go.
+    crate::coll::direct::release_owed();
     // SAFETY: forwarded.
     unsafe { load(sig.cast(), ScalarKind::U64) as u64 }
 }

@@ -129,6 +129,7 @@ pub fn wait_for<R>(
         if let Some(r) = cond() {
             return r;
         }
+        crate::coll::direct::release_owed();
         std::hint::spin_loop();
     }
     let mut waiter = Waiter::new(st.wait);
@@ -143,7 +144,12 @@ pub fn wait_for<R>(
         &mut crate::coll::direct::sleep,
         || {
             progress(st, call);
-            match cond() {
+            let found = cond();
+            if found.is_none() {
+                // The waiter waits on: the acknowledgements its look left owed go now.
+                crate::coll::direct::release_owed();
+            }
+            match found {
                 Some(r) => Progress::Done(r),
                 // Point-to-point puts arrive on this PE's endpoint (for other variables):
                 // activity, so the waiter spins again, as while a service applies them.
@@ -204,6 +210,8 @@ pub fn tested<R>(
         TEST_MISSES.set((0, 0));
         return r;
     }
+    // The program polls on: the acknowledgements this call's look left owed go now.
+    crate::coll::direct::release_owed();
     let now = gsas_transport::poll::monotonic_ns();
     let (misses, last) = TEST_MISSES.get();
     let misses = if now.saturating_sub(last) <= TEST_LOOP_GAP_NS {

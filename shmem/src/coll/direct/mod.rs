@@ -891,7 +891,19 @@ pub fn drive_p2p(st: &State) {
     let n = LOOKS.get().wrapping_add(1);
     LOOKS.set(n);
     if n % 16 == 0 || active() {
-        drive(st);
+        if let Some(sh) = shared() {
+            drive_holding(st, sh, &mut lock(&sh.ep));
+        }
+    }
+}
+
+/// A wait or test of memory found its condition false (or cannot tell, `shmem_signal_fetch`):
+/// the acknowledgements its looks left owed ([`drive_holding`]) go now, since no answer of
+/// the program's will carry them soon. One load when none are owed.
+#[inline]
+pub fn release_owed() {
+    if let Some(sh) = shared() {
+        send_owed(sh);
     }
 }
 
@@ -994,6 +1006,21 @@ fn bridge_ring(st: &State, sh: &Shared, passed: &mut u64, limit: Duration) -> bo
         RINGS_PASSED.fetch_add(1, Ordering::Relaxed);
     }
     true
+}
+
+/// Acknowledgements of point-to-point puts sent in datagrams of their own (not carried by
+/// a frame of the PE's), by a caller of the library and by the keeper thread.
+static ACKS_BY_CALLER: AtomicU64 = AtomicU64::new(0);
+static ACKS_BY_KEEPER: AtomicU64 = AtomicU64::new(0);
+
+/// Acknowledgements of point-to-point puts this PE sent alone (each a datagram, and a wake
+/// of its sender's quiet), by a caller (a wait that found its condition false, a sleep)
+/// and by the keeper thread; for tests.
+pub fn acks_alone() -> (u64, u64) {
+    (
+        ACKS_BY_CALLER.load(Ordering::Relaxed),
+        ACKS_BY_KEEPER.load(Ordering::Relaxed),
+    )
 }
 
 /// Sleeps of [`sleep`] on the socket, and doorbell rings the keeper passed on to them.
@@ -1136,19 +1163,37 @@ pub fn drive(st: &State) {
 
 /// One round of [`drive`] by a caller.
 fn drive_locked(st: &State, sh: &Shared, e: &mut Endpoint) {
-    sh.last_drive.store(now_ns(), Ordering::Relaxed);
     acknowledge_owed(st, sh, e, false);
+    drive_holding(st, sh, e);
+}
+
+/// [`drive_locked`] without sending the acknowledgements owed: for the looks of waits and
+/// tests of memory ([`drive_p2p`]), which send them once their condition was found false
+/// ([`release_owed`]). A look that finds its condition returns to the program, whose answer
+/// (the next round of a flag exchange) then carries them; sent at the look, each would
+/// wake its sender's quiet once more before that answer came.
+fn drive_holding(st: &State, sh: &Shared, e: &mut Endpoint) {
+    sh.last_drive.store(now_ns(), Ordering::Relaxed);
     let busy = round(st, e, false);
     sh.pending.store(busy, Ordering::Relaxed);
 }
 
 /// Sends the acknowledgements owed to the PEs at `to` now (those that a frame to them
-/// carried already cost nothing).
-fn acknowledge(st: &State, e: &mut Endpoint, to: &[SocketAddr]) {
+/// carried already cost nothing); `by_keeper`: for [`acks_alone`].
+fn acknowledge(st: &State, e: &mut Endpoint, to: &[SocketAddr], by_keeper: bool) {
     let key = e.job_key;
     for &addr in to {
-        if let Err(err) = e.net.acknowledge_now(UdpPeer { addr, key }) {
-            transport_failed(st, e, err, "shmem (acknowledging point-to-point puts)");
+        match e.net.acknowledge_now(UdpPeer { addr, key }) {
+            Ok(false) => {}
+            Ok(true) => {
+                let count = if by_keeper {
+                    &ACKS_BY_KEEPER
+                } else {
+                    &ACKS_BY_CALLER
+                };
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(err) => transport_failed(st, e, err, "shmem (acknowledging point-to-point puts)"),
         }
     }
     if let Err(err) = e.net.flush() {
@@ -1160,7 +1205,7 @@ fn acknowledge(st: &State, e: &mut Endpoint, to: &[SocketAddr]) {
 fn acknowledge_owed(st: &State, sh: &Shared, e: &mut Endpoint, by_keeper: bool) {
     if !e.inbox.owed.is_empty() {
         let mut owed = std::mem::take(&mut e.inbox.owed);
-        acknowledge(st, e, &owed);
+        acknowledge(st, e, &owed, by_keeper);
         owed.clear();
         e.inbox.owed = owed;
         sh.owed_since.store(0, Ordering::Relaxed);
@@ -1207,7 +1252,7 @@ fn round(st: &State, e: &mut Endpoint, by_keeper: bool) -> bool {
             bell.ring();
         }
         if by_keeper {
-            acknowledge(st, e, &urgent);
+            acknowledge(st, e, &urgent, true);
         } else {
             for a in urgent {
                 if !e.inbox.owed.contains(&a) {
