@@ -32,8 +32,6 @@ use crate::fatal::fatal;
 use crate::state::State;
 use crate::wait::progress_coll;
 
-/// Checks of the condition alone between two looks of the spin phase.
-const READY_CHECKS: u32 = 8;
 /// Longest sleep between polls.
 const MAX_NAP: Duration = Duration::from_micros(100);
 /// How long to yield before sleeping.
@@ -139,15 +137,8 @@ fn slow(
     // machine): a fixed batch of polls had cost ~19 us of another PE's CPU per wait.
     while phase.elapsed() < spin {
         look(&mut received, &mut phase);
-        // Between looks (each a clock read, and a receive system call when the PE has an
-        // endpoint) the condition alone, a few times: a flag that a PE of this node stores
-        // is seen within a load or two of its arrival, not within a look.
-        // No pause between them: a run of PAUSE instructions makes a virtual machine's
-        // hypervisor take the CPU away (pause-loop exiting).
-        for _ in 0..READY_CHECKS {
-            if ready() {
-                return;
-            }
+        if ready() {
+            return;
         }
         std::hint::spin_loop();
     }
