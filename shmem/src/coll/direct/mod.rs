@@ -57,7 +57,7 @@
 //! `shmem_put_signal` of such data goes the same way, its signal value in the same packet
 //! (applied after the data). The receiver applies it when
 //! it drives its endpoint (every wait and test of memory does, [`drive_p2p`]; while such
-//! puts flow ([`ACTIVE_FOR`]) a wait or test that sleeps sleeps on the socket ([`sleep`]),
+//! puts flow ([`ACTIVE_FOR`]) a wait that sleeps sleeps on the socket ([`sleep`]),
 //! so the put wakes it once, and the keeper passes the doorbell's rings on to it; when no
 //! caller drove the endpoint for [`DRIVEN_RECENTLY`] or a thread of the PE sleeps on its
 //! doorbell, the keeper thread blocks on the socket and applies it at once), rings the
@@ -85,7 +85,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -300,6 +300,9 @@ struct Shared {
     /// that thread's sleep (`None`: no eventfd could be made; then nobody sleeps on the
     /// socket).
     rung: Option<gsas_sys::event::EventFd>,
+    /// Threads of this PE in [`sleep`] that sleep on the doorbell, not on the socket: the
+    /// keeper watches the socket for them.
+    bell_sleepers: AtomicU32,
 }
 
 static EP: OnceLock<Option<Shared>> = OnceLock::new();
@@ -377,6 +380,7 @@ pub fn setup(st: &'static State) {
         keeper_acked: AtomicBool::new(false),
         bridge: AtomicU64::new(0),
         rung: gsas_sys::event::EventFd::new().ok(),
+        bell_sleepers: AtomicU32::new(0),
     }));
     // Receiving point-to-point puts is on wherever the endpoint is (a PE with
     // SHMEM_P2P_DIRECT_MAX=0 may still be sent some by PEs without it); the limit only
@@ -908,8 +912,7 @@ pub fn release_owed() {
 }
 
 /// A thread of this PE announced itself on its doorbell and is about to sleep (a wait or a
-/// test): the keeper thread watches the socket meanwhile, so that a point-to-point put
-/// that arrives is applied, and the sleeper woken, at once.
+/// test, in [`sleep`]): what it owes goes, and it looks once more.
 #[inline]
 pub fn sleeping() {
     if !P2P.load(Ordering::Relaxed) {
@@ -921,11 +924,6 @@ pub fn sleeping() {
         if let Some(st) = crate::state::get() {
             drive(st);
         }
-        if active() {
-            if let Some(t) = sh.keeper_thread.get() {
-                t.unpark();
-            }
-        }
     }
 }
 
@@ -933,31 +931,45 @@ pub fn sleeping() {
 /// doorbell; returns whether it was woken (a ring, or a datagram on the endpoint), as
 /// [`Sleeper::sleep`](gsas_transport::bell::Sleeper::sleep) does.
 ///
-/// While point-to-point puts come through the endpoint ([`active`]), the thread blocks on
-/// the endpoint's socket itself, so that such a put wakes it once: it applies the put in
+/// While point-to-point puts come through the endpoint ([`active`]) and `on_socket` (the
+/// waits; not the naps of a `shmem_test` loop, see `crate::wait::tested`), the thread
+/// blocks on the endpoint's socket itself, so that such a put wakes it once: it applies the put in
 /// its next step. A ring of the doorbell (an update the node's service applied) reaches it
 /// through the keeper thread, which sleeps on the bell on its behalf (past the sequence
 /// its announcement read, so a ring between the re-check and the block is not lost) and
 /// signals an eventfd that the sleeper polls too. Before, the put woke the keeper, which
 /// applied it and rang the bell, which woke the sleeper: two wake-ups, each one a
 /// scheduling delay on a machine with more runnable threads than CPUs. Otherwise (no
-/// endpoint, no puts lately, another thread of the PE already sleeping on the socket) it
-/// is the plain sleep on the bell.
-pub fn sleep(sleeper: &gsas_transport::bell::Sleeper<'_>, timeout: Duration) -> bool {
-    let Some((sh, rung)) = shared()
-        .filter(|_| P2P.load(Ordering::Relaxed) && active())
-        .and_then(|sh| Some((sh, sh.rung.as_ref()?)))
-    else {
+/// endpoint, no puts lately, not `on_socket`, another thread of the PE already sleeping on
+/// the socket) it is the plain sleep on the bell, with the keeper watching the socket
+/// meanwhile (see `watching`), as before.
+pub fn sleep(
+    sleeper: &gsas_transport::bell::Sleeper<'_>,
+    timeout: Duration,
+    on_socket: bool,
+) -> bool {
+    let Some(sh) = shared().filter(|_| P2P.load(Ordering::Relaxed) && active()) else {
         return sleeper.sleep(timeout);
     };
     let word = 1 << 32 | u64::from(sleeper.seq());
-    if sh
-        .bridge
-        .compare_exchange(0, word, Ordering::AcqRel, Ordering::Relaxed)
-        .is_err()
-    {
-        return sleeper.sleep(timeout);
-    }
+    let rung = sh.rung.as_ref().filter(|_| {
+        on_socket
+            && sh
+                .bridge
+                .compare_exchange(0, word, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    });
+    let Some(rung) = rung else {
+        // The keeper watches the socket meanwhile (see `watching`), so that a put that
+        // arrives is applied, and this sleeper woken, at once.
+        sh.bell_sleepers.fetch_add(1, Ordering::AcqRel);
+        if let Some(t) = sh.keeper_thread.get() {
+            t.unpark();
+        }
+        let woken = sleeper.sleep(timeout);
+        sh.bell_sleepers.fetch_sub(1, Ordering::AcqRel);
+        return woken;
+    };
     SOCKET_SLEEPS.fetch_add(1, Ordering::Relaxed);
     if let Some(t) = sh.keeper_thread.get() {
         t.unpark();
@@ -1449,7 +1461,7 @@ fn keep(st: &'static State, sh: &'static Shared) {
             IDLE_NAP
         };
         let owed = sh.owed_since.load(Ordering::Relaxed);
-        let watch = watching(st, sh);
+        let watch = watching(sh);
         if bridge_ring(st, sh, &mut passed, nap.min(TICK)) {
             // A thread of this PE sleeps on the socket and applies what arrives; the
             // keeper's rounds below still resend and acknowledge when it sleeps long.
@@ -1514,11 +1526,14 @@ const DRIVEN_RECENTLY: Duration = Duration::from_millis(1);
 /// Whether the keeper watches the socket: point-to-point puts come through the endpoint,
 /// and a thread of this PE sleeps on its doorbell or no caller drove the endpoint for
 /// [`DRIVEN_RECENTLY`].
-fn watching(st: &State, sh: &Shared) -> bool {
+fn watching(sh: &Shared) -> bool {
+    // Not for a thread that sleeps on the socket itself ([`sleep`]): a keeper on the socket
+    // too would be woken by every datagram as well, and take some of them (acknowledging
+    // each alone).
     P2P.load(Ordering::Relaxed)
         && active()
         && sh.bridge.load(Ordering::Relaxed) == 0
-        && (st.node.bell().is_some_and(|b| b.sleepers() > 0)
+        && (sh.bell_sleepers.load(Ordering::Acquire) > 0
             || now_ns().saturating_sub(sh.last_drive.load(Ordering::Relaxed))
                 >= DRIVEN_RECENTLY.as_nanos() as u64)
 }
