@@ -195,8 +195,8 @@ pub mod testing {
     }
 
     /// Acknowledgements of point-to-point puts this PE sent in datagrams of their own (not
-    /// carried by a put of its own to the sender), by the program's calls and by the
-    /// keeper thread.
+    /// carried by a put of its own to the sender): at once, and late (by the keeper
+    /// thread, for what the program's calls left owed).
     pub fn p2p_acks_alone() -> (u64, u64) {
         crate::coll::direct::acks_alone()
     }

@@ -1021,17 +1021,19 @@ fn bridge_ring(st: &State, sh: &Shared, passed: &mut u64, limit: Duration) -> bo
 }
 
 /// Acknowledgements of point-to-point puts sent in datagrams of their own (not carried by
-/// a frame of the PE's), by a caller of the library and by the keeper thread.
-static ACKS_BY_CALLER: AtomicU64 = AtomicU64::new(0);
-static ACKS_BY_KEEPER: AtomicU64 = AtomicU64::new(0);
+/// a frame of the PE's): at once (by a caller, or by the keeper for a put it applied), and
+/// late (by the keeper, [`ACK_SOON`] after a caller left them owed).
+static ACKS_PROMPT: AtomicU64 = AtomicU64::new(0);
+static ACKS_LATE: AtomicU64 = AtomicU64::new(0);
 
 /// Acknowledgements of point-to-point puts this PE sent alone (each a datagram, and a wake
-/// of its sender's quiet), by a caller (a wait that found its condition false, a sleep)
-/// and by the keeper thread; for tests.
+/// of its sender's quiet): at once (a wait or test that found its condition false, a
+/// sleep, the keeper for a put it applied), and late (the keeper, for what a caller left
+/// owed); for tests.
 pub fn acks_alone() -> (u64, u64) {
     (
-        ACKS_BY_CALLER.load(Ordering::Relaxed),
-        ACKS_BY_KEEPER.load(Ordering::Relaxed),
+        ACKS_PROMPT.load(Ordering::Relaxed),
+        ACKS_LATE.load(Ordering::Relaxed),
     )
 }
 
@@ -1191,18 +1193,15 @@ fn drive_holding(st: &State, sh: &Shared, e: &mut Endpoint) {
 }
 
 /// Sends the acknowledgements owed to the PEs at `to` now (those that a frame to them
-/// carried already cost nothing); `by_keeper`: for [`acks_alone`].
-fn acknowledge(st: &State, e: &mut Endpoint, to: &[SocketAddr], by_keeper: bool) {
+/// carried already cost nothing); `late`: the keeper sends what a caller left owed (for
+/// [`acks_alone`]).
+fn acknowledge(st: &State, e: &mut Endpoint, to: &[SocketAddr], late: bool) {
     let key = e.job_key;
     for &addr in to {
         match e.net.acknowledge_now(UdpPeer { addr, key }) {
             Ok(false) => {}
             Ok(true) => {
-                let count = if by_keeper {
-                    &ACKS_BY_KEEPER
-                } else {
-                    &ACKS_BY_CALLER
-                };
+                let count = if late { &ACKS_LATE } else { &ACKS_PROMPT };
                 count.fetch_add(1, Ordering::Relaxed);
             }
             Err(err) => transport_failed(st, e, err, "shmem (acknowledging point-to-point puts)"),
@@ -1264,7 +1263,7 @@ fn round(st: &State, e: &mut Endpoint, by_keeper: bool) -> bool {
             bell.ring();
         }
         if by_keeper {
-            acknowledge(st, e, &urgent, true);
+            acknowledge(st, e, &urgent, false);
         } else {
             for a in urgent {
                 if !e.inbox.owed.contains(&a) {
