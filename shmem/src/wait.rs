@@ -21,8 +21,9 @@
 //! which drives its endpoint in [`progress`]; while such puts flow, a waiter that sleeps
 //! sleeps on the endpoint's socket instead of the futex (`coll::direct::sleep`: the put
 //! wakes it once, and the keeper thread passes the bell's rings on to it through an
-//! eventfd; a `shmem_test` loop's naps stay on the futex, with the keeper on the socket); packets arriving on the endpoint count as activity, so the
-//! waiter spins again while a stream of them comes in. Stores of same-node PEs go
+//! eventfd; a `shmem_test` loop's naps stay on the futex, with the keeper on the socket);
+//! packets arriving on the endpoint count as activity, so the waiter spins again while a
+//! stream of them comes in. Stores of same-node PEs go
 //! directly into memory and do not ring; the waiter's spin phase sees those, and a sleeping
 //! waiter sees them at the end of its (bounded) sleep step as before. On a crowded machine
 //! (more runnable threads than CPUs) there is no spin phase: the waiter sleeps at once, and
@@ -158,8 +159,8 @@ pub fn wait_for<R>(
                     Progress::Busy
                 }
                 None => {
-                    // Announced on the bell (the re-check before a sleep): the keeper thread
-                    // watches the endpoint while this thread sleeps.
+                    // Announced on the bell (the re-check before a sleep): what this PE owes
+                    // goes, and it looks once more; then it sleeps (`coll::direct::sleep`).
                     if st.node.bell().is_some_and(|b| b.sleepers() > 0) {
                         crate::coll::direct::sleeping();
                     }
