@@ -33,8 +33,8 @@
 //!   works (the counters say 0).
 //! * `sleep`: PE 0 and the last PE pass a flag back and forth, each pausing 3 ms before it
 //!   answers, so that the waiter's spin ends and it sleeps. Two rounds in four the answer
-//!   is a direct `p` (it wakes a waiter that sleeps on its endpoint's socket), the other
-//!   two an atomic set through the receiver's service (its doorbell ring must reach that
+//!   is a direct `p` (it wakes a waiter that sleeps on its endpoint's socket; every 8th is
+//!   lost once and resent), the other two an atomic set through the receiver's service (its doorbell ring must reach that
 //!   waiter through the keeper thread, or the waiter sleeps out its step); the waits
 //!   alternate between `wait_until` and a `test` loop. Each checks every value, that it
 //!   slept on its socket, and that rings were passed on to it.
@@ -132,6 +132,11 @@ fn sleep(shmem: &Shmem) -> String {
         let answer = |r: i64| {
             std::thread::sleep(Duration::from_millis(3));
             if r % 4 < 2 {
+                if r % 8 == 0 {
+                    // Lost once: the resend, a retransmission timeout later, must still
+                    // wake the waiter asleep on its socket.
+                    coll_drop(1);
+                }
                 shmem.p(&flag, r, other);
             } else {
                 shmem.atomic_set(&flag, r, other);
@@ -191,7 +196,7 @@ fn acks(shmem: &Shmem) -> String {
     }
     let (prompt1, late1) = p2p_acks_alone();
     // Reported, not asserted: mostly 0-50 of 200 (the answers carry the rest), but one run
-    // in about six sends 130-160 alone, as every look did before (the benchmarks'
+    // in about six sends 60-160 alone, as every look did before (the benchmarks'
     // flag_quiet shows the difference).
     let alone = prompt1 + late1 - prompt0 - late0;
     if me == 0 {
@@ -509,7 +514,7 @@ fn one_threads_quiet_covers_the_direct_puts_another_thread_finished() {
 
 #[test]
 fn a_waiter_asleep_on_its_socket_is_woken_by_direct_puts_and_by_its_doorbell() {
-    for nodes in [2, 3] {
+    for nodes in [2, 3, 4] {
         let (report, dir) = run("sleep", topo(nodes), &counts_env());
         let r = rust_common::check(&report, &dir, topo(nodes));
         assert!(
@@ -522,7 +527,7 @@ fn a_waiter_asleep_on_its_socket_is_woken_by_direct_puts_and_by_its_doorbell() {
 
 #[test]
 fn answers_carry_the_acknowledgements_and_a_waiting_pe_sends_them_itself() {
-    for nodes in [2, 3] {
+    for nodes in [2, 3, 4] {
         let (report, dir) = run("acks", topo(nodes), &counts_env());
         let r = rust_common::check(&report, &dir, topo(nodes));
         assert!(r.iter().all(|s| s.starts_with("acks ok")), "{r:?}");

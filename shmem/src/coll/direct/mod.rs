@@ -991,7 +991,12 @@ pub fn sleep(
         || gsas_sys::fd::ppoll(&mut fds, timeout).is_ok_and(|n| n > 0)
         || sleeper.rung();
     sh.bridge.store(0, Ordering::Release);
-    rung.drain();
+    // Read only when it fired: no system call on a put's wake-up. A signal the keeper
+    // sends after this (it saw the bridge before the store above) ends the next such sleep
+    // at once, which then drains it.
+    if fds[1].revents != 0 {
+        rung.drain();
+    }
     woken
 }
 
@@ -1482,7 +1487,7 @@ fn keep(st: &'static State, sh: &'static Shared) {
             continue;
         } else if watch {
             // Point-to-point puts come here and this PE does not drive the endpoint (it
-            // computes, or a thread sleeps on its doorbell, see `sleeping`): block on the
+            // computes, or a thread sleeps on its doorbell, see `sleep`): block on the
             // socket, so that what arrives is applied, acknowledged and the sleeper woken
             // at once, as a service would.
             // SAFETY: the endpoint's socket, open for the life of the process.
